@@ -1,0 +1,196 @@
+//===- MOSSAttrs.cpp - moss attributes ------------------------------------===//
+
+#include "moss/Dialect/MOSS/IR/MOSSAttrs.h"
+#include "moss/Dialect/MOSS/IR/MOSSDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/MathExtras.h"
+
+using namespace mlir;
+using namespace mlir::moss;
+
+#include "moss/Dialect/MOSS/IR/MOSSEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "moss/Dialect/MOSS/IR/MOSSAttrs.cpp.inc"
+
+void MOSSDialect::registerAttributes() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "moss/Dialect/MOSS/IR/MOSSAttrs.cpp.inc"
+      >();
+}
+
+// Syntax:
+//   per_tensor | per_row | per_group RxB | mxfp8 [32]
+//   | two_level [B] [, global = tensor|row]
+Attribute ScalingAttr::parse(AsmParser &parser, Type) {
+  SMLoc loc = parser.getCurrentLocation();
+  StringRef keyword;
+  if (parser.parseLess() || parser.parseKeyword(&keyword))
+    return {};
+  std::optional<ScalingKind> kind = symbolizeScalingKind(keyword);
+  if (!kind) {
+    parser.emitError(loc, "expected a scaling kind (per_tensor, per_row, "
+                          "per_group, mxfp8 or two_level), got '")
+        << keyword << "'";
+    return {};
+  }
+
+  int64_t blockRows = 1;
+  int64_t blockCols = 0;
+  GlobalScope global = GlobalScope::Tensor;
+  switch (*kind) {
+  case ScalingKind::PerTensor:
+  case ScalingKind::PerRow:
+    break;
+  case ScalingKind::PerGroup: {
+    SmallVector<int64_t, 2> shape;
+    SMLoc shapeLoc = parser.getCurrentLocation();
+    if (parser.parseDimensionList(shape, /*allowDynamic=*/false,
+                                  /*withTrailingX=*/false))
+      return {};
+    if (shape.size() != 2) {
+      parser.emitError(shapeLoc, "expected a per_group block shape RxB, "
+                                 "such as 1x128 or 128x128");
+      return {};
+    }
+    blockRows = shape[0];
+    blockCols = shape[1];
+    break;
+  }
+  case ScalingKind::MXFP8:
+  case ScalingKind::TwoLevel: {
+    blockCols = 32;
+    OptionalParseResult block = parser.parseOptionalInteger(blockCols);
+    if (block.has_value() && failed(*block))
+      return {};
+    if (*kind == ScalingKind::TwoLevel && succeeded(parser.parseOptionalComma())) {
+      StringRef scope;
+      SMLoc scopeLoc = parser.getCurrentLocation();
+      if (parser.parseKeyword("global") || parser.parseEqual() ||
+          parser.parseKeyword(&scope))
+        return {};
+      std::optional<GlobalScope> parsed = symbolizeGlobalScope(scope);
+      if (!parsed) {
+        parser.emitError(scopeLoc, "expected global = tensor or row, got '")
+            << scope << "'";
+        return {};
+      }
+      global = *parsed;
+    }
+    break;
+  }
+  }
+  if (parser.parseGreater())
+    return {};
+  return parser.getChecked<ScalingAttr>(loc, parser.getContext(), *kind,
+                                        blockRows, blockCols, global);
+}
+
+void ScalingAttr::print(AsmPrinter &printer) const {
+  printer << '<' << stringifyScalingKind(getKind());
+  switch (getKind()) {
+  case ScalingKind::PerTensor:
+  case ScalingKind::PerRow:
+  case ScalingKind::MXFP8:
+    break;
+  case ScalingKind::PerGroup:
+    printer << ' ' << getBlockRows() << 'x' << getBlockCols();
+    break;
+  case ScalingKind::TwoLevel:
+    printer << ' ' << getBlockCols()
+            << ", global = " << stringifyGlobalScope(getGlobal());
+    break;
+  }
+  printer << '>';
+}
+
+LogicalResult
+ScalingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                    ScalingKind kind, int64_t blockRows, int64_t blockCols,
+                    GlobalScope global) {
+  // Every block length must be a whole number of FP8 MMA K steps (32), so
+  // that the GEMM can apply block scales between MMAs.
+  auto verifyBlockCols = [&]() -> LogicalResult {
+    if (blockCols < 32 || !llvm::isPowerOf2_64(blockCols))
+      return emitError() << "block length along K must be a power of two of "
+                            "at least 32, got "
+                         << blockCols;
+    return success();
+  };
+  switch (kind) {
+  case ScalingKind::PerTensor:
+  case ScalingKind::PerRow:
+    if (blockRows != 1 || blockCols != 0 || global != GlobalScope::Tensor)
+      return emitError() << stringifyScalingKind(kind)
+                         << " takes no block shape or global scope";
+    return success();
+  case ScalingKind::PerGroup:
+    if (failed(verifyBlockCols()))
+      return failure();
+    if (blockRows != 1 && blockRows != blockCols)
+      return emitError() << "per_group blocks are 1x" << blockCols << " or "
+                         << blockCols << "x" << blockCols << ", got "
+                         << blockRows << "x" << blockCols;
+    return success();
+  case ScalingKind::MXFP8:
+    if (blockCols != 32)
+      return emitError() << "mxfp8 blocks are 32 elements long (OCP MX "
+                            "v1.0), got "
+                         << blockCols;
+    return success();
+  case ScalingKind::TwoLevel:
+    return verifyBlockCols();
+  }
+  llvm_unreachable("unknown scaling kind");
+}
+
+bool ScalingAttr::hasLocalScales() const {
+  ScalingKind kind = getKind();
+  return kind == ScalingKind::PerGroup || kind == ScalingKind::MXFP8 ||
+         kind == ScalingKind::TwoLevel;
+}
+
+bool ScalingAttr::hasE8M0LocalScales() const {
+  return getKind() == ScalingKind::MXFP8 || getKind() == ScalingKind::TwoLevel;
+}
+
+bool ScalingAttr::hasGlobalScales() const {
+  ScalingKind kind = getKind();
+  return kind == ScalingKind::PerTensor || kind == ScalingKind::PerRow ||
+         kind == ScalingKind::TwoLevel;
+}
+
+int64_t ScalingAttr::getKGranularity() const {
+  return hasLocalScales() ? getBlockCols() : 1;
+}
+
+/// `size / block`, rounded up, keeping dynamic sizes dynamic.
+static int64_t ceilDivDim(int64_t size, int64_t block) {
+  return ShapedType::isDynamic(size) ? ShapedType::kDynamic
+                                     : llvm::divideCeil(size, block);
+}
+
+RankedTensorType ScalingAttr::getLocalScaleType(int64_t rows, int64_t k) const {
+  if (!hasLocalScales())
+    return {};
+  MLIRContext *ctx = getContext();
+  Type element = hasE8M0LocalScales() ? Type(Float8E8M0FNUType::get(ctx))
+                                      : Type(Float32Type::get(ctx));
+  return RankedTensorType::get(
+      {ceilDivDim(rows, getBlockRows()), ceilDivDim(k, getBlockCols())},
+      element);
+}
+
+RankedTensorType ScalingAttr::getGlobalScaleType(int64_t rows) const {
+  if (!hasGlobalScales())
+    return {};
+  bool perRow = getKind() == ScalingKind::PerRow ||
+                (getKind() == ScalingKind::TwoLevel &&
+                 getGlobal() == GlobalScope::Row);
+  return RankedTensorType::get({perRow ? rows : 1},
+                               Float32Type::get(getContext()));
+}

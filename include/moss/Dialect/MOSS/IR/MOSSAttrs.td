@@ -1,0 +1,73 @@
+//===- MOSSAttrs.td - moss attributes ----------------------*- tablegen -*-===//
+
+#ifndef MOSS_ATTRS_TD
+#define MOSS_ATTRS_TD
+
+include "moss/Dialect/MOSS/IR/MOSSDialect.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+
+def MOSS_ScalingKind : I32EnumAttr<"ScalingKind", "FP8 scaling scheme", [
+  I32EnumAttrCase<"PerTensor", 0, "per_tensor">,
+  I32EnumAttrCase<"PerRow", 1, "per_row">,
+  I32EnumAttrCase<"PerGroup", 2, "per_group">,
+  I32EnumAttrCase<"MXFP8", 3, "mxfp8">,
+  I32EnumAttrCase<"TwoLevel", 4, "two_level">
+]> {
+  let cppNamespace = "::mlir::moss";
+  let genSpecializedAttr = 0;
+}
+
+def MOSS_GlobalScope : I32EnumAttr<"GlobalScope",
+    "granularity of a two-level scheme's FP32 global scale", [
+  I32EnumAttrCase<"Tensor", 0, "tensor">,
+  I32EnumAttrCase<"Row", 1, "row">
+]> {
+  let cppNamespace = "::mlir::moss";
+  let genSpecializedAttr = 0;
+}
+
+def MOSS_ScalingAttr : AttrDef<MOSS_Dialect, "Scaling"> {
+  let mnemonic = "scaling";
+  let summary = "How one FP8 operand is scaled";
+  let description = [{
+    The scaling scheme of one K-major operand [rows, K]:
+
+    - `per_tensor`: one FP32 scale for the tensor (global operand tensor<1xf32>).
+    - `per_row`: one FP32 scale per row (global operand tensor<rows x f32>).
+    - `per_group RxB`: one FP32 scale per RxB block, R = 1 or R = B
+      (local operand tensor<ceildiv(rows,R) x K/B x f32>).
+    - `mxfp8`: one E8M0 scale per 32 elements along K (OCP MX v1.0)
+      (local operand tensor<rows x K/32 x f8E8M0FNU>).
+    - `two_level B, global = tensor|row`: MOSS microscaling, one E8M0 scale
+      per B elements along K plus an FP32 global scale per tensor or per row.
+
+    Examples: `#moss.scaling<per_tensor>`, `#moss.scaling<per_group 1x128>`,
+    `#moss.scaling<two_level 32, global = row>`.
+  }];
+  let parameters = (ins
+    EnumParameter<MOSS_ScalingKind>:$kind,
+    "int64_t":$blockRows,
+    "int64_t":$blockCols,
+    EnumParameter<MOSS_GlobalScope>:$global
+  );
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// Whether the scheme has block scales (a `local` operand).
+    bool hasLocalScales() const;
+    /// Whether its block scales are E8M0 powers of two (else FP32).
+    bool hasE8M0LocalScales() const;
+    /// Whether the scheme has FP32 global scales (a `global` operand).
+    bool hasGlobalScales() const;
+    /// The scale operand types for an operand of shape [rows, k] (either may
+    /// be ShapedType::kDynamic). Null where the scheme has no such scales.
+    RankedTensorType getLocalScaleType(int64_t rows, int64_t k) const;
+    RankedTensorType getGlobalScaleType(int64_t rows) const;
+    /// The block length along K that k must be a multiple of (1 when the
+    /// scheme has no blocks).
+    int64_t getKGranularity() const;
+  }];
+}
+
+#endif // MOSS_ATTRS_TD

@@ -1,0 +1,94 @@
+//===- MOSSOps.td - moss operations ------------------------*- tablegen -*-===//
+
+#ifndef MOSS_OPS_TD
+#define MOSS_OPS_TD
+
+include "moss/Dialect/MOSS/IR/MOSSAttrs.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def MOSS_QuantizeOp : MOSS_Op<"quantize", [Pure, AttrSizedResultSegments]> {
+  let summary = "Quantizes a matrix to FP8 with a scaling scheme";
+  let description = [{
+    Quantizes `input` [rows, K] to FP8 codes with the given scheme, blocks
+    running along K. With `transpose`, it quantizes the transpose of the
+    input instead: `codes` is [K, rows] and the blocks run along `rows`, the
+    layout a backward GEMM needs for a K-major operand.
+
+    Results: the codes, the block scales (`local`) where the scheme has them,
+    and the FP32 global scales (`global`) where it has them.
+
+    ```mlir
+    %q, %l, %g = moss.quantize %x scaling<two_level 32, global = tensor>
+        : tensor<?x4096xbf16> -> tensor<?x4096xf8E4M3FN>
+          local tensor<?x128xf8E8M0FNU> global tensor<1xf32>
+    ```
+  }];
+  let arguments = (ins
+    AnyRankedTensor:$input,
+    MOSS_ScalingAttr:$scaling,
+    UnitAttr:$transpose
+  );
+  let results = (outs
+    AnyRankedTensor:$codes,
+    Optional<AnyRankedTensor>:$local,
+    Optional<AnyRankedTensor>:$global
+  );
+  let assemblyFormat = [{
+    $input `scaling` `` $scaling (`transpose` $transpose^)? attr-dict `:` type($input)
+    `->` type($codes) (`local` type($local)^)? (`global` type($global)^)?
+  }];
+  let hasVerifier = 1;
+}
+
+def MOSS_GemmOp : MOSS_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
+  let summary = "Block-scaled FP8 GEMM with a fused epilogue";
+  let description = [{
+    `result[m, n] = epilogue(sum_k dqA[m, k] * dqB[n, k])` where `dqA` and
+    `dqB` are the dequantized operands: `a` [M, K] and `b` [N, K] are both
+    K-major FP8 (f8E4M3FN or f8E5M2, any pairing Hopper's FP8 MMA takes),
+    each with its scaling scheme and scale operands. The epilogue adds the
+    optional `bias` [N], adds `beta * c` for an optional `c` [M, N], casts to
+    the result element type (bf16, f16 or f32) and, when the `amax` result
+    is present, also returns max |result| as tensor<1xf32> for quantizing
+    the next layer.
+
+    ```mlir
+    %c = moss.gemm %a scaling<two_level 32, global = row>
+             local(%al) global(%ag),
+           %b scaling<per_tensor> global(%bg)
+        : (tensor<?x4096xf8E4M3FN>, tensor<?x128xf8E8M0FNU>, tensor<?xf32>,
+           tensor<11008x4096xf8E4M3FN>, tensor<1xf32>) -> tensor<?x11008xbf16>
+    ```
+  }];
+  let arguments = (ins
+    AnyRankedTensor:$a,
+    MOSS_ScalingAttr:$aScaling,
+    Optional<AnyRankedTensor>:$aLocal,
+    Optional<AnyRankedTensor>:$aGlobal,
+    AnyRankedTensor:$b,
+    MOSS_ScalingAttr:$bScaling,
+    Optional<AnyRankedTensor>:$bLocal,
+    Optional<AnyRankedTensor>:$bGlobal,
+    Optional<AnyRankedTensor>:$bias,
+    Optional<AnyRankedTensor>:$c,
+    OptionalAttr<F32Attr>:$beta
+  );
+  let results = (outs
+    AnyRankedTensor:$result,
+    Optional<AnyRankedTensor>:$amax
+  );
+  let assemblyFormat = [{
+    $a `scaling` `` $aScaling (`local` `(` $aLocal^ `)`)? (`global` `(` $aGlobal^ `)`)? `,`
+    $b `scaling` `` $bScaling (`local` `(` $bLocal^ `)`)? (`global` `(` $bGlobal^ `)`)?
+    (`bias` `(` $bias^ `)`)? (`accumulate` `(` $c^ `)`)?
+    (`beta` `(` $beta^ `)`)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The effective beta: the attribute's value, 1 when `c` is present
+    /// without one, 0 without `c`.
+    float getBetaOrDefault();
+  }];
+}
+
+#endif // MOSS_OPS_TD

@@ -1,0 +1,46 @@
+//===- Fidelity.h - SNR and error measures, reference GEMM -----*- C++ -*-===//
+
+#ifndef MOSS_NUMERICS_FIDELITY_H
+#define MOSS_NUMERICS_FIDELITY_H
+
+#include "moss/Numerics/Quantize.h"
+
+#include "llvm/ADT/ArrayRef.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace moss::numerics {
+
+/// How faithfully a quantized tensor represents its input.
+struct FidelityReport {
+  /// 10 log10(sum x^2 / sum (x - dq)^2) over finite inputs, in dB. +inf when
+  /// the error is zero.
+  double snrDb = 0;
+  /// Largest |x - dq| / |x| over finite non-zero inputs.
+  double maxRelError = 0;
+  /// Finite non-zero inputs that quantized to zero.
+  int64_t underflowToZero = 0;
+  /// Copied from the quantizer's stats.
+  int64_t saturated = 0;
+  int64_t nonFiniteBlocks = 0;
+};
+
+/// SNR in dB of `approx` against `exact` (same length), skipping positions
+/// where `exact` is not finite. +inf when they agree exactly.
+double snrDb(llvm::ArrayRef<float> exact, llvm::ArrayRef<double> approx);
+
+/// Measures `q` against the row-major [rows, cols] input it was quantized
+/// from (the input layout, before any transpose).
+FidelityReport measureFidelity(llvm::ArrayRef<float> x, int64_t rows,
+                               int64_t cols, const QuantizedTensor &q);
+
+/// FP64 reference GEMM on K-major operands: C[m,n] = sum_k A[m,k] * B[n,k],
+/// A row-major [m, k], B row-major [n, k], C row-major [m, n].
+std::vector<double> referenceGemm(llvm::ArrayRef<double> a,
+                                  llvm::ArrayRef<double> b, int64_t m,
+                                  int64_t n, int64_t k);
+
+} // namespace moss::numerics
+
+#endif // MOSS_NUMERICS_FIDELITY_H

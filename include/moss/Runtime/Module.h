@@ -1,0 +1,59 @@
+//===- Module.h - Loaded kernel images and launches ------------*- C++ -*-===//
+
+#ifndef MOSS_RUNTIME_MODULE_H
+#define MOSS_RUNTIME_MODULE_H
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cuda.h>
+
+namespace moss::runtime {
+
+/// A cubin or PTX image loaded into the current context (cuModuleLoadData).
+/// Move-only; the destructor unloads it.
+class Module {
+public:
+  /// Loads `image` (a cubin ELF, or PTX text) into the calling thread's
+  /// current context; fails when there is none.
+  static llvm::Expected<Module> load(llvm::StringRef image);
+
+  Module(Module &&other) : module(other.module) { other.module = nullptr; }
+  Module &operator=(Module &&other);
+  Module(const Module &) = delete;
+  Module &operator=(const Module &) = delete;
+  ~Module();
+
+  /// The kernel named `name` (its extern "C" or mangled name).
+  llvm::Expected<CUfunction> getFunction(llvm::StringRef name) const;
+
+  /// The driver's module handle.
+  CUmodule getHandle() const { return module; }
+
+private:
+  explicit Module(CUmodule module) : module(module) {}
+  void unload();
+
+  CUmodule module = nullptr;
+};
+
+/// Launch geometry for launchKernel().
+struct LaunchConfig {
+  unsigned grid[3] = {1, 1, 1};
+  unsigned block[3] = {1, 1, 1};
+  /// Thread block cluster shape (sm_90+); {1, 1, 1} launches no clusters.
+  unsigned cluster[3] = {1, 1, 1};
+  /// Dynamic shared memory in bytes. Above 48 KiB the function's opt-in
+  /// limit is raised to it first.
+  unsigned sharedMemoryBytes = 0;
+  CUstream stream = nullptr;
+};
+
+/// Launches `function` with `args` (one pointer per kernel parameter), with
+/// cuLaunchKernelEx when a cluster shape is given.
+llvm::Error launchKernel(CUfunction function, const LaunchConfig &config,
+                         void **args);
+
+} // namespace moss::runtime
+
+#endif // MOSS_RUNTIME_MODULE_H

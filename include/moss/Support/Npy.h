@@ -1,0 +1,48 @@
+//===- Npy.h - Reading and writing NumPy .npy files ------------*- C++ -*-===//
+//
+// Just enough of the .npy format (versions 1.0, 2.0 and 3.0) for the tools:
+// read a 2-D little-endian float32 C-order matrix, write float32 and uint8
+// arrays. Writes go to a temporary file in the same directory and are renamed
+// into place, so a reader never sees a torn file.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOSS_SUPPORT_NPY_H
+#define MOSS_SUPPORT_NPY_H
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace moss {
+
+/// A row-major 2-D float32 matrix read from a .npy file.
+struct NpyMatrix {
+  int64_t rows = 0;
+  int64_t cols = 0;
+  std::vector<float> data;
+};
+
+/// Reads a 2-D '<f4' C-order .npy file. The error says what is wrong (not a
+/// .npy file, wrong dtype, Fortran order, not 2-D, truncated data).
+llvm::Expected<NpyMatrix> readNpyMatrix(llvm::StringRef path);
+
+/// Parses the bytes of a .npy file (as readNpyMatrix does for a file).
+llvm::Expected<NpyMatrix> parseNpyMatrix(llvm::StringRef bytes);
+
+/// The .npy bytes of a C-order array of the given shape.
+std::vector<char> serializeNpy(llvm::ArrayRef<int64_t> shape,
+                               llvm::ArrayRef<float> values);
+std::vector<char> serializeNpy(llvm::ArrayRef<int64_t> shape,
+                               llvm::ArrayRef<uint8_t> values);
+
+/// Writes bytes to `path` through a temporary file and a rename.
+llvm::Error writeFileAtomically(llvm::StringRef path,
+                                llvm::ArrayRef<char> bytes);
+
+} // namespace moss
+
+#endif // MOSS_SUPPORT_NPY_H

@@ -1,0 +1,153 @@
+//===- CacheDirectory.cpp - The kernel cache's directory ------------------===//
+
+#include "CacheDirectory.h"
+
+#include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <fcntl.h>
+#include <sys/stat.h>
+
+using namespace llvm;
+namespace fs = llvm::sys::fs;
+
+namespace moss::runtime {
+namespace {
+
+constexpr StringLiteral kEntrySuffix = ".kernel";
+/// writeFileAtomically's temporaries: "<entry>.tmp-XXXXXX".
+constexpr StringLiteral kTempMarker = ".kernel.tmp-";
+constexpr auto kStaleTempAge = std::chrono::hours(1);
+
+bool isHexDigits(StringRef text, size_t count) {
+  return text.size() == count && llvm::all_of(text, [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+bool isEntryName(StringRef name) {
+  return name.consume_back(kEntrySuffix) && isHexDigits(name, 32);
+}
+
+bool isTempName(StringRef name) {
+  size_t marker = name.find(kTempMarker);
+  return marker != StringRef::npos && isHexDigits(name.take_front(marker), 32);
+}
+
+std::string getKernelsDirectory(StringRef root) {
+  SmallString<256> path(root);
+  sys::path::append(path, "kernels");
+  return std::string(path);
+}
+
+/// Calls `visit(path, name, status)` for every file in the fan-out
+/// directories under <root>/kernels. Files vanishing meanwhile are skipped.
+template <typename Visit> void forEachCacheFile(StringRef root, Visit visit) {
+  std::error_code ec;
+  std::string kernels = getKernelsDirectory(root);
+  for (fs::directory_iterator shard(kernels, ec), end; !ec && shard != end;
+       shard.increment(ec)) {
+    if (!isHexDigits(sys::path::filename(shard->path()), 2))
+      continue;
+    std::error_code innerEc;
+    for (fs::directory_iterator file(shard->path(), innerEc);
+         !innerEc && file != end; file.increment(innerEc)) {
+      ErrorOr<fs::basic_file_status> status = file->status();
+      if (!status || status->type() != fs::file_type::regular_file)
+        continue;
+      visit(file->path(), sys::path::filename(file->path()), *status);
+    }
+  }
+}
+
+} // namespace
+
+std::string getDefaultCacheDirectory() {
+  if (const char *dir = std::getenv("MOSS_CACHE_DIR"); dir && *dir)
+    return dir;
+  SmallString<256> path;
+  // XDG_CACHE_HOME, else $HOME/.cache (else the passwd entry's home).
+  if (!sys::path::cache_directory(path))
+    return "";
+  sys::path::append(path, "moss");
+  return std::string(path);
+}
+
+std::string getCacheEntryPath(StringRef root, const Hash128 &key) {
+  std::string hex = key.toHex();
+  SmallString<256> path(root);
+  sys::path::append(path, "kernels", StringRef(hex).take_front(2),
+                    hex + kEntrySuffix.str());
+  return std::string(path);
+}
+
+std::vector<CacheFileInfo> listCacheFiles(StringRef root) {
+  std::vector<CacheFileInfo> files;
+  auto now = std::chrono::system_clock::now();
+  forEachCacheFile(root, [&](StringRef path, StringRef name,
+                             const fs::basic_file_status &status) {
+    if (isEntryName(name)) {
+      files.push_back(
+          {path.str(), status.getSize(), status.getLastModificationTime()});
+    } else if (isTempName(name) &&
+               now - status.getLastModificationTime() > kStaleTempAge) {
+      fs::remove(path);
+    }
+  });
+  return files;
+}
+
+uint64_t evictCacheFiles(StringRef root, uint64_t maxBytes, StringRef keep) {
+  std::vector<CacheFileInfo> files = listCacheFiles(root);
+  uint64_t total = 0;
+  for (const CacheFileInfo &file : files)
+    total += file.size;
+  if (total <= maxBytes)
+    return 0;
+  // Oldest first; ties broken by path so concurrent evictors agree.
+  llvm::sort(files, [](const CacheFileInfo &a, const CacheFileInfo &b) {
+    return a.modified != b.modified ? a.modified < b.modified : a.path < b.path;
+  });
+  uint64_t removed = 0;
+  for (const CacheFileInfo &file : files) {
+    if (total <= maxBytes)
+      break;
+    if (file.path == keep)
+      continue;
+    // Another process may have deleted it already; either way it is gone.
+    std::error_code ec = fs::remove(file.path, /*IgnoreNonExisting=*/false);
+    if (!ec)
+      ++removed;
+    if (!ec || ec == std::errc::no_such_file_or_directory)
+      total -= file.size;
+  }
+  return removed;
+}
+
+Error removeCacheFiles(StringRef root) {
+  std::string firstFailure;
+  forEachCacheFile(
+      root, [&](StringRef path, StringRef name, const fs::basic_file_status &) {
+        if (!isEntryName(name) && !isTempName(name))
+          return;
+        std::error_code ec = fs::remove(path);
+        if (ec && firstFailure.empty())
+          firstFailure = "cannot delete '" + path.str() + "': " + ec.message();
+      });
+  if (!firstFailure.empty())
+    return createStringError(inconvertibleErrorCode(), firstFailure);
+  return Error::success();
+}
+
+void touchCacheFile(StringRef path) {
+  SmallString<256> copy(path);
+  // utimensat with null times sets both to now; failure only costs LRU order.
+  (void)::utimensat(AT_FDCWD, copy.c_str(), nullptr, 0);
+}
+
+} // namespace moss::runtime

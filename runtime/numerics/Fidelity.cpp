@@ -1,0 +1,87 @@
+//===- Fidelity.cpp - SNR and error measures, reference GEMM --------------===//
+
+#include "moss/Numerics/Fidelity.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <limits>
+
+using namespace moss::numerics;
+
+/// 10 log10(signal / error) as two steps (MOSS.md section 4): the power
+/// ratio, then its log. Zero error is +inf, whatever the signal.
+static double snrFromPowers(double signal, double error) {
+  if (error == 0.0)
+    return std::numeric_limits<double>::infinity();
+  return 10.0 * std::log10(signal / error);
+}
+
+double moss::numerics::snrDb(llvm::ArrayRef<float> exact,
+                             llvm::ArrayRef<double> approx) {
+  assert(exact.size() == approx.size() && "snrDb needs equal lengths");
+  double signal = 0, error = 0;
+  for (size_t i = 0; i < exact.size(); ++i) {
+    if (!std::isfinite(exact[i]))
+      continue;
+    double x = exact[i];
+    double d = x - approx[i];
+    signal += x * x;
+    error += d * d;
+  }
+  return snrFromPowers(signal, error);
+}
+
+FidelityReport moss::numerics::measureFidelity(llvm::ArrayRef<float> x,
+                                               int64_t rows, int64_t cols,
+                                               const QuantizedTensor &q) {
+  assert(q.rows * q.cols == rows * cols && int64_t(x.size()) == rows * cols &&
+         "the quantized tensor does not match the input's shape");
+  // Line the input up with the codes.
+  std::vector<float> xt;
+  llvm::ArrayRef<float> ref = x;
+  if (q.transposed) {
+    xt = transposed(x, rows, cols);
+    ref = xt;
+  }
+  std::vector<double> dq = dequantize(q);
+
+  FidelityReport report;
+  report.saturated = q.stats.saturated;
+  report.nonFiniteBlocks = q.stats.nonFiniteBlocks;
+  double signal = 0, error = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    double v = ref[i];
+    // Elements of non-finite blocks dequantize to NaN; they are reported
+    // through nonFiniteBlocks, not folded into the error measures.
+    if (!std::isfinite(v) || std::isnan(dq[i]))
+      continue;
+    double d = v - dq[i];
+    signal += v * v;
+    error += d * d;
+    if (v != 0) {
+      report.maxRelError = std::max(report.maxRelError, std::fabs(d / v));
+      if ((q.codes[i] & 0x7F) == 0)
+        ++report.underflowToZero;
+    }
+  }
+  report.snrDb = snrFromPowers(signal, error);
+  return report;
+}
+
+std::vector<double> moss::numerics::referenceGemm(llvm::ArrayRef<double> a,
+                                                  llvm::ArrayRef<double> b,
+                                                  int64_t m, int64_t n,
+                                                  int64_t k) {
+  assert(int64_t(a.size()) == m * k && int64_t(b.size()) == n * k &&
+         "referenceGemm operand sizes do not match m, n, k");
+  std::vector<double> c(m * n);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = 0;
+      for (int64_t l = 0; l < k; ++l)
+        sum += a[i * k + l] * b[j * k + l];
+      c[i * n + j] = sum;
+    }
+  return c;
+}

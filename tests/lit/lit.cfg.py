@@ -1,0 +1,26 @@
+# -*- Python -*-
+# lit configuration for the moss dialect, passes and command-line tools.
+
+import os
+import sys
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "MOSS"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.moss_obj_root, "tests", "lit")
+
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.with_environment("PATH", config.moss_tools_dir, append_path=True)
+
+# The python that runs lit runs the test scripts too.
+config.substitutions.append(("%python", sys.executable))
+config.substitutions.append(("%moss-opt", os.path.join(config.moss_tools_dir, "moss-opt")))
+config.substitutions.append(("%moss-jit", os.path.join(config.moss_tools_dir, "moss-jit")))
+
+llvm_config.add_tool_substitutions(["moss-opt", "moss-jit"], [config.moss_tools_dir])

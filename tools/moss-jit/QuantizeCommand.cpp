@@ -1,0 +1,209 @@
+//===- QuantizeCommand.cpp - moss-jit quantize ----------------------------===//
+//
+// Quantizes a 2-D float32 .npy matrix [rows, K] and writes q.npy, local.npy
+// and global.npy (see the README for the file format). Every check runs
+// before anything is written, and the outputs are renamed into place only
+// once all of them are on disk, so a failed run leaves the directory as it
+// was.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Commands.h"
+#include "SchemeOptions.h"
+
+#include "moss/Numerics/Fidelity.h"
+#include "moss/Numerics/Quantize.h"
+#include "moss/Support/Npy.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <string>
+#include <vector>
+
+using namespace llvm;
+using namespace moss::numerics;
+
+namespace moss::jit {
+
+cl::SubCommand quantizeCommand("quantize",
+                               "Quantize a 2-D float32 .npy matrix to FP8");
+
+namespace {
+cl::OptionCategory category("quantize options");
+
+cl::opt<SchemeName> scheme(
+    "scheme", cl::desc("Scaling scheme"), cl::Required, cl::sub(quantizeCommand),
+    cl::cat(category),
+    cl::values(
+        clEnumValN(SchemeName::PerTensor, "per-tensor", "one FP32 scale"),
+        clEnumValN(SchemeName::PerRow, "per-row", "one FP32 scale per row"),
+        clEnumValN(SchemeName::PerGroup, "per-group",
+                   "one FP32 scale per 1xN (or NxN) block"),
+        clEnumValN(SchemeName::MXFP8, "mxfp8",
+                   "one E8M0 scale per 32 elements (OCP MX)"),
+        clEnumValN(SchemeName::Moss, "moss",
+                   "MOSS two-level: FP32 global + E8M0 per block")));
+cl::opt<std::string> global("global",
+                            cl::desc("moss global scale: tensor (default) or "
+                                     "row"),
+                            cl::sub(quantizeCommand), cl::cat(category));
+cl::opt<std::string>
+    block("block",
+          cl::desc("Block length along K (N), or RxN for per-group; default "
+                   "32, per-group 128"),
+          cl::sub(quantizeCommand), cl::cat(category));
+cl::opt<Fp8Format> fp8Format(
+    "format", cl::desc("FP8 format"), cl::init(Fp8Format::E4M3),
+    cl::sub(quantizeCommand), cl::cat(category),
+    cl::values(clEnumValN(Fp8Format::E4M3, "e4m3", "E4M3, max 448"),
+               clEnumValN(Fp8Format::E5M2, "e5m2", "E5M2, max 57344")));
+cl::opt<bool> transpose(
+    "transpose",
+    cl::desc("Quantize the transpose: q is [K, rows], blocks along rows"),
+    cl::sub(quantizeCommand), cl::cat(category));
+cl::opt<std::string> input("in", cl::desc("Input .npy (float32, 2-D, C order)"),
+                           cl::value_desc("X.npy"), cl::Required,
+                           cl::sub(quantizeCommand), cl::cat(category));
+cl::opt<std::string> outDir("out-dir", cl::desc("Existing output directory"),
+                            cl::value_desc("DIR"), cl::Required,
+                            cl::sub(quantizeCommand), cl::cat(category));
+cl::opt<bool> report("report",
+                     cl::desc("Print SNR, saturated and non-finite counts"),
+                     cl::sub(quantizeCommand), cl::cat(category));
+} // namespace
+
+/// One output file, serialized before anything is written.
+struct OutputFile {
+  std::string name;
+  std::vector<char> bytes;
+};
+
+static Error checkOutputDirectory(StringRef dir) {
+  if (!sys::fs::is_directory(dir))
+    return createStringError(inconvertibleErrorCode(),
+                             "output directory '" + dir +
+                                 "' does not exist or is not a directory");
+  if (sys::fs::access(dir, sys::fs::AccessMode::Write))
+    return createStringError(inconvertibleErrorCode(),
+                             "output directory '" + dir + "' is not writable");
+  return Error::success();
+}
+
+/// Writes every file to a temporary name first, then renames them all, and
+/// removes outputs of an earlier run that this scheme does not produce, so
+/// the directory never mixes two runs.
+static Error writeOutputs(StringRef dir, ArrayRef<OutputFile> files) {
+  std::vector<std::string> temps;
+  auto cleanup = [&]() {
+    for (const std::string &temp : temps)
+      sys::fs::remove(temp);
+  };
+  for (const OutputFile &file : files) {
+    SmallString<256> model(dir);
+    sys::path::append(model, file.name + ".tmp-%%%%%%%%");
+    int fd = -1;
+    SmallString<256> temp;
+    if (std::error_code ec = sys::fs::createUniqueFile(model, fd, temp)) {
+      cleanup();
+      return createStringError(ec, "cannot write in '" + dir +
+                                       "': " + ec.message());
+    }
+    temps.push_back(std::string(temp));
+    raw_fd_ostream os(fd, /*shouldClose=*/true);
+    os.write(file.bytes.data(), file.bytes.size());
+    os.close();
+    if (os.has_error()) {
+      std::error_code ec = os.error();
+      os.clear_error();
+      cleanup();
+      return createStringError(ec, "cannot write '" + temp +
+                                       "': " + ec.message());
+    }
+  }
+  for (size_t i = 0; i < files.size(); ++i) {
+    SmallString<256> path(dir);
+    sys::path::append(path, files[i].name);
+    if (std::error_code ec = sys::fs::rename(temps[i], path)) {
+      cleanup();
+      return createStringError(ec, "cannot rename into '" + path +
+                                       "': " + ec.message());
+    }
+  }
+  for (StringRef name : {"local.npy", "global.npy"}) {
+    bool produced = llvm::any_of(
+        files, [&](const OutputFile &file) { return file.name == name; });
+    SmallString<256> path(dir);
+    sys::path::append(path, name);
+    if (!produced)
+      sys::fs::remove(path);
+  }
+  return Error::success();
+}
+
+static std::vector<OutputFile> serializeOutputs(const QuantizedTensor &q) {
+  std::vector<OutputFile> files;
+  files.push_back({"q.npy", serializeNpy({q.rows, q.cols}, ArrayRef(q.codes))});
+  if (q.scheme.localScalesAreE8M0())
+    files.push_back({"local.npy", serializeNpy({q.localRows, q.localCols},
+                                               ArrayRef(q.localE8M0))});
+  else if (q.scheme.hasLocalScales())
+    files.push_back({"local.npy", serializeNpy({q.localRows, q.localCols},
+                                               ArrayRef(q.localF32))});
+  if (q.scheme.hasGlobalScales())
+    files.push_back(
+        {"global.npy", serializeNpy({static_cast<int64_t>(q.global.size())},
+                                    ArrayRef(q.global))});
+  return files;
+}
+
+static void printReport(raw_ostream &os, const NpyMatrix &x,
+                        const QuantizedTensor &q) {
+  FidelityReport fidelity = measureFidelity(x.data, x.rows, x.cols, q);
+  os << "scheme      " << q.scheme.str() << " " << formatName(q.format)
+     << "\n";
+  os << "shape       [" << x.rows << ", " << x.cols << "] -> q [" << q.rows
+     << ", " << q.cols << "]\n";
+  os << "SNR         " << format("%.2f", fidelity.snrDb) << " dB\n";
+  os << "saturated   " << fidelity.saturated << "\n";
+  os << "non-finite  " << fidelity.nonFiniteBlocks << " blocks\n";
+  os << "underflow   " << fidelity.underflowToZero << " values\n";
+  os << "max rel err " << format("%.3e", fidelity.maxRelError) << "\n";
+}
+
+static int fail(Error error) {
+  errs() << "moss-jit quantize: error: " << toString(std::move(error)) << "\n";
+  return 1;
+}
+
+int runQuantize() {
+  Expected<ScalingScheme> parsedScheme = makeScheme(scheme, block, global);
+  if (!parsedScheme)
+    return fail(parsedScheme.takeError());
+  if (Error error = checkOutputDirectory(outDir))
+    return fail(std::move(error));
+  Expected<NpyMatrix> x = readNpyMatrix(input);
+  if (!x)
+    return fail(x.takeError());
+
+  QuantizeOptions options;
+  options.scheme = *parsedScheme;
+  options.format = fp8Format;
+  options.transpose = transpose;
+  Expected<QuantizedTensor> q = quantize(x->data, x->rows, x->cols, options);
+  if (!q)
+    return fail(q.takeError());
+  if (Error error = writeOutputs(outDir, serializeOutputs(*q)))
+    return fail(std::move(error));
+
+  if (report)
+    printReport(outs(), *x, *q);
+  if (q->stats.nonFiniteBlocks != 0)
+    errs() << "moss-jit quantize: warning: " << q->stats.nonFiniteBlocks
+           << " block(s) held NaN or Inf; they carry the NaN scale\n";
+  return 0;
+}
+
+} // namespace moss::jit

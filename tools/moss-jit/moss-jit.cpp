@@ -1,0 +1,29 @@
+//===- moss-jit.cpp - The MOSS-JIT command-line tool ----------------------===//
+//
+// moss-jit <command> [options]. Commands: quantize, demo.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Commands.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace moss::jit;
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM initLLVM(argc, argv);
+  llvm::cl::ParseCommandLineOptions(
+      argc, argv,
+      "MOSS-JIT: block-scaled FP8 GEMM kernels and quantizers\n\n"
+      "  moss-jit quantize  quantize a .npy matrix with a scaling scheme\n"
+      "  moss-jit demo      quantize a built-in LLM-like sample under every "
+      "scheme\n");
+  if (quantizeCommand)
+    return runQuantize();
+  if (demoCommand)
+    return runDemo();
+  llvm::errs() << "moss-jit: no command given; see moss-jit --help\n";
+  return 2;
+}
