@@ -84,6 +84,15 @@ Error launchKernel(CUfunction function, const LaunchConfig &config,
                 Twine(config.sharedMemoryBytes) + ")"))
       return err;
 
+  // Without clusters the plain launch is the cheaper call.
+  if (config.cluster[0] * config.cluster[1] * config.cluster[2] == 1)
+    return checkCuda(api->launchKernel(function, config.grid[0], config.grid[1],
+                                       config.grid[2], config.block[0],
+                                       config.block[1], config.block[2],
+                                       config.sharedMemoryBytes, config.stream,
+                                       args, nullptr),
+                     "cuLaunchKernel");
+
   CUlaunchConfig launch = {};
   launch.gridDimX = config.grid[0];
   launch.gridDimY = config.grid[1];

@@ -44,27 +44,46 @@ FidelityReport moss::numerics::measureFidelity(llvm::ArrayRef<float> x,
     xt = transposed(x, rows, cols);
     ref = xt;
   }
-  std::vector<double> dq = dequantize(q);
 
   FidelityReport report;
   report.saturated = q.stats.saturated;
   report.nonFiniteBlocks = q.stats.nonFiniteBlocks;
   double signal = 0, error = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    double v = ref[i];
-    // Elements of non-finite blocks dequantize to NaN; they are reported
-    // through nonFiniteBlocks, not folded into the error measures.
-    if (!std::isfinite(v) || std::isnan(dq[i]))
-      continue;
-    double d = v - dq[i];
-    signal += v * v;
-    error += d * d;
-    if (v != 0) {
-      report.maxRelError = std::max(report.maxRelError, std::fabs(d / v));
-      if ((q.codes[i] & 0x7F) == 0)
-        ++report.underflowToZero;
+  // Row by row: the FP64 dequantized tensor would be 8 bytes per element.
+  // The sums run in the same element order as over a whole tensor.
+  std::vector<double> dq(q.cols);
+  double rowSnrSum = 0;
+  int64_t rowsWithSignal = 0;
+  for (int64_t r = 0; r < q.rows; ++r) {
+    dequantizeRow(q, r, dq);
+    // Row sums of their own: differences of the running totals would
+    // cancel catastrophically for small rows.
+    double rowSignal = 0, rowError = 0;
+    for (int64_t c = 0; c < q.cols; ++c) {
+      int64_t i = r * q.cols + c;
+      double v = ref[i];
+      // Elements of non-finite blocks dequantize to NaN; they are reported
+      // through nonFiniteBlocks, not folded into the error measures.
+      if (!std::isfinite(v) || std::isnan(dq[c]))
+        continue;
+      double d = v - dq[c];
+      signal += v * v;
+      error += d * d;
+      rowSignal += v * v;
+      rowError += d * d;
+      if (v != 0) {
+        report.maxRelError = std::max(report.maxRelError, std::fabs(d / v));
+        if ((q.codes[i] & 0x7F) == 0)
+          ++report.underflowToZero;
+      }
+    }
+    if (rowSignal > 0) {
+      rowSnrSum += snrFromPowers(rowSignal, rowError);
+      ++rowsWithSignal;
     }
   }
+  report.meanRowSnrDb = rowsWithSignal ? rowSnrSum / double(rowsWithSignal)
+                                       : std::numeric_limits<double>::infinity();
   report.snrDb = snrFromPowers(signal, error);
   return report;
 }

@@ -457,34 +457,40 @@ moss::numerics::quantize(llvm::ArrayRef<float> x, int64_t rows, int64_t cols,
   return q;
 }
 
-std::vector<double> moss::numerics::dequantize(const QuantizedTensor &q) {
+void moss::numerics::dequantizeRow(const QuantizedTensor &q, int64_t r,
+                                   llvm::MutableArrayRef<double> out) {
+  assert(r >= 0 && r < q.rows && int64_t(out.size()) == q.cols &&
+         "dequantizeRow needs a row index and q.cols outputs");
   const ScalingScheme &scheme = q.scheme;
-  std::vector<double> out(q.rows * q.cols);
   bool perRow = scheme.globalPerRow();
   bool hasGlobal = scheme.hasGlobalScales();
   bool hasLocal = scheme.hasLocalScales();
   bool e8m0 = scheme.localScalesAreE8M0();
-  for (int64_t r = 0; r < q.rows; ++r) {
-    // FP32 scales are exact in FP64, and every product below is exact: a
-    // 4-bit FP8 significand times a 24-bit one, times powers of two.
-    double global = hasGlobal ? double(q.global[perRow ? r : 0]) : 1.0;
-    int64_t localRow = hasLocal ? (r / scheme.blockRows) * q.localCols : 0;
-    for (int64_t c = 0; c < q.cols; ++c) {
-      double scale = global;
-      if (hasLocal) {
-        int64_t li = localRow + c / scheme.blockCols;
-        if (e8m0) {
-          uint8_t code = q.localE8M0[li];
-          scale = code == kE8M0NaNCode
-                      ? std::numeric_limits<double>::quiet_NaN()
-                      : std::ldexp(scale, e8m0Exponent(code));
-        } else {
-          scale *= double(q.localF32[li]);
-        }
+  // FP32 scales are exact in FP64, and every product below is exact: a
+  // 4-bit FP8 significand times a 24-bit one, times powers of two.
+  double global = hasGlobal ? double(q.global[perRow ? r : 0]) : 1.0;
+  int64_t localRow = hasLocal ? (r / scheme.blockRows) * q.localCols : 0;
+  for (int64_t c = 0; c < q.cols; ++c) {
+    double scale = global;
+    if (hasLocal) {
+      int64_t li = localRow + c / scheme.blockCols;
+      if (e8m0) {
+        uint8_t code = q.localE8M0[li];
+        scale = code == kE8M0NaNCode ? std::numeric_limits<double>::quiet_NaN()
+                                     : std::ldexp(scale, e8m0Exponent(code));
+      } else {
+        scale *= double(q.localF32[li]);
       }
-      out[r * q.cols + c] =
-          double(decodeFp8(q.codes[r * q.cols + c], q.format)) * scale;
     }
+    out[c] = double(decodeFp8(q.codes[r * q.cols + c], q.format)) * scale;
   }
+}
+
+std::vector<double> moss::numerics::dequantize(const QuantizedTensor &q) {
+  std::vector<double> out(q.rows * q.cols);
+  for (int64_t r = 0; r < q.rows; ++r)
+    dequantizeRow(q, r,
+                  llvm::MutableArrayRef<double>(out.data() + r * q.cols,
+                                                q.cols));
   return out;
 }

@@ -22,5 +22,7 @@ llvm_config.with_environment("PATH", config.moss_tools_dir, append_path=True)
 config.substitutions.append(("%python", sys.executable))
 config.substitutions.append(("%moss-opt", os.path.join(config.moss_tools_dir, "moss-opt")))
 config.substitutions.append(("%moss-jit", os.path.join(config.moss_tools_dir, "moss-jit")))
+config.substitutions.append(("%moss-translate", os.path.join(config.moss_tools_dir, "moss-translate")))
 
-llvm_config.add_tool_substitutions(["moss-opt", "moss-jit"], [config.moss_tools_dir])
+llvm_config.add_tool_substitutions(["moss-opt", "moss-jit", "moss-translate"],
+                                   [config.moss_tools_dir])

@@ -18,6 +18,12 @@ int runQuantize();
 extern llvm::cl::SubCommand demoCommand;
 int runDemo();
 
+extern llvm::cl::SubCommand snrCommand;
+int runSnr();
+
+extern llvm::cl::SubCommand autoScaleReplayCommand;
+int runAutoScaleReplay();
+
 } // namespace moss::jit
 
 #endif // MOSS_TOOLS_MOSSJIT_COMMANDS_H

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Commands.h"
+#include "GpuQuantize.h"
 #include "SchemeOptions.h"
 
 #include "moss/Numerics/Fidelity.h"
@@ -70,6 +71,12 @@ cl::opt<std::string> input("in", cl::desc("Input .npy (float32, 2-D, C order)"),
 cl::opt<std::string> outDir("out-dir", cl::desc("Existing output directory"),
                             cl::value_desc("DIR"), cl::Required,
                             cl::sub(quantizeCommand), cl::cat(category));
+enum class Target { Cpu, Gpu };
+cl::opt<Target> target(
+    "device", cl::desc("Where to quantize (same bits on both)"),
+    cl::init(Target::Cpu), cl::sub(quantizeCommand), cl::cat(category),
+    cl::values(clEnumValN(Target::Cpu, "cpu", "the host reference"),
+               clEnumValN(Target::Gpu, "gpu", "the JIT GPU kernels")));
 cl::opt<bool> report("report",
                      cl::desc("Print SNR, saturated and non-finite counts"),
                      cl::sub(quantizeCommand), cl::cat(category));
@@ -192,7 +199,10 @@ int runQuantize() {
   options.scheme = *parsedScheme;
   options.format = fp8Format;
   options.transpose = transpose;
-  Expected<QuantizedTensor> q = quantize(x->data, x->rows, x->cols, options);
+  Expected<QuantizedTensor> q =
+      target == Target::Gpu
+          ? quantizeOnGpu(x->data, x->rows, x->cols, options)
+          : quantize(x->data, x->rows, x->cols, options);
   if (!q)
     return fail(q.takeError());
   if (Error error = writeOutputs(outDir, serializeOutputs(*q)))

@@ -1,6 +1,7 @@
 //===- moss-jit.cpp - The MOSS-JIT command-line tool ----------------------===//
 //
-// moss-jit <command> [options]. Commands: quantize, demo.
+// moss-jit <command> [options]. Commands: quantize, demo, snr,
+// autoscale-replay.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,11 +20,18 @@ int main(int argc, char **argv) {
       "MOSS-JIT: block-scaled FP8 GEMM kernels and quantizers\n\n"
       "  moss-jit quantize  quantize a .npy matrix with a scaling scheme\n"
       "  moss-jit demo      quantize a built-in LLM-like sample under every "
-      "scheme\n");
+      "scheme\n"
+      "  moss-jit snr       fidelity of every scheme on one tensor\n"
+      "  moss-jit autoscale-replay  replay a weight amax trace through the "
+      "AutoScaler\n");
   if (quantizeCommand)
     return runQuantize();
   if (demoCommand)
     return runDemo();
+  if (snrCommand)
+    return runSnr();
+  if (autoScaleReplayCommand)
+    return runAutoScaleReplay();
   llvm::errs() << "moss-jit: no command given; see moss-jit --help\n";
   return 2;
 }

@@ -17,6 +17,11 @@ struct FidelityReport {
   /// 10 log10(sum x^2 / sum (x - dq)^2) over finite inputs, in dB. +inf when
   /// the error is zero.
   double snrDb = 0;
+  /// The mean over rows (of the quantized layout: tokens for activations) of
+  /// each row's SNR in dB, over rows with a non-zero signal. A token-wise
+  /// view: small rows count as much as large ones, where snrDb is dominated
+  /// by the largest values. +inf when some row is exact.
+  double meanRowSnrDb = 0;
   /// Largest |x - dq| / |x| over finite non-zero inputs.
   double maxRelError = 0;
   /// Finite non-zero inputs that quantized to zero.

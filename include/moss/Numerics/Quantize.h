@@ -120,6 +120,11 @@ llvm::Expected<QuantizedTensor> quantize(llvm::ArrayRef<float> x, int64_t rows,
 /// [q.rows, q.cols]. Non-finite blocks dequantize to NaN.
 std::vector<double> dequantize(const QuantizedTensor &q);
 
+/// Row `row` of dequantize(q), written to `out` (q.cols values), without
+/// building the whole tensor.
+void dequantizeRow(const QuantizedTensor &q, int64_t row,
+                   llvm::MutableArrayRef<double> out);
+
 /// Row-major transpose of a [rows, cols] matrix.
 template <typename T>
 std::vector<T> transposed(llvm::ArrayRef<T> x, int64_t rows, int64_t cols) {

@@ -17,7 +17,7 @@ Modes:
   --quantize ...               write the reference outputs for one input
                                (same flags as moss-jit quantize)
 
-The arithmetic contract (see MOSS.md section 1 and the CLI's brief):
+The arithmetic contract (MOSS.md section 1, as made exact for the CLI):
   encode   one round-to-nearest-even from the exact float32 value, subnormals,
            sign of zero kept, saturating to +-max (also for +-inf), NaN->0x7F.
   per-tensor / per-row / per-group:

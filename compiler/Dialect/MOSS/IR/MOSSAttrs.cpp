@@ -194,3 +194,39 @@ RankedTensorType ScalingAttr::getGlobalScaleType(int64_t rows) const {
   return RankedTensorType::get({perRow ? rows : 1},
                                Float32Type::get(getContext()));
 }
+
+//===----------------------------------------------------------------------===//
+// TilingAttr
+//===----------------------------------------------------------------------===//
+
+LogicalResult TilingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                 int64_t tileM, int64_t tileN, int64_t stages,
+                                 int64_t clusterM, int64_t clusterN,
+                                 RasterOrder raster, int64_t swizzle,
+                                 int64_t splitK,
+                                 std::optional<TilingSource> source) {
+  // A thread block's tile is covered by 64-row wgmma instructions, one or
+  // two consumer warpgroups; the wgmma N extent is a multiple of 8 up to 256.
+  if (tileM != 64 && tileM != 128 && tileM != 256)
+    return emitError() << "tile_m must be 64, 128 or 256 (whole 64-row "
+                          "wgmma tiles for one or two consumer warpgroups), "
+                          "got "
+                       << tileM;
+  if (tileN < 8 || tileN > 256 || tileN % 8 != 0)
+    return emitError() << "tile_n must be a multiple of 8 from 8 to 256 (the "
+                          "wgmma N extent), got "
+                       << tileN;
+  if (stages < 1)
+    return emitError() << "stages must be at least 1, got " << stages;
+  if (clusterM < 1 || !llvm::isPowerOf2_64(clusterM) || clusterN < 1 ||
+      !llvm::isPowerOf2_64(clusterN) || clusterM * clusterN > 8)
+    return emitError() << "cluster_m and cluster_n must be powers of two "
+                          "with at most 8 blocks per cluster (the portable "
+                          "cluster size), got "
+                       << clusterM << "x" << clusterN;
+  if (swizzle < 1 || swizzle > 8 || !llvm::isPowerOf2_64(swizzle))
+    return emitError() << "swizzle must be 1, 2, 4 or 8, got " << swizzle;
+  if (splitK < 1)
+    return emitError() << "split_k must be at least 1, got " << splitK;
+  return success();
+}

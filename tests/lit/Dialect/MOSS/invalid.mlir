@@ -219,3 +219,44 @@ func.func @gemm_bad_amax(%a: tensor<16x64xf8E4M3FN>, %ag: tensor<1xf32>, %b: ten
       : (tensor<16x64xf8E4M3FN>, tensor<1xf32>, tensor<32x64xf8E4M3FN>, tensor<1xf32>) -> (tensor<16x32xbf16>, tensor<16xf32>)
   return
 }
+
+// -----
+
+// expected-error @+1 {{tile_m must be 64, 128 or 256 (whole 64-row wgmma tiles for one or two consumer warpgroups), got 96}}
+func.func @bad_tile_m() attributes {t = #moss.tiling<tile_m = 96, tile_n = 128, stages = 4>} { return }
+
+// -----
+
+// expected-error @+1 {{tile_n must be a multiple of 8 from 8 to 256 (the wgmma N extent), got 300}}
+func.func @bad_tile_n() attributes {t = #moss.tiling<tile_m = 128, tile_n = 300, stages = 4>} { return }
+
+// -----
+
+// expected-error @+1 {{stages must be at least 1, got 0}}
+func.func @bad_stages() attributes {t = #moss.tiling<tile_m = 128, tile_n = 128, stages = 0>} { return }
+
+// -----
+
+// expected-error @+1 {{cluster_m and cluster_n must be powers of two with at most 8 blocks per cluster (the portable cluster size), got 4x4}}
+func.func @bad_cluster() attributes {t = #moss.tiling<tile_m = 128, tile_n = 128, stages = 4, cluster_m = 4, cluster_n = 4>} { return }
+
+// -----
+
+// expected-error @+1 {{swizzle must be 1, 2, 4 or 8, got 3}}
+func.func @bad_swizzle() attributes {t = #moss.tiling<tile_m = 128, tile_n = 128, stages = 4, swizzle = 3>} { return }
+
+// -----
+
+// expected-error @+1 {{split_k must be at least 1, got 0}}
+func.func @bad_split_k() attributes {t = #moss.tiling<tile_m = 128, tile_n = 128, stages = 4, split_k = 0>} { return }
+
+// -----
+
+// expected-error @+2 {{expected one of [heuristic, db] for where a GEMM's tile configuration came from, got: guess}}
+// expected-error @+1 {{failed to parse MOSS_TilingAttr parameter 'source'}}
+func.func @bad_source() attributes {t = #moss.tiling<tile_m = 128, tile_n = 128, stages = 4, source = guess>} { return }
+
+// -----
+
+// expected-error @+1 {{struct is missing required parameter: stages}}
+func.func @missing_stages() attributes {t = #moss.tiling<tile_m = 128, tile_n = 128>} { return }

@@ -92,3 +92,23 @@ func.func @gemm_per_tensor_per_row_mxfp8(%a: tensor<1x4096xf8E4M3FN>, %ag: tenso
       : (tensor<?x96xf8E5M2>, tensor<?x3xf8E8M0FNU>, tensor<257x96xf8E5M2>, tensor<257x3xf8E8M0FNU>) -> tensor<?x257xbf16>
   return
 }
+
+// A GEMM with its tile configuration: parameters with default values
+// (cluster 1x1, raster along M, swizzle 1, split_k 1) print elided, and
+// source is optional.
+// CHECK-LABEL: func.func @gemm_tiling
+// CHECK: moss.gemm %{{.*}} scaling<per_tensor> global(%{{.*}}), %{{.*}} scaling<per_tensor> global(%{{.*}}) {tiling = #moss.tiling<tile_m = 128, tile_n = 160, stages = 5, swizzle = 8, source = heuristic>}
+// CHECK: moss.gemm %{{.*}} {tiling = #moss.tiling<tile_m = 256, tile_n = 64, stages = 3, cluster_m = 2, cluster_n = 2, raster = along_n, swizzle = 4, split_k = 2, source = db>}
+// CHECK: moss.gemm %{{.*}} {tiling = #moss.tiling<tile_m = 64, tile_n = 8, stages = 1>}
+func.func @gemm_tiling(%a: tensor<?x4096xf8E4M3FN>, %ag: tensor<1xf32>, %b: tensor<4096x4096xf8E4M3FN>, %bg: tensor<1xf32>) {
+  %c0 = moss.gemm %a scaling<per_tensor> global(%ag), %b scaling<per_tensor> global(%bg)
+      {tiling = #moss.tiling<tile_m = 128, tile_n = 160, stages = 5, cluster_m = 1, swizzle = 8, source = heuristic>}
+      : (tensor<?x4096xf8E4M3FN>, tensor<1xf32>, tensor<4096x4096xf8E4M3FN>, tensor<1xf32>) -> tensor<?x4096xbf16>
+  %c1 = moss.gemm %a scaling<per_tensor> global(%ag), %b scaling<per_tensor> global(%bg)
+      {tiling = #moss.tiling<source = db, split_k = 2, swizzle = 4, raster = along_n, cluster_n = 2, cluster_m = 2, stages = 3, tile_n = 64, tile_m = 256>}
+      : (tensor<?x4096xf8E4M3FN>, tensor<1xf32>, tensor<4096x4096xf8E4M3FN>, tensor<1xf32>) -> tensor<?x4096xbf16>
+  %c2 = moss.gemm %a scaling<per_tensor> global(%ag), %b scaling<per_tensor> global(%bg)
+      {tiling = #moss.tiling<tile_m = 64, tile_n = 8, stages = 1>}
+      : (tensor<?x4096xf8E4M3FN>, tensor<1xf32>, tensor<4096x4096xf8E4M3FN>, tensor<1xf32>) -> tensor<?x4096xbf16>
+  return
+}

@@ -70,4 +70,57 @@ def MOSS_ScalingAttr : AttrDef<MOSS_Dialect, "Scaling"> {
   }];
 }
 
+def MOSS_RasterOrder : I32EnumAttr<"RasterOrder",
+    "order in which a persistent GEMM walks its output tiles", [
+  I32EnumAttrCase<"AlongM", 0, "along_m">,
+  I32EnumAttrCase<"AlongN", 1, "along_n">
+]> {
+  let cppNamespace = "::mlir::moss";
+  let genSpecializedAttr = 0;
+}
+
+def MOSS_TilingSource : I32EnumAttr<"TilingSource",
+    "where a GEMM's tile configuration came from", [
+  I32EnumAttrCase<"Heuristic", 0, "heuristic">,
+  I32EnumAttrCase<"Database", 1, "db">
+]> {
+  let cppNamespace = "::mlir::moss";
+  let genSpecializedAttr = 0;
+}
+
+def MOSS_TilingAttr : AttrDef<MOSS_Dialect, "Tiling"> {
+  let mnemonic = "tiling";
+  let summary = "Tile configuration of a moss.gemm kernel";
+  let description = [{
+    How the Hopper GEMM kernel covers the [M, N] output: `tile_m` x `tile_n`
+    output tiles (one per thread block at a time, K walked in steps of 128
+    FP8 elements through a `stages`-deep shared-memory pipeline), thread
+    block clusters of `cluster_m` x `cluster_n` blocks (TMA multicast), the
+    persistent scheduler's `raster` order with bands of `swizzle` tiles,
+    and `split_k` slices of K. `source` records who chose it: the
+    `heuristic` of moss-select-tiling or the tuning database (`db`).
+
+    The values become the TileM ... SplitK parameters of
+    `moss::gemm::Config` (docs/GEMM-KERNEL-ABI.md).
+
+    Example (parameters with their default values may be left out):
+    `#moss.tiling<tile_m = 128, tile_n = 160, stages = 5, cluster_m = 2,
+    swizzle = 8, source = heuristic>`.
+  }];
+  let parameters = (ins
+    "int64_t":$tile_m,
+    "int64_t":$tile_n,
+    "int64_t":$stages,
+    DefaultValuedParameter<"int64_t", "1">:$cluster_m,
+    DefaultValuedParameter<"int64_t", "1">:$cluster_n,
+    DefaultValuedParameter<"::mlir::moss::RasterOrder",
+                           "::mlir::moss::RasterOrder::AlongM">:$raster,
+    DefaultValuedParameter<"int64_t", "1">:$swizzle,
+    DefaultValuedParameter<"int64_t", "1">:$split_k,
+    OptionalParameter<"std::optional<::mlir::moss::TilingSource>">:$source
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 #endif // MOSS_ATTRS_TD

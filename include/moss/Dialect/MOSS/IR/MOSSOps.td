@@ -52,6 +52,10 @@ def MOSS_GemmOp : MOSS_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
     is present, also returns max |result| as tensor<1xf32> for quantizing
     the next layer.
 
+    The optional `tiling` attribute (`#moss.tiling`, set by
+    moss-select-tiling or a tuning database) fixes the kernel's tile
+    configuration; it is printed in the attribute dictionary.
+
     ```mlir
     %c = moss.gemm %a scaling<two_level 32, global = row>
              local(%al) global(%ag),
@@ -71,7 +75,8 @@ def MOSS_GemmOp : MOSS_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
     Optional<AnyRankedTensor>:$bGlobal,
     Optional<AnyRankedTensor>:$bias,
     Optional<AnyRankedTensor>:$c,
-    OptionalAttr<F32Attr>:$beta
+    OptionalAttr<F32Attr>:$beta,
+    OptionalAttr<MOSS_TilingAttr>:$tiling
   );
   let results = (outs
     AnyRankedTensor:$result,

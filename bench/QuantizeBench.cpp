@@ -1,0 +1,266 @@
+//===- QuantizeBench.cpp - GPU quantizer bandwidth and JIT overheads ------===//
+//
+// Effective bandwidth of every quantizer on LLaMA-7B sizes, against a
+// device-to-device copy measured in the same process, plus the JIT costs:
+// compile (cold, or a disk hit when the cache directory is warm) and host
+// overhead per launch of a cached kernel.
+//
+//   moss-bench-quantize [--repeat N] [--first-calls-only]
+//
+// With --first-calls-only it times only each kernel's first call (generate,
+// then compile or load from the disk cache, then launch): run it in a fresh
+// process against a warm $MOSS_CACHE_DIR to time disk hits.
+//
+// Effective bandwidth counts the fewest bytes: the input read once and every
+// output written once. Times are medians of CUDA-event timings.
+//
+//===----------------------------------------------------------------------===//
+
+#include "moss/Runtime/Device.h"
+#include "moss/Runtime/Driver.h"
+#include "moss/Runtime/Quantizer.h"
+
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace moss::numerics;
+using namespace moss::runtime;
+using namespace llvm;
+
+namespace {
+
+const DriverApi *api = nullptr;
+int repeat = 30;
+bool firstCallsOnly = false;
+
+[[noreturn]] void die(Error error) {
+  errs() << "moss-bench-quantize: " << toString(std::move(error)) << "\n";
+  std::exit(1);
+}
+
+void check(CUresult result, const char *what) {
+  if (result != CUDA_SUCCESS)
+    die(makeCudaError(result, what));
+}
+
+CUdeviceptr alloc(size_t bytes) {
+  CUdeviceptr p = 0;
+  check(api->memAlloc(&p, std::max<size_t>(bytes, 16)), "cuMemAlloc");
+  return p;
+}
+
+/// Median milliseconds of `body` over `repeat` event-timed runs, after two
+/// warm-up runs.
+template <typename Body> double medianMs(Body body) {
+  CUevent start, stop;
+  check(api->eventCreate(&start, 0), "cuEventCreate");
+  check(api->eventCreate(&stop, 0), "cuEventCreate");
+  body();
+  body();
+  std::vector<double> times;
+  for (int i = 0; i < repeat; ++i) {
+    check(api->eventRecord(start, nullptr), "cuEventRecord");
+    body();
+    check(api->eventRecord(stop, nullptr), "cuEventRecord");
+    check(api->eventSynchronize(stop), "cuEventSynchronize");
+    float ms = 0;
+    check(api->eventElapsedTime(&ms, start, stop), "cuEventElapsedTime");
+    times.push_back(ms);
+  }
+  api->eventDestroy(start);
+  api->eventDestroy(stop);
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+/// Fills a buffer with heavy-ish random data (never zeros: they can run
+/// faster than real data), tiling a 4M-element random chunk.
+void fillRandom(CUdeviceptr p, size_t elements, InputType input) {
+  constexpr size_t kChunk = size_t(1) << 22;
+  std::mt19937 rng(12345);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  size_t elementBytes = input == InputType::F32 ? 4 : 2;
+  std::vector<char> chunk(kChunk * elementBytes);
+  for (size_t i = 0; i < kChunk; ++i) {
+    float f = normal(rng) * (1 + (rng() % 64 == 0) * 100.0f);
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    if (input == InputType::F32)
+      std::memcpy(&chunk[i * 4], &bits, 4);
+    else {
+      uint16_t h = uint16_t(bits >> 16);
+      std::memcpy(&chunk[i * 2], &h, 2);
+    }
+  }
+  for (size_t done = 0; done < elements; done += kChunk) {
+    size_t n = std::min(kChunk, elements - done);
+    check(api->memcpyHtoD(p + done * elementBytes, chunk.data(),
+                          n * elementBytes),
+          "cuMemcpyHtoD");
+  }
+}
+
+struct Case {
+  const char *name;
+  int64_t rows, cols;
+  InputType input;
+  ScalingScheme scheme;
+  bool transpose = false;
+  bool autoScaled = false;
+};
+
+const char *inputName(InputType input) {
+  return input == InputType::F32 ? "f32" : "bf16";
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--repeat" && i + 1 < argc)
+      repeat = std::max(3, std::atoi(argv[++i]));
+    else if (std::string(argv[i]) == "--first-calls-only")
+      firstCallsOnly = true;
+
+  Expected<Device> device = Device::open(0);
+  if (!device)
+    die(device.takeError());
+  if (Error error = device->makeCurrent())
+    die(std::move(error));
+  api = &*getDriverApi();
+  KernelCache cache; // $MOSS_CACHE_DIR decides cold or disk-warm compiles
+  GpuQuantizer quantizer(cache, device->getSmCount());
+  outs() << "device: " << device->getName() << " (" << device->getArch()
+         << ", " << device->getSmCount() << " SMs), cache "
+         << cache.getDirectory() << "\n\n";
+
+  // The copy baseline: read + write of 1 GiB.
+  const size_t copyBytes = size_t(1) << 30;
+  CUdeviceptr copySrc = alloc(copyBytes), copyDst = alloc(copyBytes);
+  check(api->memsetD8(copySrc, 1, copyBytes), "cuMemsetD8");
+  double copyMs = medianMs([&] {
+    check(api->memcpyDtoDAsync(copyDst, copySrc, copyBytes, nullptr),
+          "cuMemcpyDtoDAsync");
+  });
+  double copyGBs = 2.0 * copyBytes / (copyMs * 1e-3) / 1e9;
+  api->memFree(copySrc);
+  api->memFree(copyDst);
+  outs() << format("device copy: %.0f GB/s (read + write)\n\n", copyGBs);
+
+  const ScalingScheme tensor = ScalingScheme::twoLevel(GlobalScope::Tensor, 32);
+  const ScalingScheme row = ScalingScheme::twoLevel(GlobalScope::Row, 32);
+  std::vector<Case> cases;
+  for (int64_t cols : {4096, 11008}) {
+    cases.push_back({"moss row", 16384, cols, InputType::BF16, row});
+    cases.push_back({"moss tensor", 16384, cols, InputType::BF16, tensor});
+    cases.push_back({"moss tensor T", 16384, cols, InputType::BF16, tensor, true});
+    cases.push_back({"per-group 1x128", 16384, cols, InputType::BF16,
+                     ScalingScheme::perGroup(1, 128)});
+    cases.push_back({"mxfp8", 16384, cols, InputType::BF16,
+                     ScalingScheme::mxfp8()});
+    cases.push_back({"per-row", 16384, cols, InputType::BF16,
+                     ScalingScheme::perRow()});
+  }
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{11008, 16384},
+                            {4096, 4096}, {11008, 4096}}) {
+    cases.push_back({"per-tensor JIT", rows, cols, InputType::F32,
+                     ScalingScheme::perTensor()});
+    cases.push_back({"per-tensor auto", rows, cols, InputType::F32,
+                     ScalingScheme::perTensor(), false, true});
+    cases.push_back({"per-group 128x128", rows, cols, InputType::F32,
+                     ScalingScheme::perGroup(128, 128)});
+  }
+
+  outs() << format("%-18s %-5s %-14s %9s %9s %8s %10s\n", "scheme", "in",
+                   "shape", "first ms", "time us", "GB/s", "of copy");
+  for (const Case &c : cases) {
+    QuantizeSpec spec;
+    spec.rows = c.rows;
+    spec.cols = c.cols;
+    spec.input = c.input;
+    spec.options = {c.scheme, Fp8Format::E4M3, c.transpose};
+    QuantizeLayout layout = getQuantizeLayout(spec);
+    size_t elements = size_t(c.rows * c.cols);
+    size_t inBytes = elements * (c.input == InputType::F32 ? 4 : 2);
+    size_t localBytes =
+        size_t(layout.localRows * layout.localCols * layout.localElementBytes);
+    size_t globalBytes = size_t(layout.globalCount) * 4;
+    CUdeviceptr x = alloc(inBytes), q = alloc(elements),
+                local = localBytes ? alloc(localBytes) : 0,
+                global = globalBytes ? alloc(globalBytes) : 0,
+                scale = alloc(4);
+    fillRandom(x, elements, c.input);
+    float predicted = 0.5f;
+    check(api->memcpyHtoD(scale, &predicted, 4), "cuMemcpyHtoD");
+    QuantizeBuffers buffers{x, q, local, global, 0};
+    auto run = [&] {
+      Error error = c.autoScaled
+                        ? quantizer.castWithScale(spec, scale, buffers, nullptr)
+                        : quantizer.quantize(spec, buffers, nullptr);
+      if (error)
+        die(std::move(error));
+    };
+    // The first call generates, compiles (or loads from disk) and launches.
+    auto t0 = std::chrono::steady_clock::now();
+    run();
+    check(api->streamSynchronize(nullptr), "cuStreamSynchronize");
+    double firstMs = std::chrono::duration<double, std::milli>(
+                         std::chrono::steady_clock::now() - t0)
+                         .count();
+    double ms = firstCallsOnly ? 0.0 : medianMs(run);
+    double bytes = double(inBytes + elements + localBytes + globalBytes);
+    double gbs = bytes / (ms * 1e-3) / 1e9;
+    std::string shape = std::to_string(c.rows) + "x" + std::to_string(c.cols) +
+                        (c.transpose ? "T" : "");
+    if (firstCallsOnly)
+      outs() << format("%-18s %-5s %-14s %9.1f\n", c.name, inputName(c.input),
+                       shape.c_str(), firstMs);
+    else
+      outs() << format("%-18s %-5s %-14s %9.1f %9.1f %8.0f %9.1f%%\n", c.name,
+                       inputName(c.input), shape.c_str(), firstMs, ms * 1e3,
+                       gbs, 100.0 * gbs / copyGBs);
+    for (CUdeviceptr p : {x, q, local, global, scale})
+      if (p)
+        api->memFree(p);
+  }
+
+  // Host overhead of a cached launch: many async calls, no synchronization.
+  if (!firstCallsOnly) {
+    QuantizeSpec spec;
+    spec.rows = 16;
+    spec.cols = 4096;
+    spec.input = InputType::BF16;
+    spec.options = {row, Fp8Format::E4M3, false};
+    CUdeviceptr x = alloc(16 * 4096 * 2), q = alloc(16 * 4096),
+                local = alloc(16 * 128), global = alloc(16 * 4);
+    fillRandom(x, 16 * 4096, InputType::BF16);
+    QuantizeBuffers buffers{x, q, local, global, 0};
+    if (Error error = quantizer.quantize(spec, buffers, nullptr))
+      die(std::move(error));
+    check(api->streamSynchronize(nullptr), "cuStreamSynchronize");
+    const int calls = 2000;
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < calls; ++i)
+      if (Error error = quantizer.quantize(spec, buffers, nullptr))
+        die(std::move(error));
+    double us = std::chrono::duration<double, std::micro>(
+                    std::chrono::steady_clock::now() - t0)
+                    .count() /
+                calls;
+    check(api->streamSynchronize(nullptr), "cuStreamSynchronize");
+    outs() << format("\nhot launch: %.2f us of host time per quantize() call "
+                     "(cached kernel, %d calls)\n",
+                     us, calls);
+  }
+  outs() << "\n";
+  cache.formatStats(outs());
+  return 0;
+}

@@ -1,0 +1,72 @@
+//===- GemmSpec.cpp - A GEMM to compile, as a plain struct ----------------===//
+
+#include "moss/Compiler/GemmSpec.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace moss;
+using namespace moss::compiler;
+
+unsigned compiler::getByteWidth(FloatType type) {
+  switch (type) {
+  case FloatType::BF16:
+  case FloatType::F16:
+    return 2;
+  case FloatType::F32:
+    return 4;
+  }
+  return 4;
+}
+
+const char *compiler::getName(FloatType type) {
+  switch (type) {
+  case FloatType::BF16:
+    return "bf16";
+  case FloatType::F16:
+    return "f16";
+  case FloatType::F32:
+    return "f32";
+  }
+  return "?";
+}
+
+static const char *getName(numerics::Fp8Format format) {
+  return format == numerics::Fp8Format::E4M3 ? "e4m3" : "e5m2";
+}
+
+std::string GemmSpec::str() const {
+  std::string text = llvm::formatv(
+      "{0}x{1}x{2} {3} {4} x {5} {6} -> {7}",
+      isDynamicM() ? std::string("?") : std::to_string(m), n, k, ::getName(a),
+      aScaling.str(), ::getName(b), bScaling.str(), getName(out));
+  if (bias)
+    text += std::string(" + bias(") + getName(*bias) + ")";
+  if (accumulate)
+    text += llvm::formatv(" + {0} * C({1})", beta.value_or(1.0f),
+                          getName(*accumulate))
+                .str();
+  if (amax)
+    text += ", amax";
+  return text;
+}
+
+llvm::Error compiler::checkShapes(const GemmSpec &spec) {
+  if (spec.m != GemmSpec::kDynamic && spec.m < 1)
+    return llvm::createStringError(
+        "M=%lld is not a valid row count; expected M >= 1, or kDynamic (-1) "
+        "for an M known only at launch",
+        static_cast<long long>(spec.m));
+  if (spec.n < 1)
+    return llvm::createStringError(
+        "N=%lld is not a valid size; code generation needs a static N >= 1",
+        static_cast<long long>(spec.n));
+  if (spec.k < 1)
+    return llvm::createStringError(
+        "K=%lld is not a valid size; code generation needs a static K >= 1",
+        static_cast<long long>(spec.k));
+  if (spec.beta && !spec.accumulate)
+    return llvm::createStringError(
+        "beta is set but the GEMM has no accumulate operand C; expected "
+        "beta only together with accumulate");
+  return llvm::Error::success();
+}

@@ -1,0 +1,347 @@
+//===- Tiling.cpp - GEMM tile configurations and their heuristic ----------===//
+//
+// The resource model and the tile heuristic of Tiling.h. Plain C++: the
+// moss-select-tiling pass, the runtime and the tuner all call these.
+//
+//===----------------------------------------------------------------------===//
+
+#include "moss/Compiler/Tiling.h"
+
+#include "llvm/ADT/bit.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MathExtras.h"
+
+#include <algorithm>
+#include <numeric>
+
+using namespace moss;
+using namespace moss::compiler;
+
+using numerics::ScalingScheme;
+
+const char *compiler::getName(TilingSource source) {
+  return source == TilingSource::Heuristic ? "heuristic" : "db";
+}
+
+std::string TileConfig::str() const {
+  std::string text = llvm::formatv(
+      "{0}x{1}, stages {2}, cluster {3}x{4}, {5}, swizzle {6}, split_k {7}",
+      tileM, tileN, stages, clusterM, clusterN,
+      raster == RasterOrder::AlongM ? "along_m" : "along_n", swizzle, splitK);
+  if (source)
+    text += std::string(" (") + getName(*source) + ")";
+  return text;
+}
+
+bool compiler::operator==(const TileConfig &lhs, const TileConfig &rhs) {
+  return lhs.tileM == rhs.tileM && lhs.tileN == rhs.tileN &&
+         lhs.stages == rhs.stages && lhs.clusterM == rhs.clusterM &&
+         lhs.clusterN == rhs.clusterN && lhs.raster == rhs.raster &&
+         lhs.swizzle == rhs.swizzle && lhs.splitK == rhs.splitK &&
+         lhs.source == rhs.source;
+}
+
+//===----------------------------------------------------------------------===//
+// Resource model (mirrors templates/moss/gemm/Config.cuh)
+//===----------------------------------------------------------------------===//
+
+static constexpr unsigned kWarpgroupThreads = 128;
+/// Consumer warpgroups of the kernel (`Config::kConsumerWarpgroups`).
+static constexpr unsigned kConsumerWarpgroups = 2;
+/// Registers of a producer thread after setmaxnreg.
+static constexpr unsigned kProducerRegisters = 40;
+/// What setmaxnreg gives a consumer thread at most (a multiple of 8).
+static constexpr unsigned kMaxConsumerRegisters = 232;
+
+/// The block length along K of a scheme's local scales (0 without).
+static int64_t localBlock(const ScalingScheme &scheme) {
+  if (!scheme.hasLocalScales())
+    return 0;
+  return scheme.kind == numerics::ScalingKind::MXFP8 ? 32 : scheme.blockCols;
+}
+
+/// K elements between promotions (`Config::kPromoteK`): the smaller local
+/// block of the two operands, 0 when neither has block scales.
+static int64_t promoteK(const GemmSpec &spec) {
+  int64_t a = localBlock(spec.aScaling), b = localBlock(spec.bScaling);
+  if (a == 0 || b == 0)
+    return std::max(a, b);
+  return std::min(a, b);
+}
+
+/// Whether B's factor varies along the tile's columns (1xB scales of B).
+static bool hasColumnFactor(const GemmSpec &spec) {
+  return spec.bScaling.hasLocalScales() && spec.bScaling.blockRows == 1;
+}
+
+/// Whether there is a per-row factor table (A's scales, or B's per-group
+/// NxN scales folded into it).
+static bool hasRowFactor(const GemmSpec &spec) {
+  return promoteK(spec) > 0 &&
+         (spec.aScaling.hasLocalScales() ||
+          (spec.bScaling.hasLocalScales() && !hasColumnFactor(spec)));
+}
+
+ResourceUsage compiler::estimateResources(const GemmSpec &spec,
+                                          const TileConfig &tiling,
+                                          const TargetInfo &target) {
+  ResourceUsage usage;
+  usage.consumerWarpgroups = kConsumerWarpgroups;
+  usage.threads = kWarpgroupThreads * (1 + kConsumerWarpgroups);
+
+  // Each consumer holds TileM / 2 rows: TileM / 128 m64 tiles of TileN / 2
+  // FP32 registers per thread, three sets of them when promoting.
+  int64_t wgmmaTiles = std::max<int64_t>(1, tiling.tileM / 128);
+  int64_t sets = promoteK(spec) > 0 ? 3 : 1;
+  usage.accumulatorRegisters = wgmmaTiles * (tiling.tileN / 2) * sets;
+  unsigned share =
+      (target.registersPerSm - kProducerRegisters * kWarpgroupThreads) /
+      (kWarpgroupThreads * kConsumerWarpgroups) / 8 * 8;
+  unsigned consumerRegisters = std::min(kMaxConsumerRegisters, share);
+  usage.accumulatorRegisterLimit = consumerRegisters > kRegisterReserve
+                                       ? consumerRegisters - kRegisterReserve
+                                       : 0;
+
+  int64_t promotesPerStage =
+      promoteK(spec) > 0 ? std::max<int64_t>(1, kBlockK / promoteK(spec)) : 1;
+  int64_t rowTable =
+      hasRowFactor(spec) ? tiling.tileM * promotesPerStage * 4 : 0;
+  int64_t columnTable =
+      hasColumnFactor(spec) ? tiling.tileN * promotesPerStage * 4 : 0;
+  usage.stageBytes =
+      tiling.tileM * kBlockK + tiling.tileN * kBlockK + rowTable + columnTable;
+  int64_t barrierOffset = llvm::alignTo(tiling.stages * usage.stageBytes, 8);
+  usage.sharedBytes = barrierOffset + 2 * tiling.stages * 8 + 1024;
+  return usage;
+}
+
+llvm::Error compiler::checkKernelSupport(const GemmSpec &spec) {
+  for (auto [name, scheme] :
+       {std::pair{"A", &spec.aScaling}, std::pair{"B", &spec.bScaling}}) {
+    int64_t block = localBlock(*scheme);
+    if (block != 0 && block != 32 && block != 64 && block != 128)
+      return llvm::createStringError(
+          "operand %s is scaled %s; the Hopper GEMM kernel takes scaling "
+          "blocks of 32, 64 or 128 along K",
+          name, scheme->str().c_str());
+  }
+  return llvm::Error::success();
+}
+
+/// The block length along K that a split-K slice must be a multiple of.
+static int64_t kSliceGranularity(const GemmSpec &spec) {
+  int64_t granularity = kBlockK;
+  for (const ScalingScheme *scheme : {&spec.aScaling, &spec.bScaling})
+    if (scheme->hasLocalScales())
+      granularity = std::lcm(granularity, scheme->blockCols);
+  return granularity;
+}
+
+static bool splitKAllowedFor(const GemmSpec &spec) {
+  return spec.out == FloatType::F32 && !spec.amax;
+}
+
+llvm::Error compiler::checkTiling(const GemmSpec &spec,
+                                  const TileConfig &tiling,
+                                  const TargetInfo &target) {
+  auto error = [&](const llvm::Twine &message) {
+    return llvm::createStringError("tiling " + tiling.str() + ": " + message);
+  };
+  if (tiling.tileM != 128 && tiling.tileM != 256)
+    return error("tile_m must be 128 or 256 (two consumer warpgroups of "
+                 "64-row wgmma tiles), got " +
+                 llvm::Twine(tiling.tileM));
+  if (tiling.tileN < 32 || tiling.tileN > 256 || tiling.tileN % 32 != 0)
+    return error("tile_n must be a multiple of 32 from 32 to 256, got " +
+                 llvm::Twine(tiling.tileN));
+  if (tiling.stages < 2)
+    return error("the pipeline needs at least 2 stages, got " +
+                 llvm::Twine(tiling.stages));
+  if (tiling.splitK < 1 || tiling.clusterM < 1 || tiling.clusterN < 1 ||
+      tiling.swizzle < 1)
+    return error("cluster sizes, swizzle and split_k must be at least 1");
+  if (tiling.clusterM * tiling.clusterN > 8 ||
+      !llvm::isPowerOf2_64(tiling.clusterM) ||
+      !llvm::isPowerOf2_64(tiling.clusterN))
+    return error("cluster sizes must be powers of two with at most 8 blocks "
+                 "per cluster");
+  if (static_cast<unsigned>(tiling.clusterM * tiling.clusterN) > target.smCount)
+    return error(
+        "a cluster of " + llvm::Twine(tiling.clusterM * tiling.clusterN) +
+        " blocks does not fit on " + llvm::Twine(target.smCount) + " SMs");
+  if (spec.bScaling.hasLocalScales() && spec.bScaling.blockRows > 1 &&
+      spec.bScaling.blockRows % tiling.tileN != 0)
+    return error("B's " + spec.bScaling.str() +
+                 " scales need a tile_n that divides " +
+                 llvm::Twine(spec.bScaling.blockRows) +
+                 " (one scale per tile and K block)");
+  if (tiling.splitK > 1) {
+    if (!splitKAllowedFor(spec))
+      return error("split_k > 1 needs an f32 output without amax (the "
+                   "slices are summed with atomics)");
+    int64_t granularity = kSliceGranularity(spec);
+    if (spec.k % (tiling.splitK * granularity) != 0)
+      return error("K=" + llvm::Twine(spec.k) + " does not split into " +
+                   llvm::Twine(tiling.splitK) + " slices of a multiple of " +
+                   llvm::Twine(granularity));
+  }
+
+  ResourceUsage usage = estimateResources(spec, tiling, target);
+  if (usage.accumulatorRegisters > usage.accumulatorRegisterLimit)
+    return error("needs " + llvm::Twine(usage.accumulatorRegisters) +
+                 " accumulator registers per consumer thread; at most " +
+                 llvm::Twine(usage.accumulatorRegisterLimit) + " fit");
+  if (usage.sharedBytes > target.sharedMemoryPerBlock)
+    return error("needs " + llvm::Twine(usage.sharedBytes) +
+                 " bytes of shared memory; the limit is " +
+                 llvm::Twine(target.sharedMemoryPerBlock));
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Heuristic
+//===----------------------------------------------------------------------===//
+
+static int64_t plannedM(const GemmSpec &spec, const TilingOptions &options) {
+  return spec.isDynamicM() ? std::max<int64_t>(1, options.assumedM) : spec.m;
+}
+
+TilingScore compiler::scoreTiling(const GemmSpec &spec,
+                                  const TileConfig &tiling,
+                                  const TargetInfo &target,
+                                  const TilingOptions &options) {
+  TilingScore score;
+  int64_t m = plannedM(spec, options);
+  int64_t tilesM = llvm::divideCeil(m, tiling.tileM);
+  int64_t tilesN = llvm::divideCeil(spec.n, tiling.tileN);
+  score.tiles = tilesM * tilesN * tiling.splitK;
+  int64_t clusterSize = tiling.clusterM * tiling.clusterN;
+  score.slots =
+      std::max<int64_t>(1, target.smCount / clusterSize * clusterSize);
+  score.waves = llvm::divideCeil(score.tiles, score.slots);
+  int64_t lastWaveTiles = score.tiles - (score.waves - 1) * score.slots;
+  score.lastWaveUtilization =
+      static_cast<double>(lastWaveTiles) / static_cast<double>(score.slots);
+  score.paddedElements =
+      tilesM * tiling.tileM * tilesN * tiling.tileN - m * spec.n;
+  return score;
+}
+
+namespace {
+/// One candidate of the search with its score.
+struct Candidate {
+  TileConfig tiling;
+  TilingScore score;
+};
+} // namespace
+
+/// Whether `lhs` is a better choice than `rhs`: fewer waves, then a fuller
+/// last wave, then less padding, fewer K slices, a larger tile, a deeper
+/// pipeline, and finally the smaller tile_m (a deterministic order).
+static bool isBetter(const Candidate &lhs, const Candidate &rhs) {
+  const TilingScore &l = lhs.score, &r = rhs.score;
+  if (l.waves != r.waves)
+    return l.waves < r.waves;
+  // Compare last-wave utilizations exactly: lastL / slotsL vs lastR / slotsR.
+  int64_t lastL = l.tiles - (l.waves - 1) * l.slots;
+  int64_t lastR = r.tiles - (r.waves - 1) * r.slots;
+  if (lastL * r.slots != lastR * l.slots)
+    return lastL * r.slots > lastR * l.slots;
+  if (l.paddedElements != r.paddedElements)
+    return l.paddedElements < r.paddedElements;
+  const TileConfig &a = lhs.tiling, &b = rhs.tiling;
+  if (a.splitK != b.splitK)
+    return a.splitK < b.splitK;
+  if (a.tileM * a.tileN != b.tileM * b.tileN)
+    return a.tileM * a.tileN > b.tileM * b.tileN;
+  if (a.stages != b.stages)
+    return a.stages > b.stages;
+  return a.tileM < b.tileM;
+}
+
+llvm::Expected<TileConfig>
+compiler::selectTiling(const GemmSpec &spec, const TargetInfo &target,
+                       const TilingOptions &options) {
+  if (llvm::Error error = checkShapes(spec))
+    return std::move(error);
+  if (llvm::Error error = checkKernelSupport(spec))
+    return std::move(error);
+  if (target.smCount == 0)
+    return llvm::createStringError("the target has 0 SMs; expected at least 1");
+
+  static constexpr int64_t kTileMs[] = {128, 256};
+  static constexpr int64_t kTileNs[] = {32, 64, 96, 128, 160, 192, 224, 256};
+  std::vector<int64_t> splits = {1};
+  if (options.allowSplitK && splitKAllowedFor(spec))
+    for (int64_t split : {2, 4, 8})
+      if (spec.k % (split * kSliceGranularity(spec)) == 0)
+        splits.push_back(split);
+
+  std::optional<Candidate> best;
+  // The candidate that came closest to fitting, for the error message.
+  std::optional<std::pair<TileConfig, ResourceUsage>> smallest;
+  for (int64_t splitK : splits) {
+    int64_t kSteps = llvm::divideCeil(spec.k / splitK, kBlockK);
+    int64_t requiredStages =
+        std::max<int64_t>(2, std::min(options.minStages, kSteps));
+    for (int64_t tileM : kTileMs) {
+      for (int64_t tileN : kTileNs) {
+        TileConfig tiling;
+        tiling.tileM = tileM;
+        tiling.tileN = tileN;
+        tiling.splitK = splitK;
+        tiling.stages = requiredStages;
+        ResourceUsage usage = estimateResources(spec, tiling, target);
+        if (usage.accumulatorRegisters > usage.accumulatorRegisterLimit)
+          continue;
+        // Per-group NxN scales of B: one scale per tile and K block.
+        if (spec.bScaling.hasLocalScales() && spec.bScaling.blockRows > 1 &&
+            spec.bScaling.blockRows % tileN != 0)
+          continue;
+        if (!smallest || usage.sharedBytes < smallest->second.sharedBytes)
+          smallest = {tiling, usage};
+        if (usage.sharedBytes > target.sharedMemoryPerBlock)
+          continue;
+        // As many stages as fit, up to maxStages and the number of K steps.
+        // stages * (stageBytes + 16) + 1024 + alignment padding (< 8).
+        int64_t fit = (int64_t(target.sharedMemoryPerBlock) - 1024 - 8) /
+                      (usage.stageBytes + 16);
+        tiling.stages = std::max(requiredStages,
+                                 std::min({fit, options.maxStages, kSteps}));
+        Candidate candidate{tiling, scoreTiling(spec, tiling, target, options)};
+        if (!best || isBetter(candidate, *best))
+          best = candidate;
+      }
+    }
+  }
+  if (!best) {
+    if (!smallest)
+      return llvm::createStringError(
+          "no tile configuration fits the registers of a consumer thread");
+    return llvm::createStringError(
+        "no tile configuration fits in %u bytes of shared memory per block; "
+        "the smallest, %lldx%lld with %lld stages, needs %u bytes",
+        target.sharedMemoryPerBlock,
+        static_cast<long long>(smallest->first.tileM),
+        static_cast<long long>(smallest->first.tileN),
+        static_cast<long long>(smallest->first.stages),
+        smallest->second.sharedBytes);
+  }
+
+  TileConfig tiling = best->tiling;
+  int64_t m = plannedM(spec, options);
+  int64_t tilesM = llvm::divideCeil(m, tiling.tileM);
+  int64_t tilesN = llvm::divideCeil(spec.n, tiling.tileN);
+  // Pair blocks along M to multicast their shared B tile, when M is known,
+  // the pairs come out even and there is at least a full wave to keep the
+  // SMs busy.
+  if (options.allowClusters && !spec.isDynamicM() && tilesM % 2 == 0 &&
+      target.smCount % 2 == 0 &&
+      best->score.tiles >= static_cast<int64_t>(target.smCount))
+    tiling.clusterM = 2;
+  tiling.raster = tilesM <= tilesN ? RasterOrder::AlongM : RasterOrder::AlongN;
+  tiling.swizzle = static_cast<int64_t>(std::min<uint64_t>(
+      8, llvm::bit_floor(static_cast<uint64_t>(std::min(tilesM, tilesN)))));
+  tiling.source = TilingSource::Heuristic;
+  return tiling;
+}

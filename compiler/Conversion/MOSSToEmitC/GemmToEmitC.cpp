@@ -1,0 +1,248 @@
+//===- GemmToEmitC.cpp - moss-convert-gemm-to-emitc -----------------------===//
+//
+// Lowers each moss.gemm kernel function to the EmitC form of the CUDA C++
+// translation unit of docs/GEMM-KERNEL-ABI.md:
+//
+//   emitc.file "moss_gemm_<hash>" attributes {moss.tiling = #moss.tiling<..>} {
+//     emitc.include "moss/gemm/Kernel.cuh"
+//     emitc.verbatim "using MossGemmConfig = moss::gemm::Config<"
+//     emitc.verbatim "    /*M=*/-1, /*N=*/11008, /*K=*/4096,"   (one per line)
+//     ...
+//     emitc.func @moss_gemm_<hash>(%tmaA: !emitc.opaque<"const
+//         __grid_constant__ CUtensorMap">, ..., %args: !emitc.opaque<"const
+//         moss::gemm::Args">) attributes {specifiers = ["extern \"C\"",
+//         "__global__", "__launch_bounds__(MossGemmConfig::kThreads, 1)"]} {
+//       emitc.call_opaque "moss::gemm::run"(...) {template_args =
+//           [#emitc.opaque<"MossGemmConfig">]}
+//       emitc.return
+//     }
+//   }
+//
+// EmitC has no op for a template alias or a CUDA qualifier, so those are
+// verbatim lines and function specifiers; everything else is structured.
+//
+//===----------------------------------------------------------------------===//
+
+#include "moss/Compiler/Tiling.h"
+#include "moss/Conversion/Passes.h"
+#include "moss/Dialect/MOSS/IR/MOSSOps.h"
+#include "moss/Dialect/MOSS/Utils/GemmSpecUtils.h"
+
+#include "mlir/Dialect/EmitC/IR/EmitC.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/xxhash.h"
+
+namespace mlir::moss {
+#define GEN_PASS_DEF_CONVERTGEMMTOEMITC
+#include "moss/Conversion/Passes.h.inc"
+} // namespace mlir::moss
+
+using namespace mlir;
+using namespace mlir::moss;
+
+namespace compiler = ::moss::compiler;
+namespace numerics = ::moss::numerics;
+
+/// The header every GEMM translation unit includes.
+static constexpr llvm::StringLiteral kKernelHeader = "moss/gemm/Kernel.cuh";
+/// The alias of the configuration inside the unit.
+static constexpr llvm::StringLiteral kConfigAlias = "MossGemmConfig";
+
+static const char *getFormatConstant(numerics::Fp8Format format) {
+  return format == numerics::Fp8Format::E4M3 ? "moss::gemm::kE4M3"
+                                             : "moss::gemm::kE5M2";
+}
+
+static const char *getScaleConstant(numerics::ScalingKind kind) {
+  switch (kind) {
+  case numerics::ScalingKind::PerTensor:
+    return "moss::gemm::kPerTensor";
+  case numerics::ScalingKind::PerRow:
+    return "moss::gemm::kPerRow";
+  case numerics::ScalingKind::PerGroup:
+    return "moss::gemm::kPerGroup";
+  case numerics::ScalingKind::MXFP8:
+    return "moss::gemm::kMXFP8";
+  case numerics::ScalingKind::TwoLevel:
+    return "moss::gemm::kTwoLevel";
+  }
+  llvm_unreachable("unknown scaling kind");
+}
+
+static const char *getFloatConstant(std::optional<compiler::FloatType> type) {
+  if (!type)
+    return "moss::gemm::kNone";
+  switch (*type) {
+  case compiler::FloatType::BF16:
+    return "moss::gemm::kBF16";
+  case compiler::FloatType::F16:
+    return "moss::gemm::kF16";
+  case compiler::FloatType::F32:
+    return "moss::gemm::kF32";
+  }
+  llvm_unreachable("unknown float type");
+}
+
+static const char *getBool(bool value) { return value ? "true" : "false"; }
+
+/// The template arguments of moss::gemm::Config, one source line each as
+/// docs/GEMM-KERNEL-ABI.md lays them out, the last closing the list.
+static SmallVector<std::string>
+getConfigArguments(const compiler::GemmSpec &spec,
+                   const compiler::TileConfig &tiling) {
+  auto operand = [](char name, const numerics::ScalingScheme &scheme) {
+    return llvm::formatv("    /*Scale{0}=*/{1}, /*BlockRows{0}=*/{2}, "
+                         "/*Block{0}=*/{3}, /*GlobalRow{0}=*/{4},",
+                         name, getScaleConstant(scheme.kind), scheme.blockRows,
+                         scheme.blockCols, getBool(scheme.globalPerRow()))
+        .str();
+  };
+  return {llvm::formatv("    /*M=*/{0}, /*N=*/{1}, /*K=*/{2},",
+                        spec.isDynamicM() ? int64_t(-1) : spec.m, spec.n,
+                        spec.k),
+          llvm::formatv("    /*ElemA=*/{0}, /*ElemB=*/{1},",
+                        getFormatConstant(spec.a), getFormatConstant(spec.b)),
+          operand('A', spec.aScaling),
+          operand('B', spec.bScaling),
+          llvm::formatv("    /*Out=*/{0}, /*Bias=*/{1}, /*Accum=*/{2},",
+                        getFloatConstant(spec.out), getFloatConstant(spec.bias),
+                        getFloatConstant(spec.accumulate)),
+          llvm::formatv("    /*Amax=*/{0},", getBool(spec.amax)),
+          llvm::formatv("    /*TileM=*/{0}, /*TileN=*/{1}, /*Stages=*/{2}, "
+                        "/*ClusterM=*/{3}, /*ClusterN=*/{4},",
+                        tiling.tileM, tiling.tileN, tiling.stages,
+                        tiling.clusterM, tiling.clusterN),
+          llvm::formatv("    /*RasterAlongN=*/{0}, /*Swizzle=*/{1}, "
+                        "/*SplitK=*/{2}>;",
+                        getBool(tiling.raster == compiler::RasterOrder::AlongN),
+                        tiling.swizzle, tiling.splitK)};
+}
+
+/// "moss_gemm_" and 16 hex digits of the XXH3 hash of the configuration
+/// text: a function of the op's content only, the same in every process.
+static std::string getKernelName(ArrayRef<std::string> configArguments) {
+  std::string text = llvm::join(configArguments, "\n");
+  uint64_t hash = llvm::xxh3_64bits(llvm::StringRef(text));
+  return "moss_gemm_" + llvm::utohexstr(hash, /*LowerCase=*/true, 16);
+}
+
+/// Checks that `op` is the whole body of its function (besides the
+/// return): the function becomes the kernel.
+static FailureOr<FunctionOpInterface> getKernelFunction(GemmOp op) {
+  auto func = dyn_cast_or_null<FunctionOpInterface>(op->getParentOp());
+  if (!func || !isa_and_nonnull<ModuleOp>(func->getParentOp()))
+    return op.emitOpError() << "must be directly inside a function of the "
+                               "module; each such function becomes one "
+                               "kernel";
+  Region &body = func.getFunctionBody();
+  if (!body.hasOneBlock())
+    return op.emitOpError()
+           << "is in a function with " << body.getBlocks().size()
+           << " blocks; expected one block holding the "
+              "moss.gemm and a return";
+  for (Operation &other : body.front()) {
+    if (&other == op.getOperation() || &other == body.front().getTerminator())
+      continue;
+    InFlightDiagnostic diag =
+        op.emitOpError() << "shares its function with '" << other.getName()
+                         << "'; expected a function holding only the "
+                            "moss.gemm and a return (each becomes one kernel)";
+    diag.attachNote(other.getLoc()) << "other op here";
+    return diag;
+  }
+  return func;
+}
+
+/// Builds the emitc.file of `op` before `func`, or reuses an equal one.
+static void buildTranslationUnit(OpBuilder &builder, GemmOp op,
+                                 const compiler::GemmSpec &spec,
+                                 TilingAttr tilingAttr, Operation *func,
+                                 llvm::StringSet<> &emitted) {
+  compiler::TileConfig tiling = getTileConfig(tilingAttr);
+  SmallVector<std::string> arguments = getConfigArguments(spec, tiling);
+  std::string name = getKernelName(arguments);
+  if (!emitted.insert(name).second)
+    return;
+
+  MLIRContext *context = builder.getContext();
+  Location loc = op.getLoc();
+  builder.setInsertionPoint(func);
+  auto file = emitc::FileOp::create(builder, loc, name);
+  file->setAttr("moss.tiling", tilingAttr);
+  builder.setInsertionPointToStart(&file.getBodyRegion().front());
+
+  emitc::IncludeOp::create(builder, loc, kKernelHeader);
+  emitc::VerbatimOp::create(builder, loc, "");
+  emitc::VerbatimOp::create(
+      builder, loc,
+      (llvm::Twine("using ") + kConfigAlias + " = moss::gemm::Config<").str());
+  for (const std::string &line : arguments)
+    emitc::VerbatimOp::create(builder, loc, line);
+  emitc::VerbatimOp::create(builder, loc, "");
+
+  // extern "C" __global__ void __launch_bounds__(...) name(
+  //     const __grid_constant__ CUtensorMap tmaA, ... tmaB, ... tmaD,
+  //     const moss::gemm::Args args)
+  Type tensorMap =
+      emitc::OpaqueType::get(context, "const __grid_constant__ CUtensorMap");
+  Type args = emitc::OpaqueType::get(context, "const moss::gemm::Args");
+  auto kernel = emitc::FuncOp::create(
+      builder, loc, name,
+      FunctionType::get(context, {tensorMap, tensorMap, tensorMap, args}, {}));
+  kernel.setSpecifiersAttr(builder.getStrArrayAttr(
+      {"extern \"C\"", "__global__",
+       (llvm::Twine("__launch_bounds__(") + kConfigAlias + "::kThreads, 1)")
+           .str()}));
+  Block *body = kernel.addEntryBlock();
+  builder.setInsertionPointToStart(body);
+  emitc::CallOpaqueOp::create(
+      builder, loc, TypeRange(), "moss::gemm::run", body->getArguments(),
+      /*args=*/ArrayAttr(),
+      builder.getArrayAttr({emitc::OpaqueAttr::get(context, kConfigAlias)}));
+  emitc::ReturnOp::create(builder, loc, Value());
+}
+
+namespace {
+
+class ConvertGemmToEmitCPass
+    : public mlir::moss::impl::ConvertGemmToEmitCBase<ConvertGemmToEmitCPass> {
+public:
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<GemmOp> gemms;
+    module.walk([&](GemmOp op) { gemms.push_back(op); });
+
+    // Check every op before rewriting any.
+    SmallVector<std::pair<GemmOp, Operation *>> kernels;
+    for (GemmOp op : gemms) {
+      FailureOr<FunctionOpInterface> func = getKernelFunction(op);
+      if (failed(func))
+        return signalPassFailure();
+      if (failed(checkStaticNK(op, getGemmShape(op),
+                               "moss-convert-gemm-to-emitc")))
+        return signalPassFailure();
+      if (!op.getTilingAttr()) {
+        op.emitOpError() << "has no tiling attribute; expected a "
+                            "#moss.tiling (run moss-select-tiling first)";
+        return signalPassFailure();
+      }
+      kernels.push_back({op, func->getOperation()});
+    }
+
+    OpBuilder builder(&getContext());
+    llvm::StringSet<> emitted;
+    for (auto [op, func] : kernels) {
+      compiler::GemmSpec spec = getGemmSpec(op, getGemmShape(op));
+      buildTranslationUnit(builder, op, spec, op.getTilingAttr(), func,
+                           emitted);
+      func->erase();
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,179 @@
+//===- Pipelines.cpp - The moss compiler pipeline -------------------------===//
+//
+// Every stage from a GemmSpec to CUDA C++ is in this file: buildGemmPipeline
+// lists the passes, compileGemm builds the input and runs them, then the C++
+// emitter. PTX and cubin come after, in the runtime (NVRTC).
+//
+//===----------------------------------------------------------------------===//
+
+#include "moss/Compiler/Pipelines.h"
+
+#include "moss/Conversion/Passes.h"
+#include "moss/Dialect/MOSS/IR/MOSSDialect.h"
+#include "moss/Dialect/MOSS/IR/MOSSOps.h"
+#include "moss/Dialect/MOSS/Transforms/Passes.h"
+#include "moss/Dialect/MOSS/Utils/GemmSpecUtils.h"
+#include "moss/Target/Cuda/TranslateToCuda.h"
+
+#include "mlir/Dialect/EmitC/IR/EmitC.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassInstrumentation.h"
+#include "mlir/Pass/PassRegistry.h"
+
+using namespace mlir;
+using namespace mlir::moss;
+
+namespace compiler = ::moss::compiler;
+
+//===----------------------------------------------------------------------===//
+// The pipeline
+//===----------------------------------------------------------------------===//
+
+void mlir::moss::buildGemmPipeline(OpPassManager &pm,
+                                   const GemmPipelineOptions &options) {
+  // 1. Shapes: unify M, N and K; fix M when asked; N and K must be static.
+  pm.addPass(createSpecializeShapes(SpecializeShapesOptions{options.m}));
+  // 2. Tiling: the heuristic's #moss.tiling unless one is given.
+  SelectTilingOptions tiling;
+  tiling.smCount = options.smCount;
+  tiling.sharedMemoryBytes = options.sharedMemoryBytes;
+  tiling.assumedM = options.assumedM;
+  tiling.allowSplitK = options.allowSplitK;
+  pm.addPass(createSelectTiling(tiling));
+  // 3. Lowering: each kernel function becomes an emitc.file.
+  pm.addPass(createConvertGemmToEmitC());
+  // 4. (translateToCudaUnits) MLIR's C++ emitter prints the files.
+}
+
+void mlir::moss::registerGemmPipeline() {
+  PassPipelineRegistration<GemmPipelineOptions>(
+      "moss-gemm-pipeline",
+      "Specialize, tile and lower moss.gemm kernels to EmitC (then "
+      "moss-translate --moss-to-cuda)",
+      buildGemmPipeline);
+}
+
+//===----------------------------------------------------------------------===//
+// compileGemm
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Hands the IR after each pass to a stage callback.
+class StageInstrumentation : public PassInstrumentation {
+public:
+  using Callback = std::function<void(llvm::StringRef, llvm::StringRef)>;
+  explicit StageInstrumentation(Callback callback)
+      : callback(std::move(callback)) {}
+
+  void runAfterPass(Pass *pass, Operation *op) override {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    op->print(os);
+    callback(pass->getArgument(), text);
+  }
+
+private:
+  Callback callback;
+};
+
+} // namespace
+
+llvm::Expected<compiler::KernelSource>
+compiler::compileGemm(const GemmSpec &spec, const TargetInfo &target,
+                      const CompileOptions &options) {
+  if (llvm::Error error = checkShapes(spec))
+    return std::move(error);
+
+  DialectRegistry registry;
+  registry.insert<MOSSDialect, func::FuncDialect, emitc::EmitCDialect>();
+  MLIRContext context(registry, MLIRContext::Threading::DISABLED);
+  context.loadAllAvailableDialects();
+  // The errors name the op; its generic form would only add noise.
+  context.printOpOnDiagnostic(false);
+
+  // Diagnostics become the error's message.
+  std::string diagnostics;
+  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
+    if (diag.getSeverity() != DiagnosticSeverity::Error)
+      return success();
+    if (!diagnostics.empty())
+      diagnostics += "\n";
+    diagnostics += diag.str();
+    for (const Diagnostic &note : diag.getNotes())
+      diagnostics += "\n  note: " + note.str();
+    return success();
+  });
+  auto fail = [&](llvm::StringRef what) {
+    return llvm::createStringError(
+        "cannot compile the GEMM " + spec.str() + ": " +
+        (diagnostics.empty() ? what.str() : diagnostics));
+  };
+
+  // The input: one function holding the moss.gemm, M dynamic.
+  Location loc = UnknownLoc::get(&context);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  OpBuilder builder(&context);
+  builder.setInsertionPointToEnd(module->getBody());
+  FailureOr<func::FuncOp> func =
+      buildGemmFunction(builder, loc, spec, "moss_gemm", /*dynamicM=*/true);
+  if (failed(func))
+    return fail("invalid scaling scheme");
+  if (options.tiling) {
+    if (llvm::Error error = checkTiling(spec, *options.tiling, target))
+      return fail(llvm::toString(std::move(error)));
+    func->walk([&](GemmOp op) {
+      op.setTilingAttr(getTilingAttr(&context, *options.tiling));
+    });
+  }
+  if (failed(verify(*module)))
+    return fail("the built moss.gemm does not verify");
+  if (options.onStage) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    module->print(os);
+    options.onStage(kStageInput, text);
+  }
+
+  // The passes.
+  GemmPipelineOptions pipeline;
+  pipeline.m = spec.isDynamicM() ? 0 : spec.m;
+  pipeline.smCount = target.smCount;
+  pipeline.sharedMemoryBytes = target.sharedMemoryPerBlock;
+  pipeline.assumedM = options.assumedM;
+  pipeline.allowSplitK = options.allowSplitK;
+  PassManager pm = PassManager::on<ModuleOp>(&context);
+  buildGemmPipeline(pm, pipeline);
+  if (options.onStage)
+    pm.addInstrumentation(
+        std::make_unique<StageInstrumentation>(options.onStage));
+  if (failed(pm.run(*module)))
+    return fail("the GEMM pipeline failed");
+
+  // The C++ text.
+  FailureOr<SmallVector<CudaTranslationUnit>> units =
+      translateToCudaUnits(*module);
+  if (failed(units))
+    return fail("the C++ emitter failed");
+  if (units->size() != 1 || !units->front().tiling)
+    return fail("expected one translation unit with a tiling");
+
+  KernelSource kernel;
+  kernel.source = std::move(units->front().source);
+  kernel.kernelName = std::move(units->front().kernelName);
+  kernel.tiling = getTileConfig(units->front().tiling);
+  kernel.spec = spec;
+  ResourceUsage usage = estimateResources(spec, kernel.tiling, target);
+  kernel.launch.threads = usage.threads;
+  kernel.launch.sharedBytes = usage.sharedBytes;
+  kernel.launch.cluster[0] =
+      static_cast<unsigned>(kernel.tiling.clusterM * kernel.tiling.clusterN);
+  kernel.launch.grid = GridPolicy::Persistent;
+  if (options.onStage)
+    options.onStage(kStageCuda, kernel.source);
+  return kernel;
+}

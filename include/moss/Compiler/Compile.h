@@ -1,0 +1,56 @@
+//===- Compile.h - GEMM spec to kernel source -------------------*- C++ -*-===//
+//
+// The compiler's entry point for callers without MLIR: compileGemm() builds
+// the `moss.gemm` of a GemmSpec, runs the pipeline of Pipelines.h on it and
+// translates the result to CUDA C++. No MLIR types in this header.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOSS_COMPILER_COMPILE_H
+#define MOSS_COMPILER_COMPILE_H
+
+#include "moss/Compiler/GemmSpec.h"
+#include "moss/Compiler/KernelSource.h"
+#include "moss/Compiler/Tiling.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <functional>
+#include <optional>
+
+namespace moss::compiler {
+
+/// Stage names given to CompileOptions::onStage, in pipeline order. Between
+/// the first and the last come the passes, named by their arguments:
+/// "moss-specialize-shapes", "moss-select-tiling",
+/// "moss-convert-gemm-to-emitc" (the IR after each).
+constexpr llvm::StringLiteral kStageInput = "moss"; ///< the built moss.gemm IR
+constexpr llvm::StringLiteral kStageCuda = "cuda";  ///< the C++ text
+
+/// Options of compileGemm().
+struct CompileOptions {
+  /// A tile configuration to use instead of the heuristic's (the tuner, the
+  /// tuning database). It is checked against the target's limits.
+  std::optional<TileConfig> tiling;
+  /// The M the heuristic plans for when the spec's M is dynamic.
+  int64_t assumedM = TilingOptions().assumedM;
+  /// Whether the heuristic may split K.
+  bool allowSplitK = false;
+  /// Called with each stage's name and its text (IR or C++), for
+  /// `moss-jit compile --emit`.
+  std::function<void(llvm::StringRef stage, llvm::StringRef text)> onStage;
+};
+
+/// Compiles one GEMM for `target`: the moss.gemm from `spec` (M dynamic in
+/// the IR, then specialized by moss-specialize-shapes when `spec.m` is
+/// static), the pipeline (buildGemmPipeline), and the C++ emitter. Errors
+/// carry the compiler's diagnostics, e.g. "K=100 of operand A is not a
+/// multiple of the scaling block 32 of #moss.scaling<two_level 32, ...>".
+llvm::Expected<KernelSource> compileGemm(const GemmSpec &spec,
+                                         const TargetInfo &target,
+                                         const CompileOptions &options = {});
+
+} // namespace moss::compiler
+
+#endif // MOSS_COMPILER_COMPILE_H

@@ -1,0 +1,98 @@
+//===- GemmSpec.h - A GEMM to compile, as a plain struct --------*- C++ -*-===//
+//
+// The description of one block-scaled FP8 GEMM that callers without MLIR
+// (the runtime's Gemm API, moss-jit, the tuner) hand to the compiler:
+// shapes, operand formats and scaling schemes, and the epilogue. It mirrors
+// `moss.gemm` (docs/DIALECT.md) field for field; compileGemm() builds the op
+// from it. No MLIR types appear here.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOSS_COMPILER_GEMMSPEC_H
+#define MOSS_COMPILER_GEMMSPEC_H
+
+#include "moss/Numerics/FP8.h"
+#include "moss/Numerics/Quantize.h"
+
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace moss::compiler {
+
+/// The floating-point types of the GEMM epilogue (output, bias, accumulate
+/// operand). The values are the ABI's `moss::gemm::kBF16/kF16/kF32`.
+enum class FloatType : uint8_t { BF16 = 0, F16 = 1, F32 = 2 };
+
+/// Bytes of one element of `type`.
+unsigned getByteWidth(FloatType type);
+
+/// "bf16", "f16" or "f32".
+const char *getName(FloatType type);
+
+/// One GEMM `D[M, N] = epilogue(sum_k dqA[m, k] * dqB[n, k])` with K-major
+/// operands A [M, K] and B [N, K] (MOSS.md section 2).
+struct GemmSpec {
+  /// The value of `m` for a GEMM whose M is only known at launch.
+  static constexpr int64_t kDynamic = -1;
+
+  /// Rows of A and of the output, or kDynamic. A static M specializes the
+  /// kernel to it (moss-specialize-shapes with m=M).
+  int64_t m = kDynamic;
+  /// Rows of B and columns of the output; must be static.
+  int64_t n = 0;
+  /// The reduction dimension; must be static and a multiple of 32.
+  int64_t k = 0;
+
+  /// FP8 formats of the operands (any pairing).
+  numerics::Fp8Format a = numerics::Fp8Format::E4M3;
+  numerics::Fp8Format b = numerics::Fp8Format::E4M3;
+  /// Scaling scheme of each operand: kind, block rows and columns, and the
+  /// two-level global scope.
+  numerics::ScalingScheme aScaling;
+  numerics::ScalingScheme bScaling;
+
+  /// Element type of the output.
+  FloatType out = FloatType::BF16;
+  /// Element type of the bias vector [N], if there is one.
+  std::optional<FloatType> bias;
+  /// Element type of the accumulate operand C [M, N] (`+ beta * C`), if
+  /// there is one: f32 or the output type.
+  std::optional<FloatType> accumulate;
+  /// Multiplier of C; 1 when unset and C is given. Only valid with C.
+  std::optional<float> beta;
+  /// Whether the kernel also returns max |output|.
+  bool amax = false;
+
+  /// Whether M is dynamic.
+  bool isDynamicM() const { return m == kDynamic; }
+
+  /// A short description, e.g. "?x11008x4096 e4m3 two-level(row, 32) x e4m3
+  /// per-tensor -> bf16".
+  std::string str() const;
+};
+
+/// Checks what can be checked without building the IR (the op verifier
+/// checks the rest): positive static N and K, M positive or kDynamic.
+llvm::Error checkShapes(const GemmSpec &spec);
+
+/// The machine a kernel is compiled for. Defaults: NVIDIA H200 (sm_90a).
+struct TargetInfo {
+  /// Streaming multiprocessors.
+  unsigned smCount = 132;
+  /// Dynamic shared memory one thread block may opt into (227 KiB).
+  unsigned sharedMemoryPerBlock = 232448;
+  /// 32-bit registers per SM.
+  unsigned registersPerSm = 65536;
+  /// CUDA architecture the kernel targets (for the runtime's NVRTC call).
+  std::string arch = "sm_90a";
+
+  /// The H200 (same as the defaults).
+  static TargetInfo h200() { return TargetInfo(); }
+};
+
+} // namespace moss::compiler
+
+#endif // MOSS_COMPILER_GEMMSPEC_H

@@ -1,0 +1,66 @@
+//===- KernelSource.h - A compiled GEMM kernel's source ---------*- C++ -*-===//
+//
+// What the compiler hands the runtime for one GEMM: the CUDA C++ translation
+// unit, the name of its kernel, how to launch it, and the tile configuration
+// it was made with. Plain C++: the runtime reads it without linking MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOSS_COMPILER_KERNELSOURCE_H
+#define MOSS_COMPILER_KERNELSOURCE_H
+
+#include "moss/Compiler/GemmSpec.h"
+#include "moss/Compiler/Tiling.h"
+
+#include <cstdint>
+#include <string>
+
+namespace moss::compiler {
+
+/// How many thread blocks a launch gets.
+enum class GridPolicy : uint8_t {
+  /// Persistent: one block per SM (rounded down to whole clusters), but no
+  /// more than the (cluster-rounded) number of output tiles times split-K
+  /// slices; each block walks tiles in the tiling's raster order. This is
+  /// `moss::gemm::gridSize<Config>(m, smCount)` of the templates.
+  Persistent = 0,
+};
+
+/// Launch geometry of a GEMM kernel (docs/GEMM-KERNEL-ABI.md, "Launch").
+struct LaunchGeometry {
+  /// Threads per block: `Config::kThreads`. The value is the compiler's
+  /// resource model (Tiling.h); the expression is what the unit defines.
+  unsigned threads = 0;
+  std::string threadsExpr = "MossGemmConfig::kThreads";
+  /// Dynamic shared memory per block: `Config::kSharedBytes`, as modelled
+  /// and as the unit names it.
+  unsigned sharedBytes = 0;
+  std::string sharedBytesExpr = "MossGemmConfig::kSharedBytes";
+  /// Cluster dimensions: (ClusterM * ClusterN, 1, 1); {1, 1, 1} means no
+  /// cluster launch.
+  unsigned cluster[3] = {1, 1, 1};
+  GridPolicy grid = GridPolicy::Persistent;
+};
+
+/// One compiled GEMM, ready for NVRTC.
+struct KernelSource {
+  /// The CUDA C++ translation unit.
+  std::string source;
+  /// The `extern "C"` kernel in it: "moss_gemm_" + a hash of its
+  /// configuration, equal for equal GEMMs in every process.
+  std::string kernelName;
+  LaunchGeometry launch;
+  /// The tile configuration; `tiling.source` says whether the heuristic or
+  /// the tuning database chose it (unset: given by the caller).
+  TileConfig tiling;
+  /// The GEMM it computes (with M as specialized, or kDynamic).
+  GemmSpec spec;
+
+  /// Thread blocks to launch for `m` rows on `smCount` SMs under
+  /// `launch.grid`.
+  unsigned getGridBlocks(int64_t m, unsigned smCount) const;
+};
+
+} // namespace moss::compiler
+
+#endif // MOSS_COMPILER_KERNELSOURCE_H

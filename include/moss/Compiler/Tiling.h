@@ -1,0 +1,165 @@
+//===- Tiling.h - GEMM tile configurations and their heuristic --*- C++ -*-===//
+//
+// The tile configuration of a GEMM kernel as a plain struct (the C++ twin of
+// `#moss.tiling`), the resource model that says what a configuration costs
+// in threads, registers and shared memory, and the heuristic that picks one:
+// fewest waves over the SMs, then the fullest last wave, within the limits.
+// Plain C++ without MLIR, so the runtime and the tuner can call it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOSS_COMPILER_TILING_H
+#define MOSS_COMPILER_TILING_H
+
+#include "moss/Compiler/GemmSpec.h"
+
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace moss::compiler {
+
+/// The order in which the persistent scheduler walks output tiles: along M
+/// means consecutive tiles share a column of B tiles.
+enum class RasterOrder : uint8_t { AlongM = 0, AlongN = 1 };
+
+/// Who chose a tile configuration.
+enum class TilingSource : uint8_t { Heuristic = 0, Database = 1 };
+
+/// "heuristic" or "db" (the `#moss.tiling` keywords).
+const char *getName(TilingSource source);
+
+/// One tile configuration: the TileM ... SplitK parameters of
+/// `moss::gemm::Config` (docs/GEMM-KERNEL-ABI.md).
+struct TileConfig {
+  /// Output tile of one thread block: 64, 128 or 256 rows, a multiple of 8
+  /// up to 256 columns.
+  int64_t tileM = 128;
+  int64_t tileN = 128;
+  /// Depth of the shared-memory pipeline (K steps of kBlockK in flight).
+  int64_t stages = 4;
+  /// Thread block cluster shape (TMA multicast of B along M, A along N).
+  int64_t clusterM = 1;
+  int64_t clusterN = 1;
+  /// Tile walk order and band width of the persistent scheduler.
+  RasterOrder raster = RasterOrder::AlongM;
+  int64_t swizzle = 1;
+  /// Slices of K reduced into the output (1: none).
+  int64_t splitK = 1;
+  /// Who chose it; unset for a hand-written configuration.
+  std::optional<TilingSource> source;
+
+  /// Like `#moss.tiling`: "128x160, stages 5, cluster 2x1, along_m, swizzle
+  /// 8, split_k 1 (heuristic)".
+  std::string str() const;
+};
+
+/// Field-by-field equality (source included).
+bool operator==(const TileConfig &lhs, const TileConfig &rhs);
+inline bool operator!=(const TileConfig &lhs, const TileConfig &rhs) {
+  return !(lhs == rhs);
+}
+
+/// K elements (= bytes of FP8) each pipeline stage loads per row of A and B:
+/// one 128-byte swizzled TMA row (`Config::kStageK`).
+constexpr int64_t kBlockK = 128;
+
+/// What a configuration needs from the SM. This is the compiler's copy of
+/// the model in templates/moss/gemm/Config.cuh (keep the two in step): one
+/// producer warpgroup (TMA, scale tables; 40 registers) and two consumer
+/// warpgroups (232 registers) that split the tile's rows into m64 wgmma
+/// tiles. A scheme with block scales promotes partial sums into the FP32
+/// accumulators, which takes three accumulator sets (the sum and two
+/// partials, ping-ponged); the per-stage factor tables hold one FP32 factor
+/// per tile row (A's scales) and per tile column (B's 1xB scales) for each
+/// promotion block of the stage. The epilogue stores from registers, so no
+/// output tile is staged in shared memory.
+struct ResourceUsage {
+  /// Threads per block (`Config::kThreads`): 128 * (1 + 2).
+  unsigned threads = 0;
+  unsigned consumerWarpgroups = 0;
+  /// FP32 accumulator registers per consumer thread.
+  unsigned accumulatorRegisters = 0;
+  /// Registers a consumer thread may spend on accumulators: its 232 after
+  /// setmaxnreg, less kRegisterReserve.
+  unsigned accumulatorRegisterLimit = 0;
+  /// Shared memory per pipeline stage: A and B tiles plus factor tables.
+  unsigned stageBytes = 0;
+  /// Dynamic shared memory of the block (`Config::kSharedBytes`): the
+  /// stages, their two mbarriers each, and 1 KiB to align the base.
+  unsigned sharedBytes = 0;
+};
+
+/// Registers a consumer thread keeps for addresses, scales and the epilogue
+/// besides its accumulators.
+constexpr unsigned kRegisterReserve = 40;
+
+/// Whether the kernel can run `spec` at all (scaling blocks along K of 32,
+/// 64 or 128); the error names the operand and the block.
+llvm::Error checkKernelSupport(const GemmSpec &spec);
+
+/// The resource model for `spec` tiled by `tiling` on `target`.
+ResourceUsage estimateResources(const GemmSpec &spec, const TileConfig &tiling,
+                                const TargetInfo &target);
+
+/// Checks `tiling` against `target`'s limits (shared memory, registers) and
+/// the kernel's structural rules; the error says what does not fit and
+/// what the limit is.
+llvm::Error checkTiling(const GemmSpec &spec, const TileConfig &tiling,
+                        const TargetInfo &target);
+
+/// Knobs of the heuristic.
+struct TilingOptions {
+  /// The M the heuristic plans for when `spec.m` is dynamic.
+  int64_t assumedM = 4096;
+  /// Whether to consider split-K (only for f32 outputs without amax, where
+  /// the slices can be summed with atomics). The kernel does not implement
+  /// split-K yet.
+  bool allowSplitK = false;
+  /// Whether to pair blocks in 2x1 clusters (TMA multicast of B). The
+  /// kernel does not implement clusters yet.
+  bool allowClusters = false;
+  /// Pipeline depth bounds.
+  int64_t minStages = 3;
+  int64_t maxStages = 8;
+};
+
+/// How good a configuration is on `target`, in the heuristic's terms.
+struct TilingScore {
+  int64_t tiles = 0;
+  /// Thread blocks that run at once: SMs rounded down to whole clusters.
+  int64_t slots = 0;
+  int64_t waves = 0;
+  /// Busy fraction of the slots in the last wave, in (0, 1].
+  double lastWaveUtilization = 0;
+  /// Output elements computed beyond [M, N] because of partial tiles.
+  int64_t paddedElements = 0;
+};
+
+/// Scores `tiling` for `spec` on `target` (dynamic M counts as
+/// `options.assumedM`).
+TilingScore scoreTiling(const GemmSpec &spec, const TileConfig &tiling,
+                        const TargetInfo &target,
+                        const TilingOptions &options = {});
+
+/// The heuristic: among tile shapes {128, 256} x {32, 64, 96, ..., 256}
+/// (and split-K slices when allowed) that the kernel takes, that fit the
+/// registers and leave room for `minStages` stages (fewer when K has fewer
+/// steps, never under 2) in shared memory, pick the one with the fewest
+/// waves over `target.smCount` SMs, then the fullest last wave, then the
+/// least padding, fewer K slices, the larger tile, the deeper pipeline;
+/// give it as many stages as fit (up to `maxStages` and the number of K
+/// steps), the raster order along the dimension with fewer tiles, a
+/// swizzle band of up to 8 tiles, and (when allowed) a 2x1 cluster when M
+/// is static, the M tiles pair up and there is at least a full wave. Fails
+/// when nothing fits, naming the smallest need and the limit. The result's
+/// source is TilingSource::Heuristic.
+llvm::Expected<TileConfig> selectTiling(const GemmSpec &spec,
+                                        const TargetInfo &target,
+                                        const TilingOptions &options = {});
+
+} // namespace moss::compiler
+
+#endif // MOSS_COMPILER_TILING_H

@@ -1,0 +1,57 @@
+//===- GemmSpecUtils.h - moss.gemm <-> GemmSpec -----------------*- C++ -*-===//
+//
+// The bridge between the `moss.gemm` op and the plain structs of
+// moss/Compiler (GemmSpec, TileConfig): reading an op's shapes and
+// configuration, and building an op from a spec.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOSS_DIALECT_MOSS_UTILS_GEMMSPECUTILS_H
+#define MOSS_DIALECT_MOSS_UTILS_GEMMSPECUTILS_H
+
+#include "moss/Compiler/GemmSpec.h"
+#include "moss/Compiler/Tiling.h"
+#include "moss/Dialect/MOSS/IR/MOSSOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace mlir::moss {
+
+/// The M, N and K of a GEMM: for each, the static size any of its operands
+/// or results states (ShapedType::kDynamic when none does). K also follows
+/// from a scale operand's K/B blocks, since K is a multiple of the block B.
+struct GemmShape {
+  int64_t m = ShapedType::kDynamic;
+  int64_t n = ShapedType::kDynamic;
+  int64_t k = ShapedType::kDynamic;
+};
+GemmShape getGemmShape(GemmOp op);
+
+/// Emits an error on `op` naming a dynamic N or K and saying that `stage`
+/// needs them static; fails then.
+LogicalResult checkStaticNK(GemmOp op, GemmShape shape, StringRef stage);
+
+/// The plain description of `op` (whose N and K must be static; M may be
+/// dynamic).
+::moss::compiler::GemmSpec getGemmSpec(GemmOp op, GemmShape shape);
+
+/// The plain twin of a tiling attribute, and back.
+::moss::compiler::TileConfig getTileConfig(TilingAttr attr);
+TilingAttr getTilingAttr(MLIRContext *context,
+                         const ::moss::compiler::TileConfig &tiling);
+
+/// Builds, at `builder`'s insertion point, a function `name` whose
+/// arguments are the operands `spec` calls for (A, its scales, B, its
+/// scales, bias, C), holding one `moss.gemm` and returning its results. A
+/// static `spec.m` is written into the types unless `dynamicM` is set.
+/// Attributes that do not verify (a bad block shape) are reported through
+/// the context's diagnostics, and the function fails.
+FailureOr<func::FuncOp>
+buildGemmFunction(OpBuilder &builder, Location loc,
+                  const ::moss::compiler::GemmSpec &spec, StringRef name,
+                  bool dynamicM);
+
+} // namespace mlir::moss
+
+#endif // MOSS_DIALECT_MOSS_UTILS_GEMMSPECUTILS_H

@@ -1,0 +1,149 @@
+//===- Quantizer.h - The quantizers on the GPU ------------------*- C++ -*-===//
+//
+// Every scheme of moss::numerics::quantize, run on the GPU through the JIT:
+// the kernels are generated for the scheme and K, compiled with NVRTC once,
+// cached, and launched on the caller's stream. The output bits equal the
+// host reference's (docs/NUMERICS-CONTRACT.md).
+//
+// Passes: schemes whose scale lives within a row the CTA owns (per-row,
+// two-level with a per-row global, per-group, MXFP8) read the input once.
+// A per-tensor global (per-tensor, two-level with a tensor global), and any
+// global of a transposed quantization, needs the whole tensor or column
+// first: a reduce pass, then the quantize pass (the second pass walks the
+// rows in reverse so that what the first left in L2 is reused).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOSS_RUNTIME_QUANTIZER_H
+#define MOSS_RUNTIME_QUANTIZER_H
+
+#include "moss/Numerics/Quantize.h"
+#include "moss/Runtime/KernelCache.h"
+
+#include "llvm/Support/Error.h"
+
+#include <cuda.h>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+namespace moss::runtime {
+
+/// Element type of the input matrix.
+enum class InputType : uint8_t { F32, BF16 };
+
+/// A quantization: a row-major [rows, cols] device matrix and the options.
+struct QuantizeSpec {
+  int64_t rows = 0;
+  int64_t cols = 0;
+  InputType input = InputType::F32;
+  numerics::QuantizeOptions options;
+};
+
+/// Shapes of the outputs of a spec.
+struct QuantizeLayout {
+  /// Codes [codeRows, codeCols] (transposed when the options say so).
+  int64_t codeRows = 0;
+  int64_t codeCols = 0;
+  /// Block scales [localRows, localCols] of localElementBytes (1 for E8M0,
+  /// 4 for FP32); 0 when the scheme has none.
+  int64_t localRows = 0;
+  int64_t localCols = 0;
+  int64_t localElementBytes = 0;
+  /// FP32 global scales; 0 when the scheme has none.
+  int64_t globalCount = 0;
+};
+
+/// The output shapes of `spec` (no validation).
+QuantizeLayout getQuantizeLayout(const QuantizeSpec &spec);
+
+/// Device buffers of one quantization.
+struct QuantizeBuffers {
+  /// The input, 16-byte aligned.
+  CUdeviceptr x = 0;
+  /// Codes, 16-byte aligned.
+  CUdeviceptr q = 0;
+  /// Block scales; required exactly when the scheme has them.
+  CUdeviceptr local = 0;
+  /// FP32 global scales; required exactly when the scheme has them.
+  CUdeviceptr global = 0;
+  /// Two uint64 counters the kernels add to: saturated values and
+  /// non-finite blocks. The caller zeroes them. Optional.
+  CUdeviceptr counters = 0;
+};
+
+/// The generated source of the kernels for one spec, and how to launch them.
+struct QuantizerSource {
+  std::string source;
+  /// Empty when the spec needs no reduce pass.
+  std::string reduceKernel;
+  std::string quantizeKernel;
+  unsigned threads = 0;
+};
+
+/// Checks a spec against what the GPU kernels support; the error names the
+/// bad value.
+llvm::Error checkGpuQuantizeSpec(const QuantizeSpec &spec);
+
+/// The CUDA source for a spec (validated). `withScale` generates the
+/// per-tensor cast with a caller's scale (GpuQuantizer::castWithScale).
+llvm::Expected<QuantizerSource>
+generateQuantizerSource(const QuantizeSpec &spec, bool withScale = false);
+
+/// Runs quantizations on one device. Not thread-safe: use one per thread.
+class GpuQuantizer {
+public:
+  /// A quantizer for the current context's device with `smCount` SMs,
+  /// compiling through `cache`.
+  GpuQuantizer(KernelCache &cache, int smCount);
+  ~GpuQuantizer();
+  GpuQuantizer(const GpuQuantizer &) = delete;
+  GpuQuantizer &operator=(const GpuQuantizer &) = delete;
+
+  /// Quantizes on `stream`. Everything is checked before any launch: the
+  /// shapes, null or misaligned pointers, the scheme. The first call for a
+  /// scheme, format, input type and K compiles (or loads from the cache);
+  /// later calls only launch.
+  llvm::Error quantize(const QuantizeSpec &spec, const QuantizeBuffers &buffers,
+                       CUstream stream);
+
+  /// Per-tensor cast with a scale the caller keeps on the device (the
+  /// AutoScaler's prediction): codes = encode(x / *scale), one pass, no
+  /// host synchronization. `scale` is an FP32 device pointer.
+  llvm::Error castWithScale(const QuantizeSpec &spec, CUdeviceptr scale,
+                            const QuantizeBuffers &buffers, CUstream stream);
+
+  /// The generated kernels; the launch path looks them up by this key.
+  struct PlanKey {
+    uint64_t bits = 0;
+    int64_t k = 0;
+    bool operator==(const PlanKey &other) const {
+      return bits == other.bits && k == other.k;
+    }
+  };
+  struct PlanKeyHash {
+    size_t operator()(const PlanKey &key) const {
+      return size_t(key.bits * 0x9E3779B97F4A7C15ull) ^ size_t(key.k);
+    }
+  };
+  struct Plan;
+
+private:
+  llvm::Expected<const Plan *> getPlan(const QuantizeSpec &spec,
+                                       bool withScale);
+  llvm::Error run(const QuantizeSpec &spec, const QuantizeBuffers &buffers,
+                  CUdeviceptr scale, CUstream stream);
+  llvm::Error reserveWorkspace(int64_t globalWords);
+
+  KernelCache &cache;
+  int smCount;
+  std::unordered_map<PlanKey, std::unique_ptr<Plan>, PlanKeyHash> plans;
+  /// Reduce-pass accumulators and fallback counters.
+  CUdeviceptr workspace = 0;
+  int64_t workspaceWords = 0;
+};
+
+} // namespace moss::runtime
+
+#endif // MOSS_RUNTIME_QUANTIZER_H

@@ -1,0 +1,404 @@
+//===- Quantizer.cpp - The quantizers on the GPU --------------------------===//
+
+#include "moss/Runtime/Quantizer.h"
+
+#include "moss/Runtime/Driver.h"
+
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MathExtras.h"
+
+#include <algorithm>
+#include <climits>
+
+using namespace llvm;
+using namespace moss::numerics;
+
+namespace moss::runtime {
+
+namespace {
+
+// Mirrors of the template enums (templates/moss/quantize/common.cuh).
+enum GlobalSource { kNoGlobal = 0, kGlobalInCta = 1, kGlobalFromBits = 2,
+                    kGlobalFromScale = 3 };
+enum class Family { Rowwise, Columnwise, Tile2d };
+
+/// Which kernel template and parameters a spec uses.
+struct Variant {
+  Family family = Family::Rowwise;
+  GlobalSource source = kNoGlobal;
+  /// Columnwise: one global per output row (per-row, two-level row).
+  bool globalPerRow = false;
+  int block = 0;
+  int threads = 256;
+};
+
+Error invalid(const Twine &message) {
+  return createStringError(inconvertibleErrorCode(), message);
+}
+
+int vecElements(InputType input) { return input == InputType::F32 ? 4 : 8; }
+
+/// The number of 16-byte vectors a thread of the row-wise kernel holds in
+/// registers, at most: past 4, ptxas spills around the rare exact path.
+constexpr int kMaxVecsPerThread = 4;
+
+bool isSquareGroup(const ScalingScheme &scheme) {
+  return scheme.kind == ScalingKind::PerGroup && scheme.blockRows > 1;
+}
+
+Variant chooseVariant(const QuantizeSpec &spec, bool withScale) {
+  const ScalingScheme &scheme = spec.options.scheme;
+  Variant v;
+  v.block = int(scheme.blockCols);
+  if (isSquareGroup(scheme)) {
+    v.family = Family::Tile2d;
+    return v;
+  }
+  bool perTensorGlobal =
+      scheme.kind == ScalingKind::PerTensor ||
+      (scheme.kind == ScalingKind::TwoLevel &&
+       scheme.global == GlobalScope::Tensor);
+  bool hasGlobal = scheme.hasGlobalScales();
+  if (withScale)
+    v.source = kGlobalFromScale;
+  else if (!hasGlobal)
+    v.source = kNoGlobal;
+  else if (spec.options.transpose || perTensorGlobal)
+    v.source = kGlobalFromBits;
+  else
+    v.source = kGlobalInCta;
+
+  if (spec.options.transpose) {
+    v.family = Family::Columnwise;
+    v.globalPerRow = hasGlobal && scheme.globalPerRow();
+    if (!scheme.hasLocalScales())
+      v.block = 32;
+    return v;
+  }
+  v.family = Family::Rowwise;
+  if (!scheme.hasLocalScales())
+    v.block = int(spec.cols);
+  // Enough threads that each holds at most kMaxVecsPerThread vectors.
+  int64_t vecs = spec.cols / vecElements(spec.input);
+  int64_t threads = llvm::PowerOf2Ceil(
+      std::max<int64_t>(1, llvm::divideCeil(vecs, kMaxVecsPerThread)));
+  v.threads = int(std::clamp<int64_t>(threads, 64, 1024));
+  return v;
+}
+
+int schemeNumber(ScalingKind kind) { return int(kind); }
+
+} // namespace
+
+QuantizeLayout getQuantizeLayout(const QuantizeSpec &spec) {
+  const ScalingScheme &scheme = spec.options.scheme;
+  QuantizeLayout layout;
+  bool t = spec.options.transpose;
+  layout.codeRows = t ? spec.cols : spec.rows;
+  layout.codeCols = t ? spec.rows : spec.cols;
+  if (scheme.hasLocalScales()) {
+    layout.localRows = llvm::divideCeil(layout.codeRows, scheme.blockRows);
+    layout.localCols = layout.codeCols / scheme.blockCols;
+    layout.localElementBytes = scheme.localScalesAreE8M0() ? 1 : 4;
+  }
+  if (scheme.hasGlobalScales())
+    layout.globalCount = scheme.globalPerRow() ? layout.codeRows : 1;
+  return layout;
+}
+
+Error checkGpuQuantizeSpec(const QuantizeSpec &spec) {
+  if (Error error = checkQuantizeOptions(spec.rows, spec.cols, spec.options))
+    return error;
+  if (spec.rows > INT_MAX || spec.cols > INT_MAX)
+    return invalid("the shape [" + Twine(spec.rows) + ", " + Twine(spec.cols) +
+                   "] exceeds the GPU quantizers' limit of 2^31-1 per axis");
+  const ScalingScheme &scheme = spec.options.scheme;
+  if (isSquareGroup(scheme)) {
+    if (scheme.blockCols != 32 && scheme.blockCols != 64 &&
+        scheme.blockCols != 128)
+      return invalid("the GPU quantizers take square per-group blocks of 32, "
+                     "64 or 128, got " +
+                     Twine(scheme.blockCols));
+    return Error::success();
+  }
+  if (scheme.hasLocalScales() &&
+      (!llvm::isPowerOf2_64(scheme.blockCols) || scheme.blockCols < 16 ||
+       scheme.blockCols > 128))
+    return invalid("the GPU quantizers take power-of-two blocks from 16 to "
+                   "128, got " +
+                   Twine(scheme.blockCols));
+  if (spec.options.transpose) {
+    if (llvm::divideCeil(spec.rows, 32) > 65535)
+      return invalid("rows=" + Twine(spec.rows) +
+                     " is too many for the transposed GPU quantizer "
+                     "(at most 2097120)");
+    return Error::success();
+  }
+  int vec = vecElements(spec.input);
+  if (spec.cols % vec != 0)
+    return invalid("K=" + Twine(spec.cols) + " must be a multiple of " +
+                   Twine(vec) + " for the row-wise GPU quantizer (16-byte "
+                   "rows of " +
+                   (spec.input == InputType::F32 ? "FP32" : "BF16") + ")");
+  Variant v = chooseVariant(spec, false);
+  int64_t vecsPerThread = llvm::divideCeil(spec.cols / vec, v.threads);
+  if (vecsPerThread > kMaxVecsPerThread)
+    return invalid("K=" + Twine(spec.cols) +
+                   " is too long for the row-wise GPU quantizer (at most " +
+                   Twine(int64_t(kMaxVecsPerThread) * 1024 * vec) + ")");
+  return Error::success();
+}
+
+Expected<QuantizerSource> generateQuantizerSource(const QuantizeSpec &spec,
+                                                  bool withScale) {
+  if (Error error = checkGpuQuantizeSpec(spec))
+    return std::move(error);
+  const QuantizeOptions &options = spec.options;
+  if (withScale && options.scheme.kind != ScalingKind::PerTensor)
+    return invalid("a cast with a given scale is per-tensor, not " +
+                   options.scheme.str());
+  Variant v = chooseVariant(spec, withScale);
+  int in = spec.input == InputType::F32 ? 0 : 1;
+  int fmt = options.format == Fp8Format::E4M3 ? 0 : 1;
+  int kind = schemeNumber(options.scheme.kind);
+
+  QuantizerSource result;
+  result.threads = unsigned(v.threads);
+  std::string header, config, call;
+  switch (v.family) {
+  case Family::Rowwise:
+    header = "moss/quantize/rowwise.cuh";
+    config = formatv("moss::quantize::RowwiseConfig<{0}, {1}, {2}, {3}, {4}, "
+                     "{5}, {6}>",
+                     in, kind, fmt, v.block, spec.cols, v.threads, int(v.source));
+    call = "moss::quantize::rowwise<Config>(args, moss::quantize::{0})";
+    break;
+  case Family::Columnwise:
+    header = "moss/quantize/columnwise.cuh";
+    config = formatv("moss::quantize::ColumnwiseConfig<{0}, {1}, {2}, {3}, {4}>",
+                     in, kind, fmt, v.block, int(v.source));
+    call = std::string("moss::quantize::columnwise<Config>(args, "
+                       "moss::quantize::{0}, ") +
+           (v.globalPerRow ? "true" : "false") + ")";
+    break;
+  case Family::Tile2d:
+    header = "moss/quantize/tile2d.cuh";
+    config = formatv("moss::quantize::Tile2dConfig<{0}, {1}, {2}, {3}>", in,
+                     fmt, v.block, options.transpose ? "true" : "false");
+    call = "moss::quantize::tile2d<Config>(args)";
+    break;
+  }
+
+  std::string source = "#include \"" + header + "\"\n\nusing Config = " +
+                       config + ";\n";
+  auto addKernel = [&](StringRef name, StringRef pass) {
+    source += formatv("\nextern \"C\" __global__ void __launch_bounds__({0}, 1)\n"
+                      "{1}(const moss::quantize::Args args) {{\n  {2};\n}\n",
+                      v.threads, name, formatv(call.c_str(), pass).str());
+  };
+  if (v.source == kGlobalFromBits) {
+    result.reduceKernel = "moss_quantize_reduce";
+    addKernel(result.reduceKernel, "kReducePass");
+  }
+  result.quantizeKernel = "moss_quantize";
+  addKernel(result.quantizeKernel, "kQuantizePass");
+  result.source = std::move(source);
+  return result;
+}
+
+//===----------------------------------------------------------------------===//
+// GpuQuantizer
+//===----------------------------------------------------------------------===//
+
+struct GpuQuantizer::Plan {
+  std::shared_ptr<const KernelEntry> entry;
+  CUfunction reduce = nullptr;
+  CUfunction quantize = nullptr;
+  Variant variant;
+};
+
+GpuQuantizer::GpuQuantizer(KernelCache &cache, int smCount)
+    : cache(cache), smCount(smCount) {}
+
+GpuQuantizer::~GpuQuantizer() {
+  if (!workspace)
+    return;
+  if (Expected<const DriverApi &> api = getDriverApi())
+    api->memFree(workspace);
+  else
+    consumeError(api.takeError());
+}
+
+/// The plan key packs everything but K into one word, so a launch looks up a
+/// small struct instead of hashing source text.
+static GpuQuantizer::PlanKey makePlanKey(const QuantizeSpec &spec,
+                                         bool withScale) {
+  const ScalingScheme &scheme = spec.options.scheme;
+  uint64_t bits = uint64_t(scheme.kind) | uint64_t(scheme.global) << 4 |
+                  uint64_t(spec.options.format) << 5 |
+                  uint64_t(spec.input) << 6 |
+                  uint64_t(spec.options.transpose) << 7 |
+                  uint64_t(withScale) << 8 |
+                  uint64_t(scheme.blockRows & 0xFFFF) << 16 |
+                  uint64_t(scheme.blockCols & 0xFFFF) << 32;
+  // Only the row-wise kernel has K compiled in.
+  bool rowwise = !spec.options.transpose && !isSquareGroup(scheme);
+  return {bits, rowwise ? spec.cols : 0};
+}
+
+Expected<const GpuQuantizer::Plan *>
+GpuQuantizer::getPlan(const QuantizeSpec &spec, bool withScale) {
+  PlanKey key = makePlanKey(spec, withScale);
+  auto it = plans.find(key);
+  if (it != plans.end())
+    return it->second.get();
+
+  Expected<QuantizerSource> source = generateQuantizerSource(spec, withScale);
+  if (!source)
+    return source.takeError();
+  Expected<std::shared_ptr<const KernelEntry>> entry =
+      cache.getOrCompile(source->source, CompileOptions());
+  if (!entry)
+    return entry.takeError();
+  auto plan = std::make_unique<Plan>();
+  plan->entry = *entry;
+  plan->variant = chooseVariant(spec, withScale);
+  Expected<CUfunction> quantize =
+      plan->entry->getFunction(source->quantizeKernel);
+  if (!quantize)
+    return quantize.takeError();
+  plan->quantize = *quantize;
+  if (!source->reduceKernel.empty()) {
+    Expected<CUfunction> reduce = plan->entry->getFunction(source->reduceKernel);
+    if (!reduce)
+      return reduce.takeError();
+    plan->reduce = *reduce;
+  }
+  return (plans[key] = std::move(plan)).get();
+}
+
+Error GpuQuantizer::reserveWorkspace(int64_t globalWords) {
+  // Two uint64 counters, then the reduce pass's words.
+  int64_t words = 4 + globalWords;
+  if (words <= workspaceWords)
+    return Error::success();
+  Expected<const DriverApi &> api = getDriverApi();
+  if (!api)
+    return api.takeError();
+  if (workspace)
+    api->memFree(workspace);
+  workspace = 0;
+  workspaceWords = 0;
+  if (Error error = checkCuda(api->memAlloc(&workspace, words * 4),
+                              "cuMemAlloc(quantizer workspace)"))
+    return error;
+  workspaceWords = words;
+  return Error::success();
+}
+
+/// Checks one device pointer: present exactly when needed, and aligned.
+static Error checkPointer(CUdeviceptr ptr, bool needed, unsigned alignment,
+                          StringRef name, const QuantizeSpec &spec) {
+  if (needed && !ptr)
+    return invalid(name + " is null, but " + spec.options.scheme.str() +
+                   " writes it");
+  if (!needed && ptr)
+    return invalid(name + " is given, but " + spec.options.scheme.str() +
+                   " has none");
+  if (ptr % alignment != 0)
+    return invalid(name + " must be " + Twine(alignment) +
+                   "-byte aligned, got 0x" + Twine::utohexstr(ptr));
+  return Error::success();
+}
+
+Error GpuQuantizer::run(const QuantizeSpec &spec,
+                        const QuantizeBuffers &buffers, CUdeviceptr scale,
+                        CUstream stream) {
+  const ScalingScheme &scheme = spec.options.scheme;
+  if (!buffers.x)
+    return invalid("the input x is null");
+  if (Error e = checkPointer(buffers.x, true, 16, "the input x", spec))
+    return e;
+  if (Error e = checkPointer(buffers.q, true, 16, "the codes q", spec))
+    return e;
+  if (Error e = checkPointer(buffers.local, scheme.hasLocalScales(), 4,
+                             "the block scales (local)", spec))
+    return e;
+  if (Error e = checkPointer(buffers.global, scheme.hasGlobalScales(), 4,
+                             "the global scales", spec))
+    return e;
+  if (buffers.counters % 8 != 0)
+    return invalid("the counters must be 8-byte aligned");
+  Expected<const Plan *> plan = getPlan(spec, scale != 0);
+  if (!plan)
+    return plan.takeError();
+  const Variant &v = (*plan)->variant;
+
+  Expected<const DriverApi &> api = getDriverApi();
+  if (!api)
+    return api.takeError();
+  int64_t globalWords = v.globalPerRow ? spec.cols : 1;
+  if (Error error = reserveWorkspace(globalWords))
+    return error;
+  // Without the caller's counters the kernels add to the workspace's, which
+  // nobody reads: they need no zeroing.
+  CUdeviceptr counters = buffers.counters ? buffers.counters : workspace;
+  CUdeviceptr globalBits = workspace + 16;
+  if (v.source == kGlobalFromBits)
+    if (Error error = checkCuda(
+            api->memsetD8Async(globalBits, 0, globalWords * 4, stream),
+            "cuMemsetD8Async(quantizer workspace)"))
+      return error;
+
+  struct KernelArgs {
+    CUdeviceptr x;
+    int rows, cols;
+    CUdeviceptr q, local, global, globalBits, scaleIn, saturated, nonFinite;
+  } args{buffers.x,      int(spec.rows), int(spec.cols), buffers.q,
+         buffers.local,  buffers.global, globalBits,     scale,
+         counters,       counters + 8};
+  void *params[] = {&args};
+
+  LaunchConfig launch;
+  launch.stream = stream;
+  launch.block[0] = unsigned(v.threads);
+  switch (v.family) {
+  case Family::Rowwise: {
+    int64_t resident = int64_t(smCount) * std::max(1, 2048 / v.threads);
+    launch.grid[0] = unsigned(std::min<int64_t>(spec.rows, resident));
+    break;
+  }
+  case Family::Columnwise: {
+    int tileRows = scheme.hasLocalScales() ? v.block : 32;
+    launch.grid[0] = unsigned(llvm::divideCeil(spec.cols, 64));
+    launch.grid[1] = unsigned(llvm::divideCeil(spec.rows, tileRows));
+    break;
+  }
+  case Family::Tile2d:
+    launch.grid[0] = unsigned(llvm::divideCeil(spec.cols, v.block));
+    launch.grid[1] = unsigned(llvm::divideCeil(spec.rows, v.block));
+    break;
+  }
+  if ((*plan)->reduce)
+    if (Error error = launchKernel((*plan)->reduce, launch, params))
+      return error;
+  return launchKernel((*plan)->quantize, launch, params);
+}
+
+Error GpuQuantizer::quantize(const QuantizeSpec &spec,
+                             const QuantizeBuffers &buffers, CUstream stream) {
+  return run(spec, buffers, /*scale=*/0, stream);
+}
+
+Error GpuQuantizer::castWithScale(const QuantizeSpec &spec, CUdeviceptr scale,
+                                  const QuantizeBuffers &buffers,
+                                  CUstream stream) {
+  if (!scale)
+    return invalid("the scale pointer is null");
+  if (scale % 4 != 0)
+    return invalid("the scale pointer must be 4-byte aligned");
+  return run(spec, buffers, scale, stream);
+}
+
+} // namespace moss::runtime

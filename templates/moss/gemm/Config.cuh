@@ -1,0 +1,361 @@
+// moss/gemm/Config.cuh - the GEMM configuration, its arguments and launch
+// geometry (docs/GEMM-KERNEL-ABI.md).
+//
+// This header compiles as plain host C++ too (no CUDA keywords outside
+// MOSS_GEMM_HD). The derived quantities (promotion block, shared-memory
+// layout, TMA boxes, launch geometry) are constexpr functions of a plain
+// `Params` struct, so the host computes them from run-time values with the
+// same formulas the kernel is compiled with: `plan(params)`,
+// `validate(params)`, `gridSize(params, m, smCount)`.
+#pragma once
+
+#if defined(__CUDACC__)
+#define MOSS_GEMM_HD __host__ __device__
+#else
+#define MOSS_GEMM_HD
+#endif
+
+namespace moss::gemm {
+
+/// Operand formats.
+enum : int { kE4M3 = 0, kE5M2 = 1 };
+/// Scaling schemes (the values of #moss.scaling).
+enum : int {
+  kPerTensor = 0,
+  kPerRow = 1,
+  kPerGroup = 2,
+  kMXFP8 = 3,
+  kTwoLevel = 4
+};
+/// Output / bias / accumulator element types; kNone: no bias or no C.
+enum : int { kBF16 = 0, kF16 = 1, kF32 = 2, kNone = -1 };
+
+/// How the per-block factor of a promotion is built (see Mainloop.cuh).
+enum : int {
+  kFactorDirect = 0, ///< no promotion: wgmma accumulates all of K
+  kFactorUnit = 1,   ///< acc += partial (forced promotion, no local scales)
+  kFactorRow = 2,    ///< acc += f[row] * partial
+  kFactorCol = 3,    ///< acc += f[col] * partial
+  kFactorRowCol = 4  ///< acc += (f[row] * f[col]) * partial
+};
+
+/// Run-time arguments (one struct, passed by value).
+struct Args {
+  int m;                ///< rows of A and of the output
+  void *d;              ///< output [m, N], row-major, Out type
+  const void *aLocal;   ///< A's block scales (E8M0 bytes or FP32), or null
+  const float *aGlobal; ///< A's FP32 global scales ([1] or [m]), or null
+  const void *bLocal;   ///< B's block scales, or null
+  const float *bGlobal; ///< B's FP32 global scales ([1] or [N]), or null
+  const void *bias;     ///< [N] of the Bias type, or null
+  const void *c;        ///< [m, N] of the Accum type, or null
+  float beta;           ///< multiplies c
+  float *amax;          ///< max |output| (atomic max, caller zeroes), or null
+};
+
+/// The template parameters of Config as a plain struct (ABI order).
+struct Params {
+  int m = -1; ///< -1: dynamic (Args::m)
+  int n = 0;
+  int k = 0;
+  int elemA = kE4M3;
+  int elemB = kE4M3;
+  int scaleA = kPerTensor;
+  int blockRowsA = 1;
+  int blockA = 0;
+  bool globalRowA = false;
+  int scaleB = kPerTensor;
+  int blockRowsB = 1;
+  int blockB = 0;
+  bool globalRowB = false;
+  int out = kBF16;
+  int bias = kNone;
+  int accum = kNone;
+  bool amax = false;
+  int tileM = 128;
+  int tileN = 128;
+  int stages = 4;
+  int clusterM = 1;
+  int clusterN = 1;
+  bool rasterAlongN = false;
+  int swizzle = 8;
+  int splitK = 1;
+  /// Not in the ABI (default 0): promote partial sums every forcePromoteK
+  /// elements of K even without block scales (32, 64 or 128).
+  int forcePromoteK = 0;
+};
+
+/// Bytes of an Out / Bias / Accum element.
+constexpr MOSS_GEMM_HD int elementBytes(int kind) {
+  return kind == kF32 ? 4 : kind == kNone ? 0 : 2;
+}
+
+/// Everything derived from Params.
+struct Plan {
+  // Scaling, resolved.
+  bool hasLocalA, hasLocalB;   ///< block scales (per-group, MXFP8, 2-level)
+  bool localAE8M0, localBE8M0; ///< ... stored as E8M0 codes (else FP32)
+  int blockA, blockB;          ///< their extent along K (0 without)
+  int blockRowsA, blockRowsB;  ///< rows sharing one (per-group NxN: N)
+  bool hasGlobalA, hasGlobalB; ///< FP32 global scales (epilogue)
+  bool globalRowA, globalRowB; ///< ... one per row (else one per tensor)
+  int promoteK;        ///< K between promotions into FP32 (0: none)
+  bool rowFactor;      ///< per-row factor table (A's, B's uniform folded in)
+  bool colFactor;      ///< per-column factor table (B's, one per B row)
+  int factorMode;      ///< kFactor*
+  bool hasTables;      ///< rowFactor || colFactor
+  int partialSets;     ///< partial accumulator sets when promoting
+  // Geometry.
+  int threads;         ///< 3 warpgroups: producer + 2 consumers
+  int consumerWarpgroups;
+  int wgM;             ///< m64 wgmma tiles per consumer warpgroup
+  int stageK;          ///< K per pipeline stage (128: one swizzle row)
+  int fullKStages, tailSteps, kStages;
+  int stepsPerPromote; ///< k32 steps per promotion block
+  int promotesPerStage;
+  int loaderThreads;   ///< producer warps 1..3
+  int boxA[2], boxB[2], boxD[2]; ///< TMA boxes {inner (K or N), rows}
+  bool usesTmaD;       ///< false: the epilogue stores directly
+  // Shared memory (from a 1024-byte aligned base).
+  int stageABytes, stageBBytes, stageTxBytes;
+  int rowTableBytes, colTableBytes;
+  int offsetA, offsetB, offsetRowTable, offsetColTable, offsetBarriers;
+  int sharedBytes;     ///< dynamic shared memory to launch with
+  /// Accumulator registers per consumer thread (checked against a budget).
+  int accumulatorRegisters;
+};
+
+namespace detail {
+constexpr MOSS_GEMM_HD bool hasLocal(int s) {
+  return s == kPerGroup || s == kMXFP8 || s == kTwoLevel;
+}
+constexpr MOSS_GEMM_HD int minPositive(int a, int b) {
+  return a == 0 ? b : b == 0 ? a : (a < b ? a : b);
+}
+} // namespace detail
+
+/// The largest dynamic shared memory of an sm_90 block (227 KiB).
+constexpr int kMaxSharedBytes = 232448;
+/// Accumulator registers a consumer thread may hold (of 232).
+constexpr int kMaxAccumulatorRegisters = 192;
+
+/// Derives the kernel's plan from its parameters.
+constexpr MOSS_GEMM_HD Plan plan(const Params &p) {
+  Plan q{};
+  q.hasLocalA = detail::hasLocal(p.scaleA);
+  q.hasLocalB = detail::hasLocal(p.scaleB);
+  q.localAE8M0 = p.scaleA == kMXFP8 || p.scaleA == kTwoLevel;
+  q.localBE8M0 = p.scaleB == kMXFP8 || p.scaleB == kTwoLevel;
+  q.blockA = !q.hasLocalA ? 0 : p.scaleA == kMXFP8 ? 32 : p.blockA;
+  q.blockB = !q.hasLocalB ? 0 : p.scaleB == kMXFP8 ? 32 : p.blockB;
+  q.blockRowsA = p.scaleA == kPerGroup ? p.blockRowsA : 1;
+  q.blockRowsB = p.scaleB == kPerGroup ? p.blockRowsB : 1;
+  q.hasGlobalA = p.scaleA == kPerTensor || p.scaleA == kPerRow ||
+                 p.scaleA == kTwoLevel;
+  q.hasGlobalB = p.scaleB == kPerTensor || p.scaleB == kPerRow ||
+                 p.scaleB == kTwoLevel;
+  q.globalRowA =
+      p.scaleA == kPerRow || (p.scaleA == kTwoLevel && p.globalRowA);
+  q.globalRowB =
+      p.scaleB == kPerRow || (p.scaleB == kTwoLevel && p.globalRowB);
+  q.promoteK = detail::minPositive(detail::minPositive(q.blockA, q.blockB),
+                                   p.forcePromoteK);
+  q.colFactor = q.hasLocalB && q.blockRowsB == 1;
+  q.rowFactor =
+      q.promoteK > 0 && (q.hasLocalA || (q.hasLocalB && !q.colFactor));
+  q.factorMode = q.promoteK == 0                  ? kFactorDirect
+                 : (q.rowFactor && q.colFactor) ? kFactorRowCol
+                 : q.rowFactor                    ? kFactorRow
+                 : q.colFactor                    ? kFactorCol
+                                                  : kFactorUnit;
+  q.hasTables = q.rowFactor || q.colFactor;
+  q.partialSets = 2;
+
+  q.consumerWarpgroups = 2;
+  q.threads = 128 * (1 + q.consumerWarpgroups);
+  q.wgM = p.tileM / (64 * q.consumerWarpgroups);
+  q.stageK = 128;
+  q.fullKStages = p.k / q.stageK;
+  q.tailSteps = (p.k % q.stageK) / 32;
+  q.kStages = q.fullKStages + (q.tailSteps > 0 ? 1 : 0);
+  q.stepsPerPromote = q.promoteK / 32;
+  q.promotesPerStage = q.promoteK > 0 ? q.stageK / q.promoteK : 1;
+  q.loaderThreads = 96;
+  q.boxA[0] = q.stageK;
+  q.boxA[1] = p.tileM;
+  q.boxB[0] = q.stageK;
+  q.boxB[1] = p.tileN;
+  q.boxD[0] = p.tileN;
+  q.boxD[1] = p.tileM;
+  q.usesTmaD = false;
+
+  q.stageABytes = p.tileM * q.stageK;
+  q.stageBBytes = p.tileN * q.stageK;
+  q.stageTxBytes = q.stageABytes + q.stageBBytes;
+  q.rowTableBytes = q.rowFactor ? p.tileM * q.promotesPerStage * 4 : 0;
+  q.colTableBytes = q.colFactor ? p.tileN * q.promotesPerStage * 4 : 0;
+  q.offsetA = 0;
+  q.offsetB = q.offsetA + p.stages * q.stageABytes;
+  q.offsetRowTable = q.offsetB + p.stages * q.stageBBytes;
+  q.offsetColTable = q.offsetRowTable + p.stages * q.rowTableBytes;
+  q.offsetBarriers =
+      (q.offsetColTable + p.stages * q.colTableBytes + 7) / 8 * 8;
+  // Two barriers per stage, and 1 KiB to align the base to 1024 bytes.
+  q.sharedBytes = q.offsetBarriers + 2 * p.stages * 8 + 1024;
+  q.accumulatorRegisters =
+      q.wgM * (p.tileN / 2) * (q.promoteK > 0 ? 1 + q.partialSets : 1);
+  return q;
+}
+
+/// nullptr when `p` is a configuration the kernel implements, else what is
+/// wrong. Config<...> fails to compile exactly when this is not null.
+constexpr MOSS_GEMM_HD const char *validate(const Params &p) {
+  const bool scaleAOk = p.scaleA >= kPerTensor && p.scaleA <= kTwoLevel;
+  const bool scaleBOk = p.scaleB >= kPerTensor && p.scaleB <= kTwoLevel;
+  if (!scaleAOk || !scaleBOk)
+    return "ScaleA and ScaleB must be kPerTensor..kTwoLevel";
+  const Plan q = plan(p);
+  if (p.n <= 0 || p.k <= 0)
+    return "N and K must be positive";
+  if (p.m != -1 && p.m <= 0)
+    return "M must be -1 (dynamic) or positive";
+  if (p.k % 32 != 0)
+    return "K must be a multiple of 32";
+  if ((p.elemA != kE4M3 && p.elemA != kE5M2) ||
+      (p.elemB != kE4M3 && p.elemB != kE5M2))
+    return "ElemA and ElemB must be kE4M3 or kE5M2";
+  if ((q.hasLocalA && q.blockA != 32 && q.blockA != 64 && q.blockA != 128) ||
+      (q.hasLocalB && q.blockB != 32 && q.blockB != 64 && q.blockB != 128))
+    return "a scaling block along K must be 32, 64 or 128";
+  if (q.blockRowsA < 1 || q.blockRowsB < 1)
+    return "BlockRows must be at least 1";
+  if (p.forcePromoteK != 0 && p.forcePromoteK != 32 &&
+      p.forcePromoteK != 64 && p.forcePromoteK != 128)
+    return "ForcePromoteK must be 0, 32, 64 or 128";
+  if (q.promoteK != 0 && p.k % q.promoteK != 0)
+    return "K must be a multiple of the scaling block";
+  if (p.tileM != 128 && p.tileM != 256)
+    return "TileM must be 128 or 256";
+  if (p.tileN % 32 != 0 || p.tileN < 32 || p.tileN > 256)
+    return "TileN must be a multiple of 32 in [32, 256]";
+  if (q.hasLocalB && !q.colFactor && q.blockRowsB % p.tileN != 0)
+    return "per-group NxN scales of B need TileN to divide N";
+  if (q.accumulatorRegisters > kMaxAccumulatorRegisters)
+    return "accumulators exceed the consumer register budget (with block "
+           "scales, TileM * TileN must be at most 128 * 128)";
+  if (p.stages < 2)
+    return "Stages must be at least 2";
+  if (q.sharedBytes > kMaxSharedBytes)
+    return "shared memory exceeds 227 KiB: lower Stages";
+  if (p.clusterM != 1 || p.clusterN != 1)
+    return "clusters (TMA multicast) are not implemented: ClusterM = "
+           "ClusterN = 1";
+  if (p.splitK != 1)
+    return "split-K is not implemented: SplitK = 1";
+  if (p.out != kBF16 && p.out != kF16 && p.out != kF32)
+    return "Out must be kBF16, kF16 or kF32";
+  if ((p.bias != kNone && p.bias != kBF16 && p.bias != kF16 &&
+       p.bias != kF32) ||
+      (p.accum != kNone && p.accum != kBF16 && p.accum != kF16 &&
+       p.accum != kF32))
+    return "Bias and Accum must be kNone, kBF16, kF16 or kF32";
+  return nullptr;
+}
+
+/// Tiles of an m-row problem.
+constexpr MOSS_GEMM_HD int numTiles(const Params &p, int m) {
+  return ((m + p.tileM - 1) / p.tileM) * ((p.n + p.tileN - 1) / p.tileN);
+}
+
+/// The persistent grid (x; y = z = 1): one CTA per SM, fewer when there are
+/// fewer tiles. 0 when m == 0 (nothing to launch).
+constexpr MOSS_GEMM_HD int gridSize(const Params &p, int m, int smCount) {
+  return numTiles(p, m) < smCount ? numTiles(p, m) : smCount;
+}
+
+/// The full GEMM configuration (docs/GEMM-KERNEL-ABI.md). The first 25
+/// parameters are the ABI's; ForcePromoteK_ (not emitted by the compiler)
+/// is Params::forcePromoteK. Every k* constant is the field of plan().
+template <int M_, int N_, int K_, int ElemA_, int ElemB_, int ScaleA_,
+          int BlockRowsA_, int BlockA_, bool GlobalRowA_, int ScaleB_,
+          int BlockRowsB_, int BlockB_, bool GlobalRowB_, int Out_, int Bias_,
+          int Accum_, bool Amax_, int TileM_, int TileN_, int Stages_,
+          int ClusterM_, int ClusterN_, bool RasterAlongN_, int Swizzle_,
+          int SplitK_, int ForcePromoteK_ = 0>
+struct Config {
+  static constexpr Params kParams = {
+      M_,      N_,          K_,      ElemA_,   ElemB_,       ScaleA_,
+      BlockRowsA_, BlockA_, GlobalRowA_, ScaleB_, BlockRowsB_, BlockB_,
+      GlobalRowB_, Out_,    Bias_,   Accum_,   Amax_,        TileM_,
+      TileN_,  Stages_,     ClusterM_, ClusterN_, RasterAlongN_, Swizzle_,
+      SplitK_, ForcePromoteK_};
+  static_assert(validate(kParams) == nullptr,
+                "invalid moss::gemm::Config: moss::gemm::validate(params) "
+                "(Config.cuh, callable from host code) says why");
+  static constexpr Plan kPlan = plan(kParams);
+
+  // --- the parameters -------------------------------------------------------
+  static constexpr int M = M_; ///< -1: dynamic (Args::m)
+  static constexpr int N = N_;
+  static constexpr int K = K_;
+  static constexpr int ElemA = ElemA_, ElemB = ElemB_;
+  static constexpr int ScaleA = ScaleA_, ScaleB = ScaleB_;
+  static constexpr int Out = Out_, Bias = Bias_, Accum = Accum_;
+  static constexpr bool Amax = Amax_;
+  static constexpr int TileM = TileM_, TileN = TileN_, Stages = Stages_;
+  static constexpr bool RasterAlongN = RasterAlongN_;
+  static constexpr int Swizzle = Swizzle_ > 0 ? Swizzle_ : 1;
+
+  // --- the plan -------------------------------------------------------------
+  static constexpr bool kHasLocalA = kPlan.hasLocalA;
+  static constexpr bool kHasLocalB = kPlan.hasLocalB;
+  static constexpr bool kLocalAE8M0 = kPlan.localAE8M0;
+  static constexpr bool kLocalBE8M0 = kPlan.localBE8M0;
+  static constexpr int kBlockA = kPlan.blockA;
+  static constexpr int kBlockB = kPlan.blockB;
+  static constexpr int kBlockRowsA = kPlan.blockRowsA;
+  static constexpr int kBlockRowsB = kPlan.blockRowsB;
+  static constexpr bool kHasGlobalA = kPlan.hasGlobalA;
+  static constexpr bool kHasGlobalB = kPlan.hasGlobalB;
+  static constexpr bool kGlobalRowA = kPlan.globalRowA;
+  static constexpr bool kGlobalRowB = kPlan.globalRowB;
+  static constexpr int kPromoteK = kPlan.promoteK;
+  static constexpr bool kRowFactor = kPlan.rowFactor;
+  static constexpr bool kColFactor = kPlan.colFactor;
+  static constexpr int kFactorMode = kPlan.factorMode;
+  static constexpr bool kHasTables = kPlan.hasTables;
+  static constexpr int kPartialSets = kPlan.partialSets;
+  static constexpr int kThreads = kPlan.threads;
+  static constexpr int kConsumerWarpgroups = kPlan.consumerWarpgroups;
+  static constexpr int kWgM = kPlan.wgM;
+  static constexpr int kStageK = kPlan.stageK;
+  static constexpr int kFullKStages = kPlan.fullKStages;
+  static constexpr int kTailSteps = kPlan.tailSteps;
+  static constexpr int kKStages = kPlan.kStages;
+  static constexpr int kStepsPerPromote = kPlan.stepsPerPromote;
+  static constexpr int kPromotesPerStage = kPlan.promotesPerStage;
+  static constexpr int kLoaderThreads = kPlan.loaderThreads;
+  static constexpr bool kUsesTmaD = kPlan.usesTmaD;
+  /// TMA boxes {inner elements, rows} for the host's tensor maps.
+  static constexpr int kBoxA[2] = {kPlan.boxA[0], kPlan.boxA[1]};
+  static constexpr int kBoxB[2] = {kPlan.boxB[0], kPlan.boxB[1]};
+  static constexpr int kBoxD[2] = {kPlan.boxD[0], kPlan.boxD[1]};
+  static constexpr int kStageABytes = kPlan.stageABytes;
+  static constexpr int kStageBBytes = kPlan.stageBBytes;
+  static constexpr int kStageTxBytes = kPlan.stageTxBytes;
+  static constexpr int kRowTableBytes = kPlan.rowTableBytes;
+  static constexpr int kColTableBytes = kPlan.colTableBytes;
+  static constexpr int kOffsetA = kPlan.offsetA;
+  static constexpr int kOffsetB = kPlan.offsetB;
+  static constexpr int kOffsetRowTable = kPlan.offsetRowTable;
+  static constexpr int kOffsetColTable = kPlan.offsetColTable;
+  static constexpr int kOffsetBarriers = kPlan.offsetBarriers;
+  static constexpr int kSharedBytes = kPlan.sharedBytes;
+};
+
+/// The grid for a Config (see gridSize(Params, ...)).
+template <class Cfg> constexpr MOSS_GEMM_HD int gridSize(int m, int smCount) {
+  return gridSize(Cfg::kParams, m, smCount);
+}
+
+} // namespace moss::gemm

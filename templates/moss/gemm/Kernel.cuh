@@ -1,0 +1,114 @@
+// moss/gemm/Kernel.cuh - the block-scaled FP8 GEMM for Hopper (sm_90a).
+//
+// The translation unit of docs/GEMM-KERNEL-ABI.md includes this header,
+// names a Config and calls moss::gemm::run<Config>() from its one kernel.
+// The design (docs/GEMM-KERNEL.md):
+//  - a persistent grid; each CTA walks tiles in a grouped (L2-friendly) order;
+//  - warpgroup 0 produces: warp 0 issues TMA loads into a ring of Stages
+//    shared-memory stages (128 of K each), warps 1..3 turn block scales into
+//    per-stage FP32 factor tables; it runs with 40 registers per thread;
+//  - warpgroups 1 and 2 consume (232 registers): each computes half the
+//    tile's rows with FP8 wgmma (m64nNk32), promotes block partial sums into
+//    FP32 accumulators when the scheme has block scales (Mainloop.cuh), and
+//    runs the epilogue (Epilogue.cuh).
+// Host code may include Config.cuh alone; this header needs NVRTC or nvcc.
+#pragma once
+
+#include "moss/gemm/Config.cuh"
+
+#if defined(__CUDACC__)
+
+#include "moss/gemm/Epilogue.cuh"
+#include "moss/gemm/Mainloop.cuh"
+#include "moss/gemm/Pipeline.cuh"
+#include "moss/gemm/Producer.cuh"
+#include "moss/ptx/mbarrier.cuh"
+#include "moss/ptx/sync.cuh"
+#include "moss/ptx/tma.cuh"
+
+namespace moss::gemm {
+
+namespace detail {
+
+/// Registers per thread after the producer gives some back: 128 * 40 +
+/// 256 * 232 = 64512 <= 65536.
+constexpr int kProducerRegisters = 40;
+constexpr int kConsumerRegisters = 232;
+
+/// A consumer warpgroup: all tiles of this CTA, main loop then epilogue.
+template <class Cfg>
+__device__ __forceinline__ void consumeTiles(const SharedStorage<Cfg> &smem,
+                                             const Args &args, int m) {
+  ConsumerPosition pos;
+  pos.warpgroup = static_cast<int>(threadIdx.x / 128) - 1;
+  pos.warp = static_cast<int>(threadIdx.x / 32) % 4;
+  pos.lane = static_cast<int>(threadIdx.x % 32);
+  Ring<Cfg::Stages> ring;
+  TileOrder<Cfg> order(m);
+  Fragment<Cfg> acc;
+  if constexpr (Cfg::kFactorMode == kFactorDirect) {
+    DirectLoop<Cfg> loop{smem, pos, acc};
+    for (int t = blockIdx.x; t < order.total; t += gridDim.x) {
+      int m0, n0;
+      order.coords(t, m0, n0);
+      loop.run(ring);
+      epilogue<Cfg>(args, m, m0, n0, acc, pos);
+    }
+  } else {
+    Fragment<Cfg> part[Cfg::kPartialSets];
+    PromotedLoop<Cfg> loop{smem, pos, acc, part};
+    for (int t = blockIdx.x; t < order.total; t += gridDim.x) {
+      int m0, n0;
+      order.coords(t, m0, n0);
+      loop.run(ring);
+      epilogue<Cfg>(args, m, m0, n0, acc, pos);
+    }
+  }
+}
+
+} // namespace detail
+
+/// The kernel body for `Cfg`: launch with Cfg::kThreads threads,
+/// Cfg::kSharedBytes dynamic shared memory and gridSize<Cfg>(m, SMs) blocks.
+template <class Cfg>
+__device__ __forceinline__ void run(const CUtensorMap &tmaA,
+                                    const CUtensorMap &tmaB,
+                                    const CUtensorMap &tmaD, const Args &args) {
+  using namespace detail;
+  (void)tmaD; // the epilogue stores directly (Cfg::kUsesTmaD is false)
+  extern __shared__ u8 mossGemmSharedRaw[];
+  const u32 raw = ptx::smemAddress(mossGemmSharedRaw);
+  const u32 pad = (1024 - (raw & 1023)) & 1023;
+  const SharedStorage<Cfg> smem{raw + pad, mossGemmSharedRaw + pad};
+  const int m = Cfg::M > 0 ? Cfg::M : args.m;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < Cfg::Stages; ++s) {
+      ptx::mbarrierInit(smem.full(s),
+                        1 + (Cfg::kHasTables ? Cfg::kLoaderThreads : 0));
+      ptx::mbarrierInit(smem.empty(s), 4 * Cfg::kConsumerWarpgroups);
+    }
+    ptx::fenceBarrierInit();
+  } else if (threadIdx.x == 32) {
+    ptx::prefetchTensorMap(tmaA);
+    ptx::prefetchTensorMap(tmaB);
+  }
+  __syncthreads();
+
+  if (threadIdx.x < 128) {
+    ptx::setMaxRegistersDecrease<kProducerRegisters>();
+    if (threadIdx.x < 32) {
+      if (threadIdx.x == 0)
+        produceTiles<Cfg>(smem, tmaA, tmaB, m);
+    } else if constexpr (Cfg::kHasTables) {
+      produceTables<Cfg>(smem, args, m, static_cast<int>(threadIdx.x) - 32);
+    }
+  } else {
+    ptx::setMaxRegistersIncrease<kConsumerRegisters>();
+    consumeTiles<Cfg>(smem, args, m);
+  }
+}
+
+} // namespace moss::gemm
+
+#endif // defined(__CUDACC__)

@@ -1,0 +1,328 @@
+// moss/gemm/Mainloop.cuh - the consumer warpgroups' K loop.
+//
+// Each of the two consumer warpgroups computes TileM/2 rows of the tile
+// (kWgM m64 wgmma tiles) times all TileN columns. Without block scales the
+// wgmma accumulates the whole of K in its FP32 registers (kFactorDirect).
+// With block scales, every promotion block (kPromoteK of K: 32 for MOSS
+// two-level and MXFP8, 128 for per-group) is computed into a fresh partial
+// accumulator set (wgmma with scale-d = 0) and then added to the FP32
+// accumulators by CUDA cores, times the block's factor:
+//
+//   acc += f * partial        f = 2^(eA + eB) (exact), or an FP32 scale
+//
+// Two partial sets alternate: block b+1's wgmma is issued before block b's
+// promotion, so the tensor cores work while the FFMAs run (and the other
+// warpgroup's wgmmas fill any gap). One FFMA per accumulator per block
+// (kFactorRow, kFactorCol), plus one FMUL when both operands have
+// per-element factors (kFactorRowCol).
+#pragma once
+
+#include "moss/gemm/Pipeline.cuh"
+#include "moss/ptx/mbarrier.cuh"
+#include "moss/ptx/sync.cuh"
+#include "moss/ptx/wgmma.cuh"
+
+namespace moss::gemm::detail {
+
+/// Accumulators of one consumer thread: kWgM m64 tiles of TileN/2 floats.
+template <class Cfg> using Fragment = float[Cfg::kWgM][Cfg::TileN / 2];
+
+/// Where this consumer thread sits in the tile.
+struct ConsumerPosition {
+  int warpgroup; ///< 0 or 1
+  int warp;      ///< 0..3 within the warpgroup
+  int lane;
+};
+
+template <class Cfg>
+__device__ __forceinline__ void fenceFragment(Fragment<Cfg> &d) {
+#pragma unroll
+  for (int mm = 0; mm < Cfg::kWgM; ++mm)
+#pragma unroll
+    for (int i = 0; i < Cfg::TileN / 2; ++i)
+      ptx::fenceOperand(d[mm][i]);
+}
+
+/// Descriptors of this warpgroup's first A rows and of B in a stage.
+template <class Cfg>
+__device__ __forceinline__ u64 descriptorA(const SharedStorage<Cfg> &smem,
+                                           u32 stage, int warpgroup) {
+  // 64 rows of 128 bytes per m64 tile: 8192 bytes = 512 in units of 16.
+  return ptx::makeSmemDescriptorSw128(smem.tileA(stage)) +
+         static_cast<u64>(warpgroup * Cfg::kWgM * 512);
+}
+template <class Cfg>
+__device__ __forceinline__ u64 descriptorB(const SharedStorage<Cfg> &smem,
+                                           u32 stage) {
+  return ptx::makeSmemDescriptorSw128(smem.tileB(stage));
+}
+
+/// Issues kSteps k32 steps starting at step `first` of a stage into `d`
+/// (all kWgM m64 tiles), as one commit group. With kZero the first step
+/// overwrites d instead of accumulating into it.
+template <class Cfg, int kSteps, bool kZero>
+__device__ __forceinline__ void issueSteps(Fragment<Cfg> &d, u64 descA,
+                                           u64 descB, int first) {
+  using Mma = ptx::WgmmaFp8<Cfg::TileN>;
+  ptx::wgmmaFence();
+  // 32 bytes of K per step: 2 in descriptor units.
+  const u64 k = static_cast<u64>(2 * first);
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s)
+#pragma unroll
+    for (int mm = 0; mm < Cfg::kWgM; ++mm)
+      Mma::template mma<Cfg::ElemA, Cfg::ElemB>(
+          d[mm], descA + static_cast<u64>(mm * 512) + k + 2 * s,
+          descB + k + 2 * s, (kZero && s == 0) ? 0u : 1u);
+  ptx::wgmmaCommit();
+}
+
+/// Frees a stage: one arrival per consumer warp, after all its lanes are
+/// done with the stage (their wgmmas completed, table reads consumed).
+template <class Cfg>
+__device__ __forceinline__ void releaseStage(const SharedStorage<Cfg> &smem,
+                                             u32 stage, int lane) {
+  ptx::syncWarp();
+  ptx::mbarrierArriveIf(smem.empty(stage), lane == 0);
+}
+
+/// Row of the tile held in d[mm][i] with (i >> 1) & 1 == h.
+template <class Cfg>
+__device__ __forceinline__ int fragmentRow(const ConsumerPosition &pos, int mm,
+                                           int h) {
+  return (pos.warpgroup * Cfg::kWgM + mm) * 64 + pos.warp * 16 +
+         (pos.lane >> 2) + 8 * h;
+}
+
+/// Two floats, for one 64-bit shared load.
+struct alignas(8) Float2 {
+  float x, y;
+};
+
+/// acc += factor * part for one promotion block `block` of the stage whose
+/// tables are `rowTable` / `colTable`; `rowF` holds this thread's row
+/// factors of that block.
+template <class Cfg>
+__device__ __forceinline__ void promote(Fragment<Cfg> &acc,
+                                        const Fragment<Cfg> &part,
+                                        const float (&rowF)[Cfg::kWgM][2],
+                                        const float *colTable, int block,
+                                        const ConsumerPosition &pos) {
+  constexpr int kMode = Cfg::kFactorMode;
+  if constexpr (kMode == kFactorUnit || kMode == kFactorRow) {
+#pragma unroll
+    for (int mm = 0; mm < Cfg::kWgM; ++mm)
+#pragma unroll
+      for (int i = 0; i < Cfg::TileN / 2; ++i) {
+        if constexpr (kMode == kFactorUnit)
+          acc[mm][i] += part[mm][i];
+        else
+          acc[mm][i] = __fmaf_rn(part[mm][i], rowF[mm][(i >> 1) & 1],
+                                 acc[mm][i]);
+      }
+  } else {
+    // Columns 8j + 2(lane % 4) + {0, 1}: one 8-byte load per j.
+    const float *cols = colTable + block * Cfg::TileN + 2 * (pos.lane & 3);
+#pragma unroll
+    for (int j = 0; j < Cfg::TileN / 8; ++j) {
+      // Keep the compiler from hoisting all TileN/4 factor loads to the top
+      // (register pressure next to the accumulator sets).
+      if (j % 2 == 0)
+        asm volatile("" ::: "memory");
+      Float2 c = *reinterpret_cast<const Float2 *>(cols + 8 * j);
+#pragma unroll
+      for (int mm = 0; mm < Cfg::kWgM; ++mm)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          float f0 = c.x, f1 = c.y;
+          if constexpr (kMode == kFactorRowCol) {
+            f0 *= rowF[mm][h]; // powers of two: exact unless it underflows
+            f1 *= rowF[mm][h];
+          }
+          acc[mm][4 * j + 2 * h] =
+              __fmaf_rn(part[mm][4 * j + 2 * h], f0, acc[mm][4 * j + 2 * h]);
+          acc[mm][4 * j + 2 * h + 1] = __fmaf_rn(
+              part[mm][4 * j + 2 * h + 1], f1, acc[mm][4 * j + 2 * h + 1]);
+        }
+    }
+  }
+}
+
+/// The state of one consumer thread's promoted main loop.
+///
+/// K is walked in groups of kGroupStages stages. Inside a group the block
+/// sequence is straight-line code: block g+1 is issued (after waiting for
+/// its stage when it starts one) before block g is promoted. At the end of
+/// a group the last block is promoted with nothing of this warpgroup in
+/// flight (the other warpgroup's wgmmas keep the tensor cores busy).
+///
+/// Why so rigid: ptxas serializes every wgmma of the kernel (C7514, or
+/// C7512 with spills) when a wgmma is in flight across a loop back-edge
+/// while other accumulators are read, and when a control-flow join makes
+/// the compiler copy registers an in-flight wgmma writes. So the code
+/// between a wgmma and its wait has no loop back-edge and no branch: the
+/// group is unrolled by templates, barrier waits loop inside their asm
+/// statement, and the stage release is a predicated arrive.
+template <class Cfg> struct PromotedLoop {
+  static constexpr int kPer = Cfg::kPromotesPerStage;
+  /// Stages per group: 8 promotion blocks of straight-line code for per-32
+  /// and per-64 promotion (one in 8 promotions not overlapped with the
+  /// warpgroup's own next wgmma), 4 (of 4 steps each) for per-128, whose
+  /// promotion costs a quarter as much. Longer groups cost compile time.
+  static constexpr int kGroupStages = kPer == 1 ? 4 : 8 / kPer;
+  /// Partial accumulator sets (1 or 2, Config::kPartialSets).
+  static constexpr int kPartialSets = Cfg::kPartialSets;
+
+  const SharedStorage<Cfg> &smem;
+  const ConsumerPosition &pos;
+  Fragment<Cfg> &acc;
+  Fragment<Cfg> (&part)[Cfg::kPartialSets];
+
+  /// Issues promotion block `block` of `stage` into part[kParity].
+  template <int kParity>
+  __device__ __forceinline__ void issue(u32 stage, int block) {
+    issueSteps<Cfg, Cfg::kStepsPerPromote, true>(
+        part[kParity], descriptorA<Cfg>(smem, stage, pos.warpgroup),
+        descriptorB<Cfg>(smem, stage), block * Cfg::kStepsPerPromote);
+  }
+
+  /// This thread's row factors of promotion block `block` of a stage (1
+  /// when the scheme has none): two shared loads per m64 tile.
+  __device__ __forceinline__ void loadRowFactors(u32 stage, int block,
+                                                 float (&f)[Cfg::kWgM][2]) {
+#pragma unroll
+    for (int mm = 0; mm < Cfg::kWgM; ++mm)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        if constexpr (Cfg::kRowFactor)
+          f[mm][h] = smem.rowTable(stage)[fragmentRow<Cfg>(pos, mm, h) * kPer +
+                                          block];
+        else
+          f[mm][h] = 1.0f;
+      }
+  }
+
+  /// Block kG of a group of kBlocks blocks; `ring` is at block kG's stage.
+  /// With two partial sets, block kG+1 is issued (after waiting for its
+  /// stage when it starts one) before block kG is promoted; with one, after.
+  template <int kBlocks, int kG>
+  __device__ __forceinline__ void step(Ring<Cfg::Stages> &ring) {
+    constexpr int kBlock = kG % kPer; // block within the stage
+    constexpr int kDone = kPartialSets == 2 ? kG % 2 : 0;
+    constexpr int kNext = kPartialSets == 2 ? 1 - kDone : 0;
+    if constexpr (kPartialSets == 2 && kG + 1 < kBlocks)
+      issueNext<kG, kNext>(ring);
+    // The factor loads go out before the wait and land during it.
+    float rowF[Cfg::kWgM][2];
+    loadRowFactors(ring.stage, kBlock, rowF);
+    if constexpr (kPartialSets == 2 && kG + 1 < kBlocks)
+      ptx::wgmmaWait<1>();
+    else
+      ptx::wgmmaWait<0>();
+    fenceFragment<Cfg>(part[kDone]);
+    promote<Cfg>(acc, part[kDone], rowF, smem.colTable(ring.stage), kBlock,
+                 pos);
+    if constexpr (kPartialSets == 1 && kG + 1 < kBlocks)
+      issueNext<kG, kNext>(ring);
+    if constexpr (kBlock == kPer - 1 || kG + 1 == kBlocks) {
+      releaseStage<Cfg>(smem, ring.stage, pos.lane);
+      ring.advance();
+    }
+    if constexpr (kG + 1 < kBlocks)
+      step<kBlocks, kG + 1>(ring);
+  }
+
+  /// Issues block kG+1 into part[kSet]; `ring` is at block kG's stage.
+  template <int kG, int kSet>
+  __device__ __forceinline__ void issueNext(const Ring<Cfg::Stages> &ring) {
+    if constexpr ((kG + 1) % kPer == 0) {
+      Ring<Cfg::Stages> next = ring.next();
+      ptx::mbarrierWait(smem.full(next.stage), next.phase);
+      issue<kSet>(next.stage, 0);
+    } else {
+      issue<kSet>(ring.stage, kG % kPer + 1);
+    }
+  }
+
+  /// A group of kBlocks consecutive promotion blocks starting at the stage
+  /// `ring` is at (the last stage of the group may be a partial K tail).
+  template <int kBlocks>
+  __device__ __forceinline__ void group(Ring<Cfg::Stages> &ring) {
+    ptx::mbarrierWait(smem.full(ring.stage), ring.phase);
+    issue<0>(ring.stage, 0);
+    step<kBlocks, 0>(ring);
+  }
+
+  /// All of K for one tile.
+  __device__ __forceinline__ void run(Ring<Cfg::Stages> &ring) {
+#pragma unroll
+    for (int mm = 0; mm < Cfg::kWgM; ++mm)
+#pragma unroll
+      for (int i = 0; i < Cfg::TileN / 2; ++i)
+        acc[mm][i] = 0.0f;
+    constexpr int kGroups = Cfg::kFullKStages / kGroupStages;
+    constexpr int kRestBlocks =
+        (Cfg::kFullKStages % kGroupStages) * kPer +
+        Cfg::kTailSteps / Cfg::kStepsPerPromote;
+#pragma unroll 1
+    for (int g = 0; g < kGroups; ++g)
+      group<kGroupStages * kPer>(ring);
+    if constexpr (kRestBlocks > 0)
+      group<kRestBlocks>(ring);
+  }
+};
+
+/// The direct main loop (no block scales): the wgmma accumulates all of K.
+/// Each stage's steps form one commit group; a stage is freed once the next
+/// one's group is issued and its own has completed. The first stage (which
+/// overwrites the accumulators) is peeled, so no branch joins while
+/// accumulators are in flight.
+template <class Cfg> struct DirectLoop {
+  const SharedStorage<Cfg> &smem;
+  const ConsumerPosition &pos;
+  Fragment<Cfg> &acc;
+
+  /// Waits for the stage at `ring` and issues its kSteps steps.
+  template <int kSteps, bool kFirst>
+  __device__ __forceinline__ void issueStage(const Ring<Cfg::Stages> &ring) {
+    ptx::mbarrierWait(smem.full(ring.stage), ring.phase);
+    issueSteps<Cfg, kSteps, kFirst>(
+        acc, descriptorA<Cfg>(smem, ring.stage, pos.warpgroup),
+        descriptorB<Cfg>(smem, ring.stage), 0);
+  }
+
+  /// A stage after the first: issue it, then free the previous one.
+  template <int kSteps>
+  __device__ __forceinline__ void nextStage(Ring<Cfg::Stages> &ring,
+                                            u32 &previous) {
+    issueStage<kSteps, false>(ring);
+    ptx::wgmmaWait<1>();
+    releaseStage<Cfg>(smem, previous, pos.lane);
+    previous = ring.stage;
+    ring.advance();
+  }
+
+  /// All of K for one tile.
+  __device__ __forceinline__ void run(Ring<Cfg::Stages> &ring) {
+    constexpr int kFull = Cfg::kFullKStages;
+    constexpr int kTail = Cfg::kTailSteps;
+    u32 previous = ring.stage;
+    if constexpr (kFull > 0) {
+      issueStage<4, true>(ring);
+      ring.advance();
+#pragma unroll 1
+      for (int ks = 1; ks < kFull; ++ks)
+        nextStage<4>(ring, previous);
+      if constexpr (kTail > 0)
+        nextStage<kTail>(ring, previous);
+    } else {
+      issueStage<kTail, true>(ring);
+      ring.advance();
+    }
+    ptx::wgmmaWait<0>();
+    fenceFragment<Cfg>(acc);
+    releaseStage<Cfg>(smem, previous, pos.lane);
+  }
+};
+
+} // namespace moss::gemm::detail

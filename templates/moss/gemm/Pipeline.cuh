@@ -1,0 +1,105 @@
+// moss/gemm/Pipeline.cuh - shared-memory layout, the stage ring and the
+// persistent tile order of the GEMM kernel.
+#pragma once
+
+#include "moss/gemm/Config.cuh"
+#include "moss/ptx/types.cuh"
+
+namespace moss::gemm::detail {
+
+using ptx::u32;
+using ptx::u64;
+using ptx::u8;
+
+/// The kernel's shared memory (Config's layout) from a 1024-byte aligned
+/// base: per stage an A tile [TileM][128 B], a B tile [TileN][128 B] (both
+/// 128-byte swizzled by TMA), the factor tables, then the barriers.
+template <class Cfg> struct SharedStorage {
+  u32 base;  ///< shared-state-space address
+  u8 *bytes; ///< the same, as a generic pointer
+
+  __device__ __forceinline__ u32 tileA(u32 stage) const {
+    return base + Cfg::kOffsetA + stage * Cfg::kStageABytes;
+  }
+  __device__ __forceinline__ u32 tileB(u32 stage) const {
+    return base + Cfg::kOffsetB + stage * Cfg::kStageBBytes;
+  }
+  /// Per-row factors of a stage: [TileM][kPromotesPerStage] floats.
+  __device__ __forceinline__ float *rowTable(u32 stage) const {
+    return reinterpret_cast<float *>(bytes + Cfg::kOffsetRowTable +
+                                     stage * Cfg::kRowTableBytes);
+  }
+  /// Per-column factors of a stage: [kPromotesPerStage][TileN] floats.
+  __device__ __forceinline__ float *colTable(u32 stage) const {
+    return reinterpret_cast<float *>(bytes + Cfg::kOffsetColTable +
+                                     stage * Cfg::kColTableBytes);
+  }
+  /// "Stage filled": TMA bytes plus one arrival per table loader thread.
+  __device__ __forceinline__ u32 full(u32 stage) const {
+    return base + Cfg::kOffsetBarriers + stage * 8;
+  }
+  /// "Stage free": one arrival per consumer warp.
+  __device__ __forceinline__ u32 empty(u32 stage) const {
+    return base + Cfg::kOffsetBarriers + (Cfg::Stages + stage) * 8;
+  }
+};
+
+/// A position in the ring of Stages buffers: the stage index and the parity
+/// of its barriers' current phase. Every role walks the same sequence.
+template <int kStages> struct Ring {
+  u32 stage = 0;
+  u32 phase = 0;
+  __device__ __forceinline__ void advance() {
+    if (++stage == kStages) {
+      stage = 0;
+      phase ^= 1;
+    }
+  }
+  __device__ __forceinline__ Ring next() const {
+    Ring r = *this;
+    r.advance();
+    return r;
+  }
+};
+
+/// The persistent tile order. Tiles are grouped in bands of Swizzle tile
+/// rows (RasterAlongN: bands of M tiles walked along N) or tile columns
+/// (otherwise: bands of N tiles walked along M); inside a band the short
+/// side moves fastest, so the CTAs running at one time share few A and B
+/// panels in L2. CTA b takes tiles b, b + gridDim.x, ...
+template <class Cfg> struct TileOrder {
+  int tilesM;
+  int tilesN;
+  int total;
+
+  __device__ __forceinline__ explicit TileOrder(int m)
+      : tilesM((m + Cfg::TileM - 1) / Cfg::TileM),
+        tilesN((Cfg::N + Cfg::TileN - 1) / Cfg::TileN),
+        total(tilesM * tilesN) {}
+
+  /// The first row and column of tile `t`.
+  __device__ __forceinline__ void coords(int t, int &m0, int &n0) const {
+    int mt, nt;
+    if constexpr (Cfg::RasterAlongN) {
+      int bandTiles = Cfg::Swizzle * tilesN;
+      int band = t / bandTiles;
+      int first = band * Cfg::Swizzle;
+      int rows = tilesM - first < Cfg::Swizzle ? tilesM - first : Cfg::Swizzle;
+      int r = t - band * bandTiles;
+      mt = first + r % rows;
+      nt = r / rows;
+    } else {
+      int bandTiles = Cfg::Swizzle * tilesM;
+      int band = t / bandTiles;
+      int first = band * Cfg::Swizzle;
+      int cols = tilesN - first < Cfg::Swizzle ? tilesN - first : Cfg::Swizzle;
+      int r = t - band * bandTiles;
+      nt = first + r % cols;
+      mt = r / cols;
+    }
+    m0 = mt * Cfg::TileM;
+    n0 = nt * Cfg::TileN;
+  }
+};
+
+} // namespace moss::gemm::detail

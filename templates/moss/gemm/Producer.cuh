@@ -1,0 +1,177 @@
+// moss/gemm/Producer.cuh - the producer warpgroup: TMA loads (warp 0) and
+// the per-stage scale-factor tables (warps 1..3).
+#pragma once
+
+#include "moss/gemm/Pipeline.cuh"
+#include "moss/ptx/convert.cuh"
+#include "moss/ptx/mbarrier.cuh"
+#include "moss/ptx/tma.cuh"
+
+namespace moss::gemm::detail {
+
+/// One thread of warp 0: for every tile and K stage, waits for the stage to
+/// be free, then loads A's [TileM x 128] and B's [TileN x 128] boxes into it.
+/// Rows past M or N and columns past K arrive as zeros (the box is always
+/// complete, so the expected byte count is constant).
+template <class Cfg>
+__device__ __forceinline__ void produceTiles(const SharedStorage<Cfg> &smem,
+                                             const CUtensorMap &tmaA,
+                                             const CUtensorMap &tmaB, int m) {
+  Ring<Cfg::Stages> ring;
+  TileOrder<Cfg> order(m);
+  for (int t = blockIdx.x; t < order.total; t += gridDim.x) {
+    int m0, n0;
+    order.coords(t, m0, n0);
+    for (int ks = 0; ks < Cfg::kKStages; ++ks) {
+      ptx::mbarrierWait(smem.empty(ring.stage), ring.phase ^ 1);
+      u32 full = smem.full(ring.stage);
+      ptx::mbarrierArriveExpectTx(full, Cfg::kStageTxBytes);
+      ptx::tmaLoad2d(smem.tileA(ring.stage), tmaA, ks * Cfg::kStageK, m0,
+                     full);
+      ptx::tmaLoad2d(smem.tileB(ring.stage), tmaB, ks * Cfg::kStageK, n0,
+                     full);
+      ring.advance();
+    }
+  }
+}
+
+/// A local scale as a float: E8M0 codes decoded exactly, FP32 as stored.
+template <bool kE8M0> __device__ __forceinline__ float decodeScale(u32 raw) {
+  if constexpr (kE8M0)
+    return ptx::e8m0ToFloat(raw);
+  else
+    return ptx::bitsFloat(raw);
+}
+
+/// The raw bits of local scale `index` (an E8M0 code or FP32 bits).
+template <bool kE8M0>
+__device__ __forceinline__ u32 loadScaleBits(const void *scales, u32 index) {
+  if constexpr (kE8M0)
+    return static_cast<const u8 *>(scales)[index];
+  else
+    return static_cast<const u32 *>(scales)[index];
+}
+
+/// The local scales of one operand row for the kPer promotion blocks of a
+/// stage, as raw bits. Row `row` of a [rows / kBlockRows, K / kBlock]
+/// scale array; promotion block j of the stage at K offset k0 uses scale
+/// (k0 + j * kPromoteK) / kBlock. Blocks at or past K are not read.
+template <class Cfg, bool kE8M0, int kBlock, int kBlockRows>
+struct ScaleRow {
+  static constexpr int kPer = Cfg::kPromotesPerStage;
+  static constexpr int kPerRow = Cfg::K / kBlock; // scales per row
+  /// Four E8M0 codes of one 32-element block each, 4-byte aligned: one load.
+  static constexpr bool kWord =
+      kE8M0 && kPer == 4 && kBlock == Cfg::kPromoteK && kPerRow % 4 == 0;
+  u32 bits[kWord ? 1 : kPer];
+
+  __device__ __forceinline__ void load(const void *scales, int row, int k0) {
+    const u32 base = static_cast<u32>(row / kBlockRows) * kPerRow;
+    if constexpr (kWord) {
+      bits[0] = *reinterpret_cast<const u32 *>(
+          static_cast<const u8 *>(scales) + base + k0 / kBlock);
+    } else {
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) {
+        const int k = k0 + j * Cfg::kPromoteK;
+        bits[j] = k < Cfg::K ? loadScaleBits<kE8M0>(scales, base + k / kBlock)
+                             : 0u;
+      }
+    }
+  }
+  __device__ __forceinline__ float factor(int j) const {
+    if constexpr (kWord)
+      return decodeScale<kE8M0>((bits[0] >> (8 * j)) & 0xFF);
+    else
+      return decodeScale<kE8M0>(bits[j]);
+  }
+};
+
+/// Warps 1..3 (thread `tid` in [0, 96)): for every tile and K stage, read
+/// the local scales the stage's promotion blocks need, decode them to FP32
+/// factors, and write the stage's tables once it is free; then arrive on
+/// its "full" barrier. The global loads of a stage are issued before
+/// waiting for it to be free, so their latency hides behind the consumers'
+/// work. Thread t handles table rows t, t + 96, ...: one row of A (all the
+/// stage's blocks of it) and one column of B.
+///
+/// Row table [TileM][kPer]: A's factor times B's tile-uniform one (per-group
+/// NxN B), 0 for rows past M. Column table [kPer][TileN]: B's factor, 0 for
+/// columns past N. Blocks past K (the tail stage) are never read.
+template <class Cfg>
+__device__ __forceinline__ void produceTables(const SharedStorage<Cfg> &smem,
+                                              const Args &args, int m,
+                                              int tid) {
+  constexpr int kPer = Cfg::kPromotesPerStage;
+  constexpr int kThreads = Cfg::kLoaderThreads;
+  constexpr int kRowIters =
+      Cfg::kRowFactor ? (Cfg::TileM + kThreads - 1) / kThreads : 0;
+  constexpr int kColIters =
+      Cfg::kColFactor ? (Cfg::TileN + kThreads - 1) / kThreads : 0;
+  constexpr bool kUniformB = Cfg::kHasLocalB && !Cfg::kColFactor;
+  using RowA = ScaleRow<Cfg, Cfg::kLocalAE8M0, (Cfg::kBlockA > 0 ? Cfg::kBlockA : 32),
+                        Cfg::kBlockRowsA>;
+  using RowB = ScaleRow<Cfg, Cfg::kLocalBE8M0, (Cfg::kBlockB > 0 ? Cfg::kBlockB : 32),
+                        Cfg::kBlockRowsB>;
+  Ring<Cfg::Stages> ring;
+  TileOrder<Cfg> order(m);
+  for (int t = blockIdx.x; t < order.total; t += gridDim.x) {
+    int m0, n0;
+    order.coords(t, m0, n0);
+    for (int ks = 0; ks < Cfg::kKStages; ++ks) {
+      const int k0 = ks * Cfg::kStageK;
+      RowA rowsA[kRowIters > 0 ? kRowIters : 1];
+      RowB uniformB;
+      RowB colsB[kColIters > 0 ? kColIters : 1];
+#pragma unroll
+      for (int i = 0; i < kRowIters; ++i) {
+        const int r = tid + i * kThreads;
+        if constexpr (Cfg::kHasLocalA)
+          if (r < Cfg::TileM && m0 + r < m)
+            rowsA[i].load(args.aLocal, m0 + r, k0);
+      }
+      if constexpr (kUniformB)
+        uniformB.load(args.bLocal, n0, k0);
+#pragma unroll
+      for (int i = 0; i < kColIters; ++i) {
+        const int c = tid + i * kThreads;
+        if (c < Cfg::TileN && n0 + c < Cfg::N)
+          colsB[i].load(args.bLocal, n0 + c, k0);
+      }
+
+      ptx::mbarrierWait(smem.empty(ring.stage), ring.phase ^ 1);
+      float *rowTable = smem.rowTable(ring.stage);
+      float *colTable = smem.colTable(ring.stage);
+#pragma unroll
+      for (int i = 0; i < kRowIters; ++i) {
+        const int r = tid + i * kThreads;
+        if (r < Cfg::TileM) {
+          const bool valid = m0 + r < m;
+#pragma unroll
+          for (int j = 0; j < kPer; ++j) {
+            float f = 1.0f;
+            if constexpr (Cfg::kHasLocalA)
+              f = rowsA[i].factor(j);
+            if constexpr (kUniformB)
+              f *= uniformB.factor(j);
+            rowTable[r * kPer + j] = valid ? f : 0.0f;
+          }
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < kColIters; ++i) {
+        const int c = tid + i * kThreads;
+        if (c < Cfg::TileN) {
+          const bool valid = n0 + c < Cfg::N;
+#pragma unroll
+          for (int j = 0; j < kPer; ++j)
+            colTable[j * Cfg::TileN + c] = valid ? colsB[i].factor(j) : 0.0f;
+        }
+      }
+      ptx::mbarrierArrive(smem.full(ring.stage));
+      ring.advance();
+    }
+  }
+}
+
+} // namespace moss::gemm::detail

@@ -1,0 +1,65 @@
+// moss/ptx/convert.cuh - FP32 <-> BF16/F16 conversions and bit casts.
+//
+// The templates do not include <cuda_bf16.h> or <cuda_fp16.h> (they double
+// NVRTC compile times); 16-bit values travel as u16 / packed u32 bits.
+// Rounding is to nearest even (cvt.rn), with NaN kept NaN and overflow going
+// to infinity, as the CUDA headers' __float2bfloat16_rn does.
+#pragma once
+
+#include "moss/ptx/types.cuh"
+
+namespace moss::ptx {
+
+/// The bits of a float, and the float of bits.
+__device__ __forceinline__ u32 floatBits(float x) { return __float_as_uint(x); }
+__device__ __forceinline__ float bitsFloat(u32 x) { return __uint_as_float(x); }
+
+/// RN(x) to bf16.
+__device__ __forceinline__ u16 floatToBf16(float x) {
+  u16 out;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(out) : "f"(x));
+  return out;
+}
+
+/// RN(lo), RN(hi) to bf16, packed (lo in the low half: the element at the
+/// lower address).
+__device__ __forceinline__ u32 floatsToBf16x2(float lo, float hi) {
+  u32 out;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(out) : "f"(hi), "f"(lo));
+  return out;
+}
+
+/// RN(x) to f16.
+__device__ __forceinline__ u16 floatToF16(float x) {
+  u16 out;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(out) : "f"(x));
+  return out;
+}
+
+/// RN(lo), RN(hi) to f16, packed (lo in the low half).
+__device__ __forceinline__ u32 floatsToF16x2(float lo, float hi) {
+  u32 out;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(out) : "f"(hi), "f"(lo));
+  return out;
+}
+
+/// The exact float value of bf16 bits.
+__device__ __forceinline__ float bf16ToFloat(u16 x) {
+  return bitsFloat(static_cast<u32>(x) << 16);
+}
+
+/// The exact float value of f16 bits.
+__device__ __forceinline__ float f16ToFloat(u16 x) {
+  float out;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(out) : "h"(x));
+  return out;
+}
+
+/// 2^(code - 127) for an E8M0 scale code, exactly: code 0 is the FP32
+/// subnormal 2^-127, 0xFF (the NaN scale) is a quiet NaN.
+__device__ __forceinline__ float e8m0ToFloat(u32 code) {
+  u32 bits = code == 0 ? 0x00400000u : code << 23;
+  return bitsFloat(code == 0xFF ? 0x7FC00000u : bits);
+}
+
+} // namespace moss::ptx

@@ -1,0 +1,104 @@
+// moss/ptx/mbarrier.cuh - shared-memory transaction barriers (sm_90).
+//
+// An mbarrier is a 64-bit word in shared memory with an expected arrival
+// count and a transaction (byte) count. A phase completes when all expected
+// arrivals have arrived and the pending transaction bytes reached zero; the
+// phase parity (0, 1, 0, ...) then flips. TMA loads complete bytes on a
+// barrier (complete_tx), so one `arriveExpectTx` plus the copies completes a
+// phase. All addresses are shared-state-space addresses (ptx::smemAddress).
+#pragma once
+
+#include "moss/ptx/types.cuh"
+
+namespace moss::ptx {
+
+/// mbarrier.init: sets the expected arrival count of a fresh barrier (phase
+/// 0 in progress). One thread initializes; follow with fenceBarrierInit()
+/// and a CTA barrier before anyone else uses it.
+__device__ __forceinline__ void mbarrierInit(u32 barrier, u32 count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(barrier),
+               "r"(count)
+               : "memory");
+}
+
+/// fence.mbarrier_init: makes preceding mbarrier.init visible to the async
+/// proxy (TMA) and to other CTAs of the cluster.
+__device__ __forceinline__ void fenceBarrierInit() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+/// mbarrier.arrive (release, CTA scope): one arrival of the calling thread.
+/// Its earlier shared-memory writes are visible to threads that observe the
+/// phase complete.
+__device__ __forceinline__ void mbarrierArrive(u32 barrier) {
+  asm volatile("{ .reg .b64 state;\n\t"
+               "mbarrier.arrive.shared::cta.b64 state, [%0]; }" ::"r"(barrier)
+               : "memory");
+}
+
+/// mbarrier.arrive by the calling thread when `arrive` is true, predicated
+/// inside the asm: no branch, so no control-flow join in the caller (where
+/// the compiler would copy live accumulators of an in-flight wgmma).
+__device__ __forceinline__ void mbarrierArriveIf(u32 barrier, bool arrive) {
+  asm volatile("{ .reg .pred p;\n\t.reg .b64 state;\n\t"
+               "setp.ne.u32 p, %1, 0;\n\t"
+               "@p mbarrier.arrive.shared::cta.b64 state, [%0]; }" ::"r"(
+                   barrier),
+               "r"(static_cast<u32>(arrive))
+               : "memory");
+}
+
+/// mbarrier.arrive.expect_tx: one arrival, and `bytes` more transaction
+/// bytes expected in this phase (issued before the TMA copies that complete
+/// them).
+__device__ __forceinline__ void mbarrierArriveExpectTx(u32 barrier,
+                                                       u32 bytes) {
+  asm volatile("{ .reg .b64 state;\n\t"
+               "mbarrier.arrive.expect_tx.shared::cta.b64 state, [%0], %1; }"
+               ::"r"(barrier),
+               "r"(bytes)
+               : "memory");
+}
+
+/// mbarrier.arrive on the barrier at the same offset in CTA `cta` of the
+/// cluster (release, cluster scope). Used to free a stage that a multicast
+/// copy from another CTA fills.
+__device__ __forceinline__ void mbarrierArriveCluster(u32 barrier, u32 cta) {
+  asm volatile("{ .reg .b32 remote;\n\t"
+               "mapa.shared::cluster.u32 remote, %0, %1;\n\t"
+               "mbarrier.arrive.release.cluster.shared::cluster.b64 _, "
+               "[remote]; }" ::"r"(barrier),
+               "r"(cta)
+               : "memory");
+}
+
+/// mbarrier.try_wait.parity once: true when the phase with parity `parity`
+/// has completed (acquire, CTA scope). The hardware may suspend the thread
+/// for a while before returning false.
+__device__ __forceinline__ bool mbarrierTryWait(u32 barrier, u32 parity) {
+  u32 done;
+  asm volatile("{ .reg .pred p;\n\t"
+               "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+               "selp.u32 %0, 1, 0, p; }"
+               : "=r"(done)
+               : "r"(barrier), "r"(parity)
+               : "memory");
+  return done != 0;
+}
+
+/// Waits until the phase with parity `parity` has completed. A barrier
+/// fresh from init counts its (nonexistent) previous phase, parity 1, as
+/// complete: producers wait on "empty" barriers with parity phase ^ 1.
+/// The retry loop is inside the asm statement (labels are local to its
+/// braces): a C++ loop would be a control-flow join that makes the
+/// compiler copy live accumulator registers around it.
+__device__ __forceinline__ void mbarrierWait(u32 barrier, u32 parity) {
+  asm volatile("{\n\t.reg .pred done;\n"
+               "MOSS_MBARRIER_WAIT:\n\t"
+               "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n\t"
+               "@!done bra MOSS_MBARRIER_WAIT;\n}" ::"r"(barrier),
+               "r"(parity)
+               : "memory");
+}
+
+} // namespace moss::ptx

@@ -1,0 +1,60 @@
+// moss/ptx/sync.cuh - proxy fences, named barriers, register reallocation.
+#pragma once
+
+#include "moss/ptx/types.cuh"
+
+namespace moss::ptx {
+
+/// fence.proxy.async.shared::cta: orders this thread's generic-proxy
+/// shared-memory accesses before later async-proxy ones (TMA, wgmma) of the
+/// CTA. Needed after ordinary stores to a buffer the TMA unit reads next.
+__device__ __forceinline__ void fenceProxyAsyncShared() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+/// bar.sync id, count: a named barrier among `count` threads (a multiple
+/// of 32). Id 0 is __syncthreads(); use 1..15.
+__device__ __forceinline__ void namedBarrierSync(u32 id, u32 count) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
+
+/// setmaxnreg.inc: raises this warpgroup's per-thread register limit to N
+/// (blocks until the registers are free). Every warp of the warpgroup must
+/// execute it. Needs a register cap at kernel entry
+/// (__launch_bounds__(threads, 1)).
+template <int N> __device__ __forceinline__ void setMaxRegistersIncrease() {
+  static_assert(N % 8 == 0 && N >= 24 && N <= 256, "setmaxnreg range");
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
+}
+
+/// setmaxnreg.dec: lowers this warpgroup's per-thread register limit to N,
+/// releasing the rest for other warpgroups.
+template <int N> __device__ __forceinline__ void setMaxRegistersDecrease() {
+  static_assert(N % 8 == 0 && N >= 24 && N <= 256, "setmaxnreg range");
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
+}
+
+/// bar.warp.sync with the full mask (__syncwarp()).
+__device__ __forceinline__ void syncWarp() {
+  asm volatile("bar.warp.sync 0xffffffff;" ::: "memory");
+}
+
+/// red.global.max.u32: atomic max without a return value. For non-negative
+/// floats, the order of the bit patterns is the order of the values (and
+/// NaN patterns sort above +inf).
+__device__ __forceinline__ void atomicMaxU32(u32 *address, u32 value) {
+  asm volatile("red.relaxed.gpu.global.max.u32 [%0], %1;" ::"l"(address),
+               "r"(value)
+               : "memory");
+}
+
+/// shfl.sync.bfly: the value of lane (laneId ^ mask).
+__device__ __forceinline__ u32 shuffleXor(u32 value, u32 mask) {
+  u32 out;
+  asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;"
+               : "=r"(out)
+               : "r"(value), "r"(mask));
+  return out;
+}
+
+} // namespace moss::ptx

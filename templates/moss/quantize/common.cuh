@@ -1,0 +1,281 @@
+// moss/quantize/common.cuh - what every quantizer kernel shares: the launch
+// arguments, the per-block scale rule of each scheme, and the reductions.
+#pragma once
+
+#include "moss/common/fp8.cuh"
+
+namespace moss::quantize {
+
+/// Scaling schemes, numbered as moss::numerics::ScalingKind.
+enum SchemeKind : int {
+  kPerTensor = 0,
+  kPerRow = 1,
+  kPerGroup = 2,
+  kMXFP8 = 3,
+  kTwoLevel = 4
+};
+
+/// Where a quantize pass takes its global scale from.
+enum GlobalSource : int {
+  /// The scheme has none (per-group, MXFP8).
+  kNoGlobal = 0,
+  /// Computed inside the CTA from the rows it owns (one-pass per-row).
+  kGlobalInCta = 1,
+  /// Max bits left by a reduce pass in Args::globalBits.
+  kGlobalFromBits = 2,
+  /// An FP32 scale given by the caller (auto-scaled weights).
+  kGlobalFromScale = 3
+};
+
+/// Kernel passes.
+enum Pass : int { kReducePass = 0, kQuantizePass = 1 };
+
+/// Launch arguments of every quantizer kernel (all device pointers).
+struct Args {
+  /// Input [rows, cols], row-major, FP32 or BF16.
+  const void *x;
+  int rows;
+  int cols;
+  /// Codes [rows, cols], or [cols, rows] when transposed.
+  uint8_t *q;
+  /// Block scales: E8M0 bytes or FP32, row-major over the output's blocks.
+  void *local;
+  /// FP32 global scales written by the quantize pass ([1] or one per
+  /// output row).
+  float *global;
+  /// Reduce-pass accumulators: max magnitude bits ([1] or per output row),
+  /// zeroed before the reduce pass.
+  uint32_t *globalBits;
+  /// The caller's scale for kGlobalFromScale.
+  const float *scaleIn;
+  /// Counters the quantize pass adds to (zeroed by the caller).
+  uint64_t *saturated;
+  uint64_t *nonFinite;
+};
+
+/// How one block is scaled: codes are encode((x * up) / divisor).
+struct BlockScale {
+  /// An exact power of two (two-level), else 1.
+  float up;
+  /// The FP32 divisor; NaN for non-finite blocks, which makes every code the
+  /// NaN code.
+  float divisor;
+  /// The E8M0 code (MXFP8, two-level).
+  uint32_t e8m0;
+  /// 1 / divisor: correctly rounded in FP32, and to about 2^-50 in FP64.
+  float recip;
+  double recip64;
+  /// Whether the divisor lies where the quotient's fast route is exact.
+  bool fast;
+  /// Whether any value of the block can reach the saturation threshold.
+  bool maySaturate;
+};
+
+/// The quiet NaN the host reference writes for non-finite scales.
+__device__ __forceinline__ float quietNaN() { return bitsFloat(0x7FC00000u); }
+
+/// A global scale with its reciprocals, computed once per row or tensor.
+struct GlobalScale {
+  float value;
+  double recip64;
+  float recip;
+};
+
+__device__ __forceinline__ GlobalScale makeGlobal(float value) {
+  double recip64 = reciprocal64(double(value));
+  return {value, recip64, divRn(1.0f, value, recip64)};
+}
+
+/// Sets the reciprocals of `s` and whether the fast quotient holds: divisors
+/// in [2^-60, 2^100] keep every intermediate of quotient() exact (NaN
+/// divisors too: they give NaN on every route).
+__device__ __forceinline__ void setReciprocal(BlockScale &s, double recip64,
+                                              float recip) {
+  s.recip64 = recip64;
+  s.recip = recip;
+  uint32_t d = absBits(s.divisor);
+  s.fast = d > kInfBits || (d >= 0x21800000u && d <= 0x71800000u);
+}
+
+/// The scale of a block with magnitude max bits `amaxBits` (NaN/Inf patterns
+/// mark a non-finite block) under scheme `Kind`. `global` is the tensor's or
+/// row's FP32 global scale (per-tensor, per-row, two-level).
+template <int Kind, int Fmt>
+__device__ __forceinline__ BlockScale blockScale(uint32_t amaxBits,
+                                                 const GlobalScale &global) {
+  bool finite = amaxBits < kInfBits;
+  float amax = bitsFloat(amaxBits);
+  BlockScale s{1.0f, global.value, 0xFFu, 0.0f, 0.0, false, false};
+  if constexpr (Kind == kPerGroup) {
+    s.divisor = finite ? fp32Scale<Fmt>(amax) : quietNaN();
+    double recip64 = reciprocal64(double(s.divisor));
+    setReciprocal(s, recip64, divRn(1.0f, s.divisor, recip64));
+  } else if constexpr (Kind == kMXFP8) {
+    if (finite) {
+      int k = amax == 0.0f ? -127
+                           : floorLog2(amax) - Fp8Traits<Fmt>::kMaxExponent;
+      k = k < -127 ? -127 : (k > 127 ? 127 : k);
+      s.divisor = exp2i(k);
+      s.e8m0 = uint32_t(k + 127);
+    } else {
+      s.divisor = quietNaN();
+    }
+    // 2^-k is exact (and 2^127 representable), so is x * 2^-k.
+    float recip = finite ? exp2i(s.e8m0 == 0xFFu ? 0 : 127 - int(s.e8m0))
+                         : quietNaN();
+    setReciprocal(s, double(recip), recip);
+  } else {
+    if constexpr (Kind == kTwoLevel) {
+      if (finite) {
+        // r = RN(RN(amax / max) / global) decides e only through which
+        // powers of two it lies between. Two products give it within 4
+        // steps; only near a power of two (or for tiny r) do the exact
+        // divisions run.
+        constexpr float kInverseMax = 1.0f / Fp8Traits<Fmt>::kMax;
+        float r = mulRn(mulRn(amax, kInverseMax), global.recip);
+        uint32_t rb = floatBits(r), mantissa = rb & 0x7FFFFFu;
+        if (rb < 0x00800000u || mantissa - 8u > 0x7FFFEFu) {
+          constexpr double kInverseMax64 = 1.0 / double(Fp8Traits<Fmt>::kMax);
+          float blockScale = divRn(amax, Fp8Traits<Fmt>::kMax, kInverseMax64);
+          r = divRn(blockScale, global.value, global.recip64);
+        }
+        int e = r == 0.0f ? -127 : ceilLog2(r);
+        e = e < -127 ? -127 : (e > 0 ? 0 : e);
+        s.up = exp2i(-e);
+        s.e8m0 = uint32_t(e + 127);
+      } else {
+        s.divisor = quietNaN();
+      }
+    }
+    // Per-tensor, per-row and two-level divide by the global scale.
+    setReciprocal(s, global.recip64, global.recip);
+  }
+  // |x * up / divisor| <= amax * up / divisor; a margin covers rounding.
+  constexpr float kCheckFrom = Fmt == kE4M3 ? 400.0f : 50000.0f;
+  // (NaN, from a NaN in a cast's input, must check.)
+  s.maySaturate = !(mulRn(mulRn(amax, s.up), s.recip) < kCheckFrom);
+  return s;
+}
+
+/// The global scale from a reduce pass's max bits: per-tensor and per-row
+/// take the group's amax (NaN for a non-finite group); two-level takes the
+/// max over finite blocks (1 when that is zero).
+template <int Kind, int Fmt>
+__device__ __forceinline__ float globalFromBits(uint32_t bits) {
+  if (Kind != kTwoLevel && bits >= kInfBits)
+    return quietNaN();
+  return fp32Scale<Fmt>(bitsFloat(bits));
+}
+
+/// The bits a block contributes to a global reduction: two-level counts only
+/// finite blocks; per-tensor and per-row let NaN/Inf through to mark the
+/// group non-finite.
+template <int Kind>
+__device__ __forceinline__ uint32_t globalContribution(uint32_t blockBits) {
+  if (Kind == kTwoLevel)
+    return blockBits < kInfBits ? blockBits : 0u;
+  return blockBits;
+}
+
+__device__ __forceinline__ float fmaRn(float a, float b, float c) {
+  float d;
+  asm("fma.rn.f32 %0, %1, %2, %3;" : "=f"(d) : "f"(a), "f"(b), "f"(c));
+  return d;
+}
+
+/// RN32(xs / s.divisor) without a division per element (which would make
+/// the quantizers compute-bound): with recip the correctly rounded 1/d,
+/// q0 = RN(xs * recip) is within an ulp of xs / d, the residual
+/// xs - d * q0 is exact in one FMA, and RN(q0 + residual * recip) is the
+/// correctly rounded quotient (Markstein's theorem), provided nothing
+/// underflows or overflows: setReciprocal admits only divisors for which
+/// that holds where it matters (quotients far below the FP8 range may be off
+/// by an ulp and still encode to zero). Infinite xs, possible only in a cast
+/// with the caller's scale, keep inf.
+template <bool MayBeInfinite>
+__device__ __forceinline__ float quotient(float xs, const BlockScale &s) {
+  if (!s.fast)
+    return divRn(xs, s.divisor, s.recip64);
+  float q0 = mulRn(xs, s.recip);
+  float residual = fmaRn(-s.divisor, q0, xs);
+  float q1 = fmaRn(residual, s.recip, q0);
+  if (MayBeInfinite && absBits(xs) == kInfBits)
+    return q0;
+  return q1;
+}
+
+/// The codes of (x0, x1) scaled by `s`: code 0 in bits 7..0, code 1 in bits
+/// 15..8. Saturated values are counted where `valid`.
+template <int Fmt, bool Scaled, bool MayBeInfinite = false>
+__device__ __forceinline__ uint32_t encodePair(float x0, float x1,
+                                               const BlockScale &s,
+                                               uint32_t &saturated,
+                                               bool valid0 = true,
+                                               bool valid1 = true) {
+  float y0 = quotient<MayBeInfinite>(Scaled ? mulRn(x0, s.up) : x0, s);
+  float y1 = quotient<MayBeInfinite>(Scaled ? mulRn(x1, s.up) : x1, s);
+  if (s.maySaturate)
+    saturated +=
+        (valid0 && saturates<Fmt>(y0)) + (valid1 && saturates<Fmt>(y1));
+  return encodeFp8x2<Fmt>(y1, y0);
+}
+
+/// Max of `v` over groups of `Lanes` adjacent lanes (a power of two <= 32).
+template <int Lanes>
+__device__ __forceinline__ uint32_t groupMax(uint32_t v) {
+#pragma unroll
+  for (int offset = Lanes / 2; offset > 0; offset /= 2) {
+    uint32_t other = __shfl_xor_sync(0xFFFFFFFFu, v, offset);
+    v = v > other ? v : other;
+  }
+  return v;
+}
+
+/// Sum over the warp.
+__device__ __forceinline__ uint32_t warpSum(uint32_t v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2)
+    v += __shfl_xor_sync(0xFFFFFFFFu, v, offset);
+  return v;
+}
+
+/// Adds a per-thread count to a device counter with one atomic per warp.
+__device__ __forceinline__ void addCount(uint64_t *counter, uint32_t count) {
+  count = warpSum(count);
+  if ((threadIdx.x & 31) == 0 && count != 0)
+    atomicAdd(counter, uint64_t(count));
+}
+
+/// Max over the CTA; every thread gets the result. `scratch` holds one word
+/// per warp. Contains __syncthreads().
+template <int Threads>
+__device__ __forceinline__ uint32_t ctaMax(uint32_t v, uint32_t *scratch) {
+  v = groupMax<32>(v);
+  int warp = threadIdx.x / 32;
+  if ((threadIdx.x & 31) == 0)
+    scratch[warp] = v;
+  __syncthreads();
+  uint32_t m = 0;
+#pragma unroll
+  for (int w = 0; w < Threads / 32; ++w)
+    m = scratch[w] > m ? scratch[w] : m;
+  __syncthreads();
+  return m;
+}
+
+/// A 16-byte load that bypasses L1: every input byte is read once.
+__device__ __forceinline__ Vec16 loadStreaming(const void *p) {
+  Vec16 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.w[0]), "=r"(v.w[1]), "=r"(v.w[2]), "=r"(v.w[3])
+               : "l"(p));
+  return v;
+}
+
+/// An 8-byte store of two words (lo at the lower address).
+__device__ __forceinline__ void store8(void *p, uint32_t lo, uint32_t hi) {
+  asm volatile("st.global.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(lo), "r"(hi)
+               : "memory");
+}
+
+} // namespace moss::quantize

@@ -1,0 +1,183 @@
+// moss/quantize/rowwise.cuh - row-wise quantization (blocks along K, the
+// contiguous axis) for every scheme but 2-D per-group blocks.
+//
+// A CTA owns whole rows. Each thread holds VecsPerThread 16-byte vectors of
+// the row in registers (vector v = threadIdx.x + i * Threads, so a warp's
+// loads are contiguous), the lanes holding one block reduce its amax with
+// shuffles, and a per-row global scale is a CTA reduction over the row held
+// in registers: the input is read once and the codes written once. A
+// per-tensor global scale needs the whole tensor first: a reduce pass leaves
+// the max in Args::globalBits and the quantize pass reads it (two passes).
+#pragma once
+
+#include "moss/quantize/common.cuh"
+
+namespace moss::quantize {
+
+/// The row-wise kernel's compile-time shape. `Block` is the block length
+/// along K for block schemes and ignored (pass K) for per-tensor/per-row.
+template <int In_, int Kind_, int Fmt_, int Block_, int K_, int Threads_,
+          int Source_>
+struct RowwiseConfig {
+  static constexpr int In = In_, Kind = Kind_, Fmt = Fmt_, Block = Block_,
+                       K = K_, Threads = Threads_, Source = Source_;
+  static constexpr int kVecElems = kVecElements<In>;
+  static constexpr int kVecs = K / kVecElems;
+  static constexpr int kVecsPerThread = (kVecs + Threads - 1) / Threads;
+  /// Lanes that hold one block (the whole warp for groups wider than it).
+  static constexpr int kBlockLanes =
+      (Kind == kPerGroup || Kind == kMXFP8 || Kind == kTwoLevel)
+          ? Block / kVecElems
+          : 32;
+  static_assert(K % kVecElems == 0, "K must be a whole number of vectors");
+  static_assert(kBlockLanes >= 1 && kBlockLanes <= 32 &&
+                    (kBlockLanes & (kBlockLanes - 1)) == 0,
+                "a block must span 1 to 32 lanes");
+  static_assert(Threads % 32 == 0 && Threads <= 1024, "whole warps");
+};
+
+/// The codes of one 16-byte input vector, packed little-endian (element 0
+/// in the lowest byte): 4 bytes for FP32 input, 8 for BF16.
+template <int In, int Fmt, bool Scaled, bool MayBeInfinite>
+__device__ __forceinline__ void encodeVector(const Vec16 &v,
+                                             const BlockScale &s,
+                                             uint32_t (&codes)[2],
+                                             uint32_t &saturated) {
+  constexpr int n = kVecElements<In>;
+#pragma unroll
+  for (int w = 0; w < n / 4; ++w) {
+    uint32_t lo = encodePair<Fmt, Scaled, MayBeInfinite>(
+        vecElement<In>(v, 4 * w), vecElement<In>(v, 4 * w + 1), s, saturated);
+    uint32_t hi = encodePair<Fmt, Scaled, MayBeInfinite>(
+        vecElement<In>(v, 4 * w + 2), vecElement<In>(v, 4 * w + 3), s,
+        saturated);
+    codes[w] = lo | (hi << 16);
+  }
+}
+
+template <class Config> __device__ void rowwise(const Args &args, int pass) {
+  constexpr int In = Config::In, Kind = Config::Kind, Fmt = Config::Fmt;
+  constexpr int Threads = Config::Threads, VPT = Config::kVecsPerThread;
+  constexpr int Lanes = Config::kBlockLanes;
+  constexpr bool kBlocks = Kind == kPerGroup || Kind == kMXFP8 ||
+                           Kind == kTwoLevel;
+  __shared__ uint32_t scratch[Threads / 32];
+
+  const int lane = threadIdx.x & 31;
+  uint32_t saturated = 0, nonFinite = 0;
+  uint32_t reduced = 0; // reduce pass: this thread's contribution
+
+  // The quantize pass after a reduce pass walks the rows backwards: the rows
+  // the reduce pass read last are still in L2.
+  const bool reversed =
+      pass == kQuantizePass && Config::Source == kGlobalFromBits;
+  for (int step = blockIdx.x; step < args.rows; step += gridDim.x) {
+    const int row = reversed ? args.rows - 1 - step : step;
+    const char *src = static_cast<const char *>(args.x) +
+                      size_t(row) * Config::K * InputTraits<In>::kBytes;
+    Vec16 v[VPT];
+    uint32_t blockBits[VPT];
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      int vec = threadIdx.x + i * Threads;
+      uint32_t bits = 0;
+      if (vec < Config::kVecs) {
+        v[i] = loadStreaming(src + size_t(vec) * 16);
+#pragma unroll
+        for (int e = 0; e < Config::kVecElems; ++e) {
+          uint32_t b = absBits(vecElement<In>(v[i], e));
+          bits = b > bits ? b : bits;
+        }
+      }
+      // Lanes past the row end hold 0 and form whole blocks of their own.
+      blockBits[i] = groupMax<Lanes>(bits);
+    }
+
+    if (pass == kReducePass) {
+#pragma unroll
+      for (int i = 0; i < VPT; ++i) {
+        uint32_t c = globalContribution<Kind>(blockBits[i]);
+        reduced = c > reduced ? c : reduced;
+      }
+      continue;
+    }
+
+    // The global scale of this row.
+    float global = 1.0f;
+    if constexpr (Config::Source == kGlobalInCta) {
+      uint32_t rowBits = 0;
+#pragma unroll
+      for (int i = 0; i < VPT; ++i) {
+        uint32_t c = globalContribution<Kind>(blockBits[i]);
+        rowBits = c > rowBits ? c : rowBits;
+      }
+      rowBits = ctaMax<Threads>(rowBits, scratch);
+      global = globalFromBits<Kind, Fmt>(rowBits);
+      if (threadIdx.x == 0) {
+        args.global[row] = global;
+        if (Kind == kPerRow && rowBits >= kInfBits)
+          ++nonFinite;
+      }
+    } else if constexpr (Config::Source == kGlobalFromBits) {
+      global = globalFromBits<Kind, Fmt>(*args.globalBits);
+    } else if constexpr (Config::Source == kGlobalFromScale) {
+      global = *args.scaleIn;
+    }
+    const GlobalScale g = makeGlobal(global);
+
+    uint8_t *dst = args.q + size_t(row) * Config::K;
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      int vec = threadIdx.x + i * Threads;
+      if (vec >= Config::kVecs)
+        continue;
+      BlockScale s = blockScale<Kind, Fmt>(blockBits[i], g);
+      uint32_t codes[2];
+      encodeVector<In, Fmt, Kind == kTwoLevel,
+                   Config::Source == kGlobalFromScale>(v[i], s, codes,
+                                                       saturated);
+      uint8_t *out = dst + vec * Config::kVecElems;
+      if constexpr (Config::kVecElems == 4)
+        *reinterpret_cast<uint32_t *>(out) = codes[0];
+      else
+        store8(out, codes[0], codes[1]);
+      if constexpr (kBlocks) {
+        // The first lane of each block writes its scale and counts it.
+        if ((lane & (Lanes - 1)) == 0) {
+          size_t blockIndex = size_t(row) * (Config::K / Config::Block) +
+                              size_t(vec) / Lanes;
+          if constexpr (Kind == kPerGroup)
+            static_cast<float *>(args.local)[blockIndex] = s.divisor;
+          else
+            static_cast<uint8_t *>(args.local)[blockIndex] = uint8_t(s.e8m0);
+          nonFinite += blockBits[i] >= kInfBits;
+        }
+      }
+    }
+  }
+
+  if (pass == kReducePass) {
+    reduced = ctaMax<Threads>(reduced, scratch);
+    if (threadIdx.x == 0 && reduced != 0)
+      atomicMax(args.globalBits, reduced);
+    return;
+  }
+  // A per-tensor scale is written, and a non-finite tensor counted, once.
+  if constexpr (Config::Source == kGlobalFromBits ||
+                Config::Source == kGlobalFromScale) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+      float global = Config::Source == kGlobalFromBits
+                         ? globalFromBits<Kind, Fmt>(*args.globalBits)
+                         : *args.scaleIn;
+      if (args.global)
+        args.global[0] = global;
+      if (Kind == kPerTensor && Config::Source == kGlobalFromBits &&
+          *args.globalBits >= kInfBits)
+        ++nonFinite;
+    }
+  }
+  addCount(args.saturated, saturated);
+  addCount(args.nonFinite, nonFinite);
+}
+
+} // namespace moss::quantize

@@ -1,0 +1,972 @@
+//===- GemmGpuTest.cpp - The FP8 GEMM kernel against the FP64 reference ---===//
+//
+// For every scheme combination x output type x epilogue option of the GEMM
+// templates, on the shapes of the GEMM issue: quantize fresh random or
+// heavy-tailed inputs with the host reference (moss::numerics::quantize),
+// upload codes and scales, encode the TMA maps, poison the output (0xFF
+// bytes), launch the generated kernel, and compare with referenceGemm over
+// the dequantized operands (plus bias and beta * C), in FP64.
+//
+//  - f32 output: relative Frobenius error <= 1e-5.
+//  - bf16 / f16 output: every entry within its rounding (2^-8 / 2^-11 of
+//    |ref|) plus 1e-5 of the RMS of the reference.
+//  - Every entry written (no poison / NaN left), amax equal to the largest
+//    stored magnitude, and a second launch bitwise identical.
+// Large shapes compare a random 64 x 64 grid of entries (plus the first and
+// last rows and columns) and check the whole output for poison.
+//
+// Suites: Small/* (M, N, K up to 1000 x 4096 x 4096, every combination) and
+// Large/* (4096^3, 16384 x 11008 x 4096, the main schemes). Skips with the
+// reason without a Hopper GPU or NVRTC. MOSS_TEST_SEED fixes the seed
+// (printed per case); MOSS_CACHE_DIR moves the kernel cache.
+//
+//===----------------------------------------------------------------------===//
+
+#include "GemmTestSupport.h"
+
+#include "moss/Numerics/FP8.h"
+#include "moss/Numerics/Fidelity.h"
+#include "moss/Numerics/Quantize.h"
+#include "moss/Numerics/Samples.h"
+#include "moss/Runtime/Device.h"
+#include "moss/Runtime/Driver.h"
+#include "moss/Runtime/KernelCache.h"
+#include "moss/Runtime/Module.h"
+#include "moss/Runtime/Nvrtc.h"
+
+#include "gtest/gtest.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <ostream>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace moss;
+using namespace moss::gemm;
+using namespace moss::gemmtest;
+using namespace moss::numerics;
+using namespace moss::runtime;
+using llvm::cantFail;
+using llvm::consumeError;
+using llvm::Error;
+using llvm::Expected;
+using llvm::toString;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Host-side 16-bit formats (round to nearest even), for bias, C and output.
+//===----------------------------------------------------------------------===//
+
+uint32_t bitsOf(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+float floatOf(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+uint16_t floatToBf16(float f) {
+  uint32_t x = bitsOf(f);
+  if (std::isnan(f))
+    return static_cast<uint16_t>((x >> 16) | 0x40);
+  x += 0x7FFF + ((x >> 16) & 1);
+  return static_cast<uint16_t>(x >> 16);
+}
+float bf16ToFloat(uint16_t h) { return floatOf(static_cast<uint32_t>(h) << 16); }
+
+uint16_t floatToF16(float f) {
+  uint32_t x = bitsOf(f);
+  uint32_t sign = (x >> 16) & 0x8000;
+  int32_t exponent = static_cast<int32_t>((x >> 23) & 0xFF);
+  uint32_t mantissa = x & 0x7FFFFF;
+  if (exponent == 0xFF)
+    return static_cast<uint16_t>(sign | 0x7C00 | (mantissa ? 0x200 : 0));
+  int32_t e = exponent - 127 + 15;
+  if (e >= 31)
+    return static_cast<uint16_t>(sign | 0x7C00);
+  if (e <= 0) { // f16 subnormal (or zero): units of 2^-24
+    if (e < -10)
+      return static_cast<uint16_t>(sign);
+    uint32_t m = mantissa | 0x800000;
+    int shift = 14 - e;
+    uint32_t r = m >> shift;
+    uint32_t rest = m & ((1u << shift) - 1);
+    uint32_t half = 1u << (shift - 1);
+    if (rest > half || (rest == half && (r & 1)))
+      ++r;
+    return static_cast<uint16_t>(sign | r);
+  }
+  uint32_t r = (static_cast<uint32_t>(e) << 10) | (mantissa >> 13);
+  uint32_t rest = mantissa & 0x1FFF;
+  if (rest > 0x1000 || (rest == 0x1000 && (r & 1)))
+    ++r; // a carry moves into the exponent (up to infinity)
+  return static_cast<uint16_t>(sign | r);
+}
+float f16ToFloat(uint16_t h) {
+  int exponent = (h >> 10) & 0x1F;
+  int mantissa = h & 0x3FF;
+  float sign = (h & 0x8000) ? -1.0f : 1.0f;
+  if (exponent == 0)
+    return sign * std::ldexp(static_cast<float>(mantissa), -24);
+  if (exponent == 31)
+    return mantissa ? std::numeric_limits<float>::quiet_NaN()
+                    : sign * std::numeric_limits<float>::infinity();
+  return sign * std::ldexp(static_cast<float>(mantissa | 0x400), exponent - 25);
+}
+
+/// Host encoding of a float array as an Out / Bias / Accum type.
+std::vector<uint8_t> encodeAs(int kind, const std::vector<float> &values) {
+  std::vector<uint8_t> out(values.size() * elementBytes(kind));
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (kind == kF32) {
+      std::memcpy(&out[4 * i], &values[i], 4);
+    } else {
+      uint16_t h = kind == kBF16 ? floatToBf16(values[i])
+                                 : floatToF16(values[i]);
+      std::memcpy(&out[2 * i], &h, 2);
+    }
+  }
+  return out;
+}
+
+/// Element i of an encoded array, as a float.
+float decodeAt(int kind, const std::vector<uint8_t> &bytes, size_t i) {
+  if (kind == kF32) {
+    float f;
+    std::memcpy(&f, &bytes[4 * i], 4);
+    return f;
+  }
+  uint16_t h;
+  std::memcpy(&h, &bytes[2 * i], 2);
+  return kind == kBF16 ? bf16ToFloat(h) : f16ToFloat(h);
+}
+
+//===----------------------------------------------------------------------===//
+// Cases
+//===----------------------------------------------------------------------===//
+
+/// Input distributions.
+enum class Dist { Gaussian, StudentT, LlmActivation };
+
+struct GemmCase {
+  std::string name;
+  Params params; ///< n, k static; m = -1 (dynamic) unless static-M
+  int m = 0;     ///< rows at launch
+  Dist distA = Dist::Gaussian;
+  bool sampled = false; ///< compare a sample of entries (large shapes)
+};
+
+/// gtest prints parameters with this (instead of their bytes).
+void PrintTo(const GemmCase &c, std::ostream *os) { *os << c.name; }
+
+struct Scheme {
+  const char *name;
+  int elemA, scaleA, blockRowsA, blockA;
+  bool globalRowA;
+  int elemB, scaleB, blockRowsB, blockB;
+  bool globalRowB;
+};
+
+/// The scheme combinations under test.
+const Scheme kSchemes[] = {
+    {"tensor_x_tensor", kE4M3, kPerTensor, 1, 0, false, kE4M3, kPerTensor, 1,
+     0, false},
+    {"row_x_row", kE4M3, kPerRow, 1, 0, true, kE4M3, kPerRow, 1, 0, true},
+    {"mossrow_x_tensor", kE4M3, kTwoLevel, 1, 32, true, kE4M3, kPerTensor, 1,
+     0, false},
+    {"mosstensor_x_tensor", kE4M3, kTwoLevel, 1, 32, false, kE4M3,
+     kPerTensor, 1, 0, false},
+    {"group_x_group128", kE4M3, kPerGroup, 1, 128, false, kE4M3, kPerGroup,
+     128, 128, false},
+    {"mossrow_x_mosstensor", kE4M3, kTwoLevel, 1, 32, true, kE4M3, kTwoLevel,
+     1, 32, false},
+    {"mx_x_mx", kE4M3, kMXFP8, 1, 32, false, kE4M3, kMXFP8, 1, 32, false},
+    {"e5m2mossrow_x_tensor", kE5M2, kTwoLevel, 1, 32, true, kE4M3,
+     kPerTensor, 1, 0, false},
+    {"tensor_x_e5m2tensor", kE4M3, kPerTensor, 1, 0, false, kE5M2,
+     kPerTensor, 1, 0, false},
+};
+
+const Scheme &schemeNamed(const std::string &name) {
+  for (const Scheme &s : kSchemes)
+    if (name == s.name)
+      return s;
+  std::abort();
+}
+
+/// Epilogue options: none, bias, beta * C, amax, in a few combinations.
+struct Epilogue {
+  const char *name;
+  bool bias, accum, amax;
+};
+
+Params makeParams(const Scheme &s, int n, int k, int out, const Epilogue &e) {
+  Params p;
+  p.n = n;
+  p.k = k;
+  p.elemA = s.elemA;
+  p.scaleA = s.scaleA;
+  p.blockRowsA = s.blockRowsA;
+  p.blockA = s.blockA;
+  p.globalRowA = s.globalRowA;
+  p.elemB = s.elemB;
+  p.scaleB = s.scaleB;
+  p.blockRowsB = s.blockRowsB;
+  p.blockB = s.blockB;
+  p.globalRowB = s.globalRowB;
+  p.out = out;
+  p.bias = e.bias ? out : kNone;
+  p.accum = e.accum ? out : kNone;
+  p.amax = e.amax;
+  return withDefaultTiling(p);
+}
+
+std::string shapeName(int m, int n, int k) {
+  return std::to_string(m) + "x" + std::to_string(n) + "x" +
+         std::to_string(k);
+}
+
+std::vector<GemmCase> smallCases() {
+  struct Shape {
+    int m, n, k;
+  };
+  const Shape shapes[] = {{1, 4096, 4096}, {129, 257, 96}, {1000, 3000, 2048}};
+  const Epilogue plain = {"plain", false, false, false};
+  const Epilogue all = {"bias_c_amax", true, true, true};
+  const Epilogue biasAmax = {"bias_amax", true, false, true};
+  const Epilogue accum = {"c", false, true, false};
+  std::vector<GemmCase> cases;
+  for (const Shape &shape : shapes) {
+    for (const Scheme &s : kSchemes) {
+      // Per-group 128 needs K % 128 == 0 (the quantizer rejects K = 96).
+      if (s.scaleA == kPerGroup && shape.k % 128 != 0)
+        continue;
+      struct Combo {
+        int out;
+        Epilogue e;
+      };
+      const Combo combos[] = {{kBF16, plain}, {kF16, accum},
+                              {kF32, plain},  {kF32, all},
+                              {kBF16, biasAmax}};
+      for (const Combo &c : combos) {
+        GemmCase gc;
+        gc.params = makeParams(s, shape.n, shape.k, c.out, c.e);
+        gc.m = shape.m;
+        // Heavy tails for A except where f16 could overflow.
+        gc.distA = c.out == kF16 ? Dist::Gaussian
+                   : (cases.size() % 2) ? Dist::LlmActivation
+                                        : Dist::StudentT;
+        gc.sampled = shape.m == 1000;
+        gc.name = std::string(s.name) + "_" + typeName(c.out) + "_" +
+                  c.e.name + "_" + shapeName(shape.m, shape.n, shape.k);
+        cases.push_back(gc);
+      }
+    }
+  }
+  // A statically specialized M.
+  GemmCase fixed;
+  fixed.params = makeParams(schemeNamed("mossrow_x_tensor"), 3000, 2048,
+                            kBF16, all);
+  fixed.params.m = 1000;
+  fixed.m = 1000;
+  fixed.distA = Dist::LlmActivation;
+  fixed.sampled = true;
+  fixed.name = "mossrow_x_tensor_bf16_bias_c_amax_staticM_1000x3000x2048";
+  cases.push_back(fixed);
+  return cases;
+}
+
+std::vector<GemmCase> largeCases() {
+  const Epilogue plain = {"plain", false, false, false};
+  const Epilogue all = {"bias_c_amax", true, true, true};
+  std::vector<GemmCase> cases;
+  auto add = [&](const char *scheme, int m, int n, int k, int out,
+                 const Epilogue &e, Dist dist, int promote = 0) {
+    GemmCase gc;
+    gc.params = makeParams(schemeNamed(scheme), n, k, out, e);
+    gc.params.forcePromoteK = promote;
+    if (promote)
+      gc.params = withDefaultTiling(gc.params);
+    gc.m = m;
+    gc.distA = dist;
+    gc.sampled = true;
+    gc.name = std::string(scheme) + "_" + typeName(out) + "_" + e.name +
+              (promote ? "_promote" + std::to_string(promote) : "") + "_" +
+              shapeName(m, n, k);
+    cases.push_back(gc);
+  };
+  for (const char *scheme : {"tensor_x_tensor", "row_x_row", "mossrow_x_tensor",
+                             "group_x_group128", "mossrow_x_mosstensor"})
+    add(scheme, 4096, 4096, 4096, kBF16, plain, Dist::LlmActivation);
+  add("mossrow_x_tensor", 4096, 4096, 4096, kF32, all, Dist::LlmActivation);
+  add("tensor_x_tensor", 4096, 4096, 4096, kF32, plain, Dist::StudentT);
+  add("tensor_x_tensor", 4096, 4096, 4096, kF32, plain, Dist::StudentT, 128);
+  add("mosstensor_x_tensor", 4096, 4096, 4096, kF32, plain, Dist::StudentT);
+  for (const char *scheme :
+       {"tensor_x_tensor", "mossrow_x_tensor", "group_x_group128"})
+    add(scheme, 16384, 11008, 4096, kBF16, plain, Dist::LlmActivation);
+  return cases;
+}
+
+//===----------------------------------------------------------------------===//
+// Device helpers
+//===----------------------------------------------------------------------===//
+
+struct GpuState {
+  std::optional<Device> device;
+  const DriverApi *api = nullptr;
+  std::string skipReason;
+  CUstream stream = nullptr;
+};
+
+GpuState &gpu() {
+  static GpuState state = [] {
+    GpuState s;
+    Expected<Device> opened = Device::open(0);
+    if (!opened) {
+      s.skipReason = "needs a CUDA device: " + toString(opened.takeError());
+      return s;
+    }
+    if (opened->getComputeCapabilityMajor() != 9) {
+      s.skipReason = "needs a Hopper GPU (sm_90a); device 0 is " +
+                     opened->getArch().str();
+      return s;
+    }
+    if (!isNvrtcAvailable()) {
+      s.skipReason = "needs NVRTC: " + toString(getNvrtcVersion().takeError());
+      return s;
+    }
+    s.device.emplace(std::move(*opened));
+    if (Error err = s.device->makeCurrent()) {
+      s.skipReason = toString(std::move(err));
+      s.device.reset();
+      return s;
+    }
+    s.api = &cantFail(getDriverApi());
+    if (s.api->streamCreate(&s.stream, CU_STREAM_NON_BLOCKING) !=
+        CUDA_SUCCESS)
+      s.skipReason = "cuStreamCreate failed";
+    std::printf("[ device ] %s, %s, %d SMs\n", s.device->getName().str().c_str(),
+                s.device->getArch().str().c_str(), s.device->getSmCount());
+    return s;
+  }();
+  return state;
+}
+
+/// Device memory, freed on destruction.
+class DeviceBuffer {
+public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes) : bytes(bytes) {
+    if (bytes) {
+      EXPECT_EQ(gpu().api->memAlloc(&pointer, bytes), CUDA_SUCCESS);
+    }
+  }
+  DeviceBuffer(const DeviceBuffer &) = delete;
+  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
+  DeviceBuffer(DeviceBuffer &&o) : pointer(o.pointer), bytes(o.bytes) {
+    o.pointer = 0;
+  }
+  DeviceBuffer &operator=(DeviceBuffer &&o) {
+    std::swap(pointer, o.pointer);
+    std::swap(bytes, o.bytes);
+    return *this;
+  }
+  ~DeviceBuffer() {
+    if (pointer)
+      gpu().api->memFree(pointer);
+  }
+  template <typename T> static DeviceBuffer from(const std::vector<T> &v) {
+    DeviceBuffer b(v.size() * sizeof(T));
+    if (!v.empty()) {
+      EXPECT_EQ(gpu().api->memcpyHtoD(b.pointer, v.data(), b.bytes),
+                CUDA_SUCCESS);
+    }
+    return b;
+  }
+  void *get() const { return reinterpret_cast<void *>(pointer); }
+  CUdeviceptr pointer = 0;
+  size_t bytes = 0;
+};
+
+/// A 2D K-major FP8 operand map: [rows, k] bytes, box {128, boxRows},
+/// 128-byte swizzle, zero fill out of bounds (docs/GEMM-KERNEL-ABI.md).
+CUtensorMap operandMap(const DeviceBuffer &codes, int rows, int k,
+                       int boxRows) {
+  CUtensorMap map;
+  std::memset(&map, 0, sizeof(map));
+  cuuint64_t dims[2] = {static_cast<cuuint64_t>(k),
+                        static_cast<cuuint64_t>(rows)};
+  cuuint64_t strides[1] = {static_cast<cuuint64_t>(k)};
+  cuuint32_t box[2] = {128, static_cast<cuuint32_t>(boxRows)};
+  cuuint32_t elementStrides[2] = {1, 1};
+  CUresult r = gpu().api->tensorMapEncodeTiled(
+      &map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, codes.get(), dims, strides, box,
+      elementStrides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  EXPECT_EQ(r, CUDA_SUCCESS) << "cuTensorMapEncodeTiled for [" << rows << ", "
+                             << k << "] box " << boxRows;
+  return map;
+}
+
+//===----------------------------------------------------------------------===//
+// Host data (generated once per shape and distribution, quantized once per
+// scheme) and the reference
+//===----------------------------------------------------------------------===//
+
+uint64_t baseSeed() {
+  static uint64_t seed = [] {
+    if (const char *s = std::getenv("MOSS_TEST_SEED"))
+      return static_cast<uint64_t>(std::strtoull(s, nullptr, 0));
+    return static_cast<uint64_t>(std::random_device()()) << 32 |
+           std::random_device()();
+  }();
+  return seed;
+}
+
+std::vector<float> sample(Dist dist, int rows, int cols, uint64_t seed,
+                          float scale) {
+  std::vector<float> x;
+  switch (dist) {
+  case Dist::Gaussian:
+    x = gaussianSample(rows, cols, seed);
+    break;
+  case Dist::StudentT:
+    x = studentTSample(rows, cols, 3.0, seed);
+    break;
+  case Dist::LlmActivation:
+    x = llmActivationSample(rows, cols, seed);
+    break;
+  }
+  if (scale != 1.0f)
+    for (float &v : x)
+      v *= scale;
+  return x;
+}
+
+ScalingScheme schemeOf(int scale, int blockRows, int block, bool globalRow) {
+  switch (scale) {
+  case kPerTensor:
+    return ScalingScheme::perTensor();
+  case kPerRow:
+    return ScalingScheme::perRow();
+  case kPerGroup:
+    return ScalingScheme::perGroup(blockRows, block);
+  case kMXFP8:
+    return ScalingScheme::mxfp8();
+  default:
+    return ScalingScheme::twoLevel(globalRow ? GlobalScope::Row
+                                             : GlobalScope::Tensor,
+                                   block);
+  }
+}
+
+/// Quantized operands, cached by (shape, distribution, seed, scheme).
+struct Operand {
+  std::shared_ptr<const QuantizedTensor> q;
+};
+
+std::shared_ptr<const QuantizedTensor>
+quantizedOperand(Dist dist, int rows, int cols, uint64_t seed, float scale,
+                 const QuantizeOptions &options) {
+  static std::map<std::string, std::shared_ptr<const std::vector<float>>>
+      inputs;
+  static std::map<std::string, std::shared_ptr<const QuantizedTensor>> done;
+  std::string inputKey = std::to_string(static_cast<int>(dist)) + ":" +
+                         std::to_string(rows) + "x" + std::to_string(cols) +
+                         ":" + std::to_string(seed) + ":" +
+                         std::to_string(scale);
+  std::string key = inputKey + ":" + options.scheme.str() + ":" +
+                    std::to_string(static_cast<int>(options.format));
+  if (auto it = done.find(key); it != done.end())
+    return it->second;
+  // Keep the cache small: large tensors are big.
+  if (done.size() > 16)
+    done.clear();
+  if (inputs.size() > 4)
+    inputs.clear();
+  auto &x = inputs[inputKey];
+  if (!x)
+    x = std::make_shared<const std::vector<float>>(
+        sample(dist, rows, cols, seed, scale));
+  Expected<QuantizedTensor> q = quantize(*x, rows, cols, options);
+  if (!q) {
+    ADD_FAILURE() << toString(q.takeError());
+    return nullptr;
+  }
+  auto result = std::make_shared<const QuantizedTensor>(std::move(*q));
+  done[key] = result;
+  return result;
+}
+
+/// The rows `rows` of q as a quantized tensor of their own (per-group NxN
+/// scales become 1xB scales with the same values), for dequantize().
+QuantizedTensor selectRows(const QuantizedTensor &q,
+                           const std::vector<int64_t> &rows) {
+  QuantizedTensor s;
+  s.scheme = q.scheme;
+  s.format = q.format;
+  s.rows = static_cast<int64_t>(rows.size());
+  s.cols = q.cols;
+  s.codes.resize(rows.size() * q.cols);
+  for (size_t i = 0; i < rows.size(); ++i)
+    std::memcpy(&s.codes[i * q.cols], &q.codes[rows[i] * q.cols], q.cols);
+  if (q.scheme.hasLocalScales()) {
+    const int64_t blockRows = q.scheme.blockRows;
+    s.scheme.blockRows = 1;
+    s.localRows = s.rows;
+    s.localCols = q.localCols;
+    for (int64_t r : rows) {
+      int64_t lr = r / blockRows;
+      for (int64_t j = 0; j < q.localCols; ++j) {
+        if (q.scheme.localScalesAreE8M0())
+          s.localE8M0.push_back(q.localE8M0[lr * q.localCols + j]);
+        else
+          s.localF32.push_back(q.localF32[lr * q.localCols + j]);
+      }
+    }
+  }
+  if (q.scheme.globalPerRow())
+    for (int64_t r : rows)
+      s.global.push_back(q.global[r]);
+  else
+    s.global = q.global;
+  return s;
+}
+
+std::vector<int64_t> pickIndices(int64_t count, int64_t want,
+                                 std::mt19937_64 &rng) {
+  std::vector<int64_t> out;
+  if (count <= want) {
+    for (int64_t i = 0; i < count; ++i)
+      out.push_back(i);
+    return out;
+  }
+  out.push_back(0);
+  out.push_back(count - 1);
+  while (static_cast<int64_t>(out.size()) < want)
+    out.push_back(static_cast<int64_t>(rng() % count));
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
+// The test
+//===----------------------------------------------------------------------===//
+
+/// What a run produced.
+struct RunResult {
+  std::vector<uint8_t> first, second; ///< two launches' outputs
+  float amax = 0;                     ///< after the first launch
+  float milliseconds = 0;             ///< the second launch
+  double compileSeconds = 0;
+};
+
+/// Uploads the operands, compiles and launches the kernel twice (output
+/// poisoned with 0xFF bytes before each launch) and downloads the outputs.
+void runOnDevice(const GemmCase &gc, const QuantizedTensor *qa,
+                 const QuantizedTensor *qb, const std::vector<float> &bias,
+                 const std::vector<float> &accum, float beta, RunResult &run) {
+  const Params &p = gc.params;
+  const int m = gc.m, n = p.n, k = p.k;
+  const DriverApi &api = *gpu().api;
+  const Plan plan = moss::gemm::plan(p);
+  // --- device buffers -----------------------------------------------------
+  DeviceBuffer codesA = DeviceBuffer::from(qa->codes);
+  DeviceBuffer codesB = DeviceBuffer::from(qb->codes);
+  DeviceBuffer localA = qa->scheme.localScalesAreE8M0()
+                            ? DeviceBuffer::from(qa->localE8M0)
+                            : DeviceBuffer::from(qa->localF32);
+  DeviceBuffer localB = qb->scheme.localScalesAreE8M0()
+                            ? DeviceBuffer::from(qb->localE8M0)
+                            : DeviceBuffer::from(qb->localF32);
+  DeviceBuffer globalA = DeviceBuffer::from(qa->global);
+  DeviceBuffer globalB = DeviceBuffer::from(qb->global);
+  std::vector<uint8_t> biasBytes =
+      p.bias != kNone ? encodeAs(p.bias, bias) : std::vector<uint8_t>();
+  std::vector<uint8_t> accumBytes =
+      p.accum != kNone ? encodeAs(p.accum, accum) : std::vector<uint8_t>();
+  DeviceBuffer biasBuffer = DeviceBuffer::from(biasBytes);
+  DeviceBuffer accumBuffer = DeviceBuffer::from(accumBytes);
+  const size_t outBytes =
+      static_cast<size_t>(m) * n * elementBytes(p.out);
+  DeviceBuffer out(outBytes);
+  DeviceBuffer amax(sizeof(float));
+
+  CUtensorMap mapA = operandMap(codesA, m, k, plan.boxA[1]);
+  CUtensorMap mapB = operandMap(codesB, n, k, plan.boxB[1]);
+  CUtensorMap mapD; // unused by the kernel (plan.usesTmaD is false)
+  std::memset(&mapD, 0, sizeof(mapD));
+  ASSERT_FALSE(plan.usesTmaD);
+
+  Args args{};
+  args.m = m;
+  args.d = out.get();
+  args.aLocal = qa->scheme.hasLocalScales() ? localA.get() : nullptr;
+  args.aGlobal = qa->global.empty()
+                     ? nullptr
+                     : static_cast<const float *>(globalA.get());
+  args.bLocal = qb->scheme.hasLocalScales() ? localB.get() : nullptr;
+  args.bGlobal = qb->global.empty()
+                     ? nullptr
+                     : static_cast<const float *>(globalB.get());
+  args.bias = p.bias != kNone ? biasBuffer.get() : nullptr;
+  args.c = p.accum != kNone ? accumBuffer.get() : nullptr;
+  args.beta = beta;
+  args.amax = p.amax ? static_cast<float *>(amax.get()) : nullptr;
+
+  // --- compile, launch (twice: the second result must be identical) ------
+  CompileOptions options;
+  options.arch = gpu().device->getArch().str();
+  auto tc0 = std::chrono::steady_clock::now();
+  Expected<std::shared_ptr<const KernelEntry>> entry =
+      getDefaultKernelCache().getOrCompile(kernelSource(p), options);
+  ASSERT_TRUE(bool(entry)) << toString(entry.takeError());
+  Expected<CUfunction> function = (*entry)->getFunction("moss_gemm");
+  ASSERT_TRUE(bool(function)) << toString(function.takeError());
+  auto tc1 = std::chrono::steady_clock::now();
+  run.compileSeconds = std::chrono::duration<double>(tc1 - tc0).count();
+
+  LaunchConfig launch;
+  launch.grid[0] = static_cast<unsigned>(
+      gridSize(p, m, gpu().device->getSmCount()));
+  launch.block[0] = static_cast<unsigned>(plan.threads);
+  launch.sharedMemoryBytes = static_cast<unsigned>(plan.sharedBytes);
+  launch.stream = gpu().stream;
+  void *params[] = {&mapA, &mapB, &mapD, &args};
+
+  run.first.resize(outBytes);
+  run.second.resize(outBytes);
+  float &milliseconds = run.milliseconds;
+  for (int pass = 0; pass < 2; ++pass) {
+    ASSERT_EQ(api.memsetD8Async(out.pointer, 0xFF, outBytes, gpu().stream),
+              CUDA_SUCCESS);
+    ASSERT_EQ(api.memsetD8Async(amax.pointer, 0, sizeof(float), gpu().stream),
+              CUDA_SUCCESS);
+    CUevent start, stop;
+    ASSERT_EQ(api.eventCreate(&start, CU_EVENT_DEFAULT), CUDA_SUCCESS);
+    ASSERT_EQ(api.eventCreate(&stop, CU_EVENT_DEFAULT), CUDA_SUCCESS);
+    ASSERT_EQ(api.eventRecord(start, gpu().stream), CUDA_SUCCESS);
+    Error launched = launchKernel(*function, launch, params);
+    ASSERT_FALSE(bool(launched)) << toString(std::move(launched));
+    ASSERT_EQ(api.eventRecord(stop, gpu().stream), CUDA_SUCCESS);
+    CUresult synced = api.streamSynchronize(gpu().stream);
+    ASSERT_EQ(synced, CUDA_SUCCESS)
+        << toString(makeCudaError(synced, "the GEMM kernel"));
+    ASSERT_EQ(api.eventElapsedTime(&milliseconds, start, stop), CUDA_SUCCESS);
+    api.eventDestroy(start);
+    api.eventDestroy(stop);
+    ASSERT_EQ(api.memcpyDtoH((pass == 0 ? run.first : run.second).data(),
+                             out.pointer, outBytes),
+              CUDA_SUCCESS);
+    if (pass == 0 && p.amax) {
+      ASSERT_EQ(api.memcpyDtoH(&run.amax, amax.pointer, sizeof(float)),
+                CUDA_SUCCESS);
+    }
+  }
+}
+
+/// MOSS_GEMM_TEST_HOST=1: checks this harness without a GPU. The "kernel"
+/// is the FP64 reference of the compared entries (from the full
+/// dequantization) rounded to the Out type, zeros elsewhere, so every check
+/// must pass. Large/* is skipped (host time).
+bool hostSelfCheck() {
+  const char *v = std::getenv("MOSS_GEMM_TEST_HOST");
+  return v && *v && std::string(v) != "0";
+}
+
+void runOnHost(const GemmCase &gc, const QuantizedTensor *qa,
+               const QuantizedTensor *qb, const std::vector<float> &bias,
+               const std::vector<float> &accum, float beta,
+               const std::vector<int64_t> &rows,
+               const std::vector<int64_t> &cols, RunResult &run) {
+  const Params &p = gc.params;
+  const int n = p.n, k = p.k;
+  // The full dequantization (not selectRows, which the checker uses).
+  std::vector<double> a = dequantize(*qa), b = dequantize(*qb);
+  std::vector<float> out(static_cast<size_t>(gc.m) * n, 0.0f);
+  for (int64_t r : rows)
+    for (int64_t c : cols) {
+      double v = 0;
+      for (int64_t i = 0; i < k; ++i)
+        v += a[r * k + i] * b[c * k + i];
+      if (p.bias != kNone)
+        v += bias[c];
+      if (p.accum != kNone)
+        v += static_cast<double>(beta) * accum[r * n + c];
+      out[r * n + c] = static_cast<float>(v);
+    }
+  run.first = encodeAs(p.out, out);
+  run.second = run.first;
+  float largest = 0;
+  for (size_t i = 0; i < out.size(); ++i)
+    largest = std::max(largest, std::fabs(decodeAt(p.out, run.first, i)));
+  run.amax = p.amax ? largest : 0.0f;
+}
+
+/// Compiles the kernels of the selected cases (the --gtest_filter), many
+/// at a time, into the process's kernel cache before the first case runs.
+void precompileSelected() {
+  std::map<std::string, Params> byName;
+  for (const GemmCase &c : smallCases())
+    byName["MatchesFp64Reference/" + c.name] = c.params;
+  for (const GemmCase &c : largeCases())
+    byName["MatchesFp64Reference/" + c.name] = c.params;
+  std::vector<Params> selected;
+  const ::testing::UnitTest &unit = *::testing::UnitTest::GetInstance();
+  for (int i = 0; i < unit.total_test_suite_count(); ++i) {
+    const ::testing::TestSuite &suite = *unit.GetTestSuite(i);
+    for (int j = 0; j < suite.total_test_count(); ++j) {
+      const ::testing::TestInfo &info = *suite.GetTestInfo(j);
+      auto it = byName.find(info.name());
+      if (info.should_run() && it != byName.end())
+        selected.push_back(it->second);
+    }
+  }
+  CompileOptions options;
+  options.arch = gpu().device->getArch().str();
+  unsigned threads = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
+  auto start = std::chrono::steady_clock::now();
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < threads; ++t)
+    pool.emplace_back([&] {
+      for (size_t i = next++; i < selected.size(); i = next++) {
+        Expected<std::shared_ptr<const KernelEntry>> entry =
+            getDefaultKernelCache().getOrCompile(kernelSource(selected[i]),
+                                                 options);
+        if (!entry)
+          consumeError(entry.takeError()); // reported again by the case
+      }
+    });
+  for (std::thread &t : pool)
+    t.join();
+  std::printf("[ compile ] %zu kernels, %u threads, %.1f s (cache: %s)\n",
+              selected.size(), threads,
+              std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                            start)
+                  .count(),
+              getDefaultKernelCache().getDirectory().c_str());
+}
+
+class GemmCorrectness : public ::testing::TestWithParam<GemmCase> {
+protected:
+  static void SetUpTestSuite() {
+    if (!hostSelfCheck() && gpu().skipReason.empty())
+      precompileSelected();
+  }
+  void SetUp() override {
+    if (hostSelfCheck()) {
+      const GemmCase &c = GetParam();
+      if (double(c.m) * c.params.n * c.params.k > 1e11)
+        GTEST_SKIP() << "too large for the host self-check";
+      return;
+    }
+    if (!gpu().skipReason.empty())
+      GTEST_SKIP() << gpu().skipReason;
+    ASSERT_FALSE(bool(gpu().device->makeCurrent()));
+  }
+};
+
+TEST_P(GemmCorrectness, MatchesFp64Reference) {
+  const GemmCase &gc = GetParam();
+  const Params &p = gc.params;
+  const int m = gc.m, n = p.n, k = p.k;
+  ASSERT_EQ(validate(p), nullptr) << validate(p);
+  const uint64_t seed = baseSeed() ^ std::hash<std::string>()(
+                                         shapeName(m, n, k) +
+                                         std::to_string(int(gc.distA)));
+  std::printf("[ case ] %s\n         %s seed=0x%llx\n", gc.name.c_str(),
+              describe(p).c_str(), static_cast<unsigned long long>(seed));
+
+  // --- operands -----------------------------------------------------------
+  auto t0 = std::chrono::steady_clock::now();
+  QuantizeOptions optionsA{schemeOf(p.scaleA, p.blockRowsA, p.blockA,
+                                    p.globalRowA),
+                           p.elemA == kE5M2 ? Fp8Format::E5M2
+                                            : Fp8Format::E4M3,
+                           false};
+  QuantizeOptions optionsB{schemeOf(p.scaleB, p.blockRowsB, p.blockB,
+                                    p.globalRowB),
+                           p.elemB == kE5M2 ? Fp8Format::E5M2
+                                            : Fp8Format::E4M3,
+                           false};
+  auto qa = quantizedOperand(gc.distA, m, k, seed, 1.0f, optionsA);
+  auto qb = quantizedOperand(Dist::Gaussian, n, k, seed + 1,
+                             1.0f / std::sqrt(static_cast<float>(k)),
+                             optionsB);
+  ASSERT_TRUE(qa && qb);
+  std::mt19937_64 rng(seed + 2);
+  std::normal_distribution<float> normal;
+  std::vector<float> bias(n), accum;
+  // Values exact in bf16, f16 and f32 (8 significant bits, small range).
+  auto exactValue = [&](float scale) {
+    float v = std::round(std::clamp(normal(rng) * 32.0f, -255.0f, 255.0f));
+    return v * scale / 32.0f;
+  };
+  for (float &v : bias)
+    v = exactValue(1.0f);
+  if (p.accum != kNone) {
+    accum.resize(static_cast<size_t>(m) * n);
+    for (float &v : accum)
+      v = exactValue(2.0f);
+  }
+  const float beta = 0.5f;
+  auto t1 = std::chrono::steady_clock::now();
+
+  // The entries compared with the reference.
+  std::vector<int64_t> rows, cols;
+  if (gc.sampled) {
+    rows = pickIndices(m, 64, rng);
+    cols = pickIndices(n, 64, rng);
+  } else {
+    for (int64_t i = 0; i < m; ++i)
+      rows.push_back(i);
+    for (int64_t j = 0; j < n; ++j)
+      cols.push_back(j);
+  }
+
+  RunResult run;
+  if (hostSelfCheck())
+    runOnHost(gc, qa.get(), qb.get(), bias, accum, beta, rows, cols, run);
+  else
+    runOnDevice(gc, qa.get(), qb.get(), bias, accum, beta, run);
+  ASSERT_FALSE(HasFatalFailure());
+  const std::vector<uint8_t> &result = run.first;
+  const float amaxValue = run.amax;
+  const float milliseconds = run.milliseconds;
+  EXPECT_TRUE(run.first == run.second) << "two launches gave different outputs";
+
+  // --- every entry written, amax --------------------------------------------
+  int64_t unwritten = 0, firstBad = -1;
+  float largest = 0;
+  const int64_t entries = static_cast<int64_t>(m) * n;
+  for (int64_t i = 0; i < entries; ++i) {
+    float v = decodeAt(p.out, result, static_cast<size_t>(i));
+    if (std::isnan(v)) {
+      if (firstBad < 0)
+        firstBad = i;
+      ++unwritten;
+      continue;
+    }
+    largest = std::max(largest, std::fabs(v));
+  }
+  EXPECT_EQ(unwritten, 0) << "NaN / poison left in " << unwritten
+                          << " entries, first at row " << firstBad / n
+                          << " column " << firstBad % n;
+  if (p.amax) {
+    EXPECT_EQ(bitsOf(amaxValue), bitsOf(largest))
+        << "amax " << amaxValue << ", largest stored magnitude " << largest;
+  }
+
+  // --- the reference --------------------------------------------------------
+  auto tr0 = std::chrono::steady_clock::now();
+  std::vector<double> dqA = dequantize(selectRows(*qa, rows));
+  std::vector<double> dqB = dequantize(selectRows(*qb, cols));
+  std::vector<double> ref =
+      referenceGemm(dqA, dqB, static_cast<int64_t>(rows.size()),
+                    static_cast<int64_t>(cols.size()), k);
+  auto tr1 = std::chrono::steady_clock::now();
+
+  double errorSquared = 0, refSquared = 0, worstRatio = 0;
+  int64_t compared = 0, skippedOverflow = 0;
+  for (size_t i = 0; i < rows.size(); ++i)
+    for (size_t j = 0; j < cols.size(); ++j) {
+      double expected = ref[i * cols.size() + j];
+      if (p.bias != kNone)
+        expected += bias[cols[j]];
+      if (p.accum != kNone)
+        expected += static_cast<double>(beta) *
+                    accum[static_cast<size_t>(rows[i]) * n + cols[j]];
+      refSquared += expected * expected;
+    }
+  const double rmsRef =
+      std::sqrt(refSquared / std::max<size_t>(1, rows.size() * cols.size()));
+  const double relativeUlp =
+      p.out == kBF16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+  refSquared = 0;
+  for (size_t i = 0; i < rows.size(); ++i)
+    for (size_t j = 0; j < cols.size(); ++j) {
+      double expected = ref[i * cols.size() + j];
+      if (p.bias != kNone)
+        expected += bias[cols[j]];
+      if (p.accum != kNone)
+        expected += static_cast<double>(beta) *
+                    accum[static_cast<size_t>(rows[i]) * n + cols[j]];
+      if (p.out == kF16 && std::fabs(expected) >= 65504.0) {
+        ++skippedOverflow;
+        continue;
+      }
+      double got = decodeAt(
+          p.out, result, static_cast<size_t>(rows[i]) * n + cols[j]);
+      double error = got - expected;
+      errorSquared += error * error;
+      refSquared += expected * expected;
+      ++compared;
+      if (p.out != kF32) {
+        // Rounding of the FP32 result (relative half ulp, worst case just
+        // above a power of two), plus the FP32 accumulation error (relative
+        // 2e-5 and absolute 1e-5 of the RMS), plus half an f16 subnormal.
+        double allowed = (relativeUlp + 2e-5) * std::fabs(expected) +
+                         1e-5 * rmsRef +
+                         (p.out == kF16 ? std::ldexp(1.0, -25) : 0.0);
+        double ratio = std::fabs(error) / allowed;
+        if (ratio > worstRatio)
+          worstRatio = ratio;
+        if (ratio > 1.0 && worstRatio == ratio)
+          ADD_FAILURE() << "entry (" << rows[i] << ", " << cols[j]
+                        << "): got " << got << ", expected " << expected
+                        << " (allowed error " << allowed << ")";
+      }
+    }
+  const double relFrobenius =
+      refSquared > 0 ? std::sqrt(errorSquared / refSquared) : 0.0;
+  const double tflops = 2.0 * m * double(n) * k / (milliseconds * 1e-3) / 1e12;
+  std::printf("         rel_frobenius=%.3e worst_entry/allowed=%.3f compared=%lld"
+              "%s  kernel=%.3f ms (%.0f TFLOPS, second launch, not a "
+              "benchmark)  host: data %.1fs compile %.2fs ref %.1fs\n",
+              relFrobenius, worstRatio, static_cast<long long>(compared),
+              skippedOverflow
+                  ? (" f16_overflow_skipped=" + std::to_string(skippedOverflow))
+                        .c_str()
+                  : "",
+              milliseconds, tflops,
+              std::chrono::duration<double>(t1 - t0).count(),
+              run.compileSeconds,
+              std::chrono::duration<double>(tr1 - tr0).count());
+  if (p.out == kF32) {
+    EXPECT_LE(relFrobenius, 1e-5) << "relative Frobenius error";
+  } else {
+    EXPECT_LE(worstRatio, 1.0) << "an entry is off by more than its rounding";
+  }
+  EXPECT_GT(compared, 0);
+}
+
+std::string caseName(const ::testing::TestParamInfo<GemmCase> &info) {
+  return info.param.name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Small, GemmCorrectness,
+                         ::testing::ValuesIn(smallCases()), caseName);
+INSTANTIATE_TEST_SUITE_P(Large, GemmCorrectness,
+                         ::testing::ValuesIn(largeCases()), caseName);
+
+} // namespace

@@ -1,0 +1,172 @@
+//===- GemmTestSupport.h - GEMM kernel variants for the tests ---*- C++ -*-===//
+//
+// Shared by tests/unit/GemmKernelCompileTest.cpp (NVRTC only) and
+// tests/gpu/GemmGpuTest.cpp: a GEMM configuration as moss::gemm::Params
+// (templates/moss/gemm/Config.cuh, which compiles as host C++), the
+// translation unit of docs/GEMM-KERNEL-ABI.md for it, and a readable name.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOSS_TESTS_GEMMTESTSUPPORT_H
+#define MOSS_TESTS_GEMMTESTSUPPORT_H
+
+#include "moss/gemm/Config.cuh"
+
+#include <string>
+
+namespace moss::gemmtest {
+
+using moss::gemm::Params;
+
+inline const char *elemName(int e) {
+  return e == moss::gemm::kE5M2 ? "e5m2" : "e4m3";
+}
+
+inline const char *scaleName(int s) {
+  switch (s) {
+  case moss::gemm::kPerTensor:
+    return "tensor";
+  case moss::gemm::kPerRow:
+    return "row";
+  case moss::gemm::kPerGroup:
+    return "group";
+  case moss::gemm::kMXFP8:
+    return "mx";
+  case moss::gemm::kTwoLevel:
+    return "twolevel";
+  }
+  return "?";
+}
+
+inline const char *typeName(int t) {
+  switch (t) {
+  case moss::gemm::kBF16:
+    return "bf16";
+  case moss::gemm::kF16:
+    return "f16";
+  case moss::gemm::kF32:
+    return "f32";
+  }
+  return "none";
+}
+
+/// One side's scheme for names: "twolevel(row,32)", "group(128x128)".
+inline std::string sideName(int elem, int scale, int blockRows, int block,
+                            bool globalRow) {
+  std::string s = std::string(elemName(elem)) + ":" + scaleName(scale);
+  if (scale == moss::gemm::kTwoLevel)
+    s += std::string("(") + (globalRow ? "row" : "tensor") + "," +
+         std::to_string(block) + ")";
+  else if (scale == moss::gemm::kPerGroup)
+    s += "(" + std::to_string(blockRows) + "x" + std::to_string(block) + ")";
+  return s;
+}
+
+/// "A=e4m3:twolevel(row,32) B=e4m3:tensor out=bf16 bias=f32 c=f32 amax
+///  tile=128x128x6 m=-1 n=4096 k=4096".
+inline std::string describe(const Params &p) {
+  std::string s = "A=" + sideName(p.elemA, p.scaleA, p.blockRowsA, p.blockA,
+                                  p.globalRowA) +
+                  " B=" + sideName(p.elemB, p.scaleB, p.blockRowsB, p.blockB,
+                                  p.globalRowB) +
+                  " out=" + typeName(p.out);
+  if (p.bias != moss::gemm::kNone)
+    s += std::string(" bias=") + typeName(p.bias);
+  if (p.accum != moss::gemm::kNone)
+    s += std::string(" c=") + typeName(p.accum);
+  if (p.amax)
+    s += " amax";
+  if (p.forcePromoteK)
+    s += " promote=" + std::to_string(p.forcePromoteK);
+  s += " tile=" + std::to_string(p.tileM) + "x" + std::to_string(p.tileN) +
+       "x" + std::to_string(p.stages) + " m=" + std::to_string(p.m) +
+       " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k);
+  return s;
+}
+
+/// The tiling the tests use (what moss-select-tiling is expected to pick
+/// until the tuner exists): 128x128 and 6 stages with block scales (three
+/// accumulator sets), 128x256 and 4 stages without.
+inline Params withDefaultTiling(Params p) {
+  p.tileM = 128;
+  if (moss::gemm::plan(p).promoteK > 0) {
+    p.tileN = 128;
+    p.stages = 6;
+  } else {
+    p.tileN = 256;
+    p.stages = 4;
+  }
+  return p;
+}
+
+/// The generated translation unit of docs/GEMM-KERNEL-ABI.md for `p`; the
+/// kernel is `moss_gemm`.
+inline std::string kernelSource(const Params &p) {
+  auto b = [](bool v) { return std::string(v ? "true" : "false"); };
+  auto i = [](int v) { return std::to_string(v); };
+  std::string config =
+      i(p.m) + ", " + i(p.n) + ", " + i(p.k) + ", " + i(p.elemA) + ", " +
+      i(p.elemB) + ", " + i(p.scaleA) + ", " + i(p.blockRowsA) + ", " +
+      i(p.blockA) + ", " + b(p.globalRowA) + ", " + i(p.scaleB) + ", " +
+      i(p.blockRowsB) + ", " + i(p.blockB) + ", " + b(p.globalRowB) + ", " +
+      i(p.out) + ", " + i(p.bias) + ", " + i(p.accum) + ", " + b(p.amax) +
+      ", " + i(p.tileM) + ", " + i(p.tileN) + ", " + i(p.stages) + ", " +
+      i(p.clusterM) + ", " + i(p.clusterN) + ", " + b(p.rasterAlongN) + ", " +
+      i(p.swizzle) + ", " + i(p.splitK);
+  if (p.forcePromoteK)
+    config += ", " + i(p.forcePromoteK);
+  return "#include \"moss/gemm/Kernel.cuh\"\n\n"
+         "using MossGemmConfig = moss::gemm::Config<" +
+         config +
+         ">;\n\n"
+         "extern \"C\" __global__ void "
+         "__launch_bounds__(MossGemmConfig::kThreads, 1)\n"
+         "moss_gemm(const __grid_constant__ CUtensorMap tmaA,\n"
+         "          const __grid_constant__ CUtensorMap tmaB,\n"
+         "          const __grid_constant__ CUtensorMap tmaD,\n"
+         "          const moss::gemm::Args args) {\n"
+         "  moss::gemm::run<MossGemmConfig>(tmaA, tmaB, tmaD, args);\n"
+         "}\n";
+}
+
+/// What ptxas reported for the kernel (from its -v log).
+struct ResourceUsage {
+  int registers = -1;
+  int stackBytes = -1;
+  int spillStoreBytes = -1;
+  int spillLoadBytes = -1;
+  bool parsed = false;
+};
+
+/// Parses "N bytes stack frame, N bytes spill stores, N bytes spill loads"
+/// and "Used N registers" from a ptxas -v log.
+inline ResourceUsage parsePtxasLog(const std::string &log) {
+  ResourceUsage u;
+  auto numberBefore = [&](const std::string &marker, int &out) {
+    size_t at = log.find(marker);
+    if (at == std::string::npos)
+      return false;
+    size_t end = at;
+    while (end > 0 && log[end - 1] == ' ')
+      --end;
+    size_t begin = end;
+    while (begin > 0 && log[begin - 1] >= '0' && log[begin - 1] <= '9')
+      --begin;
+    if (begin == end)
+      return false;
+    out = std::stoi(log.substr(begin, end - begin));
+    return true;
+  };
+  bool ok = numberBefore("bytes stack frame", u.stackBytes);
+  ok &= numberBefore("bytes spill stores", u.spillStoreBytes);
+  ok &= numberBefore("bytes spill loads", u.spillLoadBytes);
+  size_t used = log.find("Used ");
+  if (used != std::string::npos)
+    u.registers = std::stoi(log.substr(used + 5));
+  u.parsed = ok && u.registers >= 0;
+  return u;
+}
+
+} // namespace moss::gemmtest
+
+#endif // MOSS_TESTS_GEMMTESTSUPPORT_H

@@ -1,0 +1,341 @@
+//===- QuantizeGpuTest.cpp - GPU quantizers against the host reference ----===//
+//
+// Every scheme x format x input type x orientation, on fresh random,
+// heavy-tailed and outlier data with zero rows and NaN/Inf blocks, on shapes
+// that are not multiples of the tiles: the GPU's codes, scales and counters
+// must equal the host reference bit for bit. Outputs are poisoned before
+// each launch. Skips with the reason when there is no GPU.
+//
+//===----------------------------------------------------------------------===//
+
+#include "moss/Numerics/Quantize.h"
+#include "moss/Numerics/Samples.h"
+#include "moss/Runtime/Device.h"
+#include "moss/Runtime/Driver.h"
+#include "moss/Runtime/Quantizer.h"
+
+#include "gtest/gtest.h"
+
+#include <cmath>
+#include <cstring>
+#include <optional>
+#include <random>
+#include <vector>
+
+using namespace moss::numerics;
+using namespace moss::runtime;
+
+namespace {
+
+/// The device, context and quantizer shared by all tests.
+struct GpuEnvironment {
+  std::optional<Device> device;
+  std::unique_ptr<KernelCache> cache;
+  std::unique_ptr<GpuQuantizer> quantizer;
+  std::string skipReason;
+};
+
+GpuEnvironment &gpu() {
+  static GpuEnvironment env = [] {
+    GpuEnvironment e;
+    llvm::Expected<Device> device = Device::open(0);
+    if (!device) {
+      e.skipReason = "no GPU: " + llvm::toString(device.takeError());
+      return e;
+    }
+    e.device.emplace(std::move(*device));
+    if (llvm::Error error = e.device->makeCurrent()) {
+      e.skipReason = llvm::toString(std::move(error));
+      e.device.reset();
+      return e;
+    }
+    KernelCacheOptions options;
+    options.useDisk = false;
+    e.cache = std::make_unique<KernelCache>(options);
+    e.quantizer =
+        std::make_unique<GpuQuantizer>(*e.cache, e.device->getSmCount());
+    return e;
+  }();
+  return env;
+}
+
+#define REQUIRE_GPU()                                                          \
+  do {                                                                         \
+    if (!gpu().device)                                                         \
+      GTEST_SKIP() << gpu().skipReason;                                        \
+  } while (0)
+
+/// A device allocation, freed on scope exit.
+class DeviceBuffer {
+public:
+  explicit DeviceBuffer(size_t bytes) : bytes(bytes) {
+    if (bytes) {
+      EXPECT_EQ(api().memAlloc(&ptr, bytes), CUDA_SUCCESS);
+    }
+  }
+  ~DeviceBuffer() {
+    if (ptr)
+      api().memFree(ptr);
+  }
+  CUdeviceptr get() const { return ptr; }
+  void upload(const void *data) {
+    ASSERT_EQ(api().memcpyHtoD(ptr, data, bytes), CUDA_SUCCESS);
+  }
+  void poison() { ASSERT_EQ(api().memsetD8(ptr, 0xA5, bytes), CUDA_SUCCESS); }
+  template <typename T> std::vector<T> download() const {
+    std::vector<T> out(bytes / sizeof(T));
+    EXPECT_EQ(api().memcpyDtoH(out.data(), ptr, bytes), CUDA_SUCCESS);
+    return out;
+  }
+  static const DriverApi &api() { return *getDriverApi(); }
+
+private:
+  CUdeviceptr ptr = 0;
+  size_t bytes;
+};
+
+enum class Data { Gaussian, HeavyTailed, Outliers, Boundaries };
+
+/// Values whose scaled quotients land on or within a few FP32 steps of FP8
+/// rounding boundaries (midpoints between codes, and the saturation
+/// thresholds), where the kernels' fast quotient defers to the exact one.
+std::vector<float> boundarySample(int64_t rows, int64_t cols, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<float> x(size_t(rows * cols));
+  // Every FP8 midpoint of both formats, in the normal and subnormal ranges.
+  std::vector<float> midpoints;
+  for (Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2})
+    for (int code = 0; code < 0x7E; ++code) {
+      float a = decodeFp8(uint8_t(code), f), b = decodeFp8(uint8_t(code + 1), f);
+      if (std::isfinite(a) && std::isfinite(b))
+        midpoints.push_back((a + b) / 2);
+    }
+  midpoints.push_back(464.0f);
+  midpoints.push_back(61440.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    // A power-of-two row scale keeps many quotients exactly on midpoints;
+    // an odd one makes them land a rounding away.
+    float scale = std::ldexp(1.0f, int(rng() % 40) - 20) *
+                  ((rng() & 1) ? 1.0f : 1.0f + float(rng() % 1000) * 1e-4f);
+    for (int64_t c = 0; c < cols; ++c) {
+      float m = midpoints[rng() % midpoints.size()] * scale;
+      uint32_t bits;
+      std::memcpy(&bits, &m, 4);
+      bits += uint32_t(int(rng() % 9) - 4); // within 4 steps
+      std::memcpy(&m, &bits, 4);
+      x[size_t(r * cols + c)] = (rng() & 1) ? m : -m;
+    }
+    // The block maximum decides the scale: put 448 (or 57344) times the row
+    // scale at the start of every 32-element block.
+    for (int64_t c = 0; c < cols; c += 32)
+      x[size_t(r * cols + c)] = ((rng() & 1) ? 448.0f : 57344.0f) * scale;
+  }
+  return x;
+}
+
+/// Input data with the edge cases every run must survive: a zero row, a NaN
+/// and an Inf inside blocks, values near the top of the range.
+std::vector<float> makeInput(Data data, int64_t rows, int64_t cols,
+                             uint64_t seed) {
+  std::vector<float> x;
+  switch (data) {
+  case Data::Gaussian:
+    x = gaussianSample(rows, cols, seed);
+    break;
+  case Data::HeavyTailed:
+    x = studentTSample(rows, cols, 3.0, seed);
+    break;
+  case Data::Outliers:
+    x = llmActivationSample(rows, cols, seed);
+    break;
+  case Data::Boundaries:
+    x = boundarySample(rows, cols, seed);
+    break;
+  }
+  std::mt19937_64 rng(seed ^ 0x5eed);
+  auto at = [&](int64_t r, int64_t c) -> float & { return x[r * cols + c]; };
+  int64_t zeroRow = int64_t(rng() % uint64_t(rows));
+  for (int64_t c = 0; c < cols; ++c)
+    at(zeroRow, c) = 0.0f;
+  at(int64_t(rng() % uint64_t(rows)), int64_t(rng() % uint64_t(cols))) = NAN;
+  at(int64_t(rng() % uint64_t(rows)), int64_t(rng() % uint64_t(cols))) =
+      -INFINITY;
+  // Tiny values, for the subnormal range of the codes.
+  at(int64_t(rng() % uint64_t(rows)), int64_t(rng() % uint64_t(cols))) = 1e-30f;
+  return x;
+}
+
+/// BF16 by round-to-nearest-even of the FP32 bits (NaN kept NaN).
+std::vector<uint16_t> toBf16(std::vector<float> &x) {
+  std::vector<uint16_t> out(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &x[i], 4);
+    if (std::isnan(x[i]))
+      bits = 0x7FC00000u;
+    else
+      bits += 0x7FFFu + ((bits >> 16) & 1);
+    out[i] = uint16_t(bits >> 16);
+    bits = uint32_t(out[i]) << 16;
+    std::memcpy(&x[i], &bits, 4);
+  }
+  return out;
+}
+
+template <typename T>
+void expectBitsEqual(const std::vector<T> &gpu, const std::vector<T> &ref,
+                     int64_t cols, const char *what) {
+  ASSERT_EQ(gpu.size(), ref.size()) << what;
+  int64_t mismatches = 0;
+  for (size_t i = 0; i < gpu.size(); ++i) {
+    if (std::memcmp(&gpu[i], &ref[i], sizeof(T)) == 0)
+      continue;
+    if (mismatches++ < 5)
+      ADD_FAILURE() << what << " differ at [" << int64_t(i) / cols << ", "
+                    << int64_t(i) % cols << "]: gpu " << double(gpu[i])
+                    << " reference " << double(ref[i]);
+  }
+  EXPECT_EQ(mismatches, 0) << what << ": " << mismatches << " of "
+                           << gpu.size() << " differ";
+}
+
+/// Runs one spec on the GPU and compares every output with the reference.
+void checkAgainstReference(const QuantizeSpec &spec, Data data,
+                           uint64_t seed) {
+  SCOPED_TRACE(spec.options.scheme.str() + (spec.options.transpose ? " T" : "") +
+               (spec.options.format == Fp8Format::E4M3 ? " e4m3" : " e5m2") +
+               (spec.input == InputType::BF16 ? " bf16" : " f32") + " [" +
+               std::to_string(spec.rows) + "x" + std::to_string(spec.cols) +
+               "] data " + std::to_string(int(data)) + " seed " +
+               std::to_string(seed));
+  std::vector<float> x = makeInput(data, spec.rows, spec.cols, seed);
+  std::vector<uint16_t> bf16;
+  if (spec.input == InputType::BF16)
+    bf16 = toBf16(x); // x now holds the exact BF16 values
+  llvm::Expected<QuantizedTensor> ref =
+      quantize(x, spec.rows, spec.cols, spec.options);
+  ASSERT_TRUE(bool(ref)) << llvm::toString(ref.takeError());
+
+  QuantizeLayout layout = getQuantizeLayout(spec);
+  size_t inBytes = x.size() * (spec.input == InputType::F32 ? 4 : 2);
+  DeviceBuffer dx(inBytes), dq(size_t(layout.codeRows * layout.codeCols)),
+      dlocal(size_t(layout.localRows * layout.localCols *
+                    layout.localElementBytes)),
+      dglobal(size_t(layout.globalCount) * 4), dcounters(16);
+  if (spec.input == InputType::F32)
+    dx.upload(x.data());
+  else
+    dx.upload(bf16.data());
+  dq.poison();
+  if (dlocal.get())
+    dlocal.poison();
+  if (dglobal.get())
+    dglobal.poison();
+  ASSERT_EQ(DeviceBuffer::api().memsetD8(dcounters.get(), 0, 16), CUDA_SUCCESS);
+
+  QuantizeBuffers buffers{dx.get(), dq.get(), dlocal.get(), dglobal.get(),
+                          dcounters.get()};
+  llvm::Error error = gpu().quantizer->quantize(spec, buffers, nullptr);
+  ASSERT_FALSE(bool(error)) << llvm::toString(std::move(error));
+  ASSERT_EQ(DeviceBuffer::api().streamSynchronize(nullptr), CUDA_SUCCESS);
+
+  expectBitsEqual(dq.download<uint8_t>(), ref->codes, ref->cols, "codes");
+  if (ref->scheme.localScalesAreE8M0())
+    expectBitsEqual(dlocal.download<uint8_t>(), ref->localE8M0, ref->localCols,
+                    "E8M0 scales");
+  else if (ref->scheme.hasLocalScales())
+    expectBitsEqual(dlocal.download<float>(), ref->localF32, ref->localCols,
+                    "FP32 block scales");
+  if (ref->scheme.hasGlobalScales())
+    expectBitsEqual(dglobal.download<float>(), ref->global, 1,
+                    "global scales");
+  std::vector<uint64_t> counters = dcounters.download<uint64_t>();
+  EXPECT_EQ(counters[0], uint64_t(ref->stats.saturated)) << "saturated";
+  EXPECT_EQ(counters[1], uint64_t(ref->stats.nonFiniteBlocks)) << "non-finite";
+}
+
+std::vector<ScalingScheme> allSchemes() {
+  std::vector<ScalingScheme> v = {ScalingScheme::perTensor(),
+                                  ScalingScheme::perRow(),
+                                  ScalingScheme::mxfp8()};
+  for (int block : {32, 64, 128}) {
+    v.push_back(ScalingScheme::perGroup(1, block));
+    v.push_back(ScalingScheme::twoLevel(GlobalScope::Tensor, block));
+    v.push_back(ScalingScheme::twoLevel(GlobalScope::Row, block));
+  }
+  v.push_back(ScalingScheme::perGroup(128, 128));
+  v.push_back(ScalingScheme::perGroup(32, 32));
+  return v;
+}
+
+uint64_t freshSeed() { return std::random_device()() | 1; }
+
+TEST(QuantizeGpuTest, EverySchemeMatchesTheHostReference) {
+  REQUIRE_GPU();
+  uint64_t seed = freshSeed();
+  for (const ScalingScheme &scheme : allSchemes())
+    for (Fp8Format format : {Fp8Format::E4M3, Fp8Format::E5M2})
+      for (InputType input : {InputType::F32, InputType::BF16})
+        for (bool transpose : {false, true})
+          for (Data data : {Data::Gaussian, Data::HeavyTailed, Data::Outliers,
+                            Data::Boundaries}) {
+            QuantizeSpec spec;
+            // Rows and columns that are not multiples of any tile; the
+            // blocked axis a multiple of the block.
+            spec.rows = transpose ? 384 : 257;
+            spec.cols = transpose ? 1000 : 2048;
+            spec.input = input;
+            spec.options = {scheme, format, transpose};
+            checkAgainstReference(spec, data, seed++);
+          }
+}
+
+TEST(QuantizeGpuTest, LargeActivationsMatchTheHostReference) {
+  REQUIRE_GPU();
+  uint64_t seed = freshSeed();
+  for (GlobalScope scope : {GlobalScope::Tensor, GlobalScope::Row}) {
+    QuantizeSpec spec;
+    spec.rows = 4096;
+    spec.cols = 11008;
+    spec.input = InputType::BF16;
+    spec.options = {ScalingScheme::twoLevel(scope, 32), Fp8Format::E4M3, false};
+    checkAgainstReference(spec, Data::Outliers, seed++);
+  }
+}
+
+TEST(QuantizeGpuTest, CastWithAGivenScale) {
+  REQUIRE_GPU();
+  const int64_t rows = 333, cols = 1024;
+  std::vector<float> x = makeInput(Data::HeavyTailed, rows, cols, freshSeed());
+  // A scale below amax/448, so some values saturate and are counted.
+  const float scale = 0.004f;
+  QuantizeSpec spec;
+  spec.rows = rows;
+  spec.cols = cols;
+  spec.options = {ScalingScheme::perTensor(), Fp8Format::E4M3, false};
+  DeviceBuffer dx(x.size() * 4), dq(x.size()), dglobal(4), dscale(4),
+      dcounters(16);
+  dx.upload(x.data());
+  dscale.upload(&scale);
+  dq.poison();
+  ASSERT_EQ(DeviceBuffer::api().memsetD8(dcounters.get(), 0, 16), CUDA_SUCCESS);
+  QuantizeBuffers buffers{dx.get(), dq.get(), 0, dglobal.get(), dcounters.get()};
+  llvm::Error error =
+      gpu().quantizer->castWithScale(spec, dscale.get(), buffers, nullptr);
+  ASSERT_FALSE(bool(error)) << llvm::toString(std::move(error));
+  ASSERT_EQ(DeviceBuffer::api().streamSynchronize(nullptr), CUDA_SUCCESS);
+
+  std::vector<uint8_t> expected(x.size());
+  uint64_t saturated = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    Fp8Encoded e = encodeFp8(x[i] / scale, Fp8Format::E4M3);
+    expected[i] = e.code;
+    saturated += e.saturated && std::isfinite(x[i]);
+  }
+  expectBitsEqual(dq.download<uint8_t>(), expected, cols, "codes");
+  EXPECT_GT(saturated, 0u);
+  EXPECT_EQ(dcounters.download<uint64_t>()[0], saturated);
+  EXPECT_EQ(dglobal.download<float>()[0], scale);
+}
+
+} // namespace

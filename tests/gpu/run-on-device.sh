@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Runs the GPU suites and benchmarks on a machine with a GPU, from binaries
+# built elsewhere. Logs go to $OUT (default ./gpu-logs).
+#
+#   bash tests/gpu/run-on-device.sh BIN_DIR [quick]
+set -uo pipefail
+bin="${1:?usage: run-on-device.sh BIN_DIR [quick]}"
+out="${OUT:-./gpu-logs}"
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/device.txt"
+
+run() { # name, command...
+  local name=$1; shift
+  echo "=== $name: $*"
+  "$@" > "$out/$name.log" 2>&1
+  echo "=== $name exit $?"
+  tail -n 25 "$out/$name.log"
+}
+
+run driver-test "$bin/DriverTest"
+run quantize-gpu-test "$bin/QuantizeGpuTest"
+for t in "$bin"/*GpuTest; do
+  case "$t" in */QuantizeGpuTest) continue ;; esac
+  run "$(basename "$t")" "$t"
+done
+[ "${2:-}" = quick ] && exit 0
+
+export MOSS_CACHE_DIR=/tmp/moss-bench-cache
+rm -rf "$MOSS_CACHE_DIR"
+run quantize-bench "$bin/moss-bench-quantize"
+run quantize-bench-disk "$bin/moss-bench-quantize" --first-calls-only

@@ -1,0 +1,89 @@
+// RUN: moss-opt %s -split-input-file -moss-select-tiling -verify-diagnostics | FileCheck %s
+
+// The MOSS forward GEMM, M dynamic (planned as 4096): 128x128 tiles, as many
+// stages as fit in 227 KiB, walked along M (32 M tiles < 86 N tiles).
+// CHECK-LABEL: func.func @moss_forward
+// CHECK: moss.gemm
+// CHECK-SAME: tiling = #moss.tiling<tile_m = 128, tile_n = 128, stages = 6, swizzle = 8, source = heuristic>
+func.func @moss_forward(%a: tensor<?x4096xf8E4M3FN>, %al: tensor<?x128xf8E8M0FNU>, %ag: tensor<?xf32>,
+                        %b: tensor<11008x4096xf8E4M3FN>, %bg: tensor<1xf32>) -> tensor<?x11008xbf16> {
+  %c = moss.gemm %a scaling<two_level 32, global = row> local(%al) global(%ag),
+                 %b scaling<per_tensor> global(%bg)
+      : (tensor<?x4096xf8E4M3FN>, tensor<?x128xf8E8M0FNU>, tensor<?xf32>, tensor<11008x4096xf8E4M3FN>, tensor<1xf32>) -> tensor<?x11008xbf16>
+  return %c : tensor<?x11008xbf16>
+}
+
+// -----
+
+// 8192^3 per-tensor (no promotion, one accumulator set): 256x192 tiles make
+// 1376 tiles, 11 waves over 132 SMs, the fewest of all shapes that fit.
+// CHECK-LABEL: func.func @per_tensor_8192
+// CHECK: tiling = #moss.tiling<tile_m = 256, tile_n = 192, stages = 4, swizzle = 8, source = heuristic>
+func.func @per_tensor_8192(%a: tensor<8192x8192xf8E4M3FN>, %ag: tensor<1xf32>, %b: tensor<8192x8192xf8E4M3FN>, %bg: tensor<1xf32>) -> tensor<8192x8192xbf16> {
+  %c = moss.gemm %a scaling<per_tensor> global(%ag), %b scaling<per_tensor> global(%bg)
+      : (tensor<8192x8192xf8E4M3FN>, tensor<1xf32>, tensor<8192x8192xf8E4M3FN>, tensor<1xf32>) -> tensor<8192x8192xbf16>
+  return %c : tensor<8192x8192xbf16>
+}
+
+// -----
+
+// One row (decode): 128x64 tiles give 128 tiles, one wave at 97%; the
+// swizzle band is 1 with a single M tile.
+// CHECK-LABEL: func.func @one_row
+// CHECK: tiling = #moss.tiling<tile_m = 128, tile_n = 64, stages = 8, source = heuristic>
+func.func @one_row(%a: tensor<1x8192xf8E4M3FN>, %al: tensor<1x256xf8E8M0FNU>, %ag: tensor<1xf32>, %b: tensor<8192x8192xf8E4M3FN>, %bg: tensor<1xf32>) -> tensor<1x8192xbf16> {
+  %c = moss.gemm %a scaling<two_level 32, global = row> local(%al) global(%ag), %b scaling<per_tensor> global(%bg)
+      : (tensor<1x8192xf8E4M3FN>, tensor<1x256xf8E8M0FNU>, tensor<1xf32>, tensor<8192x8192xf8E4M3FN>, tensor<1xf32>) -> tensor<1x8192xbf16>
+  return %c : tensor<1x8192xbf16>
+}
+
+// -----
+
+// Per-group 128x128 weights: tile_n must divide 128.
+// CHECK-LABEL: func.func @per_group
+// CHECK: tiling = #moss.tiling<tile_m = 128, tile_n = 128, stages = 6, swizzle = 8, source = heuristic>
+func.func @per_group(%a: tensor<?x4096xf8E4M3FN>, %al: tensor<?x32xf32>, %b: tensor<4096x4096xf8E4M3FN>, %bl: tensor<32x32xf32>) -> tensor<?x4096xf16> {
+  %c = moss.gemm %a scaling<per_group 1x128> local(%al), %b scaling<per_group 128x128> local(%bl)
+      : (tensor<?x4096xf8E4M3FN>, tensor<?x32xf32>, tensor<4096x4096xf8E4M3FN>, tensor<32x32xf32>) -> tensor<?x4096xf16>
+  return %c : tensor<?x4096xf16>
+}
+
+// -----
+
+// A tiling given beforehand (the tuning database) is kept.
+// CHECK-LABEL: func.func @given
+// CHECK: tiling = #moss.tiling<tile_m = 256, tile_n = 64, stages = 3, raster = along_n, swizzle = 4, source = db>
+func.func @given(%a: tensor<?x4096xf8E4M3FN>, %ag: tensor<1xf32>, %b: tensor<4096x4096xf8E4M3FN>, %bg: tensor<1xf32>) -> tensor<?x4096xbf16> {
+  %c = moss.gemm %a scaling<per_tensor> global(%ag), %b scaling<per_tensor> global(%bg)
+      {tiling = #moss.tiling<tile_m = 256, tile_n = 64, stages = 3, raster = along_n, swizzle = 4, source = db>}
+      : (tensor<?x4096xf8E4M3FN>, tensor<1xf32>, tensor<4096x4096xf8E4M3FN>, tensor<1xf32>) -> tensor<?x4096xbf16>
+  return %c : tensor<?x4096xbf16>
+}
+
+// -----
+
+func.func @given_too_big(%a: tensor<?x4096xf8E4M3FN>, %ag: tensor<1xf32>, %b: tensor<4096x4096xf8E4M3FN>, %bg: tensor<1xf32>) -> tensor<?x4096xbf16> {
+  // expected-error @+1 {{'moss.gemm' op has a tiling that does not fit the target (132 SMs, 232448 bytes of shared memory): tiling 256x256, stages 4, cluster 1x1, along_m, swizzle 1, split_k 1: needs 256 accumulator registers per consumer thread; at most 192 fit}}
+  %c = moss.gemm %a scaling<per_tensor> global(%ag), %b scaling<per_tensor> global(%bg)
+      {tiling = #moss.tiling<tile_m = 256, tile_n = 256, stages = 4>}
+      : (tensor<?x4096xf8E4M3FN>, tensor<1xf32>, tensor<4096x4096xf8E4M3FN>, tensor<1xf32>) -> tensor<?x4096xbf16>
+  return %c : tensor<?x4096xbf16>
+}
+
+// -----
+
+func.func @dynamic_n(%a: tensor<?x64xf8E4M3FN>, %ag: tensor<1xf32>, %b: tensor<?x64xf8E4M3FN>, %bg: tensor<1xf32>) -> tensor<?x?xbf16> {
+  // expected-error @+1 {{'moss.gemm' op has a dynamic N (operand B is 'tensor<?x64xf8E4M3FN>', the result 'tensor<?x?xbf16>'); moss-select-tiling needs a static N: give B a static number of rows}}
+  %c = moss.gemm %a scaling<per_tensor> global(%ag), %b scaling<per_tensor> global(%bg)
+      : (tensor<?x64xf8E4M3FN>, tensor<1xf32>, tensor<?x64xf8E4M3FN>, tensor<1xf32>) -> tensor<?x?xbf16>
+  return %c : tensor<?x?xbf16>
+}
+
+// -----
+
+func.func @block_too_long(%a: tensor<?x512xf8E4M3FN>, %al: tensor<?x2xf8E8M0FNU>, %ag: tensor<1xf32>, %b: tensor<64x512xf8E4M3FN>, %bg: tensor<1xf32>) -> tensor<?x64xbf16> {
+  // expected-error @+1 {{'moss.gemm' op cannot be tiled for ?x64x512 e4m3 two-level(tensor, 256) x e4m3 per-tensor -> bf16: operand A is scaled two-level(tensor, 256); the Hopper GEMM kernel takes scaling blocks of 32, 64 or 128 along K}}
+  %c = moss.gemm %a scaling<two_level 256, global = tensor> local(%al) global(%ag), %b scaling<per_tensor> global(%bg)
+      : (tensor<?x512xf8E4M3FN>, tensor<?x2xf8E8M0FNU>, tensor<1xf32>, tensor<64x512xf8E4M3FN>, tensor<1xf32>) -> tensor<?x64xbf16>
+  return %c : tensor<?x64xbf16>
+}

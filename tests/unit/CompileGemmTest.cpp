@@ -1,0 +1,245 @@
+//===- CompileGemmTest.cpp - GemmSpec to CUDA C++ -------------------------===//
+//
+// compileGemm(): the source it emits, the kernel names (stable, content
+// derived), the launch geometry and tiling it reports, the stage dumps, and
+// its errors.
+//
+//===----------------------------------------------------------------------===//
+
+#include "moss/Compiler/Compile.h"
+
+#include "gtest/gtest.h"
+
+#include <string>
+#include <vector>
+
+using namespace moss;
+using namespace moss::compiler;
+using numerics::GlobalScope;
+using numerics::ScalingScheme;
+
+namespace {
+
+GemmSpec mossForward(int64_t m = GemmSpec::kDynamic) {
+  GemmSpec spec;
+  spec.m = m;
+  spec.n = 11008;
+  spec.k = 4096;
+  spec.aScaling = ScalingScheme::twoLevel(GlobalScope::Row, 32);
+  spec.bScaling = ScalingScheme::perTensor();
+  return spec;
+}
+
+KernelSource compile(const GemmSpec &spec, const CompileOptions &options = {}) {
+  llvm::Expected<KernelSource> kernel =
+      compileGemm(spec, TargetInfo::h200(), options);
+  if (!kernel) {
+    ADD_FAILURE() << llvm::toString(kernel.takeError());
+    return KernelSource();
+  }
+  return std::move(*kernel);
+}
+
+std::string compileError(const GemmSpec &spec,
+                         const CompileOptions &options = {}) {
+  llvm::Expected<KernelSource> kernel =
+      compileGemm(spec, TargetInfo::h200(), options);
+  if (kernel) {
+    ADD_FAILURE() << "expected an error, got kernel " << kernel->kernelName;
+    return "";
+  }
+  return llvm::toString(kernel.takeError());
+}
+
+bool contains(const std::string &text, const std::string &part) {
+  return text.find(part) != std::string::npos;
+}
+
+} // namespace
+
+TEST(CompileGemmTest, MossForwardSource) {
+  KernelSource kernel = compile(mossForward());
+  const std::string &src = kernel.source;
+  EXPECT_EQ(src.rfind("#include \"moss/gemm/Kernel.cuh\"\n", 0), 0u) << src;
+  EXPECT_TRUE(contains(src, "using MossGemmConfig = moss::gemm::Config<\n"
+                            "    /*M=*/-1, /*N=*/11008, /*K=*/4096,\n"
+                            "    /*ElemA=*/moss::gemm::kE4M3, "
+                            "/*ElemB=*/moss::gemm::kE4M3,\n"
+                            "    /*ScaleA=*/moss::gemm::kTwoLevel, "
+                            "/*BlockRowsA=*/1, /*BlockA=*/32, "
+                            "/*GlobalRowA=*/true,\n"))
+      << src;
+  EXPECT_TRUE(contains(src, "/*TileM=*/128, /*TileN=*/128, /*Stages=*/6, "
+                            "/*ClusterM=*/1, /*ClusterN=*/1,"))
+      << src;
+  EXPECT_TRUE(contains(src, "extern \"C\" __global__ "
+                            "__launch_bounds__(MossGemmConfig::kThreads, 1) "
+                            "void " +
+                                kernel.kernelName +
+                                "(const __grid_constant__ CUtensorMap "))
+      << src;
+  EXPECT_TRUE(contains(src, "moss::gemm::run<MossGemmConfig>(")) << src;
+
+  // moss_gemm_ and 16 hex digits.
+  ASSERT_EQ(kernel.kernelName.size(), 10u + 16u);
+  EXPECT_EQ(kernel.kernelName.rfind("moss_gemm_", 0), 0u);
+  EXPECT_EQ(kernel.kernelName.find_first_not_of("0123456789abcdef", 10),
+            std::string::npos);
+
+  EXPECT_EQ(kernel.launch.threads, 384u);
+  EXPECT_EQ(kernel.launch.threadsExpr, "MossGemmConfig::kThreads");
+  EXPECT_EQ(kernel.launch.sharedBytesExpr, "MossGemmConfig::kSharedBytes");
+  EXPECT_EQ(kernel.launch.sharedBytes, 210016u);
+  EXPECT_EQ(kernel.launch.cluster[0], 1u);
+  EXPECT_EQ(kernel.launch.grid, GridPolicy::Persistent);
+  EXPECT_EQ(kernel.tiling.source, TilingSource::Heuristic);
+  EXPECT_EQ(kernel.spec.n, 11008);
+  // Persistent grid: one block per SM, fewer when there are fewer tiles.
+  EXPECT_EQ(kernel.getGridBlocks(16384, 132), 132u);
+  EXPECT_EQ(kernel.getGridBlocks(1, 132), 86u);
+}
+
+TEST(CompileGemmTest, ShapesGetSaneTiles) {
+  GemmSpec cube;
+  cube.m = 8192;
+  cube.n = 8192;
+  cube.k = 8192;
+  cube.aScaling = ScalingScheme::twoLevel(GlobalScope::Tensor);
+  cube.bScaling = ScalingScheme::twoLevel(GlobalScope::Tensor);
+  KernelSource large = compile(cube);
+  EXPECT_EQ(large.tiling.tileM * large.tiling.tileN, 128 * 128);
+  EXPECT_GE(large.tiling.stages, 3);
+  EXPECT_TRUE(contains(large.source, "/*M=*/8192, /*N=*/8192, /*K=*/8192,"));
+
+  GemmSpec row = cube;
+  row.m = 1;
+  KernelSource decode = compile(row);
+  EXPECT_EQ(decode.tiling.tileM, 128);
+  EXPECT_LE(decode.tiling.tileN, 64);
+  EXPECT_EQ(decode.getGridBlocks(1, 132), 128u); // 8192 / 64 N tiles
+}
+
+TEST(CompileGemmTest, KernelNamesFollowContent) {
+  KernelSource first = compile(mossForward());
+  KernelSource again = compile(mossForward());
+  EXPECT_EQ(first.kernelName, again.kernelName);
+  EXPECT_EQ(first.source, again.source);
+
+  std::vector<GemmSpec> others;
+  others.push_back(mossForward(16384)); // M specialized
+  GemmSpec n = mossForward();
+  n.n = 4096;
+  others.push_back(n);
+  GemmSpec e5m2 = mossForward();
+  e5m2.b = numerics::Fp8Format::E5M2;
+  others.push_back(e5m2);
+  GemmSpec perTensor = mossForward();
+  perTensor.aScaling = ScalingScheme::twoLevel(GlobalScope::Tensor, 32);
+  others.push_back(perTensor);
+  GemmSpec bias = mossForward();
+  bias.bias = FloatType::F32;
+  others.push_back(bias);
+  GemmSpec amax = mossForward();
+  amax.amax = true;
+  others.push_back(amax);
+
+  std::vector<std::string> names = {first.kernelName};
+  for (const GemmSpec &spec : others) {
+    KernelSource kernel = compile(spec);
+    SCOPED_TRACE(spec.str());
+    for (const std::string &name : names)
+      EXPECT_NE(kernel.kernelName, name);
+    names.push_back(kernel.kernelName);
+  }
+}
+
+TEST(CompileGemmTest, GivenTilingIsUsed) {
+  CompileOptions options;
+  TileConfig tiling;
+  tiling.tileM = 256;
+  tiling.tileN = 64;
+  tiling.stages = 4;
+  tiling.raster = RasterOrder::AlongN;
+  tiling.swizzle = 2;
+  tiling.source = TilingSource::Database;
+  options.tiling = tiling;
+  KernelSource kernel = compile(mossForward(), options);
+  EXPECT_EQ(kernel.tiling, tiling);
+  EXPECT_TRUE(contains(kernel.source,
+                       "/*TileM=*/256, /*TileN=*/64, /*Stages=*/4, "
+                       "/*ClusterM=*/1, /*ClusterN=*/1,\n"
+                       "    /*RasterAlongN=*/true, /*Swizzle=*/2, "
+                       "/*SplitK=*/1>;"))
+      << kernel.source;
+  EXPECT_NE(kernel.kernelName, compile(mossForward()).kernelName);
+}
+
+TEST(CompileGemmTest, StagesAreReportedInOrder) {
+  std::vector<std::pair<std::string, std::string>> stages;
+  CompileOptions options;
+  options.onStage = [&](llvm::StringRef stage, llvm::StringRef text) {
+    stages.emplace_back(stage.str(), text.str());
+  };
+  KernelSource kernel = compile(mossForward(4096), options);
+  ASSERT_EQ(stages.size(), 5u);
+  EXPECT_EQ(stages[0].first, kStageInput.str());
+  EXPECT_TRUE(contains(stages[0].second, "moss.gemm"));
+  EXPECT_TRUE(contains(stages[0].second, "tensor<?x4096xf8E4M3FN>"));
+  EXPECT_EQ(stages[1].first, "moss-specialize-shapes");
+  EXPECT_TRUE(contains(stages[1].second, "tensor<4096x4096xf8E4M3FN>"));
+  EXPECT_EQ(stages[2].first, "moss-select-tiling");
+  EXPECT_TRUE(contains(stages[2].second, "#moss.tiling<"));
+  EXPECT_EQ(stages[3].first, "moss-convert-gemm-to-emitc");
+  EXPECT_TRUE(contains(stages[3].second, "emitc.file \"" + kernel.kernelName));
+  EXPECT_EQ(stages[4].first, kStageCuda.str());
+  EXPECT_EQ(stages[4].second, kernel.source);
+}
+
+TEST(CompileGemmTest, ErrorsSayWhatWasExpected) {
+  GemmSpec k100 = mossForward();
+  k100.k = 100;
+  std::string error = compileError(k100);
+  EXPECT_TRUE(contains(error, "'moss.gemm' op K=100 is not a multiple of 32, "
+                              "the K step of the FP8 MMA"))
+      << error;
+  EXPECT_FALSE(contains(error, "see current operation")) << error;
+
+  GemmSpec k96 = mossForward();
+  k96.k = 96;
+  k96.aScaling = ScalingScheme::twoLevel(GlobalScope::Row, 64);
+  error = compileError(k96);
+  EXPECT_TRUE(contains(error, "K=96 of operand A is not a multiple of the "
+                              "scaling block 64"))
+      << error;
+
+  GemmSpec noN = mossForward();
+  noN.n = 0;
+  error = compileError(noN);
+  EXPECT_TRUE(contains(error, "N=0")) << error;
+
+  GemmSpec badBlock = mossForward();
+  badBlock.aScaling = ScalingScheme::twoLevel(GlobalScope::Row, 48);
+  error = compileError(badBlock);
+  EXPECT_TRUE(contains(error, "block length along K must be a power of two "
+                              "of at least 32, got 48"))
+      << error;
+
+  GemmSpec longBlock = mossForward();
+  longBlock.aScaling = ScalingScheme::twoLevel(GlobalScope::Row, 256);
+  error = compileError(longBlock);
+  EXPECT_TRUE(contains(error, "scaling blocks of 32, 64 or 128")) << error;
+
+  GemmSpec beta = mossForward();
+  beta.beta = 0.5f;
+  error = compileError(beta);
+  EXPECT_TRUE(contains(error, "beta")) << error;
+
+  CompileOptions options;
+  TileConfig tooBig;
+  tooBig.tileM = 256;
+  tooBig.tileN = 256;
+  tooBig.stages = 4;
+  options.tiling = tooBig;
+  error = compileError(mossForward(), options);
+  EXPECT_TRUE(contains(error, "accumulator registers")) << error;
+}

@@ -1,0 +1,386 @@
+//===- GemmKernelCompileTest.cpp - The FP8 GEMM kernel compiles clean -----===//
+//
+// Every kernel variant the GEMM templates support compiles through the
+// project's NVRTC wrapper for sm_90a; its PTX holds the Hopper instructions
+// (wgmma, TMA, setmaxnreg); ptxas reports no local memory, no spills, no
+// serialized wgmma and no ignored setmaxnreg. Needs NVRTC, not a GPU
+// (skipped with the reason without it). The variants compile once, two at a
+// time, and every test reads the shared results.
+//
+// Also: moss::gemm::validate() and the Config static_assert agree, and the
+// plan of the main schemes is what the design says (docs/GEMM-KERNEL.md).
+//
+//===----------------------------------------------------------------------===//
+
+#include "../gpu/GemmTestSupport.h"
+
+#include "moss/Runtime/Nvrtc.h"
+
+#include "gtest/gtest.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <future>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+using namespace moss::gemm;
+using namespace moss::gemmtest;
+using namespace moss::runtime;
+
+namespace {
+
+struct Variant {
+  std::string name;
+  Params params;
+};
+
+Params twoLevel(Params p, bool rowA) {
+  p.scaleA = kTwoLevel;
+  p.blockA = 32;
+  p.globalRowA = rowA;
+  return p;
+}
+
+/// The variants CI compiles: every scheme combination the kernel has a
+/// distinct code path for, every Out type, every epilogue option, tails.
+std::vector<Variant> variants() {
+  std::vector<Variant> v;
+  Params base;
+  base.n = 4096;
+  base.k = 4096;
+
+  Params p = base;
+  v.push_back({"tensor_x_tensor_bf16", withDefaultTiling(p)});
+
+  p = base;
+  p.out = kF32;
+  p.tileM = 256;
+  p.tileN = 128;
+  p.stages = 4;
+  v.push_back({"tensor_x_tensor_f32_256x128", p});
+
+  p = twoLevel(base, /*rowA=*/true);
+  v.push_back({"moss_forward_row_bf16", withDefaultTiling(p)});
+
+  p = twoLevel(base, /*rowA=*/false);
+  p.out = kF32;
+  p.bias = kF32;
+  p.accum = kF32;
+  p.amax = true;
+  v.push_back({"moss_forward_tensor_f32_bias_c_amax", withDefaultTiling(p)});
+
+  p = base;
+  p.scaleA = kPerGroup;
+  p.blockRowsA = 1;
+  p.blockA = 128;
+  p.scaleB = kPerGroup;
+  p.blockRowsB = 128;
+  p.blockB = 128;
+  v.push_back({"group1x128_x_group128x128_bf16", withDefaultTiling(p)});
+
+  p = twoLevel(base, /*rowA=*/true);
+  p.scaleB = kTwoLevel;
+  p.blockB = 32;
+  p.globalRowB = false;
+  p.out = kF16;
+  v.push_back({"twolevel_x_twolevel_f16", withDefaultTiling(p)});
+
+  p = base;
+  p.scaleA = kPerRow;
+  p.scaleB = kPerRow;
+  p.out = kF32;
+  p.bias = kBF16;
+  v.push_back({"row_x_row_f32_bias", withDefaultTiling(p)});
+
+  p = twoLevel(base, /*rowA=*/true);
+  p.elemA = kE5M2;
+  v.push_back({"moss_forward_e5m2_x_e4m3", withDefaultTiling(p)});
+
+  p = twoLevel(base, /*rowA=*/true);
+  p.n = 257;
+  p.k = 96;
+  p.elemB = kE5M2;
+  p.bias = kBF16;
+  p.accum = kBF16;
+  p.amax = true;
+  v.push_back({"moss_forward_tail_n257_k96", withDefaultTiling(p)});
+
+  p = base;
+  p.scaleA = kMXFP8;
+  p.scaleB = kMXFP8;
+  v.push_back({"mx_x_mx_bf16", withDefaultTiling(p)});
+
+  p = base;
+  p.forcePromoteK = 128;
+  p.out = kF32;
+  v.push_back({"tensor_x_tensor_promote128_f32", withDefaultTiling(p)});
+
+  p = base;
+  p.n = 257;
+  p.k = 96;
+  p.bias = kF16;
+  p.accum = kF16;
+  p.out = kF16;
+  p.amax = true;
+  p.rasterAlongN = true;
+  v.push_back({"tensor_x_tensor_tail_n257_k96_f16", withDefaultTiling(p)});
+
+  p = twoLevel(base, /*rowA=*/true);
+  p.m = 1000;
+  p.n = 3000;
+  p.k = 2048;
+  v.push_back({"moss_forward_static_m", withDefaultTiling(p)});
+
+  // Other tilings moss-select-tiling may pick.
+  p = base;
+  p.tileN = 160;
+  p.stages = 5;
+  v.push_back({"tensor_x_tensor_128x160", p});
+  p = base;
+  p.tileM = 256;
+  p.tileN = 96;
+  v.push_back({"tensor_x_tensor_256x96", p});
+  p = twoLevel(base, /*rowA=*/true);
+  p.tileN = 96;
+  p.stages = 7;
+  v.push_back({"moss_forward_128x96", p});
+  p = twoLevel(base, /*rowA=*/true);
+  p.tileM = 256;
+  p.tileN = 64;
+  p.stages = 5;
+  v.push_back({"moss_forward_256x64", p});
+  p = twoLevel(base, /*rowA=*/true);
+  p.tileN = 32;
+  p.stages = 8;
+  v.push_back({"moss_forward_128x32", p});
+
+  p = twoLevel(base, /*rowA=*/false);
+  p.blockA = 64;
+  p.scaleB = kPerGroup;
+  p.blockRowsB = 128;
+  p.blockB = 128;
+  v.push_back({"twolevel64_x_group128x128", withDefaultTiling(p)});
+  return v;
+}
+
+struct Compiled {
+  std::optional<CompileResult> result;
+  std::string error;
+};
+
+/// Compiles every variant once (two at a time) and keeps the results.
+class GemmKernelCompileTest : public ::testing::Test {
+protected:
+  static void SetUpTestSuite() {
+    if (!isNvrtcAvailable())
+      return;
+    std::vector<Variant> all = variants();
+    std::vector<std::future<void>> running;
+    std::mutex mutex;
+    auto compileOne = [&](const Variant &variant) {
+      CompileOptions options;
+      options.arch = "sm_90a";
+      options.flags = {"--ptxas-options=-v"};
+      options.programName = variant.name + ".cu";
+      llvm::Expected<CompileResult> result =
+          compileCuda(kernelSource(variant.params), options);
+      Compiled c;
+      if (result)
+        c.result = std::move(*result);
+      else
+        c.error = llvm::toString(result.takeError());
+      std::lock_guard<std::mutex> lock(mutex);
+      (*results)[variant.name] = std::move(c);
+    };
+    results = new std::map<std::string, Compiled>();
+    size_t next = 0;
+    while (next < all.size()) {
+      running.clear();
+      for (int t = 0; t < 2 && next < all.size(); ++t)
+        running.push_back(
+            std::async(std::launch::async, compileOne, all[next++]));
+      for (std::future<void> &f : running)
+        f.get();
+    }
+  }
+  static void TearDownTestSuite() {
+    delete results;
+    results = nullptr;
+  }
+  static std::map<std::string, Compiled> *results;
+};
+
+std::map<std::string, Compiled> *GemmKernelCompileTest::results = nullptr;
+
+#define SKIP_WITHOUT_NVRTC()                                                   \
+  do {                                                                         \
+    if (!isNvrtcAvailable())                                                   \
+      GTEST_SKIP() << llvm::toString(getNvrtcVersion().takeError());           \
+  } while (false)
+
+TEST_F(GemmKernelCompileTest, EveryVariantCompilesWithHopperInstructions) {
+  SKIP_WITHOUT_NVRTC();
+  for (const Variant &variant : variants()) {
+    SCOPED_TRACE(variant.name + ": " + describe(variant.params));
+    const Compiled &c = results->at(variant.name);
+    ASSERT_TRUE(c.result.has_value()) << c.error;
+    const CompileResult &r = *c.result;
+    EXPECT_FALSE(r.cubin.empty());
+    EXPECT_NE(r.ptx.find(".entry moss_gemm"), std::string::npos);
+    EXPECT_NE(r.ptx.find("wgmma.mma_async.sync.aligned.m64n"),
+              std::string::npos);
+    EXPECT_NE(r.ptx.find("cp.async.bulk.tensor.2d"), std::string::npos);
+    EXPECT_NE(r.ptx.find("mbarrier.try_wait.parity"), std::string::npos);
+    EXPECT_NE(r.ptx.find("setmaxnreg.inc.sync.aligned.u32"),
+              std::string::npos);
+    EXPECT_NE(r.ptx.find("setmaxnreg.dec.sync.aligned.u32"),
+              std::string::npos);
+  }
+}
+
+TEST_F(GemmKernelCompileTest, NoLocalMemoryNoSpillsNoSerialization) {
+  SKIP_WITHOUT_NVRTC();
+  std::printf("%-40s %5s %7s %6s %7s\n", "variant", "regs", "smem", "stack",
+              "nvrtc_s");
+  for (const Variant &variant : variants()) {
+    SCOPED_TRACE(variant.name + ": " + describe(variant.params));
+    const Compiled &c = results->at(variant.name);
+    ASSERT_TRUE(c.result.has_value()) << c.error;
+    const std::string &log = c.result->log;
+    ResourceUsage usage = parsePtxasLog(log);
+    ASSERT_TRUE(usage.parsed) << "no ptxas -v report in the log:\n" << log;
+    EXPECT_EQ(usage.stackBytes, 0) << log;
+    EXPECT_EQ(usage.spillStoreBytes, 0) << log;
+    EXPECT_EQ(usage.spillLoadBytes, 0) << log;
+    // 65536 / 384 rounded down to 8: the entry count setmaxnreg works from.
+    EXPECT_EQ(usage.registers, 168) << log;
+    // C7514/C7515: wgmma serialized; C7517: a wait inserted; C7508:
+    // setmaxnreg ignored. Any of them is a large slowdown.
+    EXPECT_EQ(log.find("Potential Performance Loss"), std::string::npos)
+        << log;
+    EXPECT_EQ(log.find("is injected"), std::string::npos) << log;
+    EXPECT_EQ(log.find("C7508"), std::string::npos) << log;
+    EXPECT_EQ(log.find("lmem"), std::string::npos) << log;
+    std::printf("%-40s %5d %7d %6d %7.2f\n", variant.name.c_str(),
+                usage.registers, plan(variant.params).sharedBytes,
+                usage.stackBytes, c.result->seconds);
+  }
+}
+
+TEST(GemmKernelPlanTest, ValidateAcceptsTheVariants) {
+  for (const Variant &variant : variants()) {
+    const char *error = validate(variant.params);
+    EXPECT_EQ(error, nullptr) << variant.name << ": " << error;
+    EXPECT_LE(plan(variant.params).sharedBytes, kMaxSharedBytes);
+  }
+}
+
+TEST(GemmKernelPlanTest, ValidateNamesWhatIsWrong) {
+  Params p;
+  p.n = 4096;
+  p.k = 100;
+  EXPECT_STREQ(validate(p), "K must be a multiple of 32");
+  p.k = 4096;
+  p.scaleA = kTwoLevel;
+  p.blockA = 32;
+  p.tileN = 256;
+  EXPECT_NE(std::string(validate(p)).find("register budget"),
+            std::string::npos);
+  p.tileN = 128;
+  p.stages = 7;
+  EXPECT_NE(std::string(validate(p)).find("227 KiB"), std::string::npos);
+  p.stages = 6;
+  EXPECT_EQ(validate(p), nullptr);
+  p.clusterM = 2;
+  EXPECT_NE(std::string(validate(p)).find("clusters"), std::string::npos);
+  p.clusterM = 1;
+  p.k = 4096 + 32;
+  p.scaleA = kPerGroup;
+  p.blockA = 128;
+  EXPECT_STREQ(validate(p), "K must be a multiple of the scaling block");
+}
+
+TEST(GemmKernelPlanTest, PlansFollowTheSchemes) {
+  Params p;
+  p.n = 4096;
+  p.k = 4096;
+  Plan q = plan(withDefaultTiling(p));
+  EXPECT_EQ(q.factorMode, kFactorDirect);
+  EXPECT_EQ(q.promoteK, 0);
+  EXPECT_FALSE(q.hasTables);
+  EXPECT_EQ(q.threads, 384);
+
+  // MOSS forward: A's E8M0 per 32 along rows, B per tensor.
+  Params moss = withDefaultTiling(twoLevel(p, true));
+  q = plan(moss);
+  EXPECT_EQ(q.promoteK, 32);
+  EXPECT_EQ(q.factorMode, kFactorRow);
+  EXPECT_TRUE(q.rowFactor);
+  EXPECT_FALSE(q.colFactor);
+  EXPECT_TRUE(q.globalRowA);
+  EXPECT_EQ(q.promotesPerStage, 4);
+  EXPECT_EQ(q.accumulatorRegisters, 192);
+
+  // Per-group: B's 128x128 scale is uniform over a 128-wide tile and is
+  // folded into the row table.
+  Params group = p;
+  group.scaleA = kPerGroup;
+  group.blockA = 128;
+  group.scaleB = kPerGroup;
+  group.blockRowsB = 128;
+  group.blockB = 128;
+  q = plan(withDefaultTiling(group));
+  EXPECT_EQ(q.promoteK, 128);
+  EXPECT_EQ(q.factorMode, kFactorRow);
+  EXPECT_FALSE(q.colFactor);
+  EXPECT_FALSE(q.hasGlobalA);
+
+  Params both = twoLevel(p, false);
+  both.scaleB = kTwoLevel;
+  both.blockB = 32;
+  q = plan(withDefaultTiling(both));
+  EXPECT_EQ(q.factorMode, kFactorRowCol);
+
+  Params forced = p;
+  forced.forcePromoteK = 64;
+  q = plan(withDefaultTiling(forced));
+  EXPECT_EQ(q.factorMode, kFactorUnit);
+  EXPECT_EQ(q.promotesPerStage, 2);
+
+  // K tails: 96 = no full stage and a 3-step tail.
+  Params tail = moss;
+  tail.k = 96;
+  q = plan(tail);
+  EXPECT_EQ(q.fullKStages, 0);
+  EXPECT_EQ(q.tailSteps, 3);
+  EXPECT_EQ(q.kStages, 1);
+
+  EXPECT_EQ(gridSize(moss, 8192, 132), 132);
+  EXPECT_EQ(gridSize(moss, 1, 132), 32); // one row of 32 N tiles
+  EXPECT_EQ(gridSize(moss, 0, 132), 0);
+}
+
+TEST(GemmKernelPlanTest, InvalidConfigFailsToCompile) {
+  SKIP_WITHOUT_NVRTC();
+  Params p;
+  p.n = 4096;
+  p.k = 4096;
+  p.scaleA = kTwoLevel;
+  p.blockA = 32;
+  p.tileN = 256; // too many accumulators with promotion
+  p.stages = 4;
+  ASSERT_NE(validate(p), nullptr);
+  CompileOptions options;
+  options.arch = "sm_90a";
+  llvm::Expected<CompileResult> result = compileCuda(kernelSource(p), options);
+  ASSERT_FALSE(bool(result));
+  std::string message = llvm::toString(result.takeError());
+  EXPECT_NE(message.find("invalid moss::gemm::Config"), std::string::npos)
+      << message;
+}
+
+} // namespace

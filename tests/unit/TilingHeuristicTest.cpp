@@ -1,0 +1,295 @@
+//===- TilingHeuristicTest.cpp - The GEMM tiling heuristic ----------------===//
+//
+// The plain-C++ heuristic of moss/Compiler/Tiling.h: sane tiles for large,
+// skinny and odd shapes, optimality over its own candidate set, the limits
+// it respects, and its resource model against the templates' Config.cuh.
+//
+//===----------------------------------------------------------------------===//
+
+#include "moss/Compiler/Tiling.h"
+
+// The templates' configuration header compiles as host C++; the resource
+// model must match its kThreads and kSharedBytes.
+#include "../../templates/moss/gemm/Config.cuh"
+
+#include "gtest/gtest.h"
+
+using namespace moss;
+using namespace moss::compiler;
+using numerics::GlobalScope;
+using numerics::ScalingScheme;
+
+namespace {
+
+GemmSpec makeSpec(int64_t m, int64_t n, int64_t k, ScalingScheme a,
+                  ScalingScheme b, FloatType out = FloatType::BF16) {
+  GemmSpec spec;
+  spec.m = m;
+  spec.n = n;
+  spec.k = k;
+  spec.aScaling = a;
+  spec.bScaling = b;
+  spec.out = out;
+  return spec;
+}
+
+GemmSpec mossForward(int64_t m) {
+  return makeSpec(m, 11008, 4096, ScalingScheme::twoLevel(GlobalScope::Row, 32),
+                  ScalingScheme::perTensor());
+}
+
+TileConfig select(const GemmSpec &spec, const TargetInfo &target = {},
+                  const TilingOptions &options = {}) {
+  llvm::Expected<TileConfig> tiling = selectTiling(spec, target, options);
+  if (!tiling) {
+    ADD_FAILURE() << llvm::toString(tiling.takeError());
+    return TileConfig();
+  }
+  return *tiling;
+}
+
+/// Every configuration the heuristic could have chosen (cluster 1x1,
+/// split_k 1) with the most stages that fit.
+std::vector<TileConfig> allFitting(const GemmSpec &spec,
+                                   const TargetInfo &target) {
+  std::vector<TileConfig> result;
+  for (int64_t tileM : {128, 256})
+    for (int64_t tileN = 32; tileN <= 256; tileN += 32) {
+      TileConfig tiling;
+      tiling.tileM = tileM;
+      tiling.tileN = tileN;
+      tiling.stages = 2;
+      if (llvm::Error error = checkTiling(spec, tiling, target)) {
+        llvm::consumeError(std::move(error));
+        continue;
+      }
+      result.push_back(tiling);
+    }
+  return result;
+}
+
+} // namespace
+
+TEST(TilingHeuristicTest, MossForwardGemm) {
+  GemmSpec spec = mossForward(16384);
+  TileConfig tiling = select(spec);
+  // Two-level promotion needs three accumulator sets: 128x128 is the
+  // largest 128-row tile; 11008 = 86 * 128 leaves no padding.
+  EXPECT_EQ(tiling.tileM, 128);
+  EXPECT_EQ(tiling.tileN, 128);
+  EXPECT_EQ(tiling.stages, 6);
+  EXPECT_EQ(tiling.clusterM, 1);
+  EXPECT_EQ(tiling.clusterN, 1);
+  EXPECT_EQ(tiling.raster, RasterOrder::AlongN); // 128 M tiles > 86 N tiles
+  EXPECT_EQ(tiling.swizzle, 8);
+  EXPECT_EQ(tiling.splitK, 1);
+  EXPECT_EQ(tiling.source, TilingSource::Heuristic);
+  EXPECT_FALSE(llvm::errorToBool(checkTiling(spec, tiling, TargetInfo())));
+}
+
+TEST(TilingHeuristicTest, Large8192CubeIsSane) {
+  TargetInfo target;
+  for (bool twoLevel : {false, true}) {
+    ScalingScheme scheme = twoLevel
+                               ? ScalingScheme::twoLevel(GlobalScope::Tensor)
+                               : ScalingScheme::perTensor();
+    GemmSpec spec = makeSpec(8192, 8192, 8192, scheme, scheme);
+    TileConfig tiling = select(spec);
+    SCOPED_TRACE(tiling.str());
+    EXPECT_FALSE(llvm::errorToBool(checkTiling(spec, tiling, target)));
+    // Big problems get big tiles and a real pipeline.
+    EXPECT_GE(tiling.tileM * tiling.tileN, 128 * 128);
+    EXPECT_GE(tiling.stages, 3);
+    TilingScore score = scoreTiling(spec, tiling, target);
+    // No configuration the kernel takes needs fewer waves, and none with as
+    // few waves fills its last wave better.
+    for (const TileConfig &other : allFitting(spec, target)) {
+      TilingScore otherScore = scoreTiling(spec, other, target);
+      EXPECT_GE(otherScore.waves, score.waves) << other.str();
+      if (otherScore.waves == score.waves) {
+        EXPECT_LE(otherScore.lastWaveUtilization,
+                  score.lastWaveUtilization + 1e-12)
+            << other.str();
+      }
+    }
+  }
+  // Without promotion, one accumulator set: 256x192 tiles, 11 waves.
+  TileConfig perTensor =
+      select(makeSpec(8192, 8192, 8192, ScalingScheme::perTensor(),
+                      ScalingScheme::perTensor()));
+  EXPECT_EQ(perTensor.tileM, 256);
+  EXPECT_EQ(perTensor.tileN, 192);
+}
+
+TEST(TilingHeuristicTest, SingleRowFillsOneWave) {
+  GemmSpec spec =
+      makeSpec(1, 8192, 8192, ScalingScheme::twoLevel(GlobalScope::Row),
+               ScalingScheme::perTensor());
+  TileConfig tiling = select(spec);
+  TilingScore score = scoreTiling(spec, tiling, TargetInfo());
+  // The smallest M tile, and N tiles narrow enough to cover the SMs once.
+  EXPECT_EQ(tiling.tileM, 128);
+  EXPECT_EQ(tiling.tileN, 64);
+  EXPECT_EQ(score.waves, 1);
+  EXPECT_GT(score.lastWaveUtilization, 0.9);
+  EXPECT_EQ(tiling.swizzle, 1); // a single row of tiles
+  EXPECT_EQ(tiling.raster, RasterOrder::AlongM);
+  // K = 8192 has 64 steps: the pipeline is as deep as allowed.
+  EXPECT_EQ(tiling.stages, TilingOptions().maxStages);
+}
+
+TEST(TilingHeuristicTest, DynamicMPlansForAssumedM) {
+  TileConfig dynamic = select(mossForward(GemmSpec::kDynamic));
+  TileConfig fixed = select(mossForward(TilingOptions().assumedM));
+  EXPECT_EQ(dynamic, fixed);
+  TilingOptions small;
+  small.assumedM = 1;
+  TileConfig decode = select(mossForward(GemmSpec::kDynamic), {}, small);
+  EXPECT_EQ(decode, select(mossForward(1)));
+}
+
+TEST(TilingHeuristicTest, FewStepsOfKKeepTwoStages) {
+  GemmSpec spec = makeSpec(4096, 4096, 64, ScalingScheme::perTensor(),
+                           ScalingScheme::perTensor());
+  EXPECT_EQ(select(spec).stages, 2);
+}
+
+TEST(TilingHeuristicTest, RespectsTargetLimits) {
+  GemmSpec spec = makeSpec(8192, 8192, 8192, ScalingScheme::perTensor(),
+                           ScalingScheme::perTensor());
+  TargetInfo target;
+  target.sharedMemoryPerBlock = 100000;
+  TileConfig tiling = select(spec, target);
+  EXPECT_LE(estimateResources(spec, tiling, target).sharedBytes, 100000u);
+  EXPECT_GE(tiling.stages, 3);
+
+  target.sharedMemoryPerBlock = 60000;
+  llvm::Expected<TileConfig> none = selectTiling(spec, target);
+  ASSERT_FALSE(static_cast<bool>(none));
+  std::string message = llvm::toString(none.takeError());
+  EXPECT_NE(message.find("60000 bytes of shared memory"), std::string::npos)
+      << message;
+
+  // Fewer SMs: the wave count follows them.
+  TargetInfo half;
+  half.smCount = 66;
+  TileConfig halfTiling = select(spec, half);
+  EXPECT_EQ(scoreTiling(spec, halfTiling, half).slots, 66);
+}
+
+TEST(TilingHeuristicTest, PerGroupWeightsNeedTileNDividing128) {
+  GemmSpec spec =
+      makeSpec(GemmSpec::kDynamic, 4096, 4096, ScalingScheme::perGroup(1, 128),
+               ScalingScheme::perGroup(128, 128));
+  TileConfig tiling = select(spec);
+  EXPECT_EQ(128 % tiling.tileN, 0);
+  TileConfig wide = tiling;
+  wide.tileN = 96;
+  EXPECT_TRUE(llvm::errorToBool(checkTiling(spec, wide, TargetInfo())));
+}
+
+TEST(TilingHeuristicTest, SplitKOnlyWhenAllowedAndUseful) {
+  // M=1, N=1024: 8 N tiles of 128 leave most SMs idle; splitting K helps.
+  GemmSpec spec = makeSpec(1, 1024, 16384, ScalingScheme::perTensor(),
+                           ScalingScheme::perTensor(), FloatType::F32);
+  EXPECT_EQ(select(spec).splitK, 1);
+  TilingOptions options;
+  options.allowSplitK = true;
+  TileConfig split = select(spec, {}, options);
+  EXPECT_GT(split.splitK, 1);
+  EXPECT_FALSE(llvm::errorToBool(checkTiling(spec, split, TargetInfo())));
+  // A bf16 output cannot be summed with atomics.
+  spec.out = FloatType::BF16;
+  EXPECT_EQ(select(spec, {}, options).splitK, 1);
+}
+
+TEST(TilingHeuristicTest, ClustersOnlyWhenAllowed) {
+  GemmSpec spec = mossForward(16384);
+  EXPECT_EQ(select(spec).clusterM, 1);
+  TilingOptions options;
+  options.allowClusters = true;
+  EXPECT_EQ(select(spec, {}, options).clusterM, 2);
+  // Dynamic M: the pairing is unknown.
+  EXPECT_EQ(select(mossForward(GemmSpec::kDynamic), {}, options).clusterM, 1);
+}
+
+TEST(TilingHeuristicTest, RejectsWhatTheKernelCannotRun) {
+  GemmSpec spec =
+      makeSpec(128, 128, 512, ScalingScheme::twoLevel(GlobalScope::Tensor, 256),
+               ScalingScheme::perTensor());
+  llvm::Expected<TileConfig> tiling = selectTiling(spec, TargetInfo());
+  ASSERT_FALSE(static_cast<bool>(tiling));
+  EXPECT_EQ(llvm::toString(tiling.takeError()),
+            "operand A is scaled two-level(tensor, 256); the Hopper GEMM "
+            "kernel takes scaling blocks of 32, 64 or 128 along K");
+
+  GemmSpec ok = mossForward(128);
+  TileConfig bad;
+  bad.tileM = 64;
+  EXPECT_TRUE(llvm::errorToBool(checkTiling(ok, bad, TargetInfo())));
+  bad.tileM = 256;
+  bad.tileN = 256; // three sets of 2 x 128 registers
+  EXPECT_TRUE(llvm::errorToBool(checkTiling(ok, bad, TargetInfo())));
+
+  GemmSpec noN = ok;
+  noN.n = 0;
+  EXPECT_TRUE(llvm::errorToBool(selectTiling(noN, TargetInfo()).takeError()));
+}
+
+//===----------------------------------------------------------------------===//
+// The resource model against templates/moss/gemm/Config.cuh
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Compares estimateResources() with what Config says for one configuration.
+template <class Cfg>
+void expectModelMatches(const GemmSpec &spec, const TileConfig &tiling) {
+  SCOPED_TRACE(spec.str() + ", " + tiling.str());
+  ResourceUsage usage = estimateResources(spec, tiling, TargetInfo());
+  EXPECT_EQ(usage.threads, static_cast<unsigned>(Cfg::kThreads));
+  EXPECT_EQ(usage.sharedBytes, static_cast<unsigned>(Cfg::kSharedBytes));
+}
+
+TileConfig tile(int64_t m, int64_t n, int64_t stages) {
+  TileConfig tiling;
+  tiling.tileM = m;
+  tiling.tileN = n;
+  tiling.stages = stages;
+  return tiling;
+}
+
+} // namespace
+
+TEST(TilingHeuristicTest, ResourceModelMatchesTemplates) {
+  using namespace moss::gemm;
+  expectModelMatches<Config<16384, 11008, 4096, kE4M3, kE4M3, kTwoLevel, 1, 32,
+                            true, kPerTensor, 1, 0, false, kBF16, kNone, kNone,
+                            false, 128, 128, 6, 1, 1, true, 8, 1>>(
+      mossForward(16384), tile(128, 128, 6));
+  expectModelMatches<Config<-1, 8192, 8192, kE4M3, kE4M3, kTwoLevel, 1, 32,
+                            false, kTwoLevel, 1, 32, false, kBF16, kNone, kNone,
+                            false, 128, 128, 6, 1, 1, false, 8, 1>>(
+      makeSpec(-1, 8192, 8192, ScalingScheme::twoLevel(GlobalScope::Tensor),
+               ScalingScheme::twoLevel(GlobalScope::Tensor)),
+      tile(128, 128, 6));
+  expectModelMatches<Config<-1, 8192, 8192, kE4M3, kE4M3, kPerTensor, 1, 0,
+                            false, kPerTensor, 1, 0, false, kBF16, kNone, kNone,
+                            false, 256, 192, 4, 1, 1, false, 8, 1>>(
+      makeSpec(-1, 8192, 8192, ScalingScheme::perTensor(),
+               ScalingScheme::perTensor()),
+      tile(256, 192, 4));
+  expectModelMatches<Config<-1, 4096, 4096, kE4M3, kE4M3, kPerGroup, 1, 128,
+                            false, kPerGroup, 128, 128, false, kF16, kNone,
+                            kNone, false, 128, 128, 6, 1, 1, false, 8, 1>>(
+      makeSpec(-1, 4096, 4096, ScalingScheme::perGroup(1, 128),
+               ScalingScheme::perGroup(128, 128), FloatType::F16),
+      tile(128, 128, 6));
+  expectModelMatches<Config<-1, 4096, 4096, kE5M2, kE4M3, kMXFP8, 1, 32, false,
+                            kTwoLevel, 1, 64, false, kF32, kNone, kNone, false,
+                            256, 64, 4, 1, 1, false, 8, 1>>(
+      makeSpec(-1, 4096, 4096, ScalingScheme::mxfp8(),
+               ScalingScheme::twoLevel(GlobalScope::Tensor, 64),
+               FloatType::F32),
+      tile(256, 64, 4));
+}

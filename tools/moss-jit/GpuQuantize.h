@@ -1,0 +1,21 @@
+//===- GpuQuantize.h - moss-jit's path to the GPU quantizers ----*- C++ -*-===//
+
+#ifndef MOSS_TOOLS_MOSSJIT_GPUQUANTIZE_H
+#define MOSS_TOOLS_MOSSJIT_GPUQUANTIZE_H
+
+#include "moss/Numerics/Quantize.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/Support/Error.h"
+
+namespace moss::jit {
+
+/// Quantizes a row-major FP32 [rows, cols] matrix on GPU 0 and returns what
+/// the host reference returns (the same bits).
+llvm::Expected<numerics::QuantizedTensor>
+quantizeOnGpu(llvm::ArrayRef<float> x, int64_t rows, int64_t cols,
+              const numerics::QuantizeOptions &options);
+
+} // namespace moss::jit
+
+#endif // MOSS_TOOLS_MOSSJIT_GPUQUANTIZE_H
