@@ -24,6 +24,12 @@ int runSnr();
 extern llvm::cl::SubCommand autoScaleReplayCommand;
 int runAutoScaleReplay();
 
+extern llvm::cl::SubCommand compileCommand;
+int runCompile();
+
+extern llvm::cl::SubCommand cacheCommand;
+int runCache();
+
 } // namespace moss::jit
 
 #endif // MOSS_TOOLS_MOSSJIT_COMMANDS_H

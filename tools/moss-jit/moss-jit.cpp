@@ -1,7 +1,7 @@
 //===- moss-jit.cpp - The MOSS-JIT command-line tool ----------------------===//
 //
 // moss-jit <command> [options]. Commands: quantize, demo, snr,
-// autoscale-replay.
+// autoscale-replay, compile, cache.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,6 +22,9 @@ int main(int argc, char **argv) {
       "  moss-jit demo      quantize a built-in LLM-like sample under every "
       "scheme\n"
       "  moss-jit snr       fidelity of every scheme on one tensor\n"
+      "  moss-jit compile   compile a GEMM and emit its MLIR, CUDA, PTX or "
+      "cubin\n"
+      "  moss-jit cache     show or clear the kernel cache\n"
       "  moss-jit autoscale-replay  replay a weight amax trace through the "
       "AutoScaler\n");
   if (quantizeCommand)
@@ -32,6 +35,10 @@ int main(int argc, char **argv) {
     return runSnr();
   if (autoScaleReplayCommand)
     return runAutoScaleReplay();
+  if (compileCommand)
+    return runCompile();
+  if (cacheCommand)
+    return runCache();
   llvm::errs() << "moss-jit: no command given; see moss-jit --help\n";
   return 2;
 }

@@ -72,6 +72,19 @@ __device__ __forceinline__ void mbarrierArriveCluster(u32 barrier, u32 cta) {
                : "memory");
 }
 
+/// mbarrierArriveCluster when `arrive` is true, predicated inside the asm
+/// (no branch in the caller).
+__device__ __forceinline__ void mbarrierArriveClusterIf(u32 barrier, u32 cta,
+                                                        bool arrive) {
+  asm volatile("{ .reg .pred p;\n\t.reg .b32 remote;\n\t"
+               "setp.ne.u32 p, %2, 0;\n\t"
+               "mapa.shared::cluster.u32 remote, %0, %1;\n\t"
+               "@p mbarrier.arrive.release.cluster.shared::cluster.b64 _, "
+               "[remote]; }" ::"r"(barrier),
+               "r"(cta), "r"(static_cast<u32>(arrive))
+               : "memory");
+}
+
 /// mbarrier.try_wait.parity once: true when the phase with parity `parity`
 /// has completed (acquire, CTA scope). The hardware may suspend the thread
 /// for a while before returning false.

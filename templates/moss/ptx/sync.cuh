@@ -34,6 +34,22 @@ template <int N> __device__ __forceinline__ void setMaxRegistersDecrease() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
 }
 
+/// This CTA's rank in its cluster (%cluster_ctarank).
+__device__ __forceinline__ u32 clusterRank() {
+  u32 rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+  return rank;
+}
+
+/// barrier.cluster arrive (release) + wait (acquire) by every thread of
+/// every CTA of the cluster: orders shared-memory writes (barrier init)
+/// before peers use them. With no cluster, it behaves as __syncthreads().
+__device__ __forceinline__ void clusterSync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\t"
+               "barrier.cluster.wait.acquire.aligned;" ::
+                   : "memory");
+}
+
 /// bar.warp.sync with the full mask (__syncwarp()).
 __device__ __forceinline__ void syncWarp() {
   asm volatile("bar.warp.sync 0xffffffff;" ::: "memory");
