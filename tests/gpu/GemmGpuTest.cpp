@@ -279,6 +279,36 @@ std::vector<GemmCase> smallCases() {
       }
     }
   }
+  // 2-CTA clusters with TMA multicast: B shared (2x1) or A shared (1x2),
+  // with odd tile counts (an edge tile of a cluster lies past M or N).
+  struct ClusterCase {
+    const char *scheme;
+    int m, n, k, clusterM, clusterN, out;
+    Epilogue e;
+  };
+  const ClusterCase clustered[] = {
+      {"mossrow_x_tensor", 129, 257, 96, 2, 1, kF32, all},
+      {"mossrow_x_tensor", 1000, 3000, 2048, 2, 1, kBF16, biasAmax},
+      {"tensor_x_tensor", 129, 257, 96, 1, 2, kF32, all},
+      {"tensor_x_tensor", 1, 4096, 4096, 2, 1, kBF16, plain},
+      {"tensor_x_tensor", 1000, 3000, 2048, 1, 2, kF32, plain},
+      {"group_x_group128", 1000, 3000, 2048, 2, 1, kF32, plain},
+      {"mossrow_x_mosstensor", 129, 257, 96, 1, 2, kBF16, biasAmax},
+  };
+  for (const ClusterCase &c : clustered) {
+    GemmCase gc;
+    gc.params = makeParams(schemeNamed(c.scheme), c.n, c.k, c.out, c.e);
+    gc.params.clusterM = c.clusterM;
+    gc.params.clusterN = c.clusterN;
+    gc.m = c.m;
+    gc.distA = Dist::LlmActivation;
+    gc.sampled = c.m == 1000;
+    gc.name = std::string(c.scheme) + "_" + typeName(c.out) + "_" + c.e.name +
+              "_cluster" + std::to_string(c.clusterM) + "x" +
+              std::to_string(c.clusterN) + "_" + shapeName(c.m, c.n, c.k);
+    cases.push_back(gc);
+  }
+
   // A statically specialized M.
   GemmCase fixed;
   fixed.params = makeParams(schemeNamed("mossrow_x_tensor"), 3000, 2048,
@@ -297,18 +327,20 @@ std::vector<GemmCase> largeCases() {
   const Epilogue all = {"bias_c_amax", true, true, true};
   std::vector<GemmCase> cases;
   auto add = [&](const char *scheme, int m, int n, int k, int out,
-                 const Epilogue &e, Dist dist, int promote = 0) {
+                 const Epilogue &e, Dist dist, int promote = 0,
+                 int clusterM = 1) {
     GemmCase gc;
     gc.params = makeParams(schemeNamed(scheme), n, k, out, e);
     gc.params.forcePromoteK = promote;
     if (promote)
       gc.params = withDefaultTiling(gc.params);
+    gc.params.clusterM = clusterM;
     gc.m = m;
     gc.distA = dist;
     gc.sampled = true;
     gc.name = std::string(scheme) + "_" + typeName(out) + "_" + e.name +
-              (promote ? "_promote" + std::to_string(promote) : "") + "_" +
-              shapeName(m, n, k);
+              (promote ? "_promote" + std::to_string(promote) : "") +
+              (clusterM > 1 ? "_cluster2x1" : "") + "_" + shapeName(m, n, k);
     cases.push_back(gc);
   };
   for (const char *scheme : {"tensor_x_tensor", "row_x_row", "mossrow_x_tensor",
@@ -319,8 +351,12 @@ std::vector<GemmCase> largeCases() {
   add("tensor_x_tensor", 4096, 4096, 4096, kF32, plain, Dist::StudentT, 128);
   add("mosstensor_x_tensor", 4096, 4096, 4096, kF32, plain, Dist::StudentT);
   for (const char *scheme :
-       {"tensor_x_tensor", "mossrow_x_tensor", "group_x_group128"})
+       {"tensor_x_tensor", "mossrow_x_tensor", "group_x_group128"}) {
+    add(scheme, 4096, 4096, 4096, kBF16, plain, Dist::LlmActivation, 0, 2);
     add(scheme, 16384, 11008, 4096, kBF16, plain, Dist::LlmActivation);
+  }
+  add("mossrow_x_tensor", 16384, 11008, 4096, kBF16, plain,
+      Dist::LlmActivation, 0, 2);
   return cases;
 }
 
@@ -650,6 +686,7 @@ void runOnDevice(const GemmCase &gc, const QuantizedTensor *qa,
       gridSize(p, m, gpu().device->getSmCount()));
   launch.block[0] = static_cast<unsigned>(plan.threads);
   launch.sharedMemoryBytes = static_cast<unsigned>(plan.sharedBytes);
+  launch.cluster[0] = static_cast<unsigned>(plan.clusterSize);
   launch.stream = gpu().stream;
   void *params[] = {&mapA, &mapB, &mapD, &args};
 

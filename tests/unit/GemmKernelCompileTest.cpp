@@ -158,6 +158,26 @@ std::vector<Variant> variants() {
   p.stages = 8;
   v.push_back({"moss_forward_128x32", p});
 
+  // 2-CTA clusters with TMA multicast.
+  p = withDefaultTiling(base);
+  p.clusterM = 2;
+  v.push_back({"tensor_x_tensor_cluster2x1", p});
+  p = withDefaultTiling(base);
+  p.clusterN = 2;
+  v.push_back({"tensor_x_tensor_cluster1x2", p});
+  p = withDefaultTiling(twoLevel(base, /*rowA=*/true));
+  p.clusterM = 2;
+  v.push_back({"moss_forward_cluster2x1", p});
+  p = base;
+  p.scaleA = kPerGroup;
+  p.blockA = 128;
+  p.scaleB = kPerGroup;
+  p.blockRowsB = 128;
+  p.blockB = 128;
+  p = withDefaultTiling(p);
+  p.clusterM = 2;
+  v.push_back({"group_cluster2x1", p});
+
   p = twoLevel(base, /*rowA=*/false);
   p.blockA = 64;
   p.scaleB = kPerGroup;
@@ -296,8 +316,10 @@ TEST(GemmKernelPlanTest, ValidateNamesWhatIsWrong) {
   p.stages = 6;
   EXPECT_EQ(validate(p), nullptr);
   p.clusterM = 2;
+  p.clusterN = 2;
   EXPECT_NE(std::string(validate(p)).find("clusters"), std::string::npos);
   p.clusterM = 1;
+  p.clusterN = 1;
   p.k = 4096 + 32;
   p.scaleA = kPerGroup;
   p.blockA = 128;
@@ -362,6 +384,21 @@ TEST(GemmKernelPlanTest, PlansFollowTheSchemes) {
   EXPECT_EQ(gridSize(moss, 8192, 132), 132);
   EXPECT_EQ(gridSize(moss, 1, 132), 32); // one row of 32 N tiles
   EXPECT_EQ(gridSize(moss, 0, 132), 0);
+
+  // A 2x1 cluster shares B: B's box is half a tile; grids are even.
+  Params pair = moss;
+  pair.clusterM = 2;
+  q = plan(pair);
+  EXPECT_EQ(q.clusterSize, 2);
+  EXPECT_TRUE(q.multicastB);
+  EXPECT_FALSE(q.multicastA);
+  EXPECT_EQ(q.boxB[1], 64);
+  EXPECT_EQ(q.boxA[1], 128);
+  EXPECT_EQ(q.emptyArrivals, 16);
+  EXPECT_EQ(gridSize(pair, 8192, 132), 132);
+  EXPECT_EQ(gridSize(pair, 8192, 131), 130);
+  EXPECT_EQ(gridSize(pair, 1, 132), 64); // 32 clusters of a real and an
+                                         // empty M tile
 }
 
 TEST(GemmKernelPlanTest, InvalidConfigFailsToCompile) {

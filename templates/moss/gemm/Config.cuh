@@ -114,6 +114,10 @@ struct Plan {
   int stepsPerPromote; ///< k32 steps per promotion block
   int promotesPerStage;
   int loaderThreads;   ///< producer warps 1..3
+  int clusterSize;     ///< CTAs per cluster (ClusterM * ClusterN, 1 or 2)
+  bool multicastA;     ///< ClusterN == 2: the two CTAs share A's tile
+  bool multicastB;     ///< ClusterM == 2: the two CTAs share B's tile
+  int emptyArrivals;   ///< consumer warps of the cluster releasing a stage
   int boxA[2], boxB[2], boxD[2]; ///< TMA boxes {inner (K or N), rows}
   bool usesTmaD;       ///< false: the epilogue stores directly
   // Shared memory (from a 1024-byte aligned base).
@@ -181,10 +185,15 @@ constexpr MOSS_GEMM_HD Plan plan(const Params &p) {
   q.stepsPerPromote = q.promoteK / 32;
   q.promotesPerStage = q.promoteK > 0 ? q.stageK / q.promoteK : 1;
   q.loaderThreads = 96;
+  q.clusterSize = p.clusterM * p.clusterN;
+  q.multicastA = p.clusterN == 2;
+  q.multicastB = p.clusterM == 2;
+  q.emptyArrivals = 4 * q.consumerWarpgroups * q.clusterSize;
+  // A multicast operand is loaded in halves, one per CTA of the pair.
   q.boxA[0] = q.stageK;
-  q.boxA[1] = p.tileM;
+  q.boxA[1] = q.multicastA ? p.tileM / 2 : p.tileM;
   q.boxB[0] = q.stageK;
-  q.boxB[1] = p.tileN;
+  q.boxB[1] = q.multicastB ? p.tileN / 2 : p.tileN;
   q.boxD[0] = p.tileN;
   q.boxD[1] = p.tileM;
   q.usesTmaD = false;
@@ -247,9 +256,8 @@ constexpr MOSS_GEMM_HD const char *validate(const Params &p) {
     return "Stages must be at least 2";
   if (q.sharedBytes > kMaxSharedBytes)
     return "shared memory exceeds 227 KiB: lower Stages";
-  if (p.clusterM != 1 || p.clusterN != 1)
-    return "clusters (TMA multicast) are not implemented: ClusterM = "
-           "ClusterN = 1";
+  if (p.clusterM < 1 || p.clusterN < 1 || p.clusterM * p.clusterN > 2)
+    return "clusters are 1x1, 2x1 (B shared) or 1x2 (A shared)";
   if (p.splitK != 1)
     return "split-K is not implemented: SplitK = 1";
   if (p.out != kBF16 && p.out != kF16 && p.out != kF32)
@@ -262,15 +270,22 @@ constexpr MOSS_GEMM_HD const char *validate(const Params &p) {
   return nullptr;
 }
 
-/// Tiles of an m-row problem.
+/// Cluster tiles of an m-row problem: ClusterM x ClusterN output tiles each
+/// (the tile count when there are no clusters).
 constexpr MOSS_GEMM_HD int numTiles(const Params &p, int m) {
-  return ((m + p.tileM - 1) / p.tileM) * ((p.n + p.tileN - 1) / p.tileN);
+  const int tilesM = (m + p.tileM - 1) / p.tileM;
+  const int tilesN = (p.n + p.tileN - 1) / p.tileN;
+  return ((tilesM + p.clusterM - 1) / p.clusterM) *
+         ((tilesN + p.clusterN - 1) / p.clusterN);
 }
 
 /// The persistent grid (x; y = z = 1): one CTA per SM, fewer when there are
-/// fewer tiles. 0 when m == 0 (nothing to launch).
+/// fewer tiles, a multiple of the cluster size (launch with cluster dims
+/// (ClusterM * ClusterN, 1, 1)). 0 when m == 0 (nothing to launch).
 constexpr MOSS_GEMM_HD int gridSize(const Params &p, int m, int smCount) {
-  return numTiles(p, m) < smCount ? numTiles(p, m) : smCount;
+  const int size = p.clusterM * p.clusterN;
+  const int slots = smCount / size;
+  return (numTiles(p, m) < slots ? numTiles(p, m) : slots) * size;
 }
 
 /// The full GEMM configuration (docs/GEMM-KERNEL-ABI.md). The first 25
@@ -335,6 +350,11 @@ struct Config {
   static constexpr int kStepsPerPromote = kPlan.stepsPerPromote;
   static constexpr int kPromotesPerStage = kPlan.promotesPerStage;
   static constexpr int kLoaderThreads = kPlan.loaderThreads;
+  static constexpr int ClusterM = ClusterM_, ClusterN = ClusterN_;
+  static constexpr int kClusterSize = kPlan.clusterSize;
+  static constexpr bool kMulticastA = kPlan.multicastA;
+  static constexpr bool kMulticastB = kPlan.multicastB;
+  static constexpr int kEmptyArrivals = kPlan.emptyArrivals;
   static constexpr bool kUsesTmaD = kPlan.usesTmaD;
   /// TMA boxes {inner elements, rows} for the host's tensor maps.
   static constexpr int kBoxA[2] = {kPlan.boxA[0], kPlan.boxA[1]};

@@ -38,17 +38,18 @@ constexpr int kConsumerRegisters = 232;
 /// A consumer warpgroup: all tiles of this CTA, main loop then epilogue.
 template <class Cfg>
 __device__ __forceinline__ void consumeTiles(const SharedStorage<Cfg> &smem,
-                                             const Args &args, int m) {
+                                             const Args &args, int m,
+                                             u32 rank) {
   ConsumerPosition pos;
   pos.warpgroup = static_cast<int>(threadIdx.x / 128) - 1;
   pos.warp = static_cast<int>(threadIdx.x / 32) % 4;
   pos.lane = static_cast<int>(threadIdx.x % 32);
   Ring<Cfg::Stages> ring;
-  TileOrder<Cfg> order(m);
+  TileOrder<Cfg> order(m, rank);
   Fragment<Cfg> acc;
   if constexpr (Cfg::kFactorMode == kFactorDirect) {
     DirectLoop<Cfg> loop{smem, pos, acc};
-    for (int t = blockIdx.x; t < order.total; t += gridDim.x) {
+    for (int t = order.first; t < order.total; t += order.stride) {
       int m0, n0;
       order.coords(t, m0, n0);
       loop.run(ring);
@@ -57,7 +58,7 @@ __device__ __forceinline__ void consumeTiles(const SharedStorage<Cfg> &smem,
   } else {
     Fragment<Cfg> part[Cfg::kPartialSets];
     PromotedLoop<Cfg> loop{smem, pos, acc, part};
-    for (int t = blockIdx.x; t < order.total; t += gridDim.x) {
+    for (int t = order.first; t < order.total; t += order.stride) {
       int m0, n0;
       order.coords(t, m0, n0);
       loop.run(ring);
@@ -82,30 +83,38 @@ __device__ __forceinline__ void run(const CUtensorMap &tmaA,
   const SharedStorage<Cfg> smem{raw + pad, mossGemmSharedRaw + pad};
   const int m = Cfg::M > 0 ? Cfg::M : args.m;
 
+  const u32 rank = Cfg::kClusterSize > 1 ? ptx::clusterRank() : 0;
+
   if (threadIdx.x == 0) {
     for (int s = 0; s < Cfg::Stages; ++s) {
       ptx::mbarrierInit(smem.full(s),
                         1 + (Cfg::kHasTables ? Cfg::kLoaderThreads : 0));
-      ptx::mbarrierInit(smem.empty(s), 4 * Cfg::kConsumerWarpgroups);
+      ptx::mbarrierInit(smem.empty(s), Cfg::kEmptyArrivals);
     }
     ptx::fenceBarrierInit();
   } else if (threadIdx.x == 32) {
     ptx::prefetchTensorMap(tmaA);
     ptx::prefetchTensorMap(tmaB);
   }
-  __syncthreads();
+  // Peers arrive on this CTA's barriers and multicast into its stages: the
+  // whole cluster must see them initialized.
+  if constexpr (Cfg::kClusterSize > 1)
+    ptx::clusterSync();
+  else
+    __syncthreads();
 
   if (threadIdx.x < 128) {
     ptx::setMaxRegistersDecrease<kProducerRegisters>();
     if (threadIdx.x < 32) {
       if (threadIdx.x == 0)
-        produceTiles<Cfg>(smem, tmaA, tmaB, m);
+        produceTiles<Cfg>(smem, tmaA, tmaB, m, rank);
     } else if constexpr (Cfg::kHasTables) {
-      produceTables<Cfg>(smem, args, m, static_cast<int>(threadIdx.x) - 32);
+      produceTables<Cfg>(smem, args, m, static_cast<int>(threadIdx.x) - 32,
+                         rank);
     }
   } else {
     ptx::setMaxRegistersIncrease<kConsumerRegisters>();
-    consumeTiles<Cfg>(smem, args, m);
+    consumeTiles<Cfg>(smem, args, m, rank);
   }
 }
 

@@ -78,12 +78,20 @@ __device__ __forceinline__ void issueSteps(Fragment<Cfg> &d, u64 descA,
 }
 
 /// Frees a stage: one arrival per consumer warp, after all its lanes are
-/// done with the stage (their wgmmas completed, table reads consumed).
+/// done with the stage (their wgmmas completed, table reads consumed), on
+/// the stage's "empty" barrier of every CTA of the cluster (their producers
+/// multicast into this CTA's stage).
 template <class Cfg>
 __device__ __forceinline__ void releaseStage(const SharedStorage<Cfg> &smem,
                                              u32 stage, int lane) {
   ptx::syncWarp();
-  ptx::mbarrierArriveIf(smem.empty(stage), lane == 0);
+  if constexpr (Cfg::kClusterSize == 1) {
+    ptx::mbarrierArriveIf(smem.empty(stage), lane == 0);
+  } else {
+#pragma unroll
+    for (int cta = 0; cta < Cfg::kClusterSize; ++cta)
+      ptx::mbarrierArriveClusterIf(smem.empty(stage), cta, lane == 0);
+  }
 }
 
 /// Row of the tile held in d[mm][i] with (i >> 1) & 1 == h.

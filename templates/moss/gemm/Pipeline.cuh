@@ -38,7 +38,7 @@ template <class Cfg> struct SharedStorage {
   __device__ __forceinline__ u32 full(u32 stage) const {
     return base + Cfg::kOffsetBarriers + stage * 8;
   }
-  /// "Stage free": one arrival per consumer warp.
+  /// "Stage free": one arrival per consumer warp of the cluster.
   __device__ __forceinline__ u32 empty(u32 stage) const {
     return base + Cfg::kOffsetBarriers + (Cfg::Stages + stage) * 8;
   }
@@ -62,43 +62,56 @@ template <int kStages> struct Ring {
   }
 };
 
-/// The persistent tile order. Tiles are grouped in bands of Swizzle tile
-/// rows (RasterAlongN: bands of M tiles walked along N) or tile columns
-/// (otherwise: bands of N tiles walked along M); inside a band the short
-/// side moves fastest, so the CTAs running at one time share few A and B
-/// panels in L2. CTA b takes tiles b, b + gridDim.x, ...
+/// The persistent tile order, over cluster tiles (ClusterM x ClusterN output
+/// tiles; single tiles without clusters). Cluster tiles are grouped in bands
+/// of Swizzle rows (RasterAlongN: bands of M walked along N) or columns
+/// (otherwise: bands of N walked along M); inside a band the short side
+/// moves fastest, so the CTAs running at one time share few A and B panels
+/// in L2. Cluster c takes cluster tiles c, c + clusters, ...; CTA rank r of
+/// a cluster takes output tile (r % ClusterM, r / ClusterM) of it. A tile
+/// past the edge (odd tile counts) is still walked: its loads are zeros and
+/// its stores are predicated off, and the multicast partner needs its half.
 template <class Cfg> struct TileOrder {
-  int tilesM;
-  int tilesN;
+  int tilesM; ///< cluster tiles along M
+  int tilesN; ///< cluster tiles along N
   int total;
+  int first;  ///< this CTA's cluster index
+  int stride; ///< clusters in the grid
+  int rankM, rankN;
 
-  __device__ __forceinline__ explicit TileOrder(int m)
-      : tilesM((m + Cfg::TileM - 1) / Cfg::TileM),
-        tilesN((Cfg::N + Cfg::TileN - 1) / Cfg::TileN),
-        total(tilesM * tilesN) {}
+  __device__ __forceinline__ TileOrder(int m, u32 rank)
+      : tilesM(((m + Cfg::TileM - 1) / Cfg::TileM + Cfg::ClusterM - 1) /
+               Cfg::ClusterM),
+        tilesN(((Cfg::N + Cfg::TileN - 1) / Cfg::TileN + Cfg::ClusterN - 1) /
+               Cfg::ClusterN),
+        total(tilesM * tilesN),
+        first(static_cast<int>(blockIdx.x) / Cfg::kClusterSize),
+        stride(static_cast<int>(gridDim.x) / Cfg::kClusterSize),
+        rankM(static_cast<int>(rank) % Cfg::ClusterM),
+        rankN(static_cast<int>(rank) / Cfg::ClusterM) {}
 
-  /// The first row and column of tile `t`.
+  /// The first row and column of this CTA's tile in cluster tile `t`.
   __device__ __forceinline__ void coords(int t, int &m0, int &n0) const {
     int mt, nt;
     if constexpr (Cfg::RasterAlongN) {
       int bandTiles = Cfg::Swizzle * tilesN;
       int band = t / bandTiles;
-      int first = band * Cfg::Swizzle;
-      int rows = tilesM - first < Cfg::Swizzle ? tilesM - first : Cfg::Swizzle;
+      int start = band * Cfg::Swizzle;
+      int rows = tilesM - start < Cfg::Swizzle ? tilesM - start : Cfg::Swizzle;
       int r = t - band * bandTiles;
-      mt = first + r % rows;
+      mt = start + r % rows;
       nt = r / rows;
     } else {
       int bandTiles = Cfg::Swizzle * tilesM;
       int band = t / bandTiles;
-      int first = band * Cfg::Swizzle;
-      int cols = tilesN - first < Cfg::Swizzle ? tilesN - first : Cfg::Swizzle;
+      int start = band * Cfg::Swizzle;
+      int cols = tilesN - start < Cfg::Swizzle ? tilesN - start : Cfg::Swizzle;
       int r = t - band * bandTiles;
-      nt = first + r % cols;
+      nt = start + r % cols;
       mt = r / cols;
     }
-    m0 = mt * Cfg::TileM;
-    n0 = nt * Cfg::TileN;
+    m0 = (mt * Cfg::ClusterM + rankM) * Cfg::TileM;
+    n0 = (nt * Cfg::ClusterN + rankN) * Cfg::TileN;
   }
 };
 

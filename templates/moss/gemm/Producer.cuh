@@ -12,24 +12,45 @@ namespace moss::gemm::detail {
 /// One thread of warp 0: for every tile and K stage, waits for the stage to
 /// be free, then loads A's [TileM x 128] and B's [TileN x 128] boxes into it.
 /// Rows past M or N and columns past K arrive as zeros (the box is always
-/// complete, so the expected byte count is constant).
+/// complete, so the expected byte count is constant). In a 2-CTA cluster the
+/// shared operand is loaded in halves, each CTA multicasting its half to
+/// both; a stage is then free once the consumers of both CTAs released it,
+/// and before exiting the thread waits until every stage has been released
+/// (peers arrive on this CTA's barriers until then).
 template <class Cfg>
 __device__ __forceinline__ void produceTiles(const SharedStorage<Cfg> &smem,
                                              const CUtensorMap &tmaA,
-                                             const CUtensorMap &tmaB, int m) {
+                                             const CUtensorMap &tmaB, int m,
+                                             u32 rank) {
   Ring<Cfg::Stages> ring;
-  TileOrder<Cfg> order(m);
-  for (int t = blockIdx.x; t < order.total; t += gridDim.x) {
+  TileOrder<Cfg> order(m, rank);
+  constexpr int kHalfA = Cfg::TileM / 2, kHalfB = Cfg::TileN / 2;
+  for (int t = order.first; t < order.total; t += order.stride) {
     int m0, n0;
     order.coords(t, m0, n0);
     for (int ks = 0; ks < Cfg::kKStages; ++ks) {
+      const int k0 = ks * Cfg::kStageK;
       ptx::mbarrierWait(smem.empty(ring.stage), ring.phase ^ 1);
-      u32 full = smem.full(ring.stage);
+      const u32 full = smem.full(ring.stage);
       ptx::mbarrierArriveExpectTx(full, Cfg::kStageTxBytes);
-      ptx::tmaLoad2d(smem.tileA(ring.stage), tmaA, ks * Cfg::kStageK, m0,
-                     full);
-      ptx::tmaLoad2d(smem.tileB(ring.stage), tmaB, ks * Cfg::kStageK, n0,
-                     full);
+      if constexpr (Cfg::kMulticastA)
+        ptx::tmaLoad2dMulticast(smem.tileA(ring.stage) + rank * kHalfA * 128,
+                                tmaA, k0, m0 + static_cast<int>(rank) * kHalfA,
+                                full, 0x3);
+      else
+        ptx::tmaLoad2d(smem.tileA(ring.stage), tmaA, k0, m0, full);
+      if constexpr (Cfg::kMulticastB)
+        ptx::tmaLoad2dMulticast(smem.tileB(ring.stage) + rank * kHalfB * 128,
+                                tmaB, k0, n0 + static_cast<int>(rank) * kHalfB,
+                                full, 0x3);
+      else
+        ptx::tmaLoad2d(smem.tileB(ring.stage), tmaB, k0, n0, full);
+      ring.advance();
+    }
+  }
+  if constexpr (Cfg::kClusterSize > 1) {
+    for (int s = 0; s < Cfg::Stages; ++s) {
+      ptx::mbarrierWait(smem.empty(ring.stage), ring.phase ^ 1);
       ring.advance();
     }
   }
@@ -101,7 +122,7 @@ struct ScaleRow {
 template <class Cfg>
 __device__ __forceinline__ void produceTables(const SharedStorage<Cfg> &smem,
                                               const Args &args, int m,
-                                              int tid) {
+                                              int tid, u32 rank) {
   constexpr int kPer = Cfg::kPromotesPerStage;
   constexpr int kThreads = Cfg::kLoaderThreads;
   constexpr int kRowIters =
@@ -114,8 +135,8 @@ __device__ __forceinline__ void produceTables(const SharedStorage<Cfg> &smem,
   using RowB = ScaleRow<Cfg, Cfg::kLocalBE8M0, (Cfg::kBlockB > 0 ? Cfg::kBlockB : 32),
                         Cfg::kBlockRowsB>;
   Ring<Cfg::Stages> ring;
-  TileOrder<Cfg> order(m);
-  for (int t = blockIdx.x; t < order.total; t += gridDim.x) {
+  TileOrder<Cfg> order(m, rank);
+  for (int t = order.first; t < order.total; t += order.stride) {
     int m0, n0;
     order.coords(t, m0, n0);
     for (int ks = 0; ks < Cfg::kKStages; ++ks) {
@@ -131,7 +152,8 @@ __device__ __forceinline__ void produceTables(const SharedStorage<Cfg> &smem,
             rowsA[i].load(args.aLocal, m0 + r, k0);
       }
       if constexpr (kUniformB)
-        uniformB.load(args.bLocal, n0, k0);
+        if (n0 < Cfg::N) // a cluster's edge tile may lie past N
+          uniformB.load(args.bLocal, n0, k0);
 #pragma unroll
       for (int i = 0; i < kColIters; ++i) {
         const int c = tid + i * kThreads;
