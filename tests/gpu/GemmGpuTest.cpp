@@ -18,7 +18,10 @@
 // Suites: Small/* (M, N, K up to 1000 x 4096 x 4096, every combination) and
 // Large/* (4096^3, 16384 x 11008 x 4096, the main schemes). Skips with the
 // reason without a Hopper GPU or NVRTC. MOSS_TEST_SEED fixes the seed
-// (printed per case); MOSS_CACHE_DIR moves the kernel cache.
+// (printed per case); MOSS_CACHE_DIR moves the kernel cache;
+// MOSS_GEMM_DUMP_DIR=dir writes each case's cubin there (for cuobjdump);
+// MOSS_GEMM_TEST_TIMEOUT (60) is the watchdog's limit per launch in seconds;
+// MOSS_GEMM_TEST_HOST=1 checks the harness on the host, without a GPU.
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,9 +48,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <ostream>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <ostream>
 #include <random>
 #include <string>
 #include <thread>
@@ -88,7 +92,9 @@ uint16_t floatToBf16(float f) {
   x += 0x7FFF + ((x >> 16) & 1);
   return static_cast<uint16_t>(x >> 16);
 }
-float bf16ToFloat(uint16_t h) { return floatOf(static_cast<uint32_t>(h) << 16); }
+float bf16ToFloat(uint16_t h) {
+  return floatOf(static_cast<uint32_t>(h) << 16);
+}
 
 uint16_t floatToF16(float f) {
   uint32_t x = bitsOf(f);
@@ -137,8 +143,8 @@ std::vector<uint8_t> encodeAs(int kind, const std::vector<float> &values) {
     if (kind == kF32) {
       std::memcpy(&out[4 * i], &values[i], 4);
     } else {
-      uint16_t h = kind == kBF16 ? floatToBf16(values[i])
-                                 : floatToF16(values[i]);
+      uint16_t h =
+          kind == kBF16 ? floatToBf16(values[i]) : floatToF16(values[i]);
       std::memcpy(&out[2 * i], &h, 2);
     }
   }
@@ -185,22 +191,22 @@ struct Scheme {
 
 /// The scheme combinations under test.
 const Scheme kSchemes[] = {
-    {"tensor_x_tensor", kE4M3, kPerTensor, 1, 0, false, kE4M3, kPerTensor, 1,
-     0, false},
+    {"tensor_x_tensor", kE4M3, kPerTensor, 1, 0, false, kE4M3, kPerTensor, 1, 0,
+     false},
     {"row_x_row", kE4M3, kPerRow, 1, 0, true, kE4M3, kPerRow, 1, 0, true},
-    {"mossrow_x_tensor", kE4M3, kTwoLevel, 1, 32, true, kE4M3, kPerTensor, 1,
-     0, false},
-    {"mosstensor_x_tensor", kE4M3, kTwoLevel, 1, 32, false, kE4M3,
-     kPerTensor, 1, 0, false},
-    {"group_x_group128", kE4M3, kPerGroup, 1, 128, false, kE4M3, kPerGroup,
-     128, 128, false},
-    {"mossrow_x_mosstensor", kE4M3, kTwoLevel, 1, 32, true, kE4M3, kTwoLevel,
-     1, 32, false},
+    {"mossrow_x_tensor", kE4M3, kTwoLevel, 1, 32, true, kE4M3, kPerTensor, 1, 0,
+     false},
+    {"mosstensor_x_tensor", kE4M3, kTwoLevel, 1, 32, false, kE4M3, kPerTensor,
+     1, 0, false},
+    {"group_x_group128", kE4M3, kPerGroup, 1, 128, false, kE4M3, kPerGroup, 128,
+     128, false},
+    {"mossrow_x_mosstensor", kE4M3, kTwoLevel, 1, 32, true, kE4M3, kTwoLevel, 1,
+     32, false},
     {"mx_x_mx", kE4M3, kMXFP8, 1, 32, false, kE4M3, kMXFP8, 1, 32, false},
-    {"e5m2mossrow_x_tensor", kE5M2, kTwoLevel, 1, 32, true, kE4M3,
-     kPerTensor, 1, 0, false},
-    {"tensor_x_e5m2tensor", kE4M3, kPerTensor, 1, 0, false, kE5M2,
-     kPerTensor, 1, 0, false},
+    {"e5m2mossrow_x_tensor", kE5M2, kTwoLevel, 1, 32, true, kE4M3, kPerTensor,
+     1, 0, false},
+    {"tensor_x_e5m2tensor", kE4M3, kPerTensor, 1, 0, false, kE5M2, kPerTensor,
+     1, 0, false},
 };
 
 const Scheme &schemeNamed(const std::string &name) {
@@ -238,8 +244,7 @@ Params makeParams(const Scheme &s, int n, int k, int out, const Epilogue &e) {
 }
 
 std::string shapeName(int m, int n, int k) {
-  return std::to_string(m) + "x" + std::to_string(n) + "x" +
-         std::to_string(k);
+  return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
 }
 
 std::vector<GemmCase> smallCases() {
@@ -261,20 +266,22 @@ std::vector<GemmCase> smallCases() {
         int out;
         Epilogue e;
       };
-      const Combo combos[] = {{kBF16, plain}, {kF16, accum},
-                              {kF32, plain},  {kF32, all},
+      const Combo combos[] = {{kBF16, plain},
+                              {kF16, accum},
+                              {kF32, plain},
+                              {kF32, all},
                               {kBF16, biasAmax}};
       for (const Combo &c : combos) {
         GemmCase gc;
         gc.params = makeParams(s, shape.n, shape.k, c.out, c.e);
         gc.m = shape.m;
         // Heavy tails for A except where f16 could overflow.
-        gc.distA = c.out == kF16 ? Dist::Gaussian
+        gc.distA = c.out == kF16        ? Dist::Gaussian
                    : (cases.size() % 2) ? Dist::LlmActivation
                                         : Dist::StudentT;
         gc.sampled = shape.m == 1000;
-        gc.name = std::string(s.name) + "_" + typeName(c.out) + "_" +
-                  c.e.name + "_" + shapeName(shape.m, shape.n, shape.k);
+        gc.name = std::string(s.name) + "_" + typeName(c.out) + "_" + c.e.name +
+                  "_" + shapeName(shape.m, shape.n, shape.k);
         cases.push_back(gc);
       }
     }
@@ -309,10 +316,42 @@ std::vector<GemmCase> smallCases() {
     cases.push_back(gc);
   }
 
+  // Other tilings (what moss-select-tiling picks for some of these GEMMs):
+  // two m64 tiles per warpgroup, narrow and odd tile widths, short rings.
+  struct TilingCase {
+    const char *scheme;
+    int m, n, k, tileM, tileN, stages, out;
+    Epilogue e;
+  };
+  const TilingCase tilings[] = {
+      {"tensor_x_tensor", 1000, 3000, 2048, 256, 192, 4, kF32, all},
+      {"tensor_x_tensor", 129, 257, 96, 256, 192, 4, kBF16, biasAmax},
+      {"mossrow_x_mosstensor", 1000, 3000, 2048, 128, 96, 7, kF32, plain},
+      {"mossrow_x_tensor", 129, 257, 96, 128, 32, 2, kF32, all},
+      {"mx_x_mx", 1, 4096, 4096, 128, 32, 8, kBF16, plain},
+      {"mossrow_x_tensor", 1000, 3000, 2048, 256, 64, 5, kF32, plain},
+      {"group_x_group128", 1000, 3000, 2048, 256, 64, 5, kBF16, biasAmax},
+  };
+  for (const TilingCase &c : tilings) {
+    GemmCase gc;
+    gc.params = makeParams(schemeNamed(c.scheme), c.n, c.k, c.out, c.e);
+    gc.params.tileM = c.tileM;
+    gc.params.tileN = c.tileN;
+    gc.params.stages = c.stages;
+    gc.m = c.m;
+    gc.distA = Dist::StudentT;
+    gc.sampled = c.m == 1000;
+    gc.name = std::string(c.scheme) + "_" + typeName(c.out) + "_" + c.e.name +
+              "_tile" + std::to_string(c.tileM) + "x" +
+              std::to_string(c.tileN) + "x" + std::to_string(c.stages) + "_" +
+              shapeName(c.m, c.n, c.k);
+    cases.push_back(gc);
+  }
+
   // A statically specialized M.
   GemmCase fixed;
-  fixed.params = makeParams(schemeNamed("mossrow_x_tensor"), 3000, 2048,
-                            kBF16, all);
+  fixed.params =
+      makeParams(schemeNamed("mossrow_x_tensor"), 3000, 2048, kBF16, all);
   fixed.params.m = 1000;
   fixed.m = 1000;
   fixed.distA = Dist::LlmActivation;
@@ -355,8 +394,14 @@ std::vector<GemmCase> largeCases() {
     add(scheme, 4096, 4096, 4096, kBF16, plain, Dist::LlmActivation, 0, 2);
     add(scheme, 16384, 11008, 4096, kBF16, plain, Dist::LlmActivation);
   }
-  add("mossrow_x_tensor", 16384, 11008, 4096, kBF16, plain,
-      Dist::LlmActivation, 0, 2);
+  add("mossrow_x_tensor", 16384, 11008, 4096, kBF16, plain, Dist::LlmActivation,
+      0, 2);
+  // The heuristic's per-tensor tile (two m64 tiles per warpgroup).
+  add("tensor_x_tensor", 4096, 4096, 4096, kBF16, plain, Dist::LlmActivation);
+  cases.back().params.tileM = 256;
+  cases.back().params.tileN = 192;
+  cases.back().params.stages = 4;
+  cases.back().name = "tensor_x_tensor_bf16_plain_tile256x192x4_4096x4096x4096";
   return cases;
 }
 
@@ -380,8 +425,8 @@ GpuState &gpu() {
       return s;
     }
     if (opened->getComputeCapabilityMajor() != 9) {
-      s.skipReason = "needs a Hopper GPU (sm_90a); device 0 is " +
-                     opened->getArch().str();
+      s.skipReason =
+          "needs a Hopper GPU (sm_90a); device 0 is " + opened->getArch().str();
       return s;
     }
     if (!isNvrtcAvailable()) {
@@ -395,15 +440,63 @@ GpuState &gpu() {
       return s;
     }
     s.api = &cantFail(getDriverApi());
-    if (s.api->streamCreate(&s.stream, CU_STREAM_NON_BLOCKING) !=
-        CUDA_SUCCESS)
+    if (s.api->streamCreate(&s.stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
       s.skipReason = "cuStreamCreate failed";
-    std::printf("[ device ] %s, %s, %d SMs\n", s.device->getName().str().c_str(),
+    std::printf("[ device ] %s, %s, %d SMs\n",
+                s.device->getName().str().c_str(),
                 s.device->getArch().str().c_str(), s.device->getSmCount());
     return s;
   }();
   return state;
 }
+
+/// Ends the process (exit code 3, with the case's name) when a kernel runs
+/// longer than the deadline: a hung kernel would otherwise block the run in
+/// cuStreamSynchronize forever. MOSS_GEMM_TEST_TIMEOUT sets the seconds (60).
+class Watchdog {
+public:
+  static Watchdog &get() {
+    static Watchdog watchdog;
+    return watchdog;
+  }
+  void arm(const std::string &what) {
+    std::lock_guard<std::mutex> lock(mutex);
+    current = what;
+    deadline = std::chrono::steady_clock::now() + timeout;
+    armed = true;
+  }
+  void disarm() {
+    std::lock_guard<std::mutex> lock(mutex);
+    armed = false;
+  }
+
+private:
+  Watchdog() {
+    if (const char *s = std::getenv("MOSS_GEMM_TEST_TIMEOUT"))
+      timeout = std::chrono::seconds(std::atoi(s));
+    std::thread([this] {
+      for (;;) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        std::lock_guard<std::mutex> lock(mutex);
+        if (armed && std::chrono::steady_clock::now() > deadline) {
+          std::fprintf(stderr,
+                       "\n[ WATCHDOG ] %s did not finish within %lld s: the "
+                       "kernel hangs (deadlock?). Exiting.\n",
+                       current.c_str(),
+                       static_cast<long long>(timeout.count()));
+          std::fflush(stderr);
+          std::fflush(stdout);
+          std::_Exit(3);
+        }
+      }
+    }).detach();
+  }
+  std::mutex mutex;
+  std::string current;
+  std::chrono::steady_clock::time_point deadline;
+  std::chrono::seconds timeout{60};
+  bool armed = false;
+};
 
 /// Device memory, freed on destruction.
 class DeviceBuffer {
@@ -454,9 +547,8 @@ CUtensorMap operandMap(const DeviceBuffer &codes, int rows, int k,
   cuuint32_t elementStrides[2] = {1, 1};
   CUresult r = gpu().api->tensorMapEncodeTiled(
       &map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, codes.get(), dims, strides, box,
-      elementStrides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+      elementStrides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   EXPECT_EQ(r, CUDA_SUCCESS) << "cuTensorMapEncodeTiled for [" << rows << ", "
                              << k << "] box " << boxRows;
   return map;
@@ -508,9 +600,8 @@ ScalingScheme schemeOf(int scale, int blockRows, int block, bool globalRow) {
   case kMXFP8:
     return ScalingScheme::mxfp8();
   default:
-    return ScalingScheme::twoLevel(globalRow ? GlobalScope::Row
-                                             : GlobalScope::Tensor,
-                                   block);
+    return ScalingScheme::twoLevel(
+        globalRow ? GlobalScope::Row : GlobalScope::Tensor, block);
   }
 }
 
@@ -642,8 +733,7 @@ void runOnDevice(const GemmCase &gc, const QuantizedTensor *qa,
       p.accum != kNone ? encodeAs(p.accum, accum) : std::vector<uint8_t>();
   DeviceBuffer biasBuffer = DeviceBuffer::from(biasBytes);
   DeviceBuffer accumBuffer = DeviceBuffer::from(accumBytes);
-  const size_t outBytes =
-      static_cast<size_t>(m) * n * elementBytes(p.out);
+  const size_t outBytes = static_cast<size_t>(m) * n * elementBytes(p.out);
   DeviceBuffer out(outBytes);
   DeviceBuffer amax(sizeof(float));
 
@@ -657,13 +747,11 @@ void runOnDevice(const GemmCase &gc, const QuantizedTensor *qa,
   args.m = m;
   args.d = out.get();
   args.aLocal = qa->scheme.hasLocalScales() ? localA.get() : nullptr;
-  args.aGlobal = qa->global.empty()
-                     ? nullptr
-                     : static_cast<const float *>(globalA.get());
+  args.aGlobal =
+      qa->global.empty() ? nullptr : static_cast<const float *>(globalA.get());
   args.bLocal = qb->scheme.hasLocalScales() ? localB.get() : nullptr;
-  args.bGlobal = qb->global.empty()
-                     ? nullptr
-                     : static_cast<const float *>(globalB.get());
+  args.bGlobal =
+      qb->global.empty() ? nullptr : static_cast<const float *>(globalB.get());
   args.bias = p.bias != kNone ? biasBuffer.get() : nullptr;
   args.c = p.accum != kNone ? accumBuffer.get() : nullptr;
   args.beta = beta;
@@ -676,14 +764,23 @@ void runOnDevice(const GemmCase &gc, const QuantizedTensor *qa,
   Expected<std::shared_ptr<const KernelEntry>> entry =
       getDefaultKernelCache().getOrCompile(kernelSource(p), options);
   ASSERT_TRUE(bool(entry)) << toString(entry.takeError());
+  if (const char *dir = std::getenv("MOSS_GEMM_DUMP_DIR")) {
+    // For `cuobjdump -sass` / `-res-usage` on the machine with the GPU.
+    std::string path = std::string(dir) + "/" + gc.name + ".cubin";
+    if (FILE *f = std::fopen(path.c_str(), "wb")) {
+      std::fwrite((*entry)->getCubin().data(), 1, (*entry)->getCubin().size(),
+                  f);
+      std::fclose(f);
+    }
+  }
   Expected<CUfunction> function = (*entry)->getFunction("moss_gemm");
   ASSERT_TRUE(bool(function)) << toString(function.takeError());
   auto tc1 = std::chrono::steady_clock::now();
   run.compileSeconds = std::chrono::duration<double>(tc1 - tc0).count();
 
   LaunchConfig launch;
-  launch.grid[0] = static_cast<unsigned>(
-      gridSize(p, m, gpu().device->getSmCount()));
+  launch.grid[0] =
+      static_cast<unsigned>(gridSize(p, m, gpu().device->getSmCount()));
   launch.block[0] = static_cast<unsigned>(plan.threads);
   launch.sharedMemoryBytes = static_cast<unsigned>(plan.sharedBytes);
   launch.cluster[0] = static_cast<unsigned>(plan.clusterSize);
@@ -702,6 +799,10 @@ void runOnDevice(const GemmCase &gc, const QuantizedTensor *qa,
     ASSERT_EQ(api.eventCreate(&start, CU_EVENT_DEFAULT), CUDA_SUCCESS);
     ASSERT_EQ(api.eventCreate(&stop, CU_EVENT_DEFAULT), CUDA_SUCCESS);
     ASSERT_EQ(api.eventRecord(start, gpu().stream), CUDA_SUCCESS);
+    struct Armed {
+      Armed(const std::string &name) { Watchdog::get().arm(name); }
+      ~Armed() { Watchdog::get().disarm(); }
+    } armed(gc.name);
     Error launched = launchKernel(*function, launch, params);
     ASSERT_FALSE(bool(launched)) << toString(std::move(launched));
     ASSERT_EQ(api.eventRecord(stop, gpu().stream), CUDA_SUCCESS);
@@ -780,7 +881,8 @@ void precompileSelected() {
   }
   CompileOptions options;
   options.arch = gpu().device->getArch().str();
-  unsigned threads = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
+  unsigned threads =
+      std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
   auto start = std::chrono::steady_clock::now();
   std::atomic<size_t> next{0};
   std::vector<std::thread> pool;
@@ -796,12 +898,12 @@ void precompileSelected() {
     });
   for (std::thread &t : pool)
     t.join();
-  std::printf("[ compile ] %zu kernels, %u threads, %.1f s (cache: %s)\n",
-              selected.size(), threads,
-              std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                            start)
-                  .count(),
-              getDefaultKernelCache().getDirectory().c_str());
+  std::printf(
+      "[ compile ] %zu kernels, %u threads, %.1f s (cache: %s)\n",
+      selected.size(), threads,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count(),
+      getDefaultKernelCache().getDirectory().c_str());
 }
 
 class GemmCorrectness : public ::testing::TestWithParam<GemmCase> {
@@ -828,28 +930,23 @@ TEST_P(GemmCorrectness, MatchesFp64Reference) {
   const Params &p = gc.params;
   const int m = gc.m, n = p.n, k = p.k;
   ASSERT_EQ(validate(p), nullptr) << validate(p);
-  const uint64_t seed = baseSeed() ^ std::hash<std::string>()(
-                                         shapeName(m, n, k) +
-                                         std::to_string(int(gc.distA)));
+  const uint64_t seed =
+      baseSeed() ^ std::hash<std::string>()(shapeName(m, n, k) +
+                                            std::to_string(int(gc.distA)));
   std::printf("[ case ] %s\n         %s seed=0x%llx\n", gc.name.c_str(),
               describe(p).c_str(), static_cast<unsigned long long>(seed));
 
   // --- operands -----------------------------------------------------------
   auto t0 = std::chrono::steady_clock::now();
-  QuantizeOptions optionsA{schemeOf(p.scaleA, p.blockRowsA, p.blockA,
-                                    p.globalRowA),
-                           p.elemA == kE5M2 ? Fp8Format::E5M2
-                                            : Fp8Format::E4M3,
-                           false};
-  QuantizeOptions optionsB{schemeOf(p.scaleB, p.blockRowsB, p.blockB,
-                                    p.globalRowB),
-                           p.elemB == kE5M2 ? Fp8Format::E5M2
-                                            : Fp8Format::E4M3,
-                           false};
+  QuantizeOptions optionsA{
+      schemeOf(p.scaleA, p.blockRowsA, p.blockA, p.globalRowA),
+      p.elemA == kE5M2 ? Fp8Format::E5M2 : Fp8Format::E4M3, false};
+  QuantizeOptions optionsB{
+      schemeOf(p.scaleB, p.blockRowsB, p.blockB, p.globalRowB),
+      p.elemB == kE5M2 ? Fp8Format::E5M2 : Fp8Format::E4M3, false};
   auto qa = quantizedOperand(gc.distA, m, k, seed, 1.0f, optionsA);
   auto qb = quantizedOperand(Dist::Gaussian, n, k, seed + 1,
-                             1.0f / std::sqrt(static_cast<float>(k)),
-                             optionsB);
+                             1.0f / std::sqrt(static_cast<float>(k)), optionsB);
   ASSERT_TRUE(qa && qb);
   std::mt19937_64 rng(seed + 2);
   std::normal_distribution<float> normal;
@@ -952,8 +1049,8 @@ TEST_P(GemmCorrectness, MatchesFp64Reference) {
         ++skippedOverflow;
         continue;
       }
-      double got = decodeAt(
-          p.out, result, static_cast<size_t>(rows[i]) * n + cols[j]);
+      double got =
+          decodeAt(p.out, result, static_cast<size_t>(rows[i]) * n + cols[j]);
       double error = got - expected;
       errorSquared += error * error;
       refSquared += expected * expected;
@@ -969,32 +1066,78 @@ TEST_P(GemmCorrectness, MatchesFp64Reference) {
         if (ratio > worstRatio)
           worstRatio = ratio;
         if (ratio > 1.0 && worstRatio == ratio)
-          ADD_FAILURE() << "entry (" << rows[i] << ", " << cols[j]
-                        << "): got " << got << ", expected " << expected
+          ADD_FAILURE() << "entry (" << rows[i] << ", " << cols[j] << "): got "
+                        << got << ", expected " << expected
                         << " (allowed error " << allowed << ")";
       }
     }
   const double relFrobenius =
       refSquared > 0 ? std::sqrt(errorSquared / refSquared) : 0.0;
   const double tflops = 2.0 * m * double(n) * k / (milliseconds * 1e-3) / 1e12;
-  std::printf("         rel_frobenius=%.3e worst_entry/allowed=%.3f compared=%lld"
-              "%s  kernel=%.3f ms (%.0f TFLOPS, second launch, not a "
-              "benchmark)  host: data %.1fs compile %.2fs ref %.1fs\n",
-              relFrobenius, worstRatio, static_cast<long long>(compared),
-              skippedOverflow
-                  ? (" f16_overflow_skipped=" + std::to_string(skippedOverflow))
-                        .c_str()
-                  : "",
-              milliseconds, tflops,
-              std::chrono::duration<double>(t1 - t0).count(),
-              run.compileSeconds,
-              std::chrono::duration<double>(tr1 - tr0).count());
+  std::printf(
+      "         rel_frobenius=%.3e worst_entry/allowed=%.3f compared=%lld"
+      "%s  kernel=%.3f ms (%.0f TFLOPS, second launch, not a "
+      "benchmark)  host: data %.1fs compile %.2fs ref %.1fs\n",
+      relFrobenius, worstRatio, static_cast<long long>(compared),
+      skippedOverflow
+          ? (" f16_overflow_skipped=" + std::to_string(skippedOverflow)).c_str()
+          : "",
+      milliseconds, tflops, std::chrono::duration<double>(t1 - t0).count(),
+      run.compileSeconds, std::chrono::duration<double>(tr1 - tr0).count());
   if (p.out == kF32) {
     EXPECT_LE(relFrobenius, 1e-5) << "relative Frobenius error";
   } else {
     EXPECT_LE(worstRatio, 1.0) << "an entry is off by more than its rounding";
   }
   EXPECT_GT(compared, 0);
+}
+
+/// MOSS_GEMM_TEST_COMPILE=1 (no GPU needed): every case's kernel compiles
+/// for sm_90a with no stack, no spills and no serialized wgmma.
+TEST(GemmGpuCompile, EveryCaseCompilesClean) {
+  const char *v = std::getenv("MOSS_GEMM_TEST_COMPILE");
+  if (!v || !*v || std::string(v) == "0")
+    GTEST_SKIP() << "set MOSS_GEMM_TEST_COMPILE=1 to compile every case";
+  if (!isNvrtcAvailable())
+    GTEST_SKIP() << toString(getNvrtcVersion().takeError());
+  std::vector<GemmCase> all = smallCases();
+  for (const GemmCase &c : largeCases())
+    all.push_back(c);
+  std::map<std::string, std::string> failures;
+  std::mutex mutex;
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> pool;
+  unsigned threads =
+      std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
+  for (unsigned t = 0; t < threads; ++t)
+    pool.emplace_back([&] {
+      for (size_t i = next++; i < all.size(); i = next++) {
+        CompileOptions options;
+        options.arch = "sm_90a";
+        options.flags = {"--ptxas-options=-v"};
+        Expected<CompileResult> r =
+            compileCuda(kernelSource(all[i].params), options);
+        std::string problem;
+        if (!r) {
+          problem = toString(r.takeError());
+        } else {
+          ResourceUsage u = parsePtxasLog(r->log);
+          if (!u.parsed || u.stackBytes != 0 || u.spillStoreBytes != 0 ||
+              r->log.find("Potential Performance Loss") != std::string::npos)
+            problem = r->log;
+        }
+        if (!problem.empty()) {
+          std::lock_guard<std::mutex> lock(mutex);
+          failures[all[i].name] = problem;
+        }
+      }
+    });
+  for (std::thread &t : pool)
+    t.join();
+  for (const auto &[name, problem] : failures)
+    ADD_FAILURE() << name << ":\n" << problem;
+  std::printf("[ compile ] %zu kernels, %zu failed\n", all.size(),
+              failures.size());
 }
 
 std::string caseName(const ::testing::TestParamInfo<GemmCase> &info) {

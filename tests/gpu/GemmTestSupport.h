@@ -65,11 +65,11 @@ inline std::string sideName(int elem, int scale, int blockRows, int block,
 /// "A=e4m3:twolevel(row,32) B=e4m3:tensor out=bf16 bias=f32 c=f32 amax
 ///  tile=128x128x6 m=-1 n=4096 k=4096".
 inline std::string describe(const Params &p) {
-  std::string s = "A=" + sideName(p.elemA, p.scaleA, p.blockRowsA, p.blockA,
-                                  p.globalRowA) +
-                  " B=" + sideName(p.elemB, p.scaleB, p.blockRowsB, p.blockB,
-                                  p.globalRowB) +
-                  " out=" + typeName(p.out);
+  std::string s =
+      "A=" + sideName(p.elemA, p.scaleA, p.blockRowsA, p.blockA, p.globalRowA) +
+      " B=" +
+      sideName(p.elemB, p.scaleB, p.blockRowsB, p.blockB, p.globalRowB) +
+      " out=" + typeName(p.out);
   if (p.bias != moss::gemm::kNone)
     s += std::string(" bias=") + typeName(p.bias);
   if (p.accum != moss::gemm::kNone)

@@ -14,6 +14,7 @@
 
 #include "../gpu/GemmTestSupport.h"
 
+#include "moss/Compiler/Tiling.h"
 #include "moss/Runtime/Nvrtc.h"
 
 #include "gtest/gtest.h"
@@ -255,10 +256,8 @@ TEST_F(GemmKernelCompileTest, EveryVariantCompilesWithHopperInstructions) {
               std::string::npos);
     EXPECT_NE(r.ptx.find("cp.async.bulk.tensor.2d"), std::string::npos);
     EXPECT_NE(r.ptx.find("mbarrier.try_wait.parity"), std::string::npos);
-    EXPECT_NE(r.ptx.find("setmaxnreg.inc.sync.aligned.u32"),
-              std::string::npos);
-    EXPECT_NE(r.ptx.find("setmaxnreg.dec.sync.aligned.u32"),
-              std::string::npos);
+    EXPECT_NE(r.ptx.find("setmaxnreg.inc.sync.aligned.u32"), std::string::npos);
+    EXPECT_NE(r.ptx.find("setmaxnreg.dec.sync.aligned.u32"), std::string::npos);
   }
 }
 
@@ -280,8 +279,7 @@ TEST_F(GemmKernelCompileTest, NoLocalMemoryNoSpillsNoSerialization) {
     EXPECT_EQ(usage.registers, 168) << log;
     // C7514/C7515: wgmma serialized; C7517: a wait inserted; C7508:
     // setmaxnreg ignored. Any of them is a large slowdown.
-    EXPECT_EQ(log.find("Potential Performance Loss"), std::string::npos)
-        << log;
+    EXPECT_EQ(log.find("Potential Performance Loss"), std::string::npos) << log;
     EXPECT_EQ(log.find("is injected"), std::string::npos) << log;
     EXPECT_EQ(log.find("C7508"), std::string::npos) << log;
     EXPECT_EQ(log.find("lmem"), std::string::npos) << log;
@@ -399,6 +397,128 @@ TEST(GemmKernelPlanTest, PlansFollowTheSchemes) {
   EXPECT_EQ(gridSize(pair, 8192, 131), 130);
   EXPECT_EQ(gridSize(pair, 1, 132), 64); // 32 clusters of a real and an
                                          // empty M tile
+}
+
+/// The persistent tile order visits every output tile exactly once, for
+/// every raster order, swizzle band and cluster shape (tiles past the edges
+/// only as a cluster's partner tiles).
+TEST(GemmKernelPlanTest, TileOrderCoversEveryTileOnce) {
+  for (int m : {1, 129, 1000, 4096})
+    for (int n : {96, 257, 3000})
+      for (bool alongN : {false, true})
+        for (int swizzle : {1, 3, 8})
+          for (auto [clusterM, clusterN] :
+               {std::pair{1, 1}, std::pair{2, 1}, std::pair{1, 2}}) {
+            Params p;
+            p.n = n;
+            p.k = 128;
+            p.tileM = 128;
+            p.tileN = 128;
+            p.rasterAlongN = alongN;
+            p.swizzle = swizzle;
+            p.clusterM = clusterM;
+            p.clusterN = clusterN;
+            SCOPED_TRACE(describe(p) + " m=" + std::to_string(m) +
+                         " swizzle=" + std::to_string(swizzle) +
+                         (alongN ? " along N" : " along M") + " cluster " +
+                         std::to_string(clusterM) + "x" +
+                         std::to_string(clusterN));
+            const int tilesM = (m + 127) / 128, tilesN = (n + 127) / 128;
+            std::vector<int> seen(tilesM * tilesN, 0);
+            int outside = 0;
+            for (int t = 0; t < numTiles(p, m); ++t)
+              for (int rank = 0; rank < clusterM * clusterN; ++rank) {
+                int m0 = -1, n0 = -1;
+                tileOrigin(p, m, t, rank, m0, n0);
+                ASSERT_EQ(m0 % 128, 0);
+                ASSERT_EQ(n0 % 128, 0);
+                if (m0 >= m || n0 >= n) {
+                  ++outside;
+                  continue;
+                }
+                ++seen[(m0 / 128) * tilesN + n0 / 128];
+              }
+            for (int i = 0; i < tilesM * tilesN; ++i)
+              ASSERT_EQ(seen[i], 1)
+                  << "tile " << i / tilesN << ", " << i % tilesN;
+            EXPECT_LT(outside, clusterM * clusterN * numTiles(p, m));
+          }
+}
+
+/// What moss-select-tiling picks for the main GEMMs is a configuration the
+/// kernel implements, with the shared memory the compiler's resource model
+/// (include/moss/Compiler/Tiling.h) predicts, and it compiles clean.
+TEST(GemmKernelPlanTest, HeuristicTilingsCompileClean) {
+  SKIP_WITHOUT_NVRTC();
+  namespace nm = moss::numerics;
+  using nm::GlobalScope;
+  using nm::ScalingScheme;
+  struct Spec {
+    int64_t m, n, k;
+    ScalingScheme a, b;
+  };
+  const Spec specs[] = {
+      {-1, 4096, 4096, ScalingScheme::perTensor(), ScalingScheme::perTensor()},
+      {8192, 8192, 8192, ScalingScheme::twoLevel(GlobalScope::Row, 32),
+       ScalingScheme::perTensor()},
+      {-1, 11008, 4096, ScalingScheme::perGroup(1, 128),
+       ScalingScheme::perGroup(128, 128)},
+      {1000, 3000, 2048, ScalingScheme::twoLevel(GlobalScope::Row, 32),
+       ScalingScheme::twoLevel(GlobalScope::Tensor, 32)},
+      {129, 257, 96, ScalingScheme::twoLevel(GlobalScope::Tensor, 32),
+       ScalingScheme::perRow()},
+  };
+  for (const Spec &s : specs) {
+    moss::compiler::GemmSpec spec;
+    spec.m = s.m;
+    spec.n = s.n;
+    spec.k = s.k;
+    spec.aScaling = s.a;
+    spec.bScaling = s.b;
+    moss::compiler::TargetInfo target;
+    llvm::Expected<moss::compiler::TileConfig> tiling =
+        moss::compiler::selectTiling(spec, target);
+    ASSERT_TRUE(bool(tiling)) << llvm::toString(tiling.takeError());
+    Params p;
+    p.m = static_cast<int>(s.m);
+    p.n = static_cast<int>(s.n);
+    p.k = static_cast<int>(s.k);
+    auto side = [](const ScalingScheme &scheme, int &kind, int &blockRows,
+                   int &block, bool &globalRow) {
+      kind = static_cast<int>(scheme.kind);
+      blockRows = static_cast<int>(scheme.blockRows);
+      block = static_cast<int>(scheme.blockCols);
+      globalRow = scheme.globalPerRow();
+    };
+    side(s.a, p.scaleA, p.blockRowsA, p.blockA, p.globalRowA);
+    side(s.b, p.scaleB, p.blockRowsB, p.blockB, p.globalRowB);
+    p.tileM = static_cast<int>(tiling->tileM);
+    p.tileN = static_cast<int>(tiling->tileN);
+    p.stages = static_cast<int>(tiling->stages);
+    p.clusterM = static_cast<int>(tiling->clusterM);
+    p.clusterN = static_cast<int>(tiling->clusterN);
+    p.rasterAlongN = tiling->raster == moss::compiler::RasterOrder::AlongN;
+    p.swizzle = static_cast<int>(tiling->swizzle);
+    p.splitK = static_cast<int>(tiling->splitK);
+    SCOPED_TRACE(tiling->str() + ": " + describe(p));
+    const char *error = validate(p);
+    ASSERT_EQ(error, nullptr) << error;
+    EXPECT_EQ(
+        moss::compiler::estimateResources(spec, *tiling, target).sharedBytes,
+        static_cast<unsigned>(plan(p).sharedBytes));
+    CompileOptions options;
+    options.arch = "sm_90a";
+    options.flags = {"--ptxas-options=-v"};
+    llvm::Expected<CompileResult> result =
+        compileCuda(kernelSource(p), options);
+    ASSERT_TRUE(bool(result)) << llvm::toString(result.takeError());
+    ResourceUsage usage = parsePtxasLog(result->log);
+    EXPECT_TRUE(usage.parsed) << result->log;
+    EXPECT_EQ(usage.stackBytes, 0) << result->log;
+    EXPECT_EQ(usage.spillStoreBytes, 0) << result->log;
+    EXPECT_EQ(result->log.find("Potential Performance Loss"), std::string::npos)
+        << result->log;
+  }
 }
 
 TEST(GemmKernelPlanTest, InvalidConfigFailsToCompile) {

@@ -99,32 +99,32 @@ struct Plan {
   int blockRowsA, blockRowsB;  ///< rows sharing one (per-group NxN: N)
   bool hasGlobalA, hasGlobalB; ///< FP32 global scales (epilogue)
   bool globalRowA, globalRowB; ///< ... one per row (else one per tensor)
-  int promoteK;        ///< K between promotions into FP32 (0: none)
-  bool rowFactor;      ///< per-row factor table (A's, B's uniform folded in)
-  bool colFactor;      ///< per-column factor table (B's, one per B row)
-  int factorMode;      ///< kFactor*
-  bool hasTables;      ///< rowFactor || colFactor
-  int partialSets;     ///< partial accumulator sets when promoting
+  int promoteK;                ///< K between promotions into FP32 (0: none)
+  bool rowFactor;  ///< per-row factor table (A's, B's uniform folded in)
+  bool colFactor;  ///< per-column factor table (B's, one per B row)
+  int factorMode;  ///< kFactor*
+  bool hasTables;  ///< rowFactor || colFactor
+  int partialSets; ///< partial accumulator sets when promoting
   // Geometry.
-  int threads;         ///< 3 warpgroups: producer + 2 consumers
+  int threads; ///< 3 warpgroups: producer + 2 consumers
   int consumerWarpgroups;
-  int wgM;             ///< m64 wgmma tiles per consumer warpgroup
-  int stageK;          ///< K per pipeline stage (128: one swizzle row)
+  int wgM;    ///< m64 wgmma tiles per consumer warpgroup
+  int stageK; ///< K per pipeline stage (128: one swizzle row)
   int fullKStages, tailSteps, kStages;
   int stepsPerPromote; ///< k32 steps per promotion block
   int promotesPerStage;
-  int loaderThreads;   ///< producer warps 1..3
-  int clusterSize;     ///< CTAs per cluster (ClusterM * ClusterN, 1 or 2)
-  bool multicastA;     ///< ClusterN == 2: the two CTAs share A's tile
-  bool multicastB;     ///< ClusterM == 2: the two CTAs share B's tile
-  int emptyArrivals;   ///< consumer warps of the cluster releasing a stage
+  int loaderThreads; ///< producer warps 1..3
+  int clusterSize;   ///< CTAs per cluster (ClusterM * ClusterN, 1 or 2)
+  bool multicastA;   ///< ClusterN == 2: the two CTAs share A's tile
+  bool multicastB;   ///< ClusterM == 2: the two CTAs share B's tile
+  int emptyArrivals; ///< consumer warps of the cluster releasing a stage
   int boxA[2], boxB[2], boxD[2]; ///< TMA boxes {inner (K or N), rows}
-  bool usesTmaD;       ///< false: the epilogue stores directly
+  bool usesTmaD;                 ///< false: the epilogue stores directly
   // Shared memory (from a 1024-byte aligned base).
   int stageABytes, stageBBytes, stageTxBytes;
   int rowTableBytes, colTableBytes;
   int offsetA, offsetB, offsetRowTable, offsetColTable, offsetBarriers;
-  int sharedBytes;     ///< dynamic shared memory to launch with
+  int sharedBytes; ///< dynamic shared memory to launch with
   /// Accumulator registers per consumer thread (checked against a budget).
   int accumulatorRegisters;
 };
@@ -154,26 +154,27 @@ constexpr MOSS_GEMM_HD Plan plan(const Params &p) {
   q.blockB = !q.hasLocalB ? 0 : p.scaleB == kMXFP8 ? 32 : p.blockB;
   q.blockRowsA = p.scaleA == kPerGroup ? p.blockRowsA : 1;
   q.blockRowsB = p.scaleB == kPerGroup ? p.blockRowsB : 1;
-  q.hasGlobalA = p.scaleA == kPerTensor || p.scaleA == kPerRow ||
-                 p.scaleA == kTwoLevel;
-  q.hasGlobalB = p.scaleB == kPerTensor || p.scaleB == kPerRow ||
-                 p.scaleB == kTwoLevel;
-  q.globalRowA =
-      p.scaleA == kPerRow || (p.scaleA == kTwoLevel && p.globalRowA);
-  q.globalRowB =
-      p.scaleB == kPerRow || (p.scaleB == kTwoLevel && p.globalRowB);
+  q.hasGlobalA =
+      p.scaleA == kPerTensor || p.scaleA == kPerRow || p.scaleA == kTwoLevel;
+  q.hasGlobalB =
+      p.scaleB == kPerTensor || p.scaleB == kPerRow || p.scaleB == kTwoLevel;
+  q.globalRowA = p.scaleA == kPerRow || (p.scaleA == kTwoLevel && p.globalRowA);
+  q.globalRowB = p.scaleB == kPerRow || (p.scaleB == kTwoLevel && p.globalRowB);
   q.promoteK = detail::minPositive(detail::minPositive(q.blockA, q.blockB),
                                    p.forcePromoteK);
   q.colFactor = q.hasLocalB && q.blockRowsB == 1;
   q.rowFactor =
       q.promoteK > 0 && (q.hasLocalA || (q.hasLocalB && !q.colFactor));
-  q.factorMode = q.promoteK == 0                  ? kFactorDirect
+  q.factorMode = q.promoteK == 0                ? kFactorDirect
                  : (q.rowFactor && q.colFactor) ? kFactorRowCol
-                 : q.rowFactor                    ? kFactorRow
-                 : q.colFactor                    ? kFactorCol
-                                                  : kFactorUnit;
+                 : q.rowFactor                  ? kFactorRow
+                 : q.colFactor                  ? kFactorCol
+                                                : kFactorUnit;
   q.hasTables = q.rowFactor || q.colFactor;
-  q.partialSets = 2;
+  // Two partial sets let a warpgroup's next wgmma run while it promotes.
+  // With per-element factors on both sides (two FP32 ops per accumulator,
+  // issue-bound anyway) one set leaves room for the column factors.
+  q.partialSets = q.factorMode == kFactorRowCol ? 1 : 2;
 
   q.consumerWarpgroups = 2;
   q.threads = 128 * (1 + q.consumerWarpgroups);
@@ -238,8 +239,8 @@ constexpr MOSS_GEMM_HD const char *validate(const Params &p) {
     return "a scaling block along K must be 32, 64 or 128";
   if (q.blockRowsA < 1 || q.blockRowsB < 1)
     return "BlockRows must be at least 1";
-  if (p.forcePromoteK != 0 && p.forcePromoteK != 32 &&
-      p.forcePromoteK != 64 && p.forcePromoteK != 128)
+  if (p.forcePromoteK != 0 && p.forcePromoteK != 32 && p.forcePromoteK != 64 &&
+      p.forcePromoteK != 128)
     return "ForcePromoteK must be 0, 32, 64 or 128";
   if (q.promoteK != 0 && p.k % q.promoteK != 0)
     return "K must be a multiple of the scaling block";
@@ -272,17 +273,47 @@ constexpr MOSS_GEMM_HD const char *validate(const Params &p) {
 
 /// Cluster tiles of an m-row problem: ClusterM x ClusterN output tiles each
 /// (the tile count when there are no clusters).
-constexpr MOSS_GEMM_HD int numTiles(const Params &p, int m) {
+constexpr MOSS_GEMM_HD int numTiles(Params p, int m) {
   const int tilesM = (m + p.tileM - 1) / p.tileM;
   const int tilesN = (p.n + p.tileN - 1) / p.tileN;
   return ((tilesM + p.clusterM - 1) / p.clusterM) *
          ((tilesN + p.clusterN - 1) / p.clusterN);
 }
 
+/// The first row and column of the output tile CTA `rank` of a cluster
+/// computes for cluster tile `t` (0 <= t < numTiles(p, m)): the persistent
+/// tile order. Along M (rasterAlongN false): bands of `swizzle` cluster-tile
+/// rows; inside a band the M index moves fastest, so consecutive tiles share
+/// a column of B tiles. Along N: M and N exchanged. Rank r takes tile
+/// (r % clusterM, r / clusterM) of the cluster tile; it may lie past M or N
+/// when the tile counts are odd.
+constexpr MOSS_GEMM_HD void tileOrigin(Params p, int m, int t, int rank,
+                                       int &m0, int &n0) {
+  const int tilesM =
+      ((m + p.tileM - 1) / p.tileM + p.clusterM - 1) / p.clusterM;
+  const int tilesN =
+      ((p.n + p.tileN - 1) / p.tileN + p.clusterN - 1) / p.clusterN;
+  const int swizzle = p.swizzle > 0 ? p.swizzle : 1;
+  // Walk (slow, fast) = (N, M) along M, (M, N) along N.
+  const int fastCount = p.rasterAlongN ? tilesN : tilesM;
+  const int slowCount = p.rasterAlongN ? tilesM : tilesN;
+  const int bandTiles = swizzle * slowCount;
+  const int band = t / bandTiles;
+  const int start = band * swizzle;
+  const int width = fastCount - start < swizzle ? fastCount - start : swizzle;
+  const int r = t - band * bandTiles;
+  const int fast = start + r % width;
+  const int slow = r / width;
+  const int mt = p.rasterAlongN ? slow : fast;
+  const int nt = p.rasterAlongN ? fast : slow;
+  m0 = (mt * p.clusterM + rank % p.clusterM) * p.tileM;
+  n0 = (nt * p.clusterN + rank / p.clusterM) * p.tileN;
+}
+
 /// The persistent grid (x; y = z = 1): one CTA per SM, fewer when there are
 /// fewer tiles, a multiple of the cluster size (launch with cluster dims
 /// (ClusterM * ClusterN, 1, 1)). 0 when m == 0 (nothing to launch).
-constexpr MOSS_GEMM_HD int gridSize(const Params &p, int m, int smCount) {
+constexpr MOSS_GEMM_HD int gridSize(Params p, int m, int smCount) {
   const int size = p.clusterM * p.clusterN;
   const int slots = smCount / size;
   return (numTiles(p, m) < slots ? numTiles(p, m) : slots) * size;
@@ -298,12 +329,32 @@ template <int M_, int N_, int K_, int ElemA_, int ElemB_, int ScaleA_,
           int ClusterM_, int ClusterN_, bool RasterAlongN_, int Swizzle_,
           int SplitK_, int ForcePromoteK_ = 0>
 struct Config {
-  static constexpr Params kParams = {
-      M_,      N_,          K_,      ElemA_,   ElemB_,       ScaleA_,
-      BlockRowsA_, BlockA_, GlobalRowA_, ScaleB_, BlockRowsB_, BlockB_,
-      GlobalRowB_, Out_,    Bias_,   Accum_,   Amax_,        TileM_,
-      TileN_,  Stages_,     ClusterM_, ClusterN_, RasterAlongN_, Swizzle_,
-      SplitK_, ForcePromoteK_};
+  static constexpr Params kParams = {M_,
+                                     N_,
+                                     K_,
+                                     ElemA_,
+                                     ElemB_,
+                                     ScaleA_,
+                                     BlockRowsA_,
+                                     BlockA_,
+                                     GlobalRowA_,
+                                     ScaleB_,
+                                     BlockRowsB_,
+                                     BlockB_,
+                                     GlobalRowB_,
+                                     Out_,
+                                     Bias_,
+                                     Accum_,
+                                     Amax_,
+                                     TileM_,
+                                     TileN_,
+                                     Stages_,
+                                     ClusterM_,
+                                     ClusterN_,
+                                     RasterAlongN_,
+                                     Swizzle_,
+                                     SplitK_,
+                                     ForcePromoteK_};
   static_assert(validate(kParams) == nullptr,
                 "invalid moss::gemm::Config: moss::gemm::validate(params) "
                 "(Config.cuh, callable from host code) says why");

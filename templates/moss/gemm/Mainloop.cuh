@@ -111,11 +111,10 @@ struct alignas(8) Float2 {
 /// tables are `rowTable` / `colTable`; `rowF` holds this thread's row
 /// factors of that block.
 template <class Cfg>
-__device__ __forceinline__ void promote(Fragment<Cfg> &acc,
-                                        const Fragment<Cfg> &part,
-                                        const float (&rowF)[Cfg::kWgM][2],
-                                        const float *colTable, int block,
-                                        const ConsumerPosition &pos) {
+__device__ __forceinline__ void
+promote(Fragment<Cfg> &acc, const Fragment<Cfg> &part,
+        const float (&rowF)[Cfg::kWgM][2], const float *colTable, int block,
+        const ConsumerPosition &pos) {
   constexpr int kMode = Cfg::kFactorMode;
   if constexpr (kMode == kFactorUnit || kMode == kFactorRow) {
 #pragma unroll
@@ -125,8 +124,8 @@ __device__ __forceinline__ void promote(Fragment<Cfg> &acc,
         if constexpr (kMode == kFactorUnit)
           acc[mm][i] += part[mm][i];
         else
-          acc[mm][i] = __fmaf_rn(part[mm][i], rowF[mm][(i >> 1) & 1],
-                                 acc[mm][i]);
+          acc[mm][i] =
+              __fmaf_rn(part[mm][i], rowF[mm][(i >> 1) & 1], acc[mm][i]);
       }
   } else {
     // Columns 8j + 2(lane % 4) + {0, 1}: one 8-byte load per j.
@@ -203,8 +202,8 @@ template <class Cfg> struct PromotedLoop {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         if constexpr (Cfg::kRowFactor)
-          f[mm][h] = smem.rowTable(stage)[fragmentRow<Cfg>(pos, mm, h) * kPer +
-                                          block];
+          f[mm][h] =
+              smem.rowTable(stage)[fragmentRow<Cfg>(pos, mm, h) * kPer + block];
         else
           f[mm][h] = 1.0f;
       }
@@ -269,9 +268,8 @@ template <class Cfg> struct PromotedLoop {
       for (int i = 0; i < Cfg::TileN / 2; ++i)
         acc[mm][i] = 0.0f;
     constexpr int kGroups = Cfg::kFullKStages / kGroupStages;
-    constexpr int kRestBlocks =
-        (Cfg::kFullKStages % kGroupStages) * kPer +
-        Cfg::kTailSteps / Cfg::kStepsPerPromote;
+    constexpr int kRestBlocks = (Cfg::kFullKStages % kGroupStages) * kPer +
+                                Cfg::kTailSteps / Cfg::kStepsPerPromote;
 #pragma unroll 1
     for (int g = 0; g < kGroups; ++g)
       group<kGroupStages * kPer>(ring);

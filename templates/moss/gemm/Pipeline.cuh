@@ -62,56 +62,26 @@ template <int kStages> struct Ring {
   }
 };
 
-/// The persistent tile order, over cluster tiles (ClusterM x ClusterN output
-/// tiles; single tiles without clusters). Cluster tiles are grouped in bands
-/// of Swizzle rows (RasterAlongN: bands of M walked along N) or columns
-/// (otherwise: bands of N walked along M); inside a band the short side
-/// moves fastest, so the CTAs running at one time share few A and B panels
-/// in L2. Cluster c takes cluster tiles c, c + clusters, ...; CTA rank r of
-/// a cluster takes output tile (r % ClusterM, r / ClusterM) of it. A tile
-/// past the edge (odd tile counts) is still walked: its loads are zeros and
-/// its stores are predicated off, and the multicast partner needs its half.
+/// The persistent tile order (moss::gemm::tileOrigin): cluster c walks
+/// cluster tiles c, c + clusters, ...; a tile past the edge (odd tile
+/// counts) is still walked: its loads are zeros and its stores are
+/// predicated off, and its multicast partner needs its half.
 template <class Cfg> struct TileOrder {
-  int tilesM; ///< cluster tiles along M
-  int tilesN; ///< cluster tiles along N
+  int m;
   int total;
   int first;  ///< this CTA's cluster index
   int stride; ///< clusters in the grid
-  int rankM, rankN;
+  int rank;
 
   __device__ __forceinline__ TileOrder(int m, u32 rank)
-      : tilesM(((m + Cfg::TileM - 1) / Cfg::TileM + Cfg::ClusterM - 1) /
-               Cfg::ClusterM),
-        tilesN(((Cfg::N + Cfg::TileN - 1) / Cfg::TileN + Cfg::ClusterN - 1) /
-               Cfg::ClusterN),
-        total(tilesM * tilesN),
+      : m(m), total(numTiles(Cfg::kParams, m)),
         first(static_cast<int>(blockIdx.x) / Cfg::kClusterSize),
         stride(static_cast<int>(gridDim.x) / Cfg::kClusterSize),
-        rankM(static_cast<int>(rank) % Cfg::ClusterM),
-        rankN(static_cast<int>(rank) / Cfg::ClusterM) {}
+        rank(static_cast<int>(rank)) {}
 
   /// The first row and column of this CTA's tile in cluster tile `t`.
   __device__ __forceinline__ void coords(int t, int &m0, int &n0) const {
-    int mt, nt;
-    if constexpr (Cfg::RasterAlongN) {
-      int bandTiles = Cfg::Swizzle * tilesN;
-      int band = t / bandTiles;
-      int start = band * Cfg::Swizzle;
-      int rows = tilesM - start < Cfg::Swizzle ? tilesM - start : Cfg::Swizzle;
-      int r = t - band * bandTiles;
-      mt = start + r % rows;
-      nt = r / rows;
-    } else {
-      int bandTiles = Cfg::Swizzle * tilesM;
-      int band = t / bandTiles;
-      int start = band * Cfg::Swizzle;
-      int cols = tilesN - start < Cfg::Swizzle ? tilesN - start : Cfg::Swizzle;
-      int r = t - band * bandTiles;
-      nt = start + r % cols;
-      mt = r / cols;
-    }
-    m0 = (mt * Cfg::ClusterM + rankM) * Cfg::TileM;
-    n0 = (nt * Cfg::ClusterN + rankN) * Cfg::TileN;
+    tileOrigin(Cfg::kParams, m, t, rank, m0, n0);
   }
 };
 

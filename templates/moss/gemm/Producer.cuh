@@ -18,10 +18,9 @@ namespace moss::gemm::detail {
 /// and before exiting the thread waits until every stage has been released
 /// (peers arrive on this CTA's barriers until then).
 template <class Cfg>
-__device__ __forceinline__ void produceTiles(const SharedStorage<Cfg> &smem,
-                                             const CUtensorMap &tmaA,
-                                             const CUtensorMap &tmaB, int m,
-                                             u32 rank) {
+__device__ __forceinline__ void
+produceTiles(const SharedStorage<Cfg> &smem, const CUtensorMap &tmaA,
+             const CUtensorMap &tmaB, int m, u32 rank) {
   Ring<Cfg::Stages> ring;
   TileOrder<Cfg> order(m, rank);
   constexpr int kHalfA = Cfg::TileM / 2, kHalfB = Cfg::TileN / 2;
@@ -77,8 +76,7 @@ __device__ __forceinline__ u32 loadScaleBits(const void *scales, u32 index) {
 /// stage, as raw bits. Row `row` of a [rows / kBlockRows, K / kBlock]
 /// scale array; promotion block j of the stage at K offset k0 uses scale
 /// (k0 + j * kPromoteK) / kBlock. Blocks at or past K are not read.
-template <class Cfg, bool kE8M0, int kBlock, int kBlockRows>
-struct ScaleRow {
+template <class Cfg, bool kE8M0, int kBlock, int kBlockRows> struct ScaleRow {
   static constexpr int kPer = Cfg::kPromotesPerStage;
   static constexpr int kPerRow = Cfg::K / kBlock; // scales per row
   /// Four E8M0 codes of one 32-element block each, 4-byte aligned: one load.
@@ -89,14 +87,14 @@ struct ScaleRow {
   __device__ __forceinline__ void load(const void *scales, int row, int k0) {
     const u32 base = static_cast<u32>(row / kBlockRows) * kPerRow;
     if constexpr (kWord) {
-      bits[0] = *reinterpret_cast<const u32 *>(
-          static_cast<const u8 *>(scales) + base + k0 / kBlock);
+      bits[0] = *reinterpret_cast<const u32 *>(static_cast<const u8 *>(scales) +
+                                               base + k0 / kBlock);
     } else {
 #pragma unroll
       for (int j = 0; j < kPer; ++j) {
         const int k = k0 + j * Cfg::kPromoteK;
-        bits[j] = k < Cfg::K ? loadScaleBits<kE8M0>(scales, base + k / kBlock)
-                             : 0u;
+        bits[j] =
+            k < Cfg::K ? loadScaleBits<kE8M0>(scales, base + k / kBlock) : 0u;
       }
     }
   }
@@ -121,8 +119,8 @@ struct ScaleRow {
 /// columns past N. Blocks past K (the tail stage) are never read.
 template <class Cfg>
 __device__ __forceinline__ void produceTables(const SharedStorage<Cfg> &smem,
-                                              const Args &args, int m,
-                                              int tid, u32 rank) {
+                                              const Args &args, int m, int tid,
+                                              u32 rank) {
   constexpr int kPer = Cfg::kPromotesPerStage;
   constexpr int kThreads = Cfg::kLoaderThreads;
   constexpr int kRowIters =
@@ -130,10 +128,12 @@ __device__ __forceinline__ void produceTables(const SharedStorage<Cfg> &smem,
   constexpr int kColIters =
       Cfg::kColFactor ? (Cfg::TileN + kThreads - 1) / kThreads : 0;
   constexpr bool kUniformB = Cfg::kHasLocalB && !Cfg::kColFactor;
-  using RowA = ScaleRow<Cfg, Cfg::kLocalAE8M0, (Cfg::kBlockA > 0 ? Cfg::kBlockA : 32),
-                        Cfg::kBlockRowsA>;
-  using RowB = ScaleRow<Cfg, Cfg::kLocalBE8M0, (Cfg::kBlockB > 0 ? Cfg::kBlockB : 32),
-                        Cfg::kBlockRowsB>;
+  using RowA =
+      ScaleRow<Cfg, Cfg::kLocalAE8M0, (Cfg::kBlockA > 0 ? Cfg::kBlockA : 32),
+               Cfg::kBlockRowsA>;
+  using RowB =
+      ScaleRow<Cfg, Cfg::kLocalBE8M0, (Cfg::kBlockB > 0 ? Cfg::kBlockB : 32),
+               Cfg::kBlockRowsB>;
   Ring<Cfg::Stages> ring;
   TileOrder<Cfg> order(m, rank);
   for (int t = order.first; t < order.total; t += order.stride) {

@@ -40,24 +40,24 @@ __device__ __forceinline__ void mbarrierArrive(u32 barrier) {
 /// inside the asm: no branch, so no control-flow join in the caller (where
 /// the compiler would copy live accumulators of an in-flight wgmma).
 __device__ __forceinline__ void mbarrierArriveIf(u32 barrier, bool arrive) {
-  asm volatile("{ .reg .pred p;\n\t.reg .b64 state;\n\t"
-               "setp.ne.u32 p, %1, 0;\n\t"
-               "@p mbarrier.arrive.shared::cta.b64 state, [%0]; }" ::"r"(
-                   barrier),
-               "r"(static_cast<u32>(arrive))
-               : "memory");
+  asm volatile(
+      "{ .reg .pred p;\n\t.reg .b64 state;\n\t"
+      "setp.ne.u32 p, %1, 0;\n\t"
+      "@p mbarrier.arrive.shared::cta.b64 state, [%0]; }" ::"r"(barrier),
+      "r"(static_cast<u32>(arrive))
+      : "memory");
 }
 
 /// mbarrier.arrive.expect_tx: one arrival, and `bytes` more transaction
 /// bytes expected in this phase (issued before the TMA copies that complete
 /// them).
-__device__ __forceinline__ void mbarrierArriveExpectTx(u32 barrier,
-                                                       u32 bytes) {
-  asm volatile("{ .reg .b64 state;\n\t"
-               "mbarrier.arrive.expect_tx.shared::cta.b64 state, [%0], %1; }"
-               ::"r"(barrier),
-               "r"(bytes)
-               : "memory");
+__device__ __forceinline__ void mbarrierArriveExpectTx(u32 barrier, u32 bytes) {
+  asm volatile(
+      "{ .reg .b64 state;\n\t"
+      "mbarrier.arrive.expect_tx.shared::cta.b64 state, [%0], %1; }" ::"r"(
+          barrier),
+      "r"(bytes)
+      : "memory");
 }
 
 /// mbarrier.arrive on the barrier at the same offset in CTA `cta` of the

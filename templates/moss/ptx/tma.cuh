@@ -42,11 +42,11 @@ __device__ __forceinline__ void prefetchTensorMap(const CUtensorMap &map) {
 /// shared address of the box (1024-byte aligned for 128-byte swizzle).
 __device__ __forceinline__ void tmaLoad2d(u32 dst, const CUtensorMap &map,
                                           i32 c0, i32 c1, u32 barrier) {
-  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile"
-               ".mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::
-                   "r"(dst),
-               "l"(tensorMapAddress(map)), "r"(c0), "r"(c1), "r"(barrier)
-               : "memory");
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile"
+      ".mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
+      "l"(tensorMapAddress(map)), "r"(c0), "r"(c1), "r"(barrier)
+      : "memory");
 }
 
 /// tmaLoad2d with an L2 cache policy (a createpolicy value).

@@ -96,7 +96,7 @@ enum : int { kFp8E4M3 = 0, kFp8E5M2 = 1 };
 // the operand numbers of desc A, desc B and the scale-d flag, then the
 // output operands (variadic: they contain commas).
 #define MOSS_PTX_WGMMA(N, TA, TB, REGS, DA, DB, SD, ...)                       \
-  asm volatile("{\n\t.reg .pred p;\n\t"                                      \
+  asm volatile("{\n\t.reg .pred p;\n\t"                                        \
                "setp.ne.b32 p, " SD ", 0;\n\t"                                 \
                "wgmma.mma_async.sync.aligned.m64n" #N "k32.f32." TA "." TB     \
                " {" REGS "}, " DA ", " DB ", p, 1, 1;\n}"                      \
@@ -129,20 +129,29 @@ enum : int { kFp8E4M3 = 0, kFp8E5M2 = 1 };
 template <int N> struct WgmmaFp8;
 
 #define MOSS_PTX_OUTS_32(C) MOSS_PTX_F16(C, 0)
-MOSS_PTX_DEFINE_WGMMA_FP8(32, MOSS_PTX_D10 ", " MOSS_PTX_R6(1), "%16", "%17", "%18", MOSS_PTX_OUTS_32)
+MOSS_PTX_DEFINE_WGMMA_FP8(32, MOSS_PTX_D10 ", " MOSS_PTX_R6(1), "%16", "%17",
+                          "%18", MOSS_PTX_OUTS_32)
 #define MOSS_PTX_OUTS_64(C) MOSS_PTX_F32(C, 0)
-MOSS_PTX_DEFINE_WGMMA_FP8(64, MOSS_PTX_D30 ", " MOSS_PTX_R2(3), "%32", "%33", "%34", MOSS_PTX_OUTS_64)
+MOSS_PTX_DEFINE_WGMMA_FP8(64, MOSS_PTX_D30 ", " MOSS_PTX_R2(3), "%32", "%33",
+                          "%34", MOSS_PTX_OUTS_64)
 #define MOSS_PTX_OUTS_96(C) MOSS_PTX_F32(C, 0), MOSS_PTX_F16(C, 32)
-MOSS_PTX_DEFINE_WGMMA_FP8(96, MOSS_PTX_D40 ", " MOSS_PTX_R8(4), "%48", "%49", "%50", MOSS_PTX_OUTS_96)
+MOSS_PTX_DEFINE_WGMMA_FP8(96, MOSS_PTX_D40 ", " MOSS_PTX_R8(4), "%48", "%49",
+                          "%50", MOSS_PTX_OUTS_96)
 #define MOSS_PTX_OUTS_128(C) MOSS_PTX_F64(C, 0)
-MOSS_PTX_DEFINE_WGMMA_FP8(128, MOSS_PTX_D60 ", " MOSS_PTX_R4(6), "%64", "%65", "%66", MOSS_PTX_OUTS_128)
+MOSS_PTX_DEFINE_WGMMA_FP8(128, MOSS_PTX_D60 ", " MOSS_PTX_R4(6), "%64", "%65",
+                          "%66", MOSS_PTX_OUTS_128)
 #define MOSS_PTX_OUTS_160(C) MOSS_PTX_F64(C, 0), MOSS_PTX_F16(C, 64)
-MOSS_PTX_DEFINE_WGMMA_FP8(160, MOSS_PTX_D80, "%80", "%81", "%82", MOSS_PTX_OUTS_160)
+MOSS_PTX_DEFINE_WGMMA_FP8(160, MOSS_PTX_D80, "%80", "%81", "%82",
+                          MOSS_PTX_OUTS_160)
 #define MOSS_PTX_OUTS_192(C) MOSS_PTX_F64(C, 0), MOSS_PTX_F32(C, 64)
-MOSS_PTX_DEFINE_WGMMA_FP8(192, MOSS_PTX_D90 ", " MOSS_PTX_R6(9), "%96", "%97", "%98", MOSS_PTX_OUTS_192)
-#define MOSS_PTX_OUTS_224(C) MOSS_PTX_F64(C, 0), MOSS_PTX_F32(C, 64), MOSS_PTX_F16(C, 96)
-MOSS_PTX_DEFINE_WGMMA_FP8(224, MOSS_PTX_D110 ", " MOSS_PTX_R2(11), "%112", "%113", "%114", MOSS_PTX_OUTS_224)
+MOSS_PTX_DEFINE_WGMMA_FP8(192, MOSS_PTX_D90 ", " MOSS_PTX_R6(9), "%96", "%97",
+                          "%98", MOSS_PTX_OUTS_192)
+#define MOSS_PTX_OUTS_224(C)                                                   \
+  MOSS_PTX_F64(C, 0), MOSS_PTX_F32(C, 64), MOSS_PTX_F16(C, 96)
+MOSS_PTX_DEFINE_WGMMA_FP8(224, MOSS_PTX_D110 ", " MOSS_PTX_R2(11), "%112",
+                          "%113", "%114", MOSS_PTX_OUTS_224)
 #define MOSS_PTX_OUTS_256(C) MOSS_PTX_F64(C, 0), MOSS_PTX_F64(C, 64)
-MOSS_PTX_DEFINE_WGMMA_FP8(256, MOSS_PTX_D120 ", " MOSS_PTX_R8(12), "%128", "%129", "%130", MOSS_PTX_OUTS_256)
+MOSS_PTX_DEFINE_WGMMA_FP8(256, MOSS_PTX_D120 ", " MOSS_PTX_R8(12), "%128",
+                          "%129", "%130", MOSS_PTX_OUTS_256)
 
 } // namespace moss::ptx

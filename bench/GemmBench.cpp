@@ -1,0 +1,272 @@
+//===- GemmBench.cpp - FP8 GEMM kernel throughput
+//--------------------------===//
+//
+// TFLOPS of the Hopper FP8 GEMM kernel (templates/moss/gemm) per scheme and
+// cluster shape on one problem size, plus its NVRTC compile time. Inputs are
+// random FP8 codes and scales (timings do not depend on the values beyond
+// power draw); the output is bf16. Times are medians of CUDA-event timings
+// of back-to-back launches after warm-up.
+//
+//   moss-bench-gemm [--m M] [--n N] [--k K] [--repeat R] [--only NAME]
+//
+// Defaults: 8192^3, 20 repeats, every scheme with 1x1 and 2x1 clusters.
+// Compare with cuBLASLt measured in the same session (docs/GEMM-KERNEL.md).
+//
+//===----------------------------------------------------------------------===//
+
+#include "../tests/gpu/GemmTestSupport.h"
+
+#include "moss/Runtime/Device.h"
+#include "moss/Runtime/Driver.h"
+#include "moss/Runtime/KernelCache.h"
+#include "moss/Runtime/Module.h"
+
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace moss::gemm;
+using namespace moss::gemmtest;
+using namespace moss::runtime;
+using namespace llvm;
+
+namespace {
+
+const DriverApi *api = nullptr;
+
+[[noreturn]] void die(const Twine &message) {
+  errs() << "moss-bench-gemm: " << message << "\n";
+  std::exit(1);
+}
+
+void check(CUresult result, const char *what) {
+  if (result != CUDA_SUCCESS)
+    die(toString(makeCudaError(result, what)));
+}
+
+CUdeviceptr upload(const void *data, size_t bytes) {
+  CUdeviceptr p = 0;
+  if (bytes == 0)
+    return 0;
+  check(api->memAlloc(&p, bytes), "cuMemAlloc");
+  check(api->memcpyHtoD(p, data, bytes), "cuMemcpyHtoD");
+  return p;
+}
+
+/// Random finite FP8 codes (no NaN patterns in either format).
+std::vector<uint8_t> randomCodes(size_t count, std::mt19937_64 &rng) {
+  std::vector<uint8_t> v(count);
+  for (uint8_t &c : v) {
+    uint8_t magnitude = static_cast<uint8_t>(rng() % 0x78); // < 0x78
+    c = static_cast<uint8_t>(magnitude | ((rng() & 1) << 7));
+  }
+  return v;
+}
+
+CUtensorMap operandMap(CUdeviceptr codes, int rows, int k, int boxRows) {
+  CUtensorMap map;
+  std::memset(&map, 0, sizeof(map));
+  cuuint64_t dims[2] = {static_cast<cuuint64_t>(k),
+                        static_cast<cuuint64_t>(rows)};
+  cuuint64_t strides[1] = {static_cast<cuuint64_t>(k)};
+  cuuint32_t box[2] = {128, static_cast<cuuint32_t>(boxRows)};
+  cuuint32_t elementStrides[2] = {1, 1};
+  check(api->tensorMapEncodeTiled(
+            &map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2,
+            reinterpret_cast<void *>(codes), dims, strides, box, elementStrides,
+            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+            CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+        "cuTensorMapEncodeTiled");
+  return map;
+}
+
+struct Variant {
+  std::string name;
+  Params params;
+};
+
+} // namespace
+
+int main(int argc, char **argv) {
+  int m = 8192, n = 8192, k = 8192, repeat = 20;
+  std::string only;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> const char * {
+      if (i + 1 >= argc)
+        die("missing value after " + a);
+      return argv[++i];
+    };
+    if (a == "--m")
+      m = std::atoi(next());
+    else if (a == "--n")
+      n = std::atoi(next());
+    else if (a == "--k")
+      k = std::atoi(next());
+    else if (a == "--repeat")
+      repeat = std::atoi(next());
+    else if (a == "--only")
+      only = next();
+    else
+      die("unknown argument " + a +
+          "; usage: moss-bench-gemm [--m M] [--n N] [--k K] [--repeat R] "
+          "[--only NAME]");
+  }
+
+  Expected<Device> device = Device::open(0);
+  if (!device)
+    die(toString(device.takeError()));
+  if (Error err = device->makeCurrent())
+    die(toString(std::move(err)));
+  api = &cantFail(getDriverApi());
+  outs() << "device " << device->getName() << ", " << device->getArch() << ", "
+         << device->getSmCount() << " SMs; m=" << m << " n=" << n << " k=" << k
+         << ", out bf16\n";
+
+  // The schemes, each with 1x1 and 2x1 clusters.
+  std::vector<Variant> variants;
+  auto add = [&](const char *name, Params p) {
+    p.m = -1;
+    p.n = n;
+    p.k = k;
+    p = withDefaultTiling(p);
+    for (int cluster : {1, 2}) {
+      Params q = p;
+      q.clusterM = cluster;
+      variants.push_back(
+          {std::string(name) + (cluster == 2 ? "_cluster2x1" : ""), q});
+    }
+  };
+  Params tensor;
+  add("tensor_x_tensor", tensor);
+  Params group;
+  group.scaleA = kPerGroup;
+  group.blockA = 128;
+  group.scaleB = kPerGroup;
+  group.blockRowsB = 128;
+  group.blockB = 128;
+  add("group1x128_x_group128x128", group);
+  Params moss;
+  moss.scaleA = kTwoLevel;
+  moss.blockA = 32;
+  moss.globalRowA = true;
+  add("moss_twolevel_x_tensor", moss);
+  Params both = moss;
+  both.scaleB = kTwoLevel;
+  both.blockB = 32;
+  add("twolevel_x_twolevel", both);
+
+  std::mt19937_64 rng(42);
+  std::vector<uint8_t> a = randomCodes(static_cast<size_t>(m) * k, rng);
+  std::vector<uint8_t> b = randomCodes(static_cast<size_t>(n) * k, rng);
+  CUdeviceptr dA = upload(a.data(), a.size());
+  CUdeviceptr dB = upload(b.data(), b.size());
+  // Scales: E8M0 codes in [117, 127], FP32 ones near 1, globals 1.
+  size_t blocksA = static_cast<size_t>(m) * (k / 32),
+         blocksB = static_cast<size_t>(n) * (k / 32);
+  std::vector<uint8_t> e8A(blocksA), e8B(blocksB);
+  for (uint8_t &e : e8A)
+    e = static_cast<uint8_t>(117 + rng() % 11);
+  for (uint8_t &e : e8B)
+    e = static_cast<uint8_t>(117 + rng() % 11);
+  std::vector<float> f32A(static_cast<size_t>(m) * (k / 128), 0.01f),
+      f32B(static_cast<size_t>((n + 127) / 128) * (k / 128), 0.02f),
+      globalA(m, 1.0f), globalB(n, 1.0f);
+  CUdeviceptr dE8A = upload(e8A.data(), e8A.size()),
+              dE8B = upload(e8B.data(), e8B.size()),
+              dF32A = upload(f32A.data(), f32A.size() * 4),
+              dF32B = upload(f32B.data(), f32B.size() * 4),
+              dGA = upload(globalA.data(), globalA.size() * 4),
+              dGB = upload(globalB.data(), globalB.size() * 4);
+  CUdeviceptr dOut = 0;
+  check(api->memAlloc(&dOut, static_cast<size_t>(m) * n * 2), "cuMemAlloc");
+  CUstream stream;
+  check(api->streamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+
+  outs() << format("%-36s %9s %9s %9s %9s\n", "kernel", "compile_s",
+                   "median_ms", "best_ms", "TFLOPS");
+  for (const Variant &v : variants) {
+    if (!only.empty() && v.name.find(only) == std::string::npos)
+      continue;
+    const Params &p = v.params;
+    if (const char *error = validate(p)) {
+      outs() << v.name << ": " << error << "\n";
+      continue;
+    }
+    Plan q = plan(p);
+    CompileOptions options;
+    options.arch = device->getArch().str();
+    auto t0 = std::chrono::steady_clock::now();
+    Expected<std::shared_ptr<const KernelEntry>> entry =
+        getDefaultKernelCache().getOrCompile(kernelSource(p), options);
+    if (!entry)
+      die(toString(entry.takeError()));
+    Expected<CUfunction> function = (*entry)->getFunction("moss_gemm");
+    if (!function)
+      die(toString(function.takeError()));
+    double compileSeconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
+
+    CUtensorMap mapA = operandMap(dA, m, k, q.boxA[1]);
+    CUtensorMap mapB = operandMap(dB, n, k, q.boxB[1]);
+    CUtensorMap mapD;
+    std::memset(&mapD, 0, sizeof(mapD));
+    Args args{};
+    args.m = m;
+    args.d = reinterpret_cast<void *>(dOut);
+    auto ptr = [](CUdeviceptr d) { return reinterpret_cast<void *>(d); };
+    args.aLocal = p.scaleA == kTwoLevel   ? ptr(dE8A)
+                  : p.scaleA == kPerGroup ? ptr(dF32A)
+                                          : nullptr;
+    args.bLocal = p.scaleB == kTwoLevel   ? ptr(dE8B)
+                  : p.scaleB == kPerGroup ? ptr(dF32B)
+                                          : nullptr;
+    args.aGlobal = static_cast<const float *>(ptr(dGA));
+    args.bGlobal = static_cast<const float *>(ptr(dGB));
+    void *params[] = {&mapA, &mapB, &mapD, &args};
+    LaunchConfig launch;
+    launch.grid[0] =
+        static_cast<unsigned>(gridSize(p, m, device->getSmCount()));
+    launch.block[0] = static_cast<unsigned>(q.threads);
+    launch.cluster[0] = static_cast<unsigned>(q.clusterSize);
+    launch.sharedMemoryBytes = static_cast<unsigned>(q.sharedBytes);
+    launch.stream = stream;
+
+    for (int w = 0; w < 3; ++w)
+      if (Error err = launchKernel(*function, launch, params))
+        die(v.name + ": " + toString(std::move(err)));
+    check(api->streamSynchronize(stream), "the warm-up launches");
+    std::vector<float> times;
+    for (int r = 0; r < repeat; ++r) {
+      CUevent start, stop;
+      check(api->eventCreate(&start, CU_EVENT_DEFAULT), "cuEventCreate");
+      check(api->eventCreate(&stop, CU_EVENT_DEFAULT), "cuEventCreate");
+      check(api->eventRecord(start, stream), "cuEventRecord");
+      if (Error err = launchKernel(*function, launch, params))
+        die(v.name + ": " + toString(std::move(err)));
+      check(api->eventRecord(stop, stream), "cuEventRecord");
+      check(api->eventSynchronize(stop), "the timed launch");
+      float ms = 0;
+      check(api->eventElapsedTime(&ms, start, stop), "cuEventElapsedTime");
+      times.push_back(ms);
+      api->eventDestroy(start);
+      api->eventDestroy(stop);
+    }
+    std::sort(times.begin(), times.end());
+    float median = times[times.size() / 2];
+    double tflops = 2.0 * m * double(n) * k / (median * 1e-3) / 1e12;
+    outs() << format("%-36s %9.3f %9.4f %9.4f %9.1f\n", v.name.c_str(),
+                     compileSeconds, median, times.front(), tflops);
+    outs().flush();
+  }
+  return 0;
+}
