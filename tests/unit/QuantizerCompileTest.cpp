@@ -65,10 +65,11 @@ void expectCompiles(const QuantizeSpec &spec, bool withScale,
   ASSERT_EQ(kernels.size(), source->reduceKernel.empty() ? 1u : 2u)
       << result->log;
   for (const KernelResources &k : kernels) {
-    if (checkResources)
+    if (checkResources) {
       EXPECT_FALSE(k.usesLocalMemory())
-        << k.name << ": " << k.stackFrameBytes << " bytes stack, "
-        << k.spillStoreBytes << " bytes spilled";
+          << k.name << ": " << k.stackFrameBytes << " bytes stack, "
+          << k.spillStoreBytes << " bytes spilled";
+    }
     EXPECT_GT(k.registers, 0) << k.name;
   }
 }
@@ -173,6 +174,53 @@ TEST(QuantizerCompileTest, LayoutFollowsTheScheme) {
   EXPECT_EQ(layout.localCols, 16);
   EXPECT_EQ(layout.localElementBytes, 1);
   EXPECT_EQ(layout.globalCount, 300);
+}
+
+} // namespace
+
+namespace {
+
+// Bad buffers fail before anything reaches the driver: without a GPU the
+// error would otherwise be "no CUDA driver".
+TEST(QuantizerArgumentsTest, BadBuffersFailBeforeAnyLaunch) {
+  KernelCacheOptions cacheOptions;
+  cacheOptions.useDisk = false;
+  KernelCache cache(cacheOptions);
+  GpuQuantizer quantizer(cache, 132);
+  QuantizeSpec spec;
+  spec.rows = 64;
+  spec.cols = 256;
+  spec.options = {ScalingScheme::twoLevel(GlobalScope::Row, 32),
+                  Fp8Format::E4M3, false};
+  const CUdeviceptr good = 0x10000;
+  struct Case {
+    QuantizeBuffers buffers;
+    const char *message;
+  };
+  Case cases[] = {
+      {{0, good, good, good, 0}, "the input x is null"},
+      {{good + 4, good, good, good, 0}, "the input x must be 16-byte aligned"},
+      {{good, good + 8, good, good, 0}, "the codes q must be 16-byte aligned"},
+      {{good, good, 0, good, 0},
+       "the block scales (local) is null; two-level(row, 32) needs it"},
+      {{good, good, good, 0, 0},
+       "the global scales is null; two-level(row, 32) needs it"},
+      {{good, good, good, good, good + 4}, "the counters must be 8-byte"},
+  };
+  for (const Case &c : cases) {
+    llvm::Error error = quantizer.quantize(spec, c.buffers, nullptr);
+    ASSERT_TRUE(bool(error)) << c.message;
+    std::string message = llvm::toString(std::move(error));
+    EXPECT_NE(message.find(c.message), std::string::npos) << message;
+  }
+  spec.options.scheme = ScalingScheme::perTensor();
+  llvm::Error error =
+      quantizer.quantize(spec, {good, good, good, good, 0}, nullptr);
+  ASSERT_TRUE(bool(error));
+  EXPECT_NE(llvm::toString(std::move(error))
+                .find("the block scales (local) is given, but per-tensor has "
+                      "none"),
+            std::string::npos);
 }
 
 } // namespace

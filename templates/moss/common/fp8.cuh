@@ -150,6 +150,13 @@ __device__ __forceinline__ int floorLog2(float a) {
   return exponent - 127;
 }
 
+/// 2^(code - 127) for an E8M0 scale code, exactly: code 0 is the FP32
+/// subnormal 2^-127, 0xFF (the NaN scale) is a quiet NaN.
+__device__ __forceinline__ float decodeE8M0(uint32_t code) {
+  uint32_t bits = code == 0 ? 0x00400000u : code << 23;
+  return bitsFloat(code == 0xFF ? 0x7FC00000u : bits);
+}
+
 /// 2^e as FP32 for e in [-127, 127] (2^-127 is a subnormal).
 __device__ __forceinline__ float exp2i(int e) {
   return e == -127 ? bitsFloat(0x00400000u)

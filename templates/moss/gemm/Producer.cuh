@@ -58,7 +58,7 @@ produceTiles(const SharedStorage<Cfg> &smem, const CUtensorMap &tmaA,
 /// A local scale as a float: E8M0 codes decoded exactly, FP32 as stored.
 template <bool kE8M0> __device__ __forceinline__ float decodeScale(u32 raw) {
   if constexpr (kE8M0)
-    return ptx::e8m0ToFloat(raw);
+    return ptx::decodeE8M0(raw);
   else
     return ptx::bitsFloat(raw);
 }

@@ -6,13 +6,15 @@
 // to infinity, as the CUDA headers' __float2bfloat16_rn does.
 #pragma once
 
+#include "moss/common/fp8.cuh"
 #include "moss/ptx/types.cuh"
 
 namespace moss::ptx {
 
-/// The bits of a float, and the float of bits.
-__device__ __forceinline__ u32 floatBits(float x) { return __float_as_uint(x); }
-__device__ __forceinline__ float bitsFloat(u32 x) { return __uint_as_float(x); }
+// One set of bit casts and E8M0 rules for all device code.
+using moss::bitsFloat;
+using moss::decodeE8M0;
+using moss::floatBits;
 
 /// RN(x) to bf16.
 __device__ __forceinline__ u16 floatToBf16(float x) {
@@ -53,13 +55,6 @@ __device__ __forceinline__ float f16ToFloat(u16 x) {
   float out;
   asm("cvt.f32.f16 %0, %1;" : "=f"(out) : "h"(x));
   return out;
-}
-
-/// 2^(code - 127) for an E8M0 scale code, exactly: code 0 is the FP32
-/// subnormal 2^-127, 0xFF (the NaN scale) is a quiet NaN.
-__device__ __forceinline__ float e8m0ToFloat(u32 code) {
-  u32 bits = code == 0 ? 0x00400000u : code << 23;
-  return bitsFloat(code == 0xFF ? 0x7FC00000u : bits);
 }
 
 } // namespace moss::ptx
