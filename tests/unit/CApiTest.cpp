@@ -1,0 +1,298 @@
+//===- CApiTest.cpp - The C API (moss.h) ----------------------------------===//
+//
+// Everything goes through moss.h. The GPU test also uses the driver table to
+// allocate memory and the host reference (moss::numerics::quantize) to
+// compare with; it skips without a GPU.
+//
+//===----------------------------------------------------------------------===//
+
+#include "moss/moss.h"
+
+#include "moss/Numerics/Quantize.h"
+#include "moss/Runtime/Driver.h"
+
+#include "gtest/gtest.h"
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace {
+
+/// Owns an error object in a test.
+struct ErrorDeleter {
+  void operator()(moss_error *error) const { moss_error_destroy(error); }
+};
+using ErrorPtr = std::unique_ptr<moss_error, ErrorDeleter>;
+
+moss_quantize_spec_t makeSpec(int64_t rows, int64_t cols, moss_scheme_t scheme,
+                              int64_t blockRows = 1, int64_t blockCols = 0) {
+  moss_quantize_spec_t spec;
+  std::memset(&spec, 0, sizeof(spec));
+  spec.rows = rows;
+  spec.cols = cols;
+  spec.input = MOSS_INPUT_F32;
+  spec.scheme = scheme;
+  spec.block_rows = blockRows;
+  spec.block_cols = blockCols;
+  spec.global_scope = MOSS_GLOBAL_TENSOR;
+  spec.format = MOSS_FORMAT_E4M3;
+  return spec;
+}
+
+/// The layout of `spec`, expecting success.
+moss_quantize_layout_t layoutOf(const moss_quantize_spec_t &spec) {
+  moss_quantize_layout_t layout;
+  std::memset(&layout, 0xFF, sizeof(layout));
+  ErrorPtr error(moss_quantize_layout(&spec, &layout));
+  EXPECT_EQ(error, nullptr) << moss_error_message(error.get());
+  return layout;
+}
+
+/// Expects `error` to have `code` and a message containing `text`.
+void expectError(moss_error_t raw, moss_error_code_t code,
+                 const std::string &text) {
+  ErrorPtr error(raw);
+  ASSERT_NE(error, nullptr) << "expected an error containing: " << text;
+  EXPECT_EQ(moss_error_code(error.get()), code) << moss_error_message(raw);
+  EXPECT_NE(std::string(moss_error_message(error.get())).find(text),
+            std::string::npos)
+      << moss_error_message(error.get());
+}
+
+TEST(CApiTest, Version) {
+  EXPECT_EQ(MOSS_API_VERSION, 1);
+  EXPECT_EQ(moss_api_version(), MOSS_API_VERSION);
+}
+
+TEST(CApiTest, NullErrorIsSuccess) {
+  EXPECT_EQ(moss_error_code(nullptr), MOSS_ERROR_NONE);
+  EXPECT_STREQ(moss_error_message(nullptr), "");
+  moss_error_destroy(nullptr);
+  moss_context_destroy(nullptr);
+}
+
+TEST(CApiTest, LayoutPerGroupSquare) {
+  moss_quantize_layout_t l =
+      layoutOf(makeSpec(300, 512, MOSS_SCHEME_PER_GROUP, 128, 128));
+  EXPECT_EQ(l.code_rows, 300);
+  EXPECT_EQ(l.code_cols, 512);
+  EXPECT_EQ(l.local_rows, 3);
+  EXPECT_EQ(l.local_cols, 4);
+  EXPECT_EQ(l.local_element_bytes, 4);
+  EXPECT_EQ(l.global_count, 0);
+}
+
+TEST(CApiTest, LayoutPerTensorAndPerRow) {
+  moss_quantize_layout_t t = layoutOf(makeSpec(7, 64, MOSS_SCHEME_PER_TENSOR));
+  EXPECT_EQ(t.code_rows, 7);
+  EXPECT_EQ(t.code_cols, 64);
+  EXPECT_EQ(t.local_rows, 0);
+  EXPECT_EQ(t.local_cols, 0);
+  EXPECT_EQ(t.local_element_bytes, 0);
+  EXPECT_EQ(t.global_count, 1);
+
+  moss_quantize_layout_t r = layoutOf(makeSpec(7, 64, MOSS_SCHEME_PER_ROW));
+  EXPECT_EQ(r.global_count, 7);
+  EXPECT_EQ(r.local_cols, 0);
+}
+
+TEST(CApiTest, LayoutMxfp8AndTwoLevel) {
+  moss_quantize_layout_t m =
+      layoutOf(makeSpec(16, 256, MOSS_SCHEME_MXFP8, 1, 32));
+  EXPECT_EQ(m.local_rows, 16);
+  EXPECT_EQ(m.local_cols, 8);
+  EXPECT_EQ(m.local_element_bytes, 1);
+  EXPECT_EQ(m.global_count, 0);
+
+  moss_quantize_spec_t spec = makeSpec(16, 256, MOSS_SCHEME_TWO_LEVEL, 0, 32);
+  spec.global_scope = MOSS_GLOBAL_ROW;
+  moss_quantize_layout_t row = layoutOf(spec);
+  EXPECT_EQ(row.local_rows, 16);
+  EXPECT_EQ(row.local_cols, 8);
+  EXPECT_EQ(row.local_element_bytes, 1);
+  EXPECT_EQ(row.global_count, 16);
+
+  // Transposed: codes [cols, rows], blocks along the input's rows.
+  spec = makeSpec(64, 48, MOSS_SCHEME_TWO_LEVEL, 1, 32);
+  spec.transpose = 1;
+  moss_quantize_layout_t tr = layoutOf(spec);
+  EXPECT_EQ(tr.code_rows, 48);
+  EXPECT_EQ(tr.code_cols, 64);
+  EXPECT_EQ(tr.local_rows, 48);
+  EXPECT_EQ(tr.local_cols, 2);
+  EXPECT_EQ(tr.global_count, 1);
+}
+
+TEST(CApiTest, InvalidSpecs) {
+  moss_quantize_layout_t layout;
+  moss_quantize_spec_t spec = makeSpec(4, 100, MOSS_SCHEME_TWO_LEVEL, 1, 32);
+  expectError(moss_quantize_layout(&spec, &layout),
+              MOSS_ERROR_INVALID_ARGUMENT,
+              "K=100 is not a multiple of the scaling block 32");
+
+  spec = makeSpec(4, 64, MOSS_SCHEME_PER_TENSOR);
+  spec.rows = 0;
+  expectError(moss_quantize_layout(&spec, &layout),
+              MOSS_ERROR_INVALID_ARGUMENT, "must have positive extents");
+
+  spec = makeSpec(4, 64, MOSS_SCHEME_MXFP8, 1, 16);
+  expectError(moss_quantize_layout(&spec, &layout),
+              MOSS_ERROR_INVALID_ARGUMENT, "MXFP8 scales blocks of 32");
+
+  spec = makeSpec(4, 64, MOSS_SCHEME_PER_GROUP, 1, -32);
+  expectError(moss_quantize_layout(&spec, &layout),
+              MOSS_ERROR_INVALID_ARGUMENT, "must be positive");
+}
+
+TEST(CApiTest, BadEnums) {
+  moss_quantize_layout_t layout;
+  moss_quantize_spec_t spec = makeSpec(4, 64, MOSS_SCHEME_PER_TENSOR);
+  spec.scheme = 99;
+  expectError(moss_quantize_layout(&spec, &layout),
+              MOSS_ERROR_INVALID_ARGUMENT, "spec->scheme=99");
+  spec = makeSpec(4, 64, MOSS_SCHEME_PER_TENSOR);
+  spec.scheme = -1;
+  expectError(moss_quantize_layout(&spec, &layout),
+              MOSS_ERROR_INVALID_ARGUMENT, "spec->scheme=-1");
+  spec = makeSpec(4, 64, MOSS_SCHEME_PER_TENSOR);
+  spec.input = 2;
+  expectError(moss_quantize_layout(&spec, &layout),
+              MOSS_ERROR_INVALID_ARGUMENT, "spec->input=2");
+  spec = makeSpec(4, 64, MOSS_SCHEME_PER_TENSOR);
+  spec.global_scope = 7;
+  expectError(moss_quantize_layout(&spec, &layout),
+              MOSS_ERROR_INVALID_ARGUMENT, "spec->global_scope=7");
+  spec = makeSpec(4, 64, MOSS_SCHEME_PER_TENSOR);
+  spec.format = 3;
+  expectError(moss_quantize_layout(&spec, &layout),
+              MOSS_ERROR_INVALID_ARGUMENT, "spec->format=3");
+}
+
+TEST(CApiTest, NullArguments) {
+  moss_quantize_layout_t layout;
+  moss_quantize_spec_t spec = makeSpec(4, 64, MOSS_SCHEME_PER_TENSOR);
+  moss_quantize_buffers_t buffers = {16, 16, 0, 16, 0};
+  expectError(moss_quantize_layout(nullptr, &layout),
+              MOSS_ERROR_INVALID_ARGUMENT, "spec is NULL");
+  expectError(moss_quantize_layout(&spec, nullptr),
+              MOSS_ERROR_INVALID_ARGUMENT, "out is NULL");
+  expectError(moss_quantize(nullptr, &spec, &buffers, nullptr),
+              MOSS_ERROR_INVALID_ARGUMENT, "context is NULL");
+  expectError(moss_cast_with_scale(nullptr, &spec, 16, &buffers, nullptr),
+              MOSS_ERROR_INVALID_ARGUMENT, "context is NULL");
+
+  moss_context_t context = reinterpret_cast<moss_context_t>(&spec);
+  expectError(moss_context_create(nullptr, &context),
+              MOSS_ERROR_INVALID_ARGUMENT, "options is NULL");
+  EXPECT_EQ(context, nullptr);
+  moss_context_options_t options;
+  moss_context_options_init(&options);
+  expectError(moss_context_create(&options, nullptr),
+              MOSS_ERROR_INVALID_ARGUMENT, "out is NULL");
+  options.struct_size = 4;
+  expectError(moss_context_create(&options, &context),
+              MOSS_ERROR_INVALID_ARGUMENT, "options->struct_size=4");
+  moss_context_options_init(&options);
+  options.device_ordinal = -1;
+  expectError(moss_context_create(&options, &context),
+              MOSS_ERROR_INVALID_ARGUMENT, "options->device_ordinal=-1");
+}
+
+bool haveGpu() { return moss::runtime::isDriverAvailable(); }
+
+TEST(CApiTest, NoDevice) {
+  if (haveGpu())
+    GTEST_SKIP() << "a driver and a GPU are present";
+  moss_context_options_t options;
+  moss_context_options_init(&options);
+  moss_context_t context = nullptr;
+  ErrorPtr error(moss_context_create(&options, &context));
+  ASSERT_NE(error, nullptr);
+  EXPECT_EQ(moss_error_code(error.get()), MOSS_ERROR_NO_DEVICE);
+  std::string message = moss_error_message(error.get());
+  EXPECT_EQ(message.rfind("no CUDA d", 0), 0u) << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  EXPECT_EQ(context, nullptr);
+}
+
+/// Device memory freed at scope exit.
+struct DeviceBuffer {
+  CUdeviceptr ptr = 0;
+  explicit DeviceBuffer(size_t bytes) {
+    const moss::runtime::DriverApi &api = *moss::runtime::getDriverApi();
+    if (bytes) {
+      EXPECT_EQ(api.memAlloc(&ptr, bytes), CUDA_SUCCESS);
+    }
+  }
+  ~DeviceBuffer() {
+    if (ptr)
+      (*moss::runtime::getDriverApi()).memFree(ptr);
+  }
+};
+
+TEST(CApiTest, QuantizeOnGpuMatchesReference) {
+  if (!haveGpu())
+    GTEST_SKIP() << "needs a CUDA driver and GPU";
+  moss_context_options_t options;
+  moss_context_options_init(&options);
+  moss_context_t context = nullptr;
+  {
+    ErrorPtr error(moss_context_create(&options, &context));
+    ASSERT_EQ(error, nullptr) << moss_error_message(error.get());
+  }
+  std::unique_ptr<moss_context, void (*)(moss_context_t)> owned(
+      context, moss_context_destroy);
+  const moss::runtime::DriverApi &api = *moss::runtime::getDriverApi();
+
+  const int64_t rows = 48, cols = 256;
+  std::vector<float> x(rows * cols);
+  for (int64_t i = 0; i < rows * cols; ++i)
+    x[i] = std::sin(0.37f * float(i)) * std::exp2(float(i % 13) - 6.0f);
+
+  moss_quantize_spec_t spec = makeSpec(rows, cols, MOSS_SCHEME_TWO_LEVEL, 1, 32);
+  spec.global_scope = MOSS_GLOBAL_ROW;
+  moss_quantize_layout_t layout = layoutOf(spec);
+  size_t localBytes =
+      size_t(layout.local_rows * layout.local_cols * layout.local_element_bytes);
+  DeviceBuffer dx(x.size() * 4), dq(x.size()), dlocal(localBytes),
+      dglobal(size_t(layout.global_count) * 4), dcounters(16);
+  ASSERT_EQ(api.memcpyHtoD(dx.ptr, x.data(), x.size() * 4), CUDA_SUCCESS);
+  ASSERT_EQ(api.memsetD8(dcounters.ptr, 0, 16), CUDA_SUCCESS);
+  moss_quantize_buffers_t buffers = {dx.ptr, dq.ptr, dlocal.ptr, dglobal.ptr,
+                                     dcounters.ptr};
+  {
+    ErrorPtr error(moss_quantize(context, &spec, &buffers, nullptr));
+    ASSERT_EQ(error, nullptr) << moss_error_message(error.get());
+  }
+  std::vector<uint8_t> codes(x.size()), local(localBytes);
+  std::vector<float> global(size_t(layout.global_count));
+  ASSERT_EQ(api.memcpyDtoH(codes.data(), dq.ptr, codes.size()), CUDA_SUCCESS);
+  ASSERT_EQ(api.memcpyDtoH(local.data(), dlocal.ptr, localBytes), CUDA_SUCCESS);
+  ASSERT_EQ(api.memcpyDtoH(global.data(), dglobal.ptr, global.size() * 4),
+            CUDA_SUCCESS);
+
+  moss::numerics::QuantizeOptions reference;
+  reference.scheme = moss::numerics::ScalingScheme::twoLevel(
+      moss::numerics::GlobalScope::Row, 32);
+  llvm::Expected<moss::numerics::QuantizedTensor> q =
+      moss::numerics::quantize(x, rows, cols, reference);
+  ASSERT_TRUE(bool(q)) << llvm::toString(q.takeError());
+  EXPECT_EQ(codes, q->codes);
+  EXPECT_EQ(local, q->localE8M0);
+  ASSERT_EQ(global.size(), q->global.size());
+  EXPECT_EQ(std::memcmp(global.data(), q->global.data(), global.size() * 4), 0);
+
+  // Wrong buffers are argument errors, caught before any launch.
+  moss_quantize_buffers_t missing = buffers;
+  missing.local = 0;
+  expectError(moss_quantize(context, &spec, &missing, nullptr),
+              MOSS_ERROR_INVALID_ARGUMENT, "buffers->local is 0");
+  expectError(moss_cast_with_scale(context, &spec, dglobal.ptr, &buffers,
+                                   nullptr),
+              MOSS_ERROR_INVALID_ARGUMENT, "per-tensor");
+}
+
+} // namespace
