@@ -16,6 +16,8 @@
 
 #include "../tests/gpu/GemmTestSupport.h"
 
+#include "EventTimer.h"
+
 #include "moss/Runtime/Device.h"
 #include "moss/Runtime/Driver.h"
 #include "moss/Runtime/KernelCache.h"
@@ -241,27 +243,12 @@ int main(int argc, char **argv) {
     launch.sharedMemoryBytes = static_cast<unsigned>(q.sharedBytes);
     launch.stream = stream;
 
-    for (int w = 0; w < 3; ++w)
-      if (Error err = launchKernel(*function, launch, params))
-        die(v.name + ": " + toString(std::move(err)));
-    check(api->streamSynchronize(stream), "the warm-up launches");
-    std::vector<float> times;
-    for (int r = 0; r < repeat; ++r) {
-      CUevent start, stop;
-      check(api->eventCreate(&start, CU_EVENT_DEFAULT), "cuEventCreate");
-      check(api->eventCreate(&stop, CU_EVENT_DEFAULT), "cuEventCreate");
-      check(api->eventRecord(start, stream), "cuEventRecord");
-      if (Error err = launchKernel(*function, launch, params))
-        die(v.name + ": " + toString(std::move(err)));
-      check(api->eventRecord(stop, stream), "cuEventRecord");
-      check(api->eventSynchronize(stop), "the timed launch");
-      float ms = 0;
-      check(api->eventElapsedTime(&ms, start, stop), "cuEventElapsedTime");
-      times.push_back(ms);
-      api->eventDestroy(start);
-      api->eventDestroy(stop);
-    }
-    std::sort(times.begin(), times.end());
+    Expected<std::vector<float>> timed = moss::bench::timeWithEvents(
+        [&] { return launchKernel(*function, launch, params); },
+        /*warmup=*/3, repeat, stream);
+    if (!timed)
+      die(v.name + ": " + toString(timed.takeError()));
+    std::vector<float> &times = *timed;
     float median = times[times.size() / 2];
     double tflops = 2.0 * m * double(n) * k / (median * 1e-3) / 1e12;
     outs() << format("%-36s %9.3f %9.4f %9.4f %9.1f\n", v.name.c_str(),

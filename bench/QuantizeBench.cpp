@@ -16,6 +16,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "EventTimer.h"
+
 #include "moss/Runtime/Device.h"
 #include "moss/Runtime/Driver.h"
 #include "moss/Runtime/Quantizer.h"
@@ -59,26 +61,16 @@ CUdeviceptr alloc(size_t bytes) {
 
 /// Median milliseconds of `body` over `repeat` event-timed runs, after two
 /// warm-up runs.
-template <typename Body> double medianMs(Body body) {
-  CUevent start, stop;
-  check(api->eventCreate(&start, 0), "cuEventCreate");
-  check(api->eventCreate(&stop, 0), "cuEventCreate");
-  body();
-  body();
-  std::vector<double> times;
-  for (int i = 0; i < repeat; ++i) {
-    check(api->eventRecord(start, nullptr), "cuEventRecord");
-    body();
-    check(api->eventRecord(stop, nullptr), "cuEventRecord");
-    check(api->eventSynchronize(stop), "cuEventSynchronize");
-    float ms = 0;
-    check(api->eventElapsedTime(&ms, start, stop), "cuEventElapsedTime");
-    times.push_back(ms);
-  }
-  api->eventDestroy(start);
-  api->eventDestroy(stop);
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+double medianMs(llvm::function_ref<void()> body) {
+  Expected<std::vector<float>> times = moss::bench::timeWithEvents(
+      [&] {
+        body();
+        return Error::success();
+      },
+      /*warmup=*/2, repeat, nullptr);
+  if (!times)
+    die(times.takeError());
+  return (*times)[times->size() / 2];
 }
 
 /// Fills a buffer with heavy-ish random data (never zeros: they can run
