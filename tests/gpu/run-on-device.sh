@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Runs the GPU suites and benchmarks on a machine with a GPU, from binaries
-# built elsewhere. Logs go to $OUT (default ./gpu-logs).
+# built elsewhere. Logs go to $MOSS_GPU_LOG_DIR (default ./gpu-logs).
 #
 #   bash tests/gpu/run-on-device.sh BIN_DIR [quick]
 set -uo pipefail
 bin="${1:?usage: run-on-device.sh BIN_DIR [quick]}"
-out="${OUT:-./gpu-logs}"
+out="${MOSS_GPU_LOG_DIR:-./gpu-logs}"
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/device.txt"
 
