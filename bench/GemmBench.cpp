@@ -10,12 +10,19 @@
 //   moss-bench-gemm [--m M] [--n N] [--k K] [--repeat R] [--only NAME]
 //
 // Defaults: 8192^3, 20 repeats, every scheme with 1x1 and 2x1 clusters.
-// Compare with cuBLASLt measured in the same session (docs/GEMM-KERNEL.md).
+//
+// Above the kernel's rows it prints cuBLASLt baselines timed the same way in
+// the same process (CublasLtBaseline.h): BF16, FP8 per-tensor and FP8
+// block-scaled 1x128 x 128x128; a configuration cuBLASLt rejects prints
+// "unsupported: <reason>". Each kernel row ends with its TFLOPS over the FP8
+// per-tensor baseline's and, for the per-group rows, over the block-scaled
+// baseline's. --no-cublaslt skips the baselines.
 //
 //===----------------------------------------------------------------------===//
 
 #include "../tests/gpu/GemmTestSupport.h"
 
+#include "CublasLtBaseline.h"
 #include "EventTimer.h"
 
 #include "moss/Runtime/Device.h"
@@ -24,6 +31,7 @@
 #include "moss/Runtime/Module.h"
 
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -100,6 +108,7 @@ struct Variant {
 int main(int argc, char **argv) {
   int m = 8192, n = 8192, k = 8192, repeat = 20;
   std::string only;
+  bool cublasLt = true;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> const char * {
@@ -117,10 +126,12 @@ int main(int argc, char **argv) {
       repeat = std::atoi(next());
     else if (a == "--only")
       only = next();
+    else if (a == "--no-cublaslt")
+      cublasLt = false;
     else
       die("unknown argument " + a +
           "; usage: moss-bench-gemm [--m M] [--n N] [--k K] [--repeat R] "
-          "[--only NAME]");
+          "[--only NAME] [--no-cublaslt]");
   }
 
   Expected<Device> device = Device::open(0);
@@ -193,8 +204,56 @@ int main(int argc, char **argv) {
   CUstream stream;
   check(api->streamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
 
-  outs() << format("%-36s %9s %9s %9s %9s\n", "kernel", "compile_s",
-                   "median_ms", "best_ms", "TFLOPS");
+  auto tflopsOf = [&](double ms) {
+    return 2.0 * m * double(n) * k / (ms * 1e-3) / 1e12;
+  };
+
+  // cuBLASLt baselines, same problem, same stream, same timing. 0 when a
+  // baseline is unsupported or skipped (its ratio column then shows "-").
+  double ltFp8Tflops = 0, ltBlockTflops = 0;
+  outs() << format("%-36s %9s %9s %9s %9s\n", "baseline", "", "median_ms",
+                   "", "TFLOPS");
+  if (cublasLt) {
+    moss::bench::CublasLtProblem problem;
+    problem.m = m;
+    problem.n = n;
+    problem.k = k;
+    problem.warmup = 3;
+    problem.repeat = repeat;
+    problem.stream = stream;
+    auto row = [&](const char *name,
+                   Expected<double> (*run)(
+                       const moss::bench::CublasLtProblem &)) -> double {
+      Expected<double> ms = run(problem);
+      if (!ms) {
+        outs() << format("%-36s ", name)
+               << "unsupported: " << toString(ms.takeError()) << "\n";
+        outs().flush();
+        return 0;
+      }
+      double tflops = tflopsOf(*ms);
+      outs() << format("%-36s %9s %9.4f %9s %9.1f\n", name, "", *ms, "",
+                       tflops);
+      outs().flush();
+      return tflops;
+    };
+    row("cublaslt_bf16", moss::bench::timeCublasLtBf16);
+    ltFp8Tflops =
+        row("cublaslt_fp8_tensor_x_tensor", moss::bench::timeCublasLtFp8PerTensor);
+    ltBlockTflops = row("cublaslt_fp8_block1x128_x_128x128",
+                        moss::bench::timeCublasLtFp8BlockScaled);
+  } else {
+    outs() << "(cuBLASLt baselines skipped: --no-cublaslt)\n";
+  }
+  auto ratio = [](double tflops, double base) -> std::string {
+    if (base <= 0)
+      return "-";
+    return formatv("{0:F2}x", tflops / base).str();
+  };
+
+  outs() << format("%-36s %9s %9s %9s %9s %11s %11s\n", "kernel", "compile_s",
+                   "median_ms", "best_ms", "TFLOPS", "vs_lt_fp8",
+                   "vs_lt_block");
   for (const Variant &v : variants) {
     if (!only.empty() && v.name.find(only) == std::string::npos)
       continue;
@@ -250,9 +309,12 @@ int main(int argc, char **argv) {
       die(v.name + ": " + toString(timed.takeError()));
     std::vector<float> &times = *timed;
     float median = times[times.size() / 2];
-    double tflops = 2.0 * m * double(n) * k / (median * 1e-3) / 1e12;
-    outs() << format("%-36s %9.3f %9.4f %9.4f %9.1f\n", v.name.c_str(),
-                     compileSeconds, median, times.front(), tflops);
+    double tflops = tflopsOf(median);
+    bool perGroup = p.scaleA == kPerGroup && p.scaleB == kPerGroup;
+    outs() << format("%-36s %9.3f %9.4f %9.4f %9.1f %11s %11s\n",
+                     v.name.c_str(), compileSeconds, median, times.front(),
+                     tflops, ratio(tflops, ltFp8Tflops).c_str(),
+                     perGroup ? ratio(tflops, ltBlockTflops).c_str() : "");
     outs().flush();
   }
   return 0;

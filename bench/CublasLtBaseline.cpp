@@ -1,0 +1,419 @@
+//===- CublasLtBaseline.cpp - cuBLASLt GEMM baselines ---------------------===//
+//
+// See CublasLtBaseline.h. Only moss-bench-gemm compiles and links this file.
+//
+// Layout. cuBLASLt is column-major and computes D = op(A') * op(B') with
+// D m' x n'. Our operands are both K-major:
+//
+//   A [M, K] row-major  == column-major K x M, ld K
+//   B [N, K] row-major  == column-major K x N, ld K
+//   D [M, N] row-major  == column-major N x M, ld N
+//
+// We want D = A * B^T (row-major). Read column-major, the D buffer holds
+// D^T (N x M), and D^T = (A * B^T)^T = B * A^T. So we hand cuBLASLt
+//
+//   A' = our B buffer, layout K x N (ld K), opA = CUBLAS_OP_T -> N x K
+//   B' = our A buffer, layout K x M (ld K), opB = CUBLAS_OP_N -> K x M
+//   D' = our D buffer, layout N x M (ld N)              -> m' = N, n' = M
+//
+// which is the "TN" form that cuBLASLt's FP8 kernels require (A' transposed,
+// B' not), with the output in the same row-major [M, N] memory order as the
+// MOSS kernel's. The swap means cuBLASLt's "A" scale attributes describe OUR
+// B and its "B" scale attributes describe OUR A: per-tensor, A_SCALE_POINTER
+// gets B's scale and B_SCALE_POINTER gets A's; block-scaled, our A's 1x128
+// scales (VEC128_32F) go to CUBLASLT_MATMUL_DESC_B_SCALE_* and our B's
+// 128x128 scales (BLK128x128_32F) to CUBLASLT_MATMUL_DESC_A_SCALE_*.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CublasLtBaseline.h"
+
+#include "EventTimer.h"
+
+#include "moss/Runtime/Driver.h"
+
+#include "llvm/ADT/Twine.h"
+
+#include <cublasLt.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+using namespace llvm;
+using moss::runtime::checkCuda;
+using moss::runtime::DriverApi;
+
+namespace moss::bench {
+namespace {
+
+#if CUBLAS_VER_MAJOR > 12 || (CUBLAS_VER_MAJOR == 12 && CUBLAS_VER_MINOR >= 9)
+#define MOSS_HAVE_LT_BLOCK_SCALING 1
+#else
+#define MOSS_HAVE_LT_BLOCK_SCALING 0
+#endif
+
+constexpr size_t kWorkspaceBytes = size_t(64) << 20;
+
+Error ltError(cublasStatus_t status, const Twine &call) {
+  return createStringError(inconvertibleErrorCode(),
+                           call + " returned " +
+                               cublasLtGetStatusName(status));
+}
+
+Error ltCheck(cublasStatus_t status, const Twine &call) {
+  if (status == CUBLAS_STATUS_SUCCESS)
+    return Error::success();
+  return ltError(status, call);
+}
+
+/// Device buffers freed on destruction (after the stream has drained).
+class DeviceBuffers {
+public:
+  DeviceBuffers(const DriverApi &api, CUstream stream)
+      : api(api), stream(stream) {}
+  ~DeviceBuffers() {
+    api.streamSynchronize(stream);
+    for (CUdeviceptr p : buffers)
+      api.memFree(p);
+  }
+  DeviceBuffers(const DeviceBuffers &) = delete;
+  DeviceBuffers &operator=(const DeviceBuffers &) = delete;
+
+  Expected<CUdeviceptr> alloc(size_t bytes) {
+    CUdeviceptr p = 0;
+    if (Error error = checkCuda(api.memAlloc(&p, bytes), "cuMemAlloc"))
+      return std::move(error);
+    buffers.push_back(p);
+    return p;
+  }
+  Expected<CUdeviceptr> upload(const void *data, size_t bytes) {
+    Expected<CUdeviceptr> p = alloc(bytes);
+    if (!p)
+      return p.takeError();
+    if (Error error =
+            checkCuda(api.memcpyHtoD(*p, data, bytes), "cuMemcpyHtoD"))
+      return std::move(error);
+    return *p;
+  }
+
+private:
+  const DriverApi &api;
+  CUstream stream;
+  std::vector<CUdeviceptr> buffers;
+};
+
+/// The cuBLASLt objects of one GEMM, destroyed in reverse order.
+struct LtObjects {
+  cublasLtHandle_t handle = nullptr;
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
+  cublasLtMatmulPreference_t preference = nullptr;
+  ~LtObjects() {
+    if (preference)
+      cublasLtMatmulPreferenceDestroy(preference);
+    if (d)
+      cublasLtMatrixLayoutDestroy(d);
+    if (c)
+      cublasLtMatrixLayoutDestroy(c);
+    if (b)
+      cublasLtMatrixLayoutDestroy(b);
+    if (a)
+      cublasLtMatrixLayoutDestroy(a);
+    if (op)
+      cublasLtMatmulDescDestroy(op);
+    if (handle)
+      cublasLtDestroy(handle);
+  }
+};
+
+/// What differs between the baselines. `a`/`b` are cuBLASLt's A' and B',
+/// i.e. OUR B and OUR A (see the file comment).
+struct LtGemm {
+  cudaDataType_t inputType = CUDA_R_16BF;
+  CUdeviceptr a = 0, b = 0, d = 0;
+  CUdeviceptr aScale = 0, bScale = 0; // 0: no scale attribute set
+  int32_t aScaleMode = -1, bScaleMode = -1; // -1: mode attribute not set
+};
+
+template <typename T>
+Error setDesc(cublasLtMatmulDesc_t op, cublasLtMatmulDescAttributes_t attr,
+              const T &value, const char *name) {
+  return ltCheck(cublasLtMatmulDescSetAttribute(op, attr, &value, sizeof(T)),
+                 Twine("cublasLtMatmulDescSetAttribute(") + name + ")");
+}
+
+Expected<double> runLt(const CublasLtProblem &p, const LtGemm &g,
+                       DeviceBuffers &buffers) {
+  LtObjects lt;
+  if (Error error = ltCheck(cublasLtCreate(&lt.handle), "cublasLtCreate"))
+    return std::move(error);
+  if (Error error = ltCheck(
+          cublasLtMatmulDescCreate(&lt.op, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+          "cublasLtMatmulDescCreate"))
+    return std::move(error);
+  cublasOperation_t opA = CUBLAS_OP_T, opB = CUBLAS_OP_N;
+  if (Error error = setDesc(lt.op, CUBLASLT_MATMUL_DESC_TRANSA, opA, "TRANSA"))
+    return std::move(error);
+  if (Error error = setDesc(lt.op, CUBLASLT_MATMUL_DESC_TRANSB, opB, "TRANSB"))
+    return std::move(error);
+  if (g.aScaleMode >= 0)
+    if (Error error = setDesc(lt.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE,
+                              g.aScaleMode, "A_SCALE_MODE"))
+      return std::move(error);
+  if (g.bScaleMode >= 0)
+    if (Error error = setDesc(lt.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE,
+                              g.bScaleMode, "B_SCALE_MODE"))
+      return std::move(error);
+  if (g.aScale) {
+    const void *ptr = reinterpret_cast<const void *>(g.aScale);
+    if (Error error = setDesc(lt.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, ptr,
+                              "A_SCALE_POINTER"))
+      return std::move(error);
+  }
+  if (g.bScale) {
+    const void *ptr = reinterpret_cast<const void *>(g.bScale);
+    if (Error error = setDesc(lt.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, ptr,
+                              "B_SCALE_POINTER"))
+      return std::move(error);
+  }
+
+  // m' = N, n' = M (see the file comment).
+  uint64_t m = p.m, n = p.n, k = p.k;
+  if (Error error = ltCheck(
+          cublasLtMatrixLayoutCreate(&lt.a, g.inputType, k, n, k),
+          "cublasLtMatrixLayoutCreate(A')"))
+    return std::move(error);
+  if (Error error = ltCheck(
+          cublasLtMatrixLayoutCreate(&lt.b, g.inputType, k, m, k),
+          "cublasLtMatrixLayoutCreate(B')"))
+    return std::move(error);
+  if (Error error =
+          ltCheck(cublasLtMatrixLayoutCreate(&lt.c, CUDA_R_16BF, n, m, n),
+                  "cublasLtMatrixLayoutCreate(C)"))
+    return std::move(error);
+  if (Error error =
+          ltCheck(cublasLtMatrixLayoutCreate(&lt.d, CUDA_R_16BF, n, m, n),
+                  "cublasLtMatrixLayoutCreate(D)"))
+    return std::move(error);
+
+  Expected<CUdeviceptr> workspace = buffers.alloc(kWorkspaceBytes);
+  if (!workspace)
+    return workspace.takeError();
+  if (Error error = ltCheck(cublasLtMatmulPreferenceCreate(&lt.preference),
+                            "cublasLtMatmulPreferenceCreate"))
+    return std::move(error);
+  size_t workspaceBytes = kWorkspaceBytes;
+  if (Error error = ltCheck(cublasLtMatmulPreferenceSetAttribute(
+                                lt.preference,
+                                CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                &workspaceBytes, sizeof(workspaceBytes)),
+                            "cublasLtMatmulPreferenceSetAttribute"))
+    return std::move(error);
+
+  cublasLtMatmulHeuristicResult_t heuristic;
+  std::memset(&heuristic, 0, sizeof(heuristic));
+  int found = 0;
+  cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+      lt.handle, lt.op, lt.a, lt.b, lt.c, lt.d, lt.preference, 1, &heuristic,
+      &found);
+  if (status != CUBLAS_STATUS_SUCCESS)
+    return ltError(status, "cublasLtMatmulAlgoGetHeuristic");
+  if (found == 0)
+    return createStringError(inconvertibleErrorCode(),
+                             "cublasLtMatmulAlgoGetHeuristic found no "
+                             "algorithm");
+
+  float alpha = 1.0f, beta = 0.0f;
+  auto ptr = [](CUdeviceptr d) { return reinterpret_cast<void *>(d); };
+  auto body = [&]() -> Error {
+    return ltCheck(cublasLtMatmul(lt.handle, lt.op, &alpha, ptr(g.a), lt.a,
+                                  ptr(g.b), lt.b, &beta, ptr(g.d), lt.c,
+                                  ptr(g.d), lt.d, &heuristic.algo,
+                                  ptr(*workspace), workspaceBytes, p.stream),
+                   "cublasLtMatmul");
+  };
+  Expected<std::vector<float>> times =
+      timeWithEvents(body, p.warmup, p.repeat, p.stream);
+  if (!times)
+    return times.takeError();
+  if (times->empty())
+    return createStringError(inconvertibleErrorCode(), "no timed repeats");
+  return static_cast<double>((*times)[times->size() / 2]);
+}
+
+/// Random finite E4M3 codes (no 0x7f/0xff NaN patterns), both signs.
+std::vector<uint8_t> randomFp8(size_t count, std::mt19937_64 &rng) {
+  std::vector<uint8_t> v(count);
+  for (size_t i = 0; i < count; i += 8) {
+    uint64_t r = rng();
+    for (size_t j = 0; j < 8 && i + j < count; ++j, r >>= 8) {
+      uint8_t x = static_cast<uint8_t>(r);
+      v[i + j] = static_cast<uint8_t>(((x & 0x7f) % 0x78) | (x & 0x80));
+    }
+  }
+  return v;
+}
+
+/// Random BF16 bit patterns with magnitudes in [2^-7, 1), both signs.
+std::vector<uint16_t> randomBf16(size_t count, std::mt19937_64 &rng) {
+  std::vector<uint16_t> v(count);
+  for (size_t i = 0; i < count; i += 4) {
+    uint64_t r = rng();
+    for (size_t j = 0; j < 4 && i + j < count; ++j, r >>= 16) {
+      uint16_t x = static_cast<uint16_t>(r);
+      uint16_t sign = x & 0x8000, mantissa = x & 0x7f;
+      uint16_t exponent = 120 + (x >> 7 & 0xff) % 7; // 2^-7 .. 2^-1
+      v[i + j] = static_cast<uint16_t>(sign | exponent << 7 | mantissa);
+    }
+  }
+  return v;
+}
+
+/// Random FP32 scales in [0.5, 2).
+std::vector<float> randomScales(size_t count, std::mt19937_64 &rng) {
+  std::uniform_real_distribution<float> dist(0.5f, 2.0f);
+  std::vector<float> v(count);
+  for (float &s : v)
+    s = dist(rng);
+  return v;
+}
+
+Error checkProblem(const CublasLtProblem &p) {
+  if (p.m <= 0 || p.n <= 0 || p.k <= 0 || p.repeat <= 0 || p.warmup < 0)
+    return createStringError(inconvertibleErrorCode(),
+                             "bad problem size or repeat count");
+  return Error::success();
+}
+
+/// Uploads random FP8 operands: sets g.a (our B) and g.b (our A).
+Error uploadFp8Operands(const CublasLtProblem &p, std::mt19937_64 &rng,
+                        DeviceBuffers &buffers, LtGemm &g) {
+  size_t mk = size_t(p.m) * p.k, nk = size_t(p.n) * p.k;
+  std::vector<uint8_t> a = randomFp8(mk, rng), b = randomFp8(nk, rng);
+  Expected<CUdeviceptr> dA = buffers.upload(a.data(), a.size());
+  if (!dA)
+    return dA.takeError();
+  Expected<CUdeviceptr> dB = buffers.upload(b.data(), b.size());
+  if (!dB)
+    return dB.takeError();
+  g.inputType = CUDA_R_8F_E4M3;
+  g.a = *dB; // cuBLASLt's A' is our B
+  g.b = *dA; // cuBLASLt's B' is our A
+  Expected<CUdeviceptr> dD = buffers.alloc(size_t(p.m) * p.n * 2);
+  if (!dD)
+    return dD.takeError();
+  g.d = *dD;
+  return Error::success();
+}
+
+} // namespace
+
+Expected<double> timeCublasLtBf16(const CublasLtProblem &p) {
+  if (Error error = checkProblem(p))
+    return std::move(error);
+  Expected<const DriverApi &> api = runtime::getDriverApi();
+  if (!api)
+    return api.takeError();
+  std::mt19937_64 rng(p.seed);
+  DeviceBuffers buffers(*api, p.stream);
+  LtGemm g;
+  g.inputType = CUDA_R_16BF;
+  {
+    std::vector<uint16_t> a = randomBf16(size_t(p.m) * p.k, rng);
+    std::vector<uint16_t> b = randomBf16(size_t(p.n) * p.k, rng);
+    Expected<CUdeviceptr> dA = buffers.upload(a.data(), a.size() * 2);
+    if (!dA)
+      return dA.takeError();
+    Expected<CUdeviceptr> dB = buffers.upload(b.data(), b.size() * 2);
+    if (!dB)
+      return dB.takeError();
+    g.a = *dB; // cuBLASLt's A' is our B
+    g.b = *dA; // cuBLASLt's B' is our A
+  }
+  Expected<CUdeviceptr> dD = buffers.alloc(size_t(p.m) * p.n * 2);
+  if (!dD)
+    return dD.takeError();
+  g.d = *dD;
+  return runLt(p, g, buffers);
+}
+
+Expected<double> timeCublasLtFp8PerTensor(const CublasLtProblem &p) {
+  if (Error error = checkProblem(p))
+    return std::move(error);
+  Expected<const DriverApi &> api = runtime::getDriverApi();
+  if (!api)
+    return api.takeError();
+  std::mt19937_64 rng(p.seed);
+  DeviceBuffers buffers(*api, p.stream);
+  LtGemm g;
+  if (Error error = uploadFp8Operands(p, rng, buffers, g))
+    return std::move(error);
+  // One FP32 scale per operand, on the device (SCALAR_32F, the default
+  // mode, so the mode attributes are left unset).
+  std::vector<float> scaleA = randomScales(1, rng),
+                     scaleB = randomScales(1, rng);
+  Expected<CUdeviceptr> dScaleA = buffers.upload(scaleA.data(), 4);
+  if (!dScaleA)
+    return dScaleA.takeError();
+  Expected<CUdeviceptr> dScaleB = buffers.upload(scaleB.data(), 4);
+  if (!dScaleB)
+    return dScaleB.takeError();
+  g.aScale = *dScaleB; // cuBLASLt's A' is our B
+  g.bScale = *dScaleA; // cuBLASLt's B' is our A
+  return runLt(p, g, buffers);
+}
+
+Expected<double> timeCublasLtFp8BlockScaled(const CublasLtProblem &p) {
+  if (Error error = checkProblem(p))
+    return std::move(error);
+#if !MOSS_HAVE_LT_BLOCK_SCALING
+  return createStringError(inconvertibleErrorCode(),
+                           "built against cuBLASLt older than 12.9 (no "
+                           "VEC128_32F/BLK128x128_32F scale modes)");
+#else
+  if (p.k % 128 != 0)
+    return createStringError(inconvertibleErrorCode(),
+                             "K must be a multiple of 128");
+  Expected<const DriverApi &> api = runtime::getDriverApi();
+  if (!api)
+    return api.takeError();
+  std::mt19937_64 rng(p.seed);
+  DeviceBuffers buffers(*api, p.stream);
+  LtGemm g;
+  if (Error error = uploadFp8Operands(p, rng, buffers, g))
+    return std::move(error);
+  // Scale tensors. Our A [M, K] has one FP32 scale per 1x128 block along K:
+  // M x K/128 values, stored (as we read the cuBLASLt documentation) with
+  // the M index fastest, i.e. scale[kb * M + m], leading dimension M padded
+  // to a multiple of 4 (16 bytes). Our B [N, K] has one FP32 scale per
+  // 128x128 block: ceil(N/128) x K/128 values, leading dimension padded to a
+  // multiple of 4. The buffers are over-allocated (both dimensions padded)
+  // and filled entirely with random values in [0.5, 2), so whichever of
+  // these orders the library uses, every scale it reads is a finite random
+  // value; timings do not depend on which scale lands on which block.
+  auto roundUp4 = [](size_t x) { return (x + 3) / 4 * 4; };
+  size_t kBlocks = size_t(p.k) / 128;
+  size_t nBlocks = (size_t(p.n) + 127) / 128;
+  std::vector<float> scaleA = randomScales(roundUp4(p.m) * roundUp4(kBlocks),
+                                           rng),
+                     scaleB = randomScales(
+                         roundUp4(nBlocks) * roundUp4(kBlocks), rng);
+  Expected<CUdeviceptr> dScaleA =
+      buffers.upload(scaleA.data(), scaleA.size() * 4);
+  if (!dScaleA)
+    return dScaleA.takeError();
+  Expected<CUdeviceptr> dScaleB =
+      buffers.upload(scaleB.data(), scaleB.size() * 4);
+  if (!dScaleB)
+    return dScaleB.takeError();
+  // cuBLASLt's A' is our B (128x128 blocks); its B' is our A (1x128).
+  g.aScale = *dScaleB;
+  g.aScaleMode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+  g.bScale = *dScaleA;
+  g.bScaleMode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+  return runLt(p, g, buffers);
+#endif
+}
+
+} // namespace moss::bench

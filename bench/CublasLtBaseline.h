@@ -1,0 +1,60 @@
+//===- CublasLtBaseline.h - cuBLASLt GEMM baselines -------------*- C++ -*-===//
+//
+// cuBLASLt GEMMs timed in the benchmark's own process, so that MOSS-JIT's
+// kernel is compared with the vendor library on the same GPU, clocks and
+// driver. Each function allocates its own random operands (never zeros),
+// times back-to-back cublasLtMatmul calls with CUDA events
+// (moss::bench::timeWithEvents) and returns the median in milliseconds; every
+// allocation and handle is released before it returns.
+//
+// Operands follow the MOSS GEMM convention: A is [M, K] row-major, B is
+// [N, K] row-major (both K-major), D = A * B^T is [M, N] row-major bf16.
+//
+// Any failure -- no algorithm from the heuristic, a status other than
+// CUBLAS_STATUS_SUCCESS, an allocation failure -- comes back as an error
+// whose message says why, and the caller prints "unsupported: <reason>".
+//
+// Only moss-bench-gemm links cuBLASLt.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOSS_BENCH_CUBLASLTBASELINE_H
+#define MOSS_BENCH_CUBLASLTBASELINE_H
+
+#include "llvm/Support/Error.h"
+
+#include <cuda.h>
+
+#include <cstdint>
+
+namespace moss::bench {
+
+/// One problem: D[M,N] = A[M,K] * B[N,K]^T, timed `repeat` times after
+/// `warmup` untimed runs on `stream` (in the current CUDA context).
+struct CublasLtProblem {
+  int m = 8192;
+  int n = 8192;
+  int k = 8192;
+  int warmup = 3;
+  int repeat = 20;
+  CUstream stream = nullptr;
+  uint64_t seed = 42;
+};
+
+/// BF16 A and B, FP32 compute, BF16 D.
+llvm::Expected<double> timeCublasLtBf16(const CublasLtProblem &problem);
+
+/// E4M3 A and B with one FP32 scale each (device scalars through
+/// CUBLASLT_MATMUL_DESC_{A,B}_SCALE_POINTER), FP32 compute, BF16 D.
+llvm::Expected<double>
+timeCublasLtFp8PerTensor(const CublasLtProblem &problem);
+
+/// E4M3 A and B, A scaled per 1x128 block along K and B per 128x128 block
+/// (CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F / _BLK128x128_32F, CUDA 12.9+),
+/// FP32 compute, BF16 D. K must be a multiple of 128.
+llvm::Expected<double>
+timeCublasLtFp8BlockScaled(const CublasLtProblem &problem);
+
+} // namespace moss::bench
+
+#endif // MOSS_BENCH_CUBLASLTBASELINE_H
