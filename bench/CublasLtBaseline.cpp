@@ -286,18 +286,19 @@ Error checkProblem(const CublasLtProblem &p) {
   return Error::success();
 }
 
-/// Uploads random FP8 operands: sets g.a (our B) and g.b (our A).
-Error uploadFp8Operands(const CublasLtProblem &p, std::mt19937_64 &rng,
-                        DeviceBuffers &buffers, LtGemm &g) {
-  size_t mk = size_t(p.m) * p.k, nk = size_t(p.n) * p.k;
-  std::vector<uint8_t> a = randomFp8(mk, rng), b = randomFp8(nk, rng);
-  Expected<CUdeviceptr> dA = buffers.upload(a.data(), a.size());
+/// Uploads our A [m, k] and B [n, k] and allocates the bf16 output: sets
+/// g.a (our B), g.b (our A), g.d and the input type.
+template <typename T>
+Error uploadOperands(const CublasLtProblem &p, const std::vector<T> &a,
+                     const std::vector<T> &b, cudaDataType_t type,
+                     DeviceBuffers &buffers, LtGemm &g) {
+  Expected<CUdeviceptr> dA = buffers.upload(a.data(), a.size() * sizeof(T));
   if (!dA)
     return dA.takeError();
-  Expected<CUdeviceptr> dB = buffers.upload(b.data(), b.size());
+  Expected<CUdeviceptr> dB = buffers.upload(b.data(), b.size() * sizeof(T));
   if (!dB)
     return dB.takeError();
-  g.inputType = CUDA_R_8F_E4M3;
+  g.inputType = type;
   g.a = *dB; // cuBLASLt's A' is our B
   g.b = *dA; // cuBLASLt's B' is our A
   Expected<CUdeviceptr> dD = buffers.alloc(size_t(p.m) * p.n * 2);
@@ -305,6 +306,14 @@ Error uploadFp8Operands(const CublasLtProblem &p, std::mt19937_64 &rng,
     return dD.takeError();
   g.d = *dD;
   return Error::success();
+}
+
+/// Uploads random FP8 operands (see uploadOperands).
+Error uploadFp8Operands(const CublasLtProblem &p, std::mt19937_64 &rng,
+                        DeviceBuffers &buffers, LtGemm &g) {
+  std::vector<uint8_t> a = randomFp8(size_t(p.m) * p.k, rng);
+  std::vector<uint8_t> b = randomFp8(size_t(p.n) * p.k, rng);
+  return uploadOperands(p, a, b, CUDA_R_8F_E4M3, buffers, g);
 }
 
 } // namespace
@@ -318,23 +327,10 @@ Expected<double> timeCublasLtBf16(const CublasLtProblem &p) {
   std::mt19937_64 rng(p.seed);
   DeviceBuffers buffers(*api, p.stream);
   LtGemm g;
-  g.inputType = CUDA_R_16BF;
-  {
-    std::vector<uint16_t> a = randomBf16(size_t(p.m) * p.k, rng);
-    std::vector<uint16_t> b = randomBf16(size_t(p.n) * p.k, rng);
-    Expected<CUdeviceptr> dA = buffers.upload(a.data(), a.size() * 2);
-    if (!dA)
-      return dA.takeError();
-    Expected<CUdeviceptr> dB = buffers.upload(b.data(), b.size() * 2);
-    if (!dB)
-      return dB.takeError();
-    g.a = *dB; // cuBLASLt's A' is our B
-    g.b = *dA; // cuBLASLt's B' is our A
-  }
-  Expected<CUdeviceptr> dD = buffers.alloc(size_t(p.m) * p.n * 2);
-  if (!dD)
-    return dD.takeError();
-  g.d = *dD;
+  std::vector<uint16_t> a = randomBf16(size_t(p.m) * p.k, rng);
+  std::vector<uint16_t> b = randomBf16(size_t(p.n) * p.k, rng);
+  if (Error error = uploadOperands(p, a, b, CUDA_R_16BF, buffers, g))
+    return std::move(error);
   return runLt(p, g, buffers);
 }
 
