@@ -28,7 +28,7 @@
 
 #include "CublasLtBaseline.h"
 
-#include "EventTimer.h"
+#include "moss/Runtime/EventTimer.h"
 
 #include "moss/Runtime/Driver.h"
 
@@ -234,7 +234,7 @@ Expected<double> runLt(const CublasLtProblem &p, const LtGemm &g,
                    "cublasLtMatmul");
   };
   Expected<std::vector<float>> times =
-      timeWithEvents(body, p.warmup, p.repeat, p.stream);
+      runtime::timeWithEvents(body, p.warmup, p.repeat, p.stream);
   if (!times)
     return times.takeError();
   if (times->empty())

@@ -4,7 +4,7 @@
 // kernel is compared with the vendor library on the same GPU, clocks and
 // driver. Each function allocates its own random operands (never zeros),
 // times back-to-back cublasLtMatmul calls with CUDA events
-// (moss::bench::timeWithEvents) and returns the median in milliseconds; every
+// (moss::runtime::timeWithEvents) and returns the median in milliseconds; every
 // allocation and handle is released before it returns.
 //
 // Operands follow the MOSS GEMM convention: A is [M, K] row-major, B is

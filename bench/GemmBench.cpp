@@ -8,8 +8,11 @@
 // of back-to-back launches after warm-up.
 //
 //   moss-bench-gemm [--m M] [--n N] [--k K] [--repeat R] [--only NAME]
+//                   [--no-cublaslt] [--nvrtc-flag FLAG]...
 //
-// Defaults: 8192^3, 20 repeats, every scheme with 1x1 and 2x1 clusters.
+// Defaults: 8192^3, 20 repeats, every scheme with 1x1 and 2x1 clusters (a
+// cluster kernel's persistent grid is the clusters that fit at once).
+// --nvrtc-flag passes a flag to NVRTC (e.g. --Ofast-compile=mid).
 //
 // Above the kernel's rows it prints cuBLASLt baselines timed the same way in
 // the same process (CublasLtBaseline.h): BF16, FP8 per-tensor and FP8
@@ -23,7 +26,7 @@
 #include "../tests/gpu/GemmTestSupport.h"
 
 #include "CublasLtBaseline.h"
-#include "EventTimer.h"
+#include "moss/Runtime/EventTimer.h"
 
 #include "moss/Runtime/Device.h"
 #include "moss/Runtime/Driver.h"
@@ -109,6 +112,7 @@ int main(int argc, char **argv) {
   int m = 8192, n = 8192, k = 8192, repeat = 20;
   std::string only;
   bool cublasLt = true;
+  std::vector<std::string> nvrtcFlags;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> const char * {
@@ -128,10 +132,12 @@ int main(int argc, char **argv) {
       only = next();
     else if (a == "--no-cublaslt")
       cublasLt = false;
+    else if (a == "--nvrtc-flag")
+      nvrtcFlags.push_back(next());
     else
       die("unknown argument " + a +
           "; usage: moss-bench-gemm [--m M] [--n N] [--k K] [--repeat R] "
-          "[--only NAME] [--no-cublaslt]");
+          "[--only NAME] [--no-cublaslt] [--nvrtc-flag FLAG]...");
   }
 
   Expected<Device> device = Device::open(0);
@@ -265,6 +271,7 @@ int main(int argc, char **argv) {
     Plan q = plan(p);
     CompileOptions options;
     options.arch = device->getArch().str();
+    options.flags = nvrtcFlags;
     auto t0 = std::chrono::steady_clock::now();
     Expected<std::shared_ptr<const KernelEntry>> entry =
         getDefaultKernelCache().getOrCompile(kernelSource(p), options);
@@ -295,14 +302,21 @@ int main(int argc, char **argv) {
     args.bGlobal = static_cast<const float *>(ptr(dGB));
     void *params[] = {&mapA, &mapB, &mapD, &args};
     LaunchConfig launch;
-    launch.grid[0] =
-        static_cast<unsigned>(gridSize(p, m, device->getSmCount()));
     launch.block[0] = static_cast<unsigned>(q.threads);
     launch.cluster[0] = static_cast<unsigned>(q.clusterSize);
     launch.sharedMemoryBytes = static_cast<unsigned>(q.sharedBytes);
     launch.stream = stream;
+    // A persistent grid of clusters is limited by how many fit at once.
+    int slots = device->getSmCount();
+    if (q.clusterSize > 1) {
+      Expected<int> clusters = getMaxActiveClusters(*function, launch);
+      if (!clusters)
+        die(toString(clusters.takeError()));
+      slots = std::min(slots, *clusters * q.clusterSize);
+    }
+    launch.grid[0] = static_cast<unsigned>(gridSize(p, m, slots));
 
-    Expected<std::vector<float>> timed = moss::bench::timeWithEvents(
+    Expected<std::vector<float>> timed = moss::runtime::timeWithEvents(
         [&] { return launchKernel(*function, launch, params); },
         /*warmup=*/3, repeat, stream);
     if (!timed)

@@ -16,7 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "EventTimer.h"
+#include "moss/Runtime/EventTimer.h"
 
 #include "moss/Runtime/Device.h"
 #include "moss/Runtime/Driver.h"
@@ -62,7 +62,7 @@ CUdeviceptr alloc(size_t bytes) {
 /// Median milliseconds of `body` over `repeat` event-timed runs, after two
 /// warm-up runs.
 double medianMs(llvm::function_ref<void()> body) {
-  Expected<std::vector<float>> times = moss::bench::timeWithEvents(
+  Expected<std::vector<float>> times = moss::runtime::timeWithEvents(
       [&] {
         body();
         return Error::success();

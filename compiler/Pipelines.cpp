@@ -43,6 +43,8 @@ void mlir::moss::buildGemmPipeline(OpPassManager &pm,
   tiling.sharedMemoryBytes = options.sharedMemoryBytes;
   tiling.assumedM = options.assumedM;
   tiling.allowSplitK = options.allowSplitK;
+  tiling.tuningDatabase = options.tuningDatabase;
+  tiling.arch = options.arch;
   pm.addPass(createSelectTiling(tiling));
   // 3. Lowering: each kernel function becomes an emitc.file.
   pm.addPass(createConvertGemmToEmitC());
@@ -123,11 +125,22 @@ compiler::compileGemm(const GemmSpec &spec, const TargetInfo &target,
       buildGemmFunction(builder, loc, spec, "moss_gemm", /*dynamicM=*/true);
   if (failed(func))
     return fail("invalid scaling scheme");
-  if (options.tiling) {
-    if (llvm::Error error = checkTiling(spec, *options.tiling, target))
+  // A given tiling, else the tuning database's; the pass keeps either.
+  std::optional<TileConfig> tiling = options.tiling;
+  if (!tiling && options.tuningDatabase) {
+    int64_t m = getTuningM(spec, options.tuningM > 0 ? options.tuningM
+                                                     : options.assumedM);
+    tiling = options.tuningDatabase->lookup(
+        spec, target, m, [&](const llvm::Twine &note) {
+          if (options.onTuningNote)
+            options.onTuningNote(note.str());
+        });
+  }
+  if (tiling) {
+    if (llvm::Error error = checkTiling(spec, *tiling, target))
       return fail(llvm::toString(std::move(error)));
     func->walk([&](GemmOp op) {
-      op.setTilingAttr(getTilingAttr(&context, *options.tiling));
+      op.setTilingAttr(getTilingAttr(&context, *tiling));
     });
   }
   if (failed(verify(*module)))

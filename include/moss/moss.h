@@ -1,6 +1,6 @@
 /*===- moss.h - The MOSS-JIT C API -----------------------------*- C -*-===//
  *
- * A C embedding API for the runtime quantizers (C99 and C++). Handles are
+ * A C embedding API for the quantizers and the GEMM (C99 and C++). Handles are
  * opaque; every fallible function returns a moss_error_t, NULL on success,
  * which the caller owns and frees with moss_error_destroy(). Device memory
  * and streams are passed as integers and void pointers compatible with the
@@ -186,6 +186,203 @@ moss_error_t moss_cast_with_scale(moss_context_t context,
                                   uint64_t scale,
                                   const moss_quantize_buffers_t *buffers,
                                   void *stream);
+
+/*===--- Automatic weight scaling -----------------------------------------===*/
+
+/* MOSS automatic scaling of one weight tensor (docs/RUNTIME.md): each step
+ * casts the weight per tensor with a scale predicted from the last exact
+ * amax and the learning rates since, with no host synchronization. A rescale
+ * (the JIT per-tensor quantize, the exact scale) runs on the first steps,
+ * every `interval` steps, and at the step after the host learns that a cast
+ * saturated. A scaler uses its context's quantizer: destroy every scaler
+ * before its context. Not thread-safe. */
+typedef struct moss_weight_scaler *moss_weight_scaler_t;
+
+/* The bound c on Adam's per-step update, |dW| <= c * lr. */
+typedef enum moss_adam_bound_t {
+  /* c = 1, the paper's choice (not a bound for every gradient sequence). */
+  MOSS_ADAM_BOUND_PAPER = 0,
+  /* c = (1 - beta1) / sqrt((1 - beta2) * (1 - beta1^2 / beta2)). */
+  MOSS_ADAM_BOUND_PROVABLE = 1
+} moss_adam_bound_t;
+
+/* Options of moss_weight_scaler_create(). Fill with
+ * moss_weight_scaler_options_init(). */
+typedef struct moss_weight_scaler_options_t {
+  /* sizeof(moss_weight_scaler_options_t) of the caller's header. */
+  size_t struct_size;
+  int32_t bound;         /* moss_adam_bound_t */
+  int32_t reserved;      /* set to 0 */
+  /* Adam's betas; used by MOSS_ADAM_BOUND_PROVABLE. */
+  double beta1;
+  double beta2;
+  /* Nonzero: this c (finite, > 0) instead of `bound`. */
+  double explicit_bound;
+  /* Steps between two rescales, at least 1. */
+  int64_t interval;
+} moss_weight_scaler_options_t;
+
+/* Sets `*options` to the defaults: the paper's c = 1, betas 0.9 / 0.999,
+ * no explicit bound, an interval of 500 steps. */
+void moss_weight_scaler_options_init(moss_weight_scaler_options_t *options);
+
+/* Creates a scaler on `context`'s device into `*out` (set to NULL on
+ * failure). The options are checked first, without a GPU. */
+moss_error_t moss_weight_scaler_create(
+    moss_context_t context, const moss_weight_scaler_options_t *options,
+    moss_weight_scaler_t *out);
+
+/* Waits for the scaler's pending copies and frees it; NULL is ignored. */
+void moss_weight_scaler_destroy(moss_weight_scaler_t scaler);
+
+/* Why a step rescaled. */
+typedef enum moss_rescale_reason_t {
+  /* Not a rescale: the cast used the predicted scale. */
+  MOSS_RESCALE_NONE = 0,
+  /* No exact amax has reached the host yet (the first steps). */
+  MOSS_RESCALE_NO_ANCHOR = 1,
+  /* `interval` steps passed. */
+  MOSS_RESCALE_INTERVAL = 2,
+  /* A cast saturated (or a rescale found NaN or Inf in the weight). */
+  MOSS_RESCALE_SATURATION = 3
+} moss_rescale_reason_t;
+
+/* What one step did. */
+typedef struct moss_weight_scale_step_t {
+  /* The step's index, from 0. */
+  int64_t step;
+  int32_t reason; /* moss_rescale_reason_t */
+  /* The predicted scale of the cast; 0 for a rescale (whose exact scale
+   * the device writes to buffers->global). */
+  float scale;
+} moss_weight_scale_step_t;
+
+/* One optimizer step: the weight buffers->x was just updated with learning
+ * rate `lr` (finite, >= 0); writes its codes to buffers->q and the scale
+ * used to buffers->global (one FP32), asynchronously on `stream`. The spec
+ * must be MOSS_SCHEME_PER_TENSOR; buffers->local and buffers->counters must
+ * be 0. Everything is checked before anything runs. `out` may be NULL. */
+moss_error_t moss_weight_scaler_step(moss_weight_scaler_t scaler, double lr,
+                                     const moss_quantize_spec_t *spec,
+                                     const moss_quantize_buffers_t *buffers,
+                                     void *stream,
+                                     moss_weight_scale_step_t *out);
+
+/* What a scaler did and learned, counted since its creation. */
+typedef struct moss_weight_scaler_stats_t {
+  /* Set to sizeof(moss_weight_scaler_stats_t) before the call. */
+  size_t struct_size;
+  /* Steps, and the rescales among them by reason. */
+  int64_t steps;
+  int64_t rescales;
+  int64_t no_anchor_rescales;
+  int64_t interval_rescales;
+  int64_t saturation_rescales;
+  /* Snapshots whose saturated count grew, and the values counted. */
+  int64_t saturation_events;
+  uint64_t saturated_values;
+  /* Non-finite blocks the rescales counted; NaN/Inf amaxes seen. */
+  uint64_t non_finite_blocks;
+  int64_t non_finite_anchors;
+  /* The latest step whose device results reached the host, and the latest
+   * whose snapshot revealed saturation (-1: none). */
+  int64_t observed_step;
+  int64_t last_saturation_step;
+  /* Exact amaxes applied; the current anchor's step (-1: none) and amax. */
+  int64_t anchors_applied;
+  int64_t anchor_step;
+  float anchor_amax;
+  int32_t reserved;
+  /* Snapshots overwritten before the host read them (the GPU lagged). */
+  int64_t dropped_snapshots;
+} moss_weight_scaler_stats_t;
+
+/* Takes the snapshots that have arrived (never waits), then writes the
+ * statistics to `*out`, whose struct_size the caller sets. */
+moss_error_t moss_weight_scaler_stats(moss_weight_scaler_t scaler,
+                                      moss_weight_scaler_stats_t *out);
+
+/*===--- GEMM --------------------------------------------------------------===*/
+/* The GEMM functions live in the MOSSGemm library (it links the compiler);
+ * the rest of this header needs only MOSSRuntime. */
+
+/* M of a kernel that serves every row count. */
+#define MOSS_DYNAMIC (-1)
+
+/* Element types of the GEMM epilogue; MOSS_TYPE_NONE leaves an optional
+ * operand out. */
+typedef enum moss_float_type_t {
+  MOSS_TYPE_NONE = -1,
+  MOSS_TYPE_BF16 = 0,
+  MOSS_TYPE_F16 = 1,
+  MOSS_TYPE_F32 = 2
+} moss_float_type_t;
+
+/* One operand's FP8 format and scaling scheme (as in moss_quantize_spec_t). */
+typedef struct moss_gemm_operand_spec_t {
+  int32_t format;       /* moss_fp8_format_t */
+  int32_t scheme;       /* moss_scheme_t */
+  int64_t block_rows;   /* 1 (or 0), or block_cols for NxN per-group */
+  int64_t block_cols;   /* block along K; 0 for the scheme's default */
+  int32_t global_scope; /* moss_global_scope_t; two-level only */
+  int32_t reserved;     /* set to 0 */
+} moss_gemm_operand_spec_t;
+
+/* D[M, N] = epilogue(sum_k A[m, k] * B[n, k]), both operands K-major
+ * (docs/GEMM-KERNEL-ABI.md). Fill with moss_gemm_spec_init(). */
+typedef struct moss_gemm_spec_t {
+  /* sizeof(moss_gemm_spec_t) of the caller's header. */
+  size_t struct_size;
+  /* MOSS_DYNAMIC, or an M to specialize the kernel to. */
+  int64_t m;
+  int64_t n;
+  /* A multiple of 32. */
+  int64_t k;
+  moss_gemm_operand_spec_t a;
+  moss_gemm_operand_spec_t b;
+  int32_t out;        /* moss_float_type_t, not NONE */
+  int32_t bias;       /* moss_float_type_t of bias [N], or NONE */
+  int32_t accumulate; /* moss_float_type_t of C [M, N] (+ beta * C), or NONE */
+  int32_t amax;       /* nonzero: also write max |D| */
+  float beta;         /* multiplies C; used only with accumulate */
+  int32_t reserved;   /* set to 0 */
+} moss_gemm_spec_t;
+
+/* One operand's device buffers; counts are in elements. */
+typedef struct moss_gemm_operand_t {
+  uint64_t codes; /* [rows, K] FP8, 16-byte aligned */
+  uint64_t local_scales; /* block scales, exactly when the scheme has them */
+  int64_t local_scale_count;
+  uint64_t global_scales; /* FP32 global scales, likewise */
+  int64_t global_scale_count;
+} moss_gemm_operand_t;
+
+/* The device buffers of one GEMM. */
+typedef struct moss_gemm_buffers_t {
+  moss_gemm_operand_t a; /* [M, K] */
+  moss_gemm_operand_t b; /* [N, K] */
+  uint64_t d;    /* output [M, N], 16-byte aligned */
+  uint64_t bias; /* [N], exactly when spec->bias is not NONE */
+  uint64_t c;    /* [M, N], exactly when spec->accumulate is not NONE; may be d */
+  uint64_t amax; /* one FP32, zeroed by the caller, exactly when spec->amax */
+} moss_gemm_buffers_t;
+
+/* Sets `*spec` to the defaults: dynamic M, N = K = 0, A E4M3 MOSS two-level
+ * (per-row global, blocks of 32), B E4M3 per-tensor, bf16 output, no bias,
+ * no C, no amax, beta 1. */
+void moss_gemm_spec_init(moss_gemm_spec_t *spec);
+
+/* Checks a GEMM call without a GPU: the spec, m, every pointer and scale
+ * count. MOSS_ERROR_INVALID_ARGUMENT names the first bad value. */
+moss_error_t moss_gemm_check(const moss_gemm_spec_t *spec, int64_t m,
+                             const moss_gemm_buffers_t *buffers);
+
+/* Computes the GEMM for `m` rows on `stream`, asynchronously, after the
+ * checks of moss_gemm_check. The first call for a spec compiles its kernel
+ * (or loads it from the cache); later calls only launch. */
+moss_error_t moss_gemm(moss_context_t context, const moss_gemm_spec_t *spec,
+                       int64_t m, const moss_gemm_buffers_t *buffers,
+                       void *stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

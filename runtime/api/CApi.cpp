@@ -7,11 +7,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "moss/moss.h"
+#include "CApiInternal.h"
 
-#include "moss/Runtime/Device.h"
-#include "moss/Runtime/KernelCache.h"
-#include "moss/Runtime/Quantizer.h"
+#include "moss/Runtime/WeightScaler.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/Twine.h"
@@ -24,30 +22,10 @@
 using namespace llvm;
 using namespace moss::numerics;
 using namespace moss::runtime;
-
-struct moss_error {
-  moss_error_code_t code;
-  std::string message;
-};
-
-struct moss_context {
-  explicit moss_context(Device device, KernelCacheOptions cacheOptions)
-      : device(std::move(device)), cache(std::move(cacheOptions)),
-        quantizer(cache, this->device.getSmCount()) {}
-  Device device;
-  KernelCache cache;
-  GpuQuantizer quantizer;
-};
+using moss::capi::convert;
+using moss::capi::invalid;
 
 namespace {
-
-moss_error_t makeError(moss_error_code_t code, const Twine &message) {
-  return new moss_error{code, message.str()};
-}
-
-moss_error_t invalid(const Twine &message) {
-  return makeError(MOSS_ERROR_INVALID_ARGUMENT, message);
-}
 
 /// The code of a runtime error, from where its message says it came from.
 moss_error_code_t classify(StringRef message) {
@@ -60,15 +38,6 @@ moss_error_code_t classify(StringRef message) {
       message.contains("CUDA_ERROR_") || message.contains("kernel image"))
     return MOSS_ERROR_CUDA;
   return MOSS_ERROR_INTERNAL;
-}
-
-/// Converts `error` (consuming it); NULL for success. `code` forces a code.
-moss_error_t convert(Error error,
-                     std::optional<moss_error_code_t> code = std::nullopt) {
-  if (!error)
-    return nullptr;
-  std::string message = toString(std::move(error));
-  return makeError(code ? *code : classify(message), message);
 }
 
 /// Converts a C spec, checking every enum and what the GPU quantizers take.
@@ -159,6 +128,23 @@ moss_error_t checkCall(moss_context_t context,
 }
 
 } // namespace
+
+moss_error_t moss::capi::makeError(moss_error_code_t code,
+                                     const Twine &message) {
+  return new moss_error{code, message.str()};
+}
+
+moss_error_t moss::capi::invalid(const Twine &message) {
+  return makeError(MOSS_ERROR_INVALID_ARGUMENT, message);
+}
+
+moss_error_t moss::capi::convert(Error error,
+                                 std::optional<moss_error_code_t> code) {
+  if (!error)
+    return nullptr;
+  std::string message = toString(std::move(error));
+  return makeError(code ? *code : classify(message), message);
+}
 
 extern "C" {
 
@@ -276,6 +262,175 @@ moss_error_t moss_cast_with_scale(moss_context_t context,
     return convert(std::move(error));
   return convert(context->quantizer.castWithScale(
       converted, scale, devBuffers, static_cast<CUstream>(stream)));
+}
+
+//===--- Automatic weight scaling -----------------------------------------===//
+
+} // extern "C"
+
+static_assert(int(RescaleReason::None) == MOSS_RESCALE_NONE &&
+                  int(RescaleReason::NoAnchor) == MOSS_RESCALE_NO_ANCHOR &&
+                  int(RescaleReason::Interval) == MOSS_RESCALE_INTERVAL &&
+                  int(RescaleReason::Saturation) == MOSS_RESCALE_SATURATION,
+              "moss_rescale_reason_t mirrors RescaleReason");
+
+struct moss_weight_scaler {
+  /// The context whose device and quantizer the scaler uses.
+  moss_context_t context;
+  std::unique_ptr<WeightScaler> scaler;
+};
+
+namespace {
+
+/// Converts C options, checking every field without a GPU.
+moss_error_t convertScalerOptions(const moss_weight_scaler_options_t *options,
+                                  WeightScalerOptions &out) {
+  if (!options)
+    return invalid("options is NULL");
+  size_t v1Size = offsetof(moss_weight_scaler_options_t, interval) +
+                  sizeof(options->interval);
+  if (options->struct_size < v1Size)
+    return invalid("options->struct_size=" +
+                   Twine(uint64_t(options->struct_size)) +
+                   " is smaller than version 1's " + Twine(uint64_t(v1Size)) +
+                   " (call moss_weight_scaler_options_init first)");
+  if (options->bound != MOSS_ADAM_BOUND_PAPER &&
+      options->bound != MOSS_ADAM_BOUND_PROVABLE)
+    return invalid("options->bound=" + Twine(options->bound) +
+                   " is not a moss_adam_bound_t (expected 0..1)");
+  WeightScalerOptions result;
+  result.scaling.bound = options->bound == MOSS_ADAM_BOUND_PAPER
+                             ? AdamBound::Paper
+                             : AdamBound::Provable;
+  result.scaling.beta1 = options->beta1;
+  result.scaling.beta2 = options->beta2;
+  result.scaling.interval = options->interval;
+  result.explicitBound = options->explicit_bound;
+  // The planner checks the interval, the betas and the explicit bound.
+  Expected<WeightScalePlanner> planner = WeightScalePlanner::create(result);
+  if (!planner)
+    return convert(planner.takeError(), MOSS_ERROR_INVALID_ARGUMENT);
+  out = result;
+  return nullptr;
+}
+
+} // namespace
+
+extern "C" {
+
+void moss_weight_scaler_options_init(moss_weight_scaler_options_t *options) {
+  if (!options)
+    return;
+  *options = moss_weight_scaler_options_t{};
+  options->struct_size = sizeof(moss_weight_scaler_options_t);
+  options->bound = MOSS_ADAM_BOUND_PAPER;
+  options->beta1 = 0.9;
+  options->beta2 = 0.999;
+  options->explicit_bound = 0.0;
+  options->interval = 500;
+}
+
+moss_error_t moss_weight_scaler_create(
+    moss_context_t context, const moss_weight_scaler_options_t *options,
+    moss_weight_scaler_t *out) {
+  if (!out)
+    return invalid("out is NULL");
+  *out = nullptr;
+  // The options first: they are checked without a GPU.
+  WeightScalerOptions converted;
+  if (moss_error_t error = convertScalerOptions(options, converted))
+    return error;
+  if (!context)
+    return invalid("context is NULL");
+  if (Error error = context->device.makeCurrent())
+    return convert(std::move(error));
+  Expected<std::unique_ptr<WeightScaler>> scaler =
+      WeightScaler::create(context->quantizer, converted);
+  if (!scaler)
+    return convert(scaler.takeError());
+  *out = new moss_weight_scaler{context, std::move(*scaler)};
+  return nullptr;
+}
+
+void moss_weight_scaler_destroy(moss_weight_scaler_t scaler) {
+  if (!scaler)
+    return;
+  // The scaler frees its memory and events in the device's context.
+  if (Error error = scaler->context->device.makeCurrent())
+    consumeError(std::move(error));
+  delete scaler;
+}
+
+moss_error_t moss_weight_scaler_step(moss_weight_scaler_t scaler, double lr,
+                                     const moss_quantize_spec_t *spec,
+                                     const moss_quantize_buffers_t *buffers,
+                                     void *stream,
+                                     moss_weight_scale_step_t *out) {
+  if (!scaler)
+    return invalid("scaler is NULL");
+  QuantizeSpec converted;
+  QuantizeBuffers devBuffers;
+  if (moss_error_t error =
+          checkCall(scaler->context, spec, buffers, converted, devBuffers))
+    return error;
+  if (converted.options.scheme.kind != ScalingKind::PerTensor)
+    return invalid("the weight scaler casts per-tensor, not spec->scheme=" +
+                   Twine(spec->scheme) + " (" +
+                   converted.options.scheme.str() + ")");
+  if (buffers->counters)
+    return invalid("buffers->counters must be 0: the weight scaler counts "
+                   "into its own");
+  // The learning rate, and what else the scaler asks of its arguments.
+  if (Error error = checkWeightScalerStep(lr, converted, devBuffers))
+    return convert(std::move(error), MOSS_ERROR_INVALID_ARGUMENT);
+  if (Error error = scaler->context->device.makeCurrent())
+    return convert(std::move(error));
+  Expected<WeightScaleDecision> decision = scaler->scaler->castStep(
+      lr, converted, devBuffers, static_cast<CUstream>(stream));
+  if (!decision)
+    return convert(decision.takeError());
+  if (out)
+    *out = moss_weight_scale_step_t{decision->step,
+                                    int32_t(decision->reason),
+                                    decision->scale};
+  return nullptr;
+}
+
+moss_error_t moss_weight_scaler_stats(moss_weight_scaler_t scaler,
+                                      moss_weight_scaler_stats_t *out) {
+  if (!scaler)
+    return invalid("scaler is NULL");
+  if (!out)
+    return invalid("out is NULL");
+  if (out->struct_size < sizeof(moss_weight_scaler_stats_t))
+    return invalid("out->struct_size=" + Twine(uint64_t(out->struct_size)) +
+                   " is smaller than version 1's " +
+                   Twine(uint64_t(sizeof(moss_weight_scaler_stats_t))) +
+                   " (set it to sizeof(moss_weight_scaler_stats_t))");
+  if (Error error = scaler->context->device.makeCurrent())
+    return convert(std::move(error));
+  if (Error error = scaler->scaler->poll())
+    return convert(std::move(error));
+  const WeightScalerStats &s = scaler->scaler->stats();
+  size_t size = out->struct_size;
+  *out = moss_weight_scaler_stats_t{};
+  out->struct_size = size;
+  out->steps = s.steps;
+  out->rescales = s.rescales;
+  out->no_anchor_rescales = s.noAnchorRescales;
+  out->interval_rescales = s.intervalRescales;
+  out->saturation_rescales = s.saturationRescales;
+  out->saturation_events = s.saturationEvents;
+  out->saturated_values = s.saturatedValues;
+  out->non_finite_blocks = s.nonFiniteBlocks;
+  out->non_finite_anchors = s.nonFiniteAnchors;
+  out->observed_step = s.observedStep;
+  out->last_saturation_step = s.lastSaturationStep;
+  out->anchors_applied = s.anchorsApplied;
+  out->anchor_step = s.anchorStep;
+  out->anchor_amax = s.anchorAmax;
+  out->dropped_snapshots = s.droppedSnapshots;
+  return nullptr;
 }
 
 } // extern "C"

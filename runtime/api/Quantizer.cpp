@@ -327,6 +327,18 @@ Error GpuQuantizer::run(const QuantizeSpec &spec,
     return e;
   if (buffers.counters % 8 != 0)
     return invalid("the counters must be 8-byte aligned");
+  if (buffers.amax) {
+    // Only a per-tensor reduce pass leaves one amax behind.
+    if (scheme.kind != ScalingKind::PerTensor || scale) {
+      std::string what = scale ? "a cast with a given scale" : scheme.str();
+      return invalid("the amax output is given, but only a per-tensor "
+                     "quantize finds an amax, not " +
+                     what);
+    }
+    if (buffers.amax % 4 != 0)
+      return invalid("the amax output must be 4-byte aligned, got 0x" +
+                     Twine::utohexstr(buffers.amax));
+  }
   Expected<const Plan *> plan = getPlan(spec, scale != 0);
   if (!plan)
     return plan.takeError();
@@ -380,7 +392,14 @@ Error GpuQuantizer::run(const QuantizeSpec &spec,
   if ((*plan)->reduce)
     if (Error error = launchKernel((*plan)->reduce, launch, params))
       return error;
-  return launchKernel((*plan)->quantize, launch, params);
+  if (Error error = launchKernel((*plan)->quantize, launch, params))
+    return error;
+  // The reduce pass's max magnitude bits are the amax itself, as an FP32
+  // bit pattern (absolute values order like their bits).
+  if (buffers.amax)
+    return checkCuda(api->memcpyDtoDAsync(buffers.amax, globalBits, 4, stream),
+                     "cuMemcpyDtoDAsync(amax)");
+  return Error::success();
 }
 
 Error GpuQuantizer::quantize(const QuantizeSpec &spec,

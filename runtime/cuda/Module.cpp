@@ -68,6 +68,64 @@ Expected<CUfunction> Module::getFunction(StringRef name) const {
   return function;
 }
 
+Error setSharedMemoryLimit(CUfunction function, unsigned bytes) {
+  Expected<const DriverApi &> api = getDriverApi();
+  if (!api)
+    return api.takeError();
+  return checkCuda(
+      api->funcSetAttribute(function,
+                            CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                            static_cast<int>(bytes)),
+      "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES=" + Twine(bytes) + ")");
+}
+
+/// The driver's launch configuration for `config` (cluster attribute in
+/// `attribute`, which must outlive the result).
+static CUlaunchConfig makeLaunchConfig(const LaunchConfig &config,
+                                       CUlaunchAttribute &attribute) {
+  CUlaunchConfig launch = {};
+  launch.gridDimX = config.grid[0];
+  launch.gridDimY = config.grid[1];
+  launch.gridDimZ = config.grid[2];
+  launch.blockDimX = config.block[0];
+  launch.blockDimY = config.block[1];
+  launch.blockDimZ = config.block[2];
+  launch.sharedMemBytes = config.sharedMemoryBytes;
+  launch.hStream = config.stream;
+  attribute = {};
+  if (config.cluster[0] * config.cluster[1] * config.cluster[2] != 1) {
+    attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attribute.value.clusterDim.x = config.cluster[0];
+    attribute.value.clusterDim.y = config.cluster[1];
+    attribute.value.clusterDim.z = config.cluster[2];
+    launch.attrs = &attribute;
+    launch.numAttrs = 1;
+  }
+  return launch;
+}
+
+Expected<int> getMaxActiveClusters(CUfunction function,
+                                   const LaunchConfig &config) {
+  Expected<const DriverApi &> api = getDriverApi();
+  if (!api)
+    return api.takeError();
+  if (config.sharedMemoryBytes > 48 * 1024)
+    if (Error err = setSharedMemoryLimit(function, config.sharedMemoryBytes))
+      return std::move(err);
+  // The query wants a grid of whole clusters; its size does not matter.
+  LaunchConfig one = config;
+  for (int i = 0; i < 3; ++i)
+    one.grid[i] = config.cluster[i];
+  CUlaunchAttribute attribute;
+  CUlaunchConfig launch = makeLaunchConfig(one, attribute);
+  int clusters = 0;
+  if (Error err = checkCuda(
+          api->occupancyMaxActiveClusters(&clusters, function, &launch),
+          "cuOccupancyMaxActiveClusters"))
+    return std::move(err);
+  return clusters;
+}
+
 Error launchKernel(CUfunction function, const LaunchConfig &config,
                    void **args) {
   Expected<const DriverApi &> api = getDriverApi();
@@ -75,13 +133,9 @@ Error launchKernel(CUfunction function, const LaunchConfig &config,
     return api.takeError();
   // Blocks get 48 KiB of dynamic shared memory unless the kernel opts in.
   constexpr unsigned kDefaultSharedLimit = 48 * 1024;
-  if (config.sharedMemoryBytes > kDefaultSharedLimit)
-    if (Error err = checkCuda(
-            api->funcSetAttribute(
-                function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                static_cast<int>(config.sharedMemoryBytes)),
-            "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES=" +
-                Twine(config.sharedMemoryBytes) + ")"))
+  if (config.sharedMemoryBytes > kDefaultSharedLimit &&
+      !config.sharedMemoryLimitSet)
+    if (Error err = setSharedMemoryLimit(function, config.sharedMemoryBytes))
       return err;
 
   // Without clusters the plain launch is the cheaper call.
@@ -93,24 +147,8 @@ Error launchKernel(CUfunction function, const LaunchConfig &config,
                                        args, nullptr),
                      "cuLaunchKernel");
 
-  CUlaunchConfig launch = {};
-  launch.gridDimX = config.grid[0];
-  launch.gridDimY = config.grid[1];
-  launch.gridDimZ = config.grid[2];
-  launch.blockDimX = config.block[0];
-  launch.blockDimY = config.block[1];
-  launch.blockDimZ = config.block[2];
-  launch.sharedMemBytes = config.sharedMemoryBytes;
-  launch.hStream = config.stream;
-  CUlaunchAttribute attribute = {};
-  if (config.cluster[0] * config.cluster[1] * config.cluster[2] != 1) {
-    attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attribute.value.clusterDim.x = config.cluster[0];
-    attribute.value.clusterDim.y = config.cluster[1];
-    attribute.value.clusterDim.z = config.cluster[2];
-    launch.attrs = &attribute;
-    launch.numAttrs = 1;
-  }
+  CUlaunchAttribute attribute;
+  CUlaunchConfig launch = makeLaunchConfig(config, attribute);
   return checkCuda(api->launchKernelEx(&launch, function, args, nullptr),
                    "cuLaunchKernelEx");
 }

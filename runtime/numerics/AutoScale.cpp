@@ -145,15 +145,6 @@ moss::numerics::quantizeWithScale(llvm::ArrayRef<float> x, int64_t rows,
   q.rows = rows;
   q.cols = cols;
   q.codes.resize(rows * cols);
-  bool finite = true;
-  for (float v : x)
-    finite &= std::isfinite(v);
-  if (!finite) {
-    q.global = {std::numeric_limits<float>::quiet_NaN()};
-    std::fill(q.codes.begin(), q.codes.end(), kFp8NaNCode);
-    q.stats.nonFiniteBlocks = 1;
-    return q;
-  }
   q.global = {scale};
   int64_t saturated = 0;
   for (size_t i = 0; i < x.size(); ++i) {

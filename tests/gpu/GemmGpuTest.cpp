@@ -3,15 +3,20 @@
 // For every scheme combination x output type x epilogue option of the GEMM
 // templates, on the shapes of the GEMM issue: quantize fresh random or
 // heavy-tailed inputs with the host reference (moss::numerics::quantize),
-// upload codes and scales, encode the TMA maps, poison the output (0xFF
-// bytes), launch the generated kernel, and compare with referenceGemm over
-// the dequantized operands (plus bias and beta * C), in FP64.
+// upload codes and scales, poison the output (0xFF bytes), run the GEMM
+// through moss::GemmRunner (compiler, kernel cache, launch; the case's
+// tiling or, for *_heuristic_* cases, the compiler's), and compare with
+// referenceGemm over the dequantized operands (plus bias and beta * C), in
+// FP64. Cases that force a promotion interval (not part of the compiler's
+// ABI) launch the template directly.
 //
-//  - f32 output: relative Frobenius error <= 1e-5.
-//  - bf16 / f16 output: every entry within its rounding (2^-8 / 2^-11 of
-//    |ref|) plus 1e-5 of the RMS of the reference.
-//  - Every entry written (no poison / NaN left), amax equal to the largest
-//    stored magnitude, and a second launch bitwise identical.
+// The limits are the accuracy contract of docs/NUMERICS-CONTRACT.md: with
+// u(P) = 2^-13 sqrt(P/32), P the K elements the tensor cores sum before a
+// promotion to FP32, the relative Frobenius error of f32 output is at most
+// 4 u(P) and each entry is within its output rounding plus
+// 16 u(P) sqrt(sum_k (a b)^2).
+// Every entry must be written (no poison / NaN left), amax must equal the
+// largest stored magnitude, and a second launch must be bitwise identical.
 // Large shapes compare a random 64 x 64 grid of entries (plus the first and
 // last rows and columns) and check the whole output for poison.
 //
@@ -25,7 +30,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "GemmApiLaunch.h"
 #include "GemmTestSupport.h"
+
+#include "moss/Compiler/Compile.h"
 
 #include "moss/Numerics/FP8.h"
 #include "moss/Numerics/Fidelity.h"
@@ -176,6 +184,10 @@ struct GemmCase {
   int m = 0;     ///< rows at launch
   Dist distA = Dist::Gaussian;
   bool sampled = false; ///< compare a sample of entries (large shapes)
+  /// Launched through moss::GemmRunner with the tiling the compiler picks
+  /// (else with the tiling of `params`). Cases with forcePromoteK, which
+  /// the compiler does not emit, launch the template directly.
+  bool heuristic = false;
 };
 
 /// gtest prints parameters with this (instead of their bytes).
@@ -358,6 +370,27 @@ std::vector<GemmCase> smallCases() {
   fixed.sampled = true;
   fixed.name = "mossrow_x_tensor_bf16_bias_c_amax_staticM_1000x3000x2048";
   cases.push_back(fixed);
+
+  // The product path: the tiling moss-select-tiling picks.
+  for (const char *scheme : {"mossrow_x_tensor", "tensor_x_tensor",
+                             "group_x_group128", "mossrow_x_mosstensor",
+                             "row_x_row"})
+    for (const Shape &shape : shapes) {
+      if (shape.k % 128 != 0 && std::string(scheme) == "group_x_group128")
+        continue;
+      bool f32 = shape.m != 1000;
+      GemmCase gc;
+      gc.params = makeParams(schemeNamed(scheme), shape.n, shape.k,
+                             f32 ? kF32 : kBF16, f32 ? all : biasAmax);
+      gc.m = shape.m;
+      gc.distA = Dist::LlmActivation;
+      gc.sampled = shape.m == 1000;
+      gc.heuristic = true;
+      gc.name = std::string(scheme) + "_" + typeName(gc.params.out) + "_" +
+                (f32 ? all.name : biasAmax.name) + "_heuristic_" +
+                shapeName(shape.m, shape.n, shape.k);
+      cases.push_back(gc);
+    }
   return cases;
 }
 
@@ -396,6 +429,13 @@ std::vector<GemmCase> largeCases() {
   }
   add("mossrow_x_tensor", 16384, 11008, 4096, kBF16, plain, Dist::LlmActivation,
       0, 2);
+  for (const char *scheme :
+       {"tensor_x_tensor", "mossrow_x_tensor", "group_x_group128"}) {
+    add(scheme, 16384, 11008, 4096, kBF16, plain, Dist::LlmActivation);
+    cases.back().heuristic = true;
+    cases.back().name = std::string(scheme) + "_bf16_plain_heuristic_" +
+                        shapeName(16384, 11008, 4096);
+  }
   // The heuristic's per-tensor tile (two m64 tiles per warpgroup).
   add("tensor_x_tensor", 4096, 4096, 4096, kBF16, plain, Dist::LlmActivation);
   cases.back().params.tileM = 256;
@@ -605,6 +645,52 @@ ScalingScheme schemeOf(int scale, int blockRows, int block, bool globalRow) {
   }
 }
 
+/// The compiler's description of a case's GEMM (the product path).
+compiler::GemmSpec specOf(const Params &p, float beta) {
+  auto type = [](int kind) -> std::optional<compiler::FloatType> {
+    if (kind == kNone)
+      return std::nullopt;
+    return compiler::FloatType(kind);
+  };
+  compiler::GemmSpec spec;
+  spec.m = p.m < 0 ? compiler::GemmSpec::kDynamic : p.m;
+  spec.n = p.n;
+  spec.k = p.k;
+  spec.a = p.elemA == kE5M2 ? Fp8Format::E5M2 : Fp8Format::E4M3;
+  spec.b = p.elemB == kE5M2 ? Fp8Format::E5M2 : Fp8Format::E4M3;
+  spec.aScaling = schemeOf(p.scaleA, p.blockRowsA, p.blockA, p.globalRowA);
+  spec.bScaling = schemeOf(p.scaleB, p.blockRowsB, p.blockB, p.globalRowB);
+  spec.out = *type(p.out);
+  spec.bias = type(p.bias);
+  spec.accumulate = type(p.accum);
+  if (spec.accumulate)
+    spec.beta = beta;
+  spec.amax = p.amax;
+  return spec;
+}
+
+/// The tiling a case launches with: none (the heuristic's) or its own.
+std::optional<compiler::TileConfig> tilingOf(const GemmCase &gc) {
+  if (gc.heuristic)
+    return std::nullopt;
+  const Params &p = gc.params;
+  compiler::TileConfig t;
+  t.tileM = p.tileM;
+  t.tileN = p.tileN;
+  t.stages = p.stages;
+  t.clusterM = p.clusterM;
+  t.clusterN = p.clusterN;
+  t.raster = p.rasterAlongN ? compiler::RasterOrder::AlongN
+                            : compiler::RasterOrder::AlongM;
+  t.swizzle = p.swizzle;
+  t.splitK = p.splitK;
+  return t;
+}
+
+/// Whether a case goes through moss::GemmRunner (else the template is
+/// launched directly: forcePromoteK is not part of the compiler's ABI).
+bool throughApi(const GemmCase &gc) { return gc.params.forcePromoteK == 0; }
+
 /// Quantized operands, cached by (shape, distribution, seed, scheme).
 struct Operand {
   std::shared_ptr<const QuantizedTensor> q;
@@ -758,23 +844,58 @@ void runOnDevice(const GemmCase &gc, const QuantizedTensor *qa,
   args.amax = p.amax ? static_cast<float *>(amax.get()) : nullptr;
 
   // --- compile, launch (twice: the second result must be identical) ------
+  // Through moss::GemmRunner (the product path: compiler, cache, launch),
+  // or the template directly for forcePromoteK cases.
+  const bool viaApi = throughApi(gc);
+  const compiler::GemmSpec spec = specOf(p, beta);
+  const std::optional<compiler::TileConfig> tiling = tilingOf(gc);
+  ApiBuffers apiBuffers;
+  if (viaApi) {
+    apiBuffers.aCodes = codesA.pointer;
+    apiBuffers.aLocal = args.aLocal ? localA.pointer : 0;
+    apiBuffers.aLocalCount = qa->scheme.hasLocalScales()
+                                 ? int64_t(qa->localRows * qa->localCols)
+                                 : 0;
+    apiBuffers.aGlobal = args.aGlobal ? globalA.pointer : 0;
+    apiBuffers.aGlobalCount = int64_t(qa->global.size());
+    apiBuffers.bCodes = codesB.pointer;
+    apiBuffers.bLocal = args.bLocal ? localB.pointer : 0;
+    apiBuffers.bLocalCount = qb->scheme.hasLocalScales()
+                                 ? int64_t(qb->localRows * qb->localCols)
+                                 : 0;
+    apiBuffers.bGlobal = args.bGlobal ? globalB.pointer : 0;
+    apiBuffers.bGlobalCount = int64_t(qb->global.size());
+    apiBuffers.d = out.pointer;
+    apiBuffers.bias = args.bias ? biasBuffer.pointer : 0;
+    apiBuffers.c = args.c ? accumBuffer.pointer : 0;
+    apiBuffers.amax = args.amax ? amax.pointer : 0;
+  }
   CompileOptions options;
   options.arch = gpu().device->getArch().str();
   auto tc0 = std::chrono::steady_clock::now();
-  Expected<std::shared_ptr<const KernelEntry>> entry =
-      getDefaultKernelCache().getOrCompile(kernelSource(p), options);
-  ASSERT_TRUE(bool(entry)) << toString(entry.takeError());
-  if (const char *dir = std::getenv("MOSS_GEMM_DUMP_DIR")) {
-    // For `cuobjdump -sass` / `-res-usage` on the machine with the GPU.
-    std::string path = std::string(dir) + "/" + gc.name + ".cubin";
-    if (FILE *f = std::fopen(path.c_str(), "wb")) {
-      std::fwrite((*entry)->getCubin().data(), 1, (*entry)->getCubin().size(),
-                  f);
-      std::fclose(f);
+  CUfunction function = nullptr;
+  if (viaApi) {
+    std::string description;
+    Error prepared = prepareThroughApi(spec, tiling, description);
+    ASSERT_FALSE(bool(prepared)) << toString(std::move(prepared));
+    std::printf("         kernel %s\n", description.c_str());
+  } else {
+    Expected<std::shared_ptr<const KernelEntry>> entry =
+        getDefaultKernelCache().getOrCompile(kernelSource(p), options);
+    ASSERT_TRUE(bool(entry)) << toString(entry.takeError());
+    if (const char *dir = std::getenv("MOSS_GEMM_DUMP_DIR")) {
+      // For `cuobjdump -sass` / `-res-usage` on the machine with the GPU.
+      std::string path = std::string(dir) + "/" + gc.name + ".cubin";
+      if (FILE *f = std::fopen(path.c_str(), "wb")) {
+        std::fwrite((*entry)->getCubin().data(), 1,
+                    (*entry)->getCubin().size(), f);
+        std::fclose(f);
+      }
     }
+    Expected<CUfunction> found = (*entry)->getFunction("moss_gemm");
+    ASSERT_TRUE(bool(found)) << toString(found.takeError());
+    function = *found;
   }
-  Expected<CUfunction> function = (*entry)->getFunction("moss_gemm");
-  ASSERT_TRUE(bool(function)) << toString(function.takeError());
   auto tc1 = std::chrono::steady_clock::now();
   run.compileSeconds = std::chrono::duration<double>(tc1 - tc0).count();
 
@@ -803,7 +924,9 @@ void runOnDevice(const GemmCase &gc, const QuantizedTensor *qa,
       Armed(const std::string &name) { Watchdog::get().arm(name); }
       ~Armed() { Watchdog::get().disarm(); }
     } armed(gc.name);
-    Error launched = launchKernel(*function, launch, params);
+    Error launched = viaApi ? runThroughApi(spec, m, tiling, apiBuffers,
+                                         gpu().stream)
+                         : launchKernel(function, launch, params);
     ASSERT_FALSE(bool(launched)) << toString(std::move(launched));
     ASSERT_EQ(api.eventRecord(stop, gpu().stream), CUDA_SUCCESS);
     CUresult synced = api.streamSynchronize(gpu().stream);
@@ -863,12 +986,12 @@ void runOnHost(const GemmCase &gc, const QuantizedTensor *qa,
 /// Compiles the kernels of the selected cases (the --gtest_filter), many
 /// at a time, into the process's kernel cache before the first case runs.
 void precompileSelected() {
-  std::map<std::string, Params> byName;
+  std::map<std::string, GemmCase> byName;
   for (const GemmCase &c : smallCases())
-    byName["MatchesFp64Reference/" + c.name] = c.params;
+    byName["MatchesFp64Reference/" + c.name] = c;
   for (const GemmCase &c : largeCases())
-    byName["MatchesFp64Reference/" + c.name] = c.params;
-  std::vector<Params> selected;
+    byName["MatchesFp64Reference/" + c.name] = c;
+  std::vector<GemmCase> selected;
   const ::testing::UnitTest &unit = *::testing::UnitTest::GetInstance();
   for (int i = 0; i < unit.total_test_suite_count(); ++i) {
     const ::testing::TestSuite &suite = *unit.GetTestSuite(i);
@@ -881,19 +1004,37 @@ void precompileSelected() {
   }
   CompileOptions options;
   options.arch = gpu().device->getArch().str();
+  compiler::TargetInfo target;
+  target.smCount = unsigned(gpu().device->getSmCount());
+  target.sharedMemoryPerBlock =
+      unsigned(gpu().device->getMaxSharedMemoryPerBlockOptin());
+  target.arch = options.arch;
   unsigned threads =
       std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
   auto start = std::chrono::steady_clock::now();
   std::atomic<size_t> next{0};
   std::vector<std::thread> pool;
+  // Errors are reported again by the cases.
   for (unsigned t = 0; t < threads; ++t)
     pool.emplace_back([&] {
       for (size_t i = next++; i < selected.size(); i = next++) {
+        const GemmCase &c = selected[i];
+        std::string source = kernelSource(c.params);
+        if (throughApi(c)) {
+          compiler::CompileOptions compileOptions;
+          compileOptions.tiling = tilingOf(c);
+          Expected<compiler::KernelSource> kernel = compiler::compileGemm(
+              specOf(c.params, 0.5f), target, compileOptions);
+          if (!kernel) {
+            consumeError(kernel.takeError());
+            continue;
+          }
+          source = kernel->source;
+        }
         Expected<std::shared_ptr<const KernelEntry>> entry =
-            getDefaultKernelCache().getOrCompile(kernelSource(selected[i]),
-                                                 options);
+            getDefaultKernelCache().getOrCompile(source, options);
         if (!entry)
-          consumeError(entry.takeError()); // reported again by the case
+          consumeError(entry.takeError());
       }
     });
   for (std::thread &t : pool)
@@ -1020,23 +1161,23 @@ TEST_P(GemmCorrectness, MatchesFp64Reference) {
                     static_cast<int64_t>(cols.size()), k);
   auto tr1 = std::chrono::steady_clock::now();
 
+  // The accuracy contract (docs/NUMERICS-CONTRACT.md, "GEMM"): the tensor
+  // cores add FP8 products with about 13 bits of alignment precision; the
+  // error grows with the number P of products summed before a promotion
+  // into FP32 (the scheme's promotion block, else all of K):
+  //   u(P) = 2^-13 * sqrt(P / 32)
+  //   relative Frobenius error     <= 4 u(P)      (f32 output)
+  //   |error(i, j)|                <= rounding of the output type
+  //                                   + 16 u(P) * sqrt(sum_k (a_ik b_jk)^2)
+  const int promoteK = moss::gemm::plan(p).promoteK;
+  const double unit =
+      std::ldexp(1.0, -13) * std::sqrt((promoteK > 0 ? promoteK : k) / 32.0);
+  const double relFrobeniusLimit = 4 * unit;
+  const double outRounding = p.out == kBF16  ? std::ldexp(1.0, -8)
+                             : p.out == kF16 ? std::ldexp(1.0, -11)
+                                             : std::ldexp(1.0, -23);
   double errorSquared = 0, refSquared = 0, worstRatio = 0;
   int64_t compared = 0, skippedOverflow = 0;
-  for (size_t i = 0; i < rows.size(); ++i)
-    for (size_t j = 0; j < cols.size(); ++j) {
-      double expected = ref[i * cols.size() + j];
-      if (p.bias != kNone)
-        expected += bias[cols[j]];
-      if (p.accum != kNone)
-        expected += static_cast<double>(beta) *
-                    accum[static_cast<size_t>(rows[i]) * n + cols[j]];
-      refSquared += expected * expected;
-    }
-  const double rmsRef =
-      std::sqrt(refSquared / std::max<size_t>(1, rows.size() * cols.size()));
-  const double relativeUlp =
-      p.out == kBF16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
-  refSquared = 0;
   for (size_t i = 0; i < rows.size(); ++i)
     for (size_t j = 0; j < cols.size(); ++j) {
       double expected = ref[i * cols.size() + j];
@@ -1049,23 +1190,27 @@ TEST_P(GemmCorrectness, MatchesFp64Reference) {
         ++skippedOverflow;
         continue;
       }
+      double productNorm = 0;
+      for (int64_t kk = 0; kk < k; ++kk) {
+        double product = dqA[i * k + kk] * dqB[j * k + kk];
+        productNorm += product * product;
+      }
+      productNorm = std::sqrt(productNorm);
       double got =
           decodeAt(p.out, result, static_cast<size_t>(rows[i]) * n + cols[j]);
       double error = got - expected;
       errorSquared += error * error;
       refSquared += expected * expected;
       ++compared;
-      if (p.out != kF32) {
-        // Rounding of the FP32 result (relative half ulp, worst case just
-        // above a power of two), plus the FP32 accumulation error (relative
-        // 2e-5 and absolute 1e-5 of the RMS), plus half an f16 subnormal.
-        double allowed = (relativeUlp + 2e-5) * std::fabs(expected) +
-                         1e-5 * rmsRef +
-                         (p.out == kF16 ? std::ldexp(1.0, -25) : 0.0);
-        double ratio = std::fabs(error) / allowed;
-        if (ratio > worstRatio)
-          worstRatio = ratio;
-        if (ratio > 1.0 && worstRatio == ratio)
+      // Output rounding (relative, worst case just above a power of two),
+      // the tensor cores' share, half an f16 subnormal.
+      double allowed = outRounding * std::fabs(expected) +
+                       16 * unit * productNorm +
+                       (p.out == kF16 ? std::ldexp(1.0, -25) : 0.0);
+      double ratio = std::fabs(error) / allowed;
+      if (!(ratio <= worstRatio)) {
+        worstRatio = ratio;
+        if (!(ratio <= 1.0))
           ADD_FAILURE() << "entry (" << rows[i] << ", " << cols[j] << "): got "
                         << got << ", expected " << expected
                         << " (allowed error " << allowed << ")";
@@ -1075,20 +1220,21 @@ TEST_P(GemmCorrectness, MatchesFp64Reference) {
       refSquared > 0 ? std::sqrt(errorSquared / refSquared) : 0.0;
   const double tflops = 2.0 * m * double(n) * k / (milliseconds * 1e-3) / 1e12;
   std::printf(
-      "         rel_frobenius=%.3e worst_entry/allowed=%.3f compared=%lld"
+      "         rel_frobenius=%.3e (limit %.2e, promotion %d) "
+      "worst_entry/allowed=%.3f compared=%lld"
       "%s  kernel=%.3f ms (%.0f TFLOPS, second launch, not a "
       "benchmark)  host: data %.1fs compile %.2fs ref %.1fs\n",
-      relFrobenius, worstRatio, static_cast<long long>(compared),
+      relFrobenius, relFrobeniusLimit, promoteK > 0 ? promoteK : k,
+      worstRatio, static_cast<long long>(compared),
       skippedOverflow
           ? (" f16_overflow_skipped=" + std::to_string(skippedOverflow)).c_str()
           : "",
       milliseconds, tflops, std::chrono::duration<double>(t1 - t0).count(),
       run.compileSeconds, std::chrono::duration<double>(tr1 - tr0).count());
-  if (p.out == kF32) {
-    EXPECT_LE(relFrobenius, 1e-5) << "relative Frobenius error";
-  } else {
-    EXPECT_LE(worstRatio, 1.0) << "an entry is off by more than its rounding";
+  if (p.out == kF32) { // 16-bit outputs: their rounding dominates
+    EXPECT_LE(relFrobenius, relFrobeniusLimit) << "relative Frobenius error";
   }
+  EXPECT_LE(worstRatio, 1.0) << "an entry is off by more than allowed";
   EXPECT_GT(compared, 0);
 }
 

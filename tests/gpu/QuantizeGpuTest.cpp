@@ -8,11 +8,14 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "moss/Numerics/AutoScale.h"
 #include "moss/Numerics/Quantize.h"
 #include "moss/Numerics/Samples.h"
 #include "moss/Runtime/Device.h"
 #include "moss/Runtime/Driver.h"
 #include "moss/Runtime/Quantizer.h"
+
+#include "QuantizerTestSupport.h"
 
 #include "gtest/gtest.h"
 
@@ -24,75 +27,9 @@
 
 using namespace moss::numerics;
 using namespace moss::runtime;
+using namespace moss::quantizetest;
 
 namespace {
-
-/// The device, context and quantizer shared by all tests.
-struct GpuEnvironment {
-  std::optional<Device> device;
-  std::unique_ptr<KernelCache> cache;
-  std::unique_ptr<GpuQuantizer> quantizer;
-  std::string skipReason;
-};
-
-GpuEnvironment &gpu() {
-  static GpuEnvironment env = [] {
-    GpuEnvironment e;
-    llvm::Expected<Device> device = Device::open(0);
-    if (!device) {
-      e.skipReason = "no GPU: " + llvm::toString(device.takeError());
-      return e;
-    }
-    e.device.emplace(std::move(*device));
-    if (llvm::Error error = e.device->makeCurrent()) {
-      e.skipReason = llvm::toString(std::move(error));
-      e.device.reset();
-      return e;
-    }
-    KernelCacheOptions options;
-    options.useDisk = false;
-    e.cache = std::make_unique<KernelCache>(options);
-    e.quantizer =
-        std::make_unique<GpuQuantizer>(*e.cache, e.device->getSmCount());
-    return e;
-  }();
-  return env;
-}
-
-#define REQUIRE_GPU()                                                          \
-  do {                                                                         \
-    if (!gpu().device)                                                         \
-      GTEST_SKIP() << gpu().skipReason;                                        \
-  } while (0)
-
-/// A device allocation, freed on scope exit.
-class DeviceBuffer {
-public:
-  explicit DeviceBuffer(size_t bytes) : bytes(bytes) {
-    if (bytes) {
-      EXPECT_EQ(api().memAlloc(&ptr, bytes), CUDA_SUCCESS);
-    }
-  }
-  ~DeviceBuffer() {
-    if (ptr)
-      api().memFree(ptr);
-  }
-  CUdeviceptr get() const { return ptr; }
-  void upload(const void *data) {
-    ASSERT_EQ(api().memcpyHtoD(ptr, data, bytes), CUDA_SUCCESS);
-  }
-  void poison() { ASSERT_EQ(api().memsetD8(ptr, 0xA5, bytes), CUDA_SUCCESS); }
-  template <typename T> std::vector<T> download() const {
-    std::vector<T> out(bytes / sizeof(T));
-    EXPECT_EQ(api().memcpyDtoH(out.data(), ptr, bytes), CUDA_SUCCESS);
-    return out;
-  }
-  static const DriverApi &api() { return *getDriverApi(); }
-
-private:
-  CUdeviceptr ptr = 0;
-  size_t bytes;
-};
 
 enum class Data { Gaussian, HeavyTailed, Outliers, Boundaries };
 
@@ -307,6 +244,10 @@ TEST(QuantizeGpuTest, CastWithAGivenScale) {
   REQUIRE_GPU();
   const int64_t rows = 333, cols = 1024;
   std::vector<float> x = makeInput(Data::HeavyTailed, rows, cols, freshSeed());
+  // Non-finite values are encoded one by one (NaN code, +-max), uncounted.
+  x[5] = NAN;
+  x[cols + 7] = INFINITY;
+  x[x.size() - 1] = -INFINITY;
   // A scale below amax/448, so some values saturate and are counted.
   const float scale = 0.004f;
   QuantizeSpec spec;
@@ -325,16 +266,14 @@ TEST(QuantizeGpuTest, CastWithAGivenScale) {
   ASSERT_FALSE(bool(error)) << llvm::toString(std::move(error));
   ASSERT_EQ(DeviceBuffer::api().streamSynchronize(nullptr), CUDA_SUCCESS);
 
-  std::vector<uint8_t> expected(x.size());
-  uint64_t saturated = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    Fp8Encoded e = encodeFp8(x[i] / scale, Fp8Format::E4M3);
-    expected[i] = e.code;
-    saturated += e.saturated && std::isfinite(x[i]);
-  }
-  expectBitsEqual(dq.download<uint8_t>(), expected, cols, "codes");
-  EXPECT_GT(saturated, 0u);
-  EXPECT_EQ(dcounters.download<uint64_t>()[0], saturated);
+  QuantizedTensor expected = llvm::cantFail(
+      quantizeWithScale(x, rows, cols, scale, Fp8Format::E4M3));
+  expectBitsEqual(dq.download<uint8_t>(), expected.codes, cols, "codes");
+  EXPECT_GT(expected.stats.saturated, 0);
+  std::vector<uint64_t> counters = dcounters.download<uint64_t>();
+  EXPECT_EQ(counters[0], uint64_t(expected.stats.saturated));
+  EXPECT_EQ(counters[1], uint64_t(expected.stats.nonFiniteBlocks));
+  EXPECT_EQ(expected.global, std::vector<float>{scale});
   EXPECT_EQ(dglobal.download<float>()[0], scale);
 }
 

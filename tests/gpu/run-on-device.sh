@@ -2,31 +2,99 @@
 # Runs the GPU suites and benchmarks on a machine with a GPU, from binaries
 # built elsewhere. Logs go to $MOSS_GPU_LOG_DIR (default ./gpu-logs).
 #
-#   bash tests/gpu/run-on-device.sh BIN_DIR [quick]
+#   bash tests/gpu/run-on-device.sh BIN_DIR [quick|gemm|jitbench|sanitize|bench|all]
+#
+#   quick  driver, quantizer and C API suites, GEMM on 129x257x96
+#   gemm   the GEMM suites and moss-jit run
+#   jitbench  moss-jit bench on the issue's shapes and schemes
+#   sanitize  compute-sanitizer memcheck and racecheck, one small GEMM per variant
+#   bench  the benchmarks (quantizers, GEMM against cuBLASLt)
+#   all    (default) everything
 set -uo pipefail
-bin="${1:?usage: run-on-device.sh BIN_DIR [quick]}"
+bin="${1:?usage: run-on-device.sh BIN_DIR [quick|gemm|jitbench|sanitize|bench|all]}"
+mode="${2:-all}"
 out="${MOSS_GPU_LOG_DIR:-./gpu-logs}"
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/device.txt"
 
 run() { # name, command...
   local name=$1; shift
+  [ -x "$1" ] || { echo "=== $name: $1 missing, skipped"; return; }
   echo "=== $name: $*"
   # A hung kernel must not eat the whole lease.
   timeout "${MOSS_RUN_TIMEOUT:-300}" "$@" > "$out/$name.log" 2>&1
   echo "=== $name exit $?"
-  tail -n 25 "$out/$name.log"
+  tail -n "${MOSS_TAIL:-25}" "$out/$name.log"
 }
 
-run driver-test "$bin/DriverTest"
-run quantize-gpu-test "$bin/QuantizeGpuTest"
-if [ "${2:-}" = quick ]; then
-  run gemm-gpu-test-quick "$bin/GemmGpuTest" --gtest_filter='*129x257x96*'
-  exit 0
-fi
-run gemm-gpu-test "$bin/GemmGpuTest"
+suites() {
+  run driver-test "$bin/DriverTest"
+  run quantize-gpu-test "$bin/QuantizeGpuTest"
+  run capi-test "$bin/CApiTest"
+  run weight-scaler-gpu-test "$bin/WeightScalerGpuTest"
+  run gemm-capi-gpu-test "$bin/GemmCApiGpuTest"
+}
 
-export MOSS_CACHE_DIR=/tmp/moss-bench-cache
-rm -rf "$MOSS_CACHE_DIR"
-run quantize-bench "$bin/moss-bench-quantize"
-run quantize-bench-disk "$bin/moss-bench-quantize" --first-calls-only
+gemm() {
+  run gemm-capi-gpu-test "$bin/GemmCApiGpuTest"
+  MOSS_RUN_TIMEOUT=480 run gemm-gpu-test "$bin/GemmGpuTest"
+  grep -E "^\[ +(FAILED|OK|SKIPPED) +\]|rel_frobenius" "$out/gemm-gpu-test.log" > "$out/gemm-gpu-test-summary.log"
+  local jit="$bin/moss-jit"
+  run jit-run-moss "$jit" run --m 1000 --n 3000 --k 2048 --bias f32 --amax
+  run jit-run-group "$jit" run --m 129 --n 257 --k 256 --a-scheme per-group --a-block 128 --b-scheme per-group --b-block 128x128 --out f32 --accumulate f32 --beta 0.5
+}
+
+jitbench() {
+  local jit="$bin/moss-jit"
+  for shape in "8192 8192 8192" "16384 4096 4096" "16384 11008 4096" "16384 4096 11008" "16384 12288 4096" "1 4096 4096" "128 11008 4096"; do
+    set -- $shape
+    for scheme in "--a-scheme moss --a-global row --b-scheme per-tensor" "--a-scheme per-tensor --b-scheme per-tensor" "--a-scheme per-group --a-block 128 --b-scheme per-group --b-block 128x128"; do
+      name="jit-bench-$1x$2x$3-$(echo "$scheme" | awk '{print $2}')"
+      MOSS_TAIL=6 run "$name" "$jit" bench --m "$1" --n "$2" --k "$3" $scheme
+    done
+  done
+}
+
+# compute-sanitizer memcheck and racecheck on one small shape per kernel
+# variant (scheme pair, cluster shape, epilogue), through moss-jit run.
+sanitize() {
+  local jit="$bin/moss-jit"
+  local cs="${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}"
+  local small="--m 129 --n 257 --k 256"
+  local i=0
+  while read -r variant; do
+    i=$((i + 1))
+    for tool in memcheck racecheck; do
+      MOSS_TAIL=4 run "sanitize-$tool-$i" "$cs" --tool "$tool" --error-exitcode 9 "$jit" run $small $variant --check 16
+    done
+  done <<'VARIANTS'
+--a-scheme moss --a-global row --b-scheme per-tensor --bias f32 --amax
+--a-scheme moss --a-global tensor --b-scheme moss --b-global tensor --out f32 --accumulate f32
+--a-scheme per-tensor --b-scheme per-tensor --out f16 --accumulate f16
+--a-scheme per-row --b-scheme per-row --tiling 256x192x4
+--a-scheme per-group --a-block 128 --b-scheme per-group --b-block 128x128 --out f32
+--a-scheme mxfp8 --b-scheme mxfp8
+--a-scheme moss --a-global row --b-scheme per-tensor --tiling 128x128x6x2x1
+--a-scheme per-tensor --b-scheme per-tensor --tiling 128x256x4x1x2 --bias bf16 --amax
+VARIANTS
+}
+
+benches() {
+  export MOSS_CACHE_DIR=/tmp/moss-bench-cache
+  rm -rf "$MOSS_CACHE_DIR"
+  run quantize-bench "$bin/moss-bench-quantize"
+  run quantize-bench-disk "$bin/moss-bench-quantize" --first-calls-only
+  run gemm-bench "$bin/moss-bench-gemm"
+}
+
+case "$mode" in
+  quick)
+    suites
+    run gemm-gpu-test-quick "$bin/GemmGpuTest" --gtest_filter='*129x257x96*' ;;
+  gemm) gemm ;;
+  jitbench) jitbench ;;
+  sanitize) sanitize ;;
+  bench) benches ;;
+  all) suites; gemm; jitbench; sanitize; benches ;;
+  *) echo "unknown mode $mode"; exit 2 ;;
+esac

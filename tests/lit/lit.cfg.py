@@ -23,6 +23,7 @@ config.substitutions.append(("%python", sys.executable))
 config.substitutions.append(("%moss-opt", os.path.join(config.moss_tools_dir, "moss-opt")))
 config.substitutions.append(("%moss-jit", os.path.join(config.moss_tools_dir, "moss-jit")))
 config.substitutions.append(("%moss-translate", os.path.join(config.moss_tools_dir, "moss-translate")))
+config.substitutions.append(("%moss-tune", os.path.join(config.moss_tools_dir, "moss-tune")))
 
-llvm_config.add_tool_substitutions(["moss-opt", "moss-jit", "moss-translate"],
+llvm_config.add_tool_substitutions(["moss-opt", "moss-jit", "moss-translate", "moss-tune"],
                                    [config.moss_tools_dir])

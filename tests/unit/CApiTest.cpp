@@ -201,6 +201,73 @@ TEST(CApiTest, NullArguments) {
               MOSS_ERROR_INVALID_ARGUMENT, "options->device_ordinal=-1");
 }
 
+TEST(CApiTest, WeightScalerOptions) {
+  moss_weight_scaler_options_t options;
+  std::memset(&options, 0xFF, sizeof(options));
+  moss_weight_scaler_options_init(&options);
+  EXPECT_EQ(options.struct_size, sizeof(moss_weight_scaler_options_t));
+  EXPECT_EQ(options.bound, MOSS_ADAM_BOUND_PAPER);
+  EXPECT_EQ(options.reserved, 0);
+  EXPECT_EQ(options.beta1, 0.9);
+  EXPECT_EQ(options.beta2, 0.999);
+  EXPECT_EQ(options.explicit_bound, 0.0);
+  EXPECT_EQ(options.interval, 500);
+  moss_weight_scaler_options_init(nullptr);
+}
+
+// The options are checked before the context, so without a GPU.
+TEST(CApiTest, WeightScalerBadArguments) {
+  moss_weight_scaler_options_t options;
+  moss_weight_scaler_t scaler = reinterpret_cast<moss_weight_scaler_t>(&options);
+  expectError(moss_weight_scaler_create(nullptr, nullptr, &scaler),
+              MOSS_ERROR_INVALID_ARGUMENT, "options is NULL");
+  EXPECT_EQ(scaler, nullptr);
+  moss_weight_scaler_options_init(&options);
+  expectError(moss_weight_scaler_create(nullptr, &options, nullptr),
+              MOSS_ERROR_INVALID_ARGUMENT, "out is NULL");
+  expectError(moss_weight_scaler_create(nullptr, &options, &scaler),
+              MOSS_ERROR_INVALID_ARGUMENT, "context is NULL");
+
+  struct Case {
+    void (*edit)(moss_weight_scaler_options_t &);
+    const char *message;
+  };
+  Case cases[] = {
+      {[](moss_weight_scaler_options_t &o) { o.struct_size = 8; },
+       "options->struct_size=8"},
+      {[](moss_weight_scaler_options_t &o) { o.bound = 2; },
+       "options->bound=2 is not a moss_adam_bound_t"},
+      {[](moss_weight_scaler_options_t &o) { o.interval = 0; },
+       "the rescale interval 0 must be at least 1 step"},
+      {[](moss_weight_scaler_options_t &o) { o.explicit_bound = -1.0; },
+       "c=-1 must be finite and positive"},
+      {[](moss_weight_scaler_options_t &o) {
+         o.bound = MOSS_ADAM_BOUND_PROVABLE;
+         o.beta1 = 0.99;
+         o.beta2 = 0.9;
+       },
+       "beta1^2 < beta2"},
+  };
+  for (const Case &c : cases) {
+    moss_weight_scaler_options_init(&options);
+    c.edit(options);
+    expectError(moss_weight_scaler_create(nullptr, &options, &scaler),
+                MOSS_ERROR_INVALID_ARGUMENT, c.message);
+    EXPECT_EQ(scaler, nullptr);
+  }
+
+  moss_quantize_spec_t spec = makeSpec(4, 64, MOSS_SCHEME_PER_TENSOR);
+  moss_quantize_buffers_t buffers = {16, 16, 0, 16, 0};
+  expectError(moss_weight_scaler_step(nullptr, 1e-3, &spec, &buffers, nullptr,
+                                      nullptr),
+              MOSS_ERROR_INVALID_ARGUMENT, "scaler is NULL");
+  moss_weight_scaler_stats_t stats;
+  stats.struct_size = sizeof(stats);
+  expectError(moss_weight_scaler_stats(nullptr, &stats),
+              MOSS_ERROR_INVALID_ARGUMENT, "scaler is NULL");
+  moss_weight_scaler_destroy(nullptr);
+}
+
 bool haveGpu() { return moss::runtime::isDriverAvailable(); }
 
 TEST(CApiTest, NoDevice) {
@@ -293,6 +360,88 @@ TEST(CApiTest, QuantizeOnGpuMatchesReference) {
   expectError(moss_cast_with_scale(context, &spec, dglobal.ptr, &buffers,
                                    nullptr),
               MOSS_ERROR_INVALID_ARGUMENT, "per-tensor");
+}
+
+TEST(CApiTest, WeightScalerOnGpu) {
+  if (!haveGpu())
+    GTEST_SKIP() << "needs a CUDA driver and GPU";
+  moss_context_options_t options;
+  moss_context_options_init(&options);
+  moss_context_t context = nullptr;
+  {
+    ErrorPtr error(moss_context_create(&options, &context));
+    ASSERT_EQ(error, nullptr) << moss_error_message(error.get());
+  }
+  std::unique_ptr<moss_context, void (*)(moss_context_t)> owned(
+      context, moss_context_destroy);
+  const moss::runtime::DriverApi &api = *moss::runtime::getDriverApi();
+
+  moss_weight_scaler_options_t scalerOptions;
+  moss_weight_scaler_options_init(&scalerOptions);
+  scalerOptions.interval = 3;
+  moss_weight_scaler_t raw = nullptr;
+  {
+    ErrorPtr error(moss_weight_scaler_create(context, &scalerOptions, &raw));
+    ASSERT_EQ(error, nullptr) << moss_error_message(error.get());
+  }
+  std::unique_ptr<moss_weight_scaler, void (*)(moss_weight_scaler_t)> scaler(
+      raw, moss_weight_scaler_destroy);
+
+  const int64_t rows = 8, cols = 128;
+  std::vector<float> x(rows * cols);
+  for (int64_t i = 0; i < rows * cols; ++i)
+    x[i] = std::sin(0.37f * float(i));
+  moss_quantize_spec_t spec = makeSpec(rows, cols, MOSS_SCHEME_PER_TENSOR);
+  DeviceBuffer dx(x.size() * 4), dq(x.size()), dglobal(4);
+  ASSERT_EQ(api.memcpyHtoD(dx.ptr, x.data(), x.size() * 4), CUDA_SUCCESS);
+  moss_quantize_buffers_t buffers = {dx.ptr, dq.ptr, 0, dglobal.ptr, 0};
+
+  // Waiting after each step, the decisions are: no anchor, two predicted
+  // casts, an interval rescale.
+  const int32_t expected[] = {MOSS_RESCALE_NO_ANCHOR, MOSS_RESCALE_NONE,
+                              MOSS_RESCALE_NONE, MOSS_RESCALE_INTERVAL};
+  for (int t = 0; t < 4; ++t) {
+    moss_weight_scale_step_t step;
+    ErrorPtr error(moss_weight_scaler_step(scaler.get(), 1e-3, &spec,
+                                           &buffers, nullptr, &step));
+    ASSERT_EQ(error, nullptr) << moss_error_message(error.get());
+    ASSERT_EQ(api.streamSynchronize(nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(step.step, t);
+    EXPECT_EQ(step.reason, expected[t]) << "step " << t;
+    float global;
+    ASSERT_EQ(api.memcpyDtoH(&global, dglobal.ptr, 4), CUDA_SUCCESS);
+    if (step.reason == MOSS_RESCALE_NONE) {
+      EXPECT_EQ(global, step.scale);
+    }
+  }
+  moss_weight_scaler_stats_t stats;
+  stats.struct_size = sizeof(stats);
+  {
+    ErrorPtr error(moss_weight_scaler_stats(scaler.get(), &stats));
+    ASSERT_EQ(error, nullptr) << moss_error_message(error.get());
+  }
+  EXPECT_EQ(stats.steps, 4);
+  EXPECT_EQ(stats.rescales, 2);
+  EXPECT_EQ(stats.observed_step, 3);
+  EXPECT_EQ(stats.anchor_step, 3);
+  EXPECT_EQ(stats.saturation_events, 0);
+
+  // Argument errors with a live scaler.
+  moss_quantize_buffers_t counted = buffers;
+  counted.counters = dglobal.ptr;
+  expectError(moss_weight_scaler_step(scaler.get(), 1e-3, &spec, &counted,
+                                      nullptr, nullptr),
+              MOSS_ERROR_INVALID_ARGUMENT, "buffers->counters must be 0");
+  expectError(moss_weight_scaler_step(scaler.get(), -1.0, &spec, &buffers,
+                                      nullptr, nullptr),
+              MOSS_ERROR_INVALID_ARGUMENT, "lr=-1");
+  moss_quantize_spec_t perRow = makeSpec(rows, cols, MOSS_SCHEME_PER_ROW);
+  expectError(moss_weight_scaler_step(scaler.get(), 1e-3, &perRow, &buffers,
+                                      nullptr, nullptr),
+              MOSS_ERROR_INVALID_ARGUMENT, "per-tensor");
+  stats.struct_size = 16;
+  expectError(moss_weight_scaler_stats(scaler.get(), &stats),
+              MOSS_ERROR_INVALID_ARGUMENT, "out->struct_size=16");
 }
 
 } // namespace

@@ -24,8 +24,15 @@ int runSnr();
 extern llvm::cl::SubCommand autoScaleReplayCommand;
 int runAutoScaleReplay();
 
-extern llvm::cl::SubCommand compileCommand;
+/// The GEMM commands (GemmSpecOptions.cpp), constructed on first use.
+llvm::cl::SubCommand &getCompileCommand();
 int runCompile();
+
+llvm::cl::SubCommand &getRunCommand();
+int runRun();
+
+llvm::cl::SubCommand &getBenchCommand();
+int runBench();
 
 extern llvm::cl::SubCommand cacheCommand;
 int runCache();

@@ -2,6 +2,8 @@
 
 #include "GpuQuantize.h"
 
+#include "ToolDevice.h"
+
 #include "moss/Runtime/Device.h"
 #include "moss/Runtime/Driver.h"
 #include "moss/Runtime/Quantizer.h"
@@ -30,11 +32,9 @@ Expected<QuantizedTensor> quantizeOnGpu(ArrayRef<float> x, int64_t rows,
   QuantizeSpec spec{rows, cols, InputType::F32, options};
   if (Error error = checkGpuQuantizeSpec(spec))
     return std::move(error);
-  Expected<Device> device = Device::open(0);
+  Expected<const Device &> device = moss::jit::openToolDevice();
   if (!device)
     return device.takeError();
-  if (Error error = device->makeCurrent())
-    return std::move(error);
   const DriverApi &api = *getDriverApi();
 
   QuantizeLayout layout = getQuantizeLayout(spec);

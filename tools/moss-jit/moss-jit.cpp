@@ -1,7 +1,7 @@
 //===- moss-jit.cpp - The MOSS-JIT command-line tool ----------------------===//
 //
 // moss-jit <command> [options]. Commands: quantize, demo, snr,
-// autoscale-replay, compile, cache.
+// autoscale-replay, compile, run, bench, cache.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,6 +24,8 @@ int main(int argc, char **argv) {
       "  moss-jit snr       fidelity of every scheme on one tensor\n"
       "  moss-jit compile   compile a GEMM and emit its MLIR, CUDA, PTX or "
       "cubin\n"
+      "  moss-jit run       run a GEMM on the GPU and check it\n"
+      "  moss-jit bench     time a GEMM on the GPU\n"
       "  moss-jit cache     show or clear the kernel cache\n"
       "  moss-jit autoscale-replay  replay a weight amax trace through the "
       "AutoScaler\n");
@@ -35,8 +37,12 @@ int main(int argc, char **argv) {
     return runSnr();
   if (autoScaleReplayCommand)
     return runAutoScaleReplay();
-  if (compileCommand)
+  if (getCompileCommand())
     return runCompile();
+  if (getRunCommand())
+    return runRun();
+  if (getBenchCommand())
+    return runBench();
   if (cacheCommand)
     return runCache();
   llvm::errs() << "moss-jit: no command given; see moss-jit --help\n";

@@ -12,11 +12,13 @@
 #include "moss/Compiler/GemmSpec.h"
 #include "moss/Compiler/KernelSource.h"
 #include "moss/Compiler/Tiling.h"
+#include "moss/Compiler/TuningDatabase.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
 #include <functional>
+#include <memory>
 #include <optional>
 
 namespace moss::compiler {
@@ -37,6 +39,14 @@ struct CompileOptions {
   int64_t assumedM = TilingOptions().assumedM;
   /// Whether the heuristic may split K.
   bool allowSplitK = false;
+  /// A tuning database consulted when `tiling` is unset, before the
+  /// heuristic: its entry for the spec on `target` at the M bucket of a
+  /// static M, or of `tuningM` (0: `assumedM`) for a dynamic M.
+  std::shared_ptr<const TuningDatabase> tuningDatabase;
+  int64_t tuningM = 0;
+  /// Called with each reason a database entry was not used (another GPU, a
+  /// tiling that does not fit); for verbose output.
+  std::function<void(llvm::StringRef)> onTuningNote;
   /// Called with each stage's name and its text (IR or C++), for
   /// `moss-jit compile --emit`.
   std::function<void(llvm::StringRef stage, llvm::StringRef text)> onStage;

@@ -44,6 +44,15 @@ struct GemmPipelineOptions : public PassPipelineOptions<GemmPipelineOptions> {
       *this, "allow-split-k",
       llvm::cl::desc("Let the tiling heuristic split K"),
       llvm::cl::init(false)};
+  PassOptions::Option<std::string> tuningDatabase{
+      *this, "tuning-db",
+      llvm::cl::desc("A tuning database (JSON) consulted before the "
+                     "heuristic (docs/TUNING.md)"),
+      llvm::cl::init("")};
+  PassOptions::Option<std::string> arch{
+      *this, "arch",
+      llvm::cl::desc("CUDA arch of the target, for the tuning database"),
+      llvm::cl::init("sm_90a")};
 };
 
 /// Adds the GEMM pipeline to `pm`, which must run on builtin.module.

@@ -124,9 +124,11 @@ private:
 /// Per-tensor quantization with a given FP32 scale instead of amax / max: the
 /// cast a predicted scale drives. codes = encodeFp8(x / scale) (one FP32
 /// division per element), `global` = {scale}, saturated values counted as in
-/// every other scheme; a tensor holding NaN or Inf gets the NaN scale and NaN
-/// codes. `scale` must be finite and > 0. With scale = amax / max this is
-/// bit-identical to ScalingScheme::perTensor().
+/// every other scheme. One pass cannot know whether the tensor is finite, so
+/// each element is encoded on its own (NaN -> the NaN code, +-Inf -> +-max,
+/// neither counted); the JIT quantize of the next rescale reports them.
+/// `scale` must be finite and > 0. For a finite tensor with scale = amax /
+/// max this is bit-identical to ScalingScheme::perTensor().
 llvm::Expected<QuantizedTensor>
 quantizeWithScale(llvm::ArrayRef<float> x, int64_t rows, int64_t cols,
                   float scale, Fp8Format format);

@@ -46,8 +46,23 @@ struct LaunchConfig {
   /// Dynamic shared memory in bytes. Above 48 KiB the function's opt-in
   /// limit is raised to it first.
   unsigned sharedMemoryBytes = 0;
+  /// Whether the caller already raised the function's limit to
+  /// `sharedMemoryBytes` (setSharedMemoryLimit), saving a driver call.
+  bool sharedMemoryLimitSet = false;
   CUstream stream = nullptr;
 };
+
+/// Lets `function` take `bytes` of dynamic shared memory (above 48 KiB a
+/// kernel must opt in).
+llvm::Error setSharedMemoryLimit(CUfunction function, unsigned bytes);
+
+/// How many clusters of `config`'s shape and shared memory the device runs
+/// at once (cuOccupancyMaxActiveClusters): a persistent grid of clusters
+/// larger than this runs in more than one wave (clusters must fit in one
+/// GPC, so this can be well below SMs / cluster size). `config.grid` is
+/// ignored. Sets the shared memory limit first.
+llvm::Expected<int> getMaxActiveClusters(CUfunction function,
+                                         const LaunchConfig &config);
 
 /// Launches `function` with `args` (one pointer per kernel parameter), with
 /// cuLaunchKernelEx when a cluster shape is given.

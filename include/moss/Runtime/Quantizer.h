@@ -71,6 +71,11 @@ struct QuantizeBuffers {
   /// Two uint64 counters the kernels add to: saturated values and
   /// non-finite blocks. The caller zeroes them. Optional.
   CUdeviceptr counters = 0;
+  /// Optional, per-tensor quantize only (not castWithScale): one FP32 that
+  /// receives the tensor's exact amax, max |x| as the reduce pass found it
+  /// (NaN or Inf when x holds NaN or Inf), copied on the stream after the
+  /// cast. 4-byte aligned. The weight scaler anchors its prediction on it.
+  CUdeviceptr amax = 0;
 };
 
 /// The generated source of the kernels for one spec, and how to launch them.

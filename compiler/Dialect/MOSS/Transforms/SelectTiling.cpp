@@ -1,11 +1,14 @@
 //===- SelectTiling.cpp - moss-select-tiling ------------------------------===//
 //
-// Attaches a #moss.tiling to every moss.gemm: the heuristic of
-// moss/Compiler/Tiling.h, run on the op's plain GemmSpec.
+// Attaches a #moss.tiling to every moss.gemm: the tuning database's entry
+// (moss/Compiler/TuningDatabase.h) when `tuning-db` names one that has it,
+// else the heuristic of moss/Compiler/Tiling.h, run on the op's plain
+// GemmSpec.
 //
 //===----------------------------------------------------------------------===//
 
 #include "moss/Compiler/Tiling.h"
+#include "moss/Compiler/TuningDatabase.h"
 #include "moss/Dialect/MOSS/IR/MOSSOps.h"
 #include "moss/Dialect/MOSS/Transforms/Passes.h"
 #include "moss/Dialect/MOSS/Utils/GemmSpecUtils.h"
@@ -31,9 +34,11 @@ public:
     compiler::TargetInfo target;
     target.smCount = smCount;
     target.sharedMemoryPerBlock = sharedMemoryBytes;
+    target.arch = arch;
     compiler::TilingOptions options;
     options.assumedM = assumedM;
     options.allowSplitK = allowSplitK;
+    loadDatabase();
 
     WalkResult walk = getOperation()->walk([&](GemmOp op) {
       return failed(select(op, target, options)) ? WalkResult::interrupt()
@@ -44,6 +49,43 @@ public:
   }
 
 private:
+  /// Reads `tuning-db`; a file that cannot be read or fails its checks is
+  /// reported as a warning and not used.
+  void loadDatabase() {
+    database.reset();
+    if (tuningDatabase.empty())
+      return;
+    llvm::Expected<compiler::TuningDatabase> loaded =
+        compiler::TuningDatabase::load(tuningDatabase);
+    if (!loaded) {
+      getOperation()->emitWarning()
+          << "ignoring the tuning database: "
+          << llvm::toString(loaded.takeError());
+      return;
+    }
+    database = std::move(*loaded);
+  }
+
+  /// The database's tiling for `spec`, if it has one for this target.
+  std::optional<compiler::TileConfig>
+  lookup(GemmOp op, const compiler::GemmSpec &spec,
+         const compiler::TargetInfo &target) {
+    if (!database)
+      return std::nullopt;
+    int64_t m = compiler::getTuningM(spec, assumedM);
+    auto note = [&](const llvm::Twine &text) {
+      if (verboseTuning)
+        op.emitRemark() << text;
+    };
+    std::optional<compiler::TileConfig> tiling =
+        database->lookup(spec, target, m, note);
+    if (!tiling && verboseTuning)
+      op.emitRemark() << "no tuning database entry for "
+                      << compiler::TuningKey::get(spec, target, m).str()
+                      << "; using the heuristic";
+    return tiling;
+  }
+
   LogicalResult select(GemmOp op, const compiler::TargetInfo &target,
                        const compiler::TilingOptions &options) {
     GemmShape shape = getGemmShape(op);
@@ -64,6 +106,10 @@ private:
       return success();
     }
 
+    if (std::optional<compiler::TileConfig> tuned = lookup(op, spec, target)) {
+      op.setTilingAttr(getTilingAttr(op.getContext(), *tuned));
+      return success();
+    }
     llvm::Expected<compiler::TileConfig> tiling =
         compiler::selectTiling(spec, target, options);
     if (!tiling)
@@ -72,6 +118,8 @@ private:
     op.setTilingAttr(getTilingAttr(op.getContext(), *tiling));
     return success();
   }
+
+  std::optional<compiler::TuningDatabase> database;
 };
 
 } // namespace

@@ -44,6 +44,14 @@ def SelectTiling : Pass<"moss-select-tiling"> {
     A dynamic M is planned as `assumed-m`. An op that already has a tiling
     (for example from the tuning database) keeps it, after a check that it
     fits the same limits. N and K must be static.
+
+    With `tuning-db=<path>`, the tuning database (docs/TUNING.md) is looked
+    up first: an entry for this GEMM on this GPU (`arch`, `sm-count`) at the
+    M bucket of a static M, or of `assumed-m` for a dynamic M, gives the
+    tiling (`source = db`); otherwise the heuristic does. A database that
+    cannot be read or fails its checks is reported as a warning and ignored.
+    With `verbose-tuning`, a remark says why an entry was ignored (another
+    arch or SM count, a tiling that does not fit) or that none matched.
   }];
   let options = [
     Option<"smCount", "sm-count", "unsigned", /*default=*/"132",
@@ -54,7 +62,13 @@ def SelectTiling : Pass<"moss-select-tiling"> {
     Option<"assumedM", "assumed-m", "int64_t", /*default=*/"4096",
            "The M to plan for when M is dynamic">,
     Option<"allowSplitK", "allow-split-k", "bool", /*default=*/"false",
-           "Consider splitting K (f32 outputs without amax only)">
+           "Consider splitting K (f32 outputs without amax only)">,
+    Option<"tuningDatabase", "tuning-db", "std::string", /*default=*/"",
+           "A tuning database (JSON) to look tilings up in first">,
+    Option<"arch", "arch", "std::string", /*default=*/"\"sm_90a\"",
+           "CUDA arch of the target, matched against database entries">,
+    Option<"verboseTuning", "verbose-tuning", "bool", /*default=*/"false",
+           "Remark on each database lookup that gives no tiling">
   ];
 }
 

@@ -1,7 +1,7 @@
 //===- SchemeOptions.h - Scheme flags shared by commands --------*- C++ -*-===//
 
-#ifndef MOSS_TOOLS_MOSSJIT_SCHEMEOPTIONS_H
-#define MOSS_TOOLS_MOSSJIT_SCHEMEOPTIONS_H
+#ifndef MOSS_TOOLS_COMMON_SCHEMEOPTIONS_H
+#define MOSS_TOOLS_COMMON_SCHEMEOPTIONS_H
 
 #include "moss/Numerics/Quantize.h"
 
@@ -26,4 +26,4 @@ llvm::StringRef formatName(numerics::Fp8Format format);
 
 } // namespace moss::jit
 
-#endif // MOSS_TOOLS_MOSSJIT_SCHEMEOPTIONS_H
+#endif // MOSS_TOOLS_COMMON_SCHEMEOPTIONS_H

@@ -1,7 +1,7 @@
-//===- EventTimer.h - CUDA-event timings for the benchmarks -----*- C++ -*-===//
+//===- EventTimer.h - CUDA-event timings (benchmarks, tuning) ---*- C++ -*-===//
 
-#ifndef MOSS_BENCH_EVENTTIMER_H
-#define MOSS_BENCH_EVENTTIMER_H
+#ifndef MOSS_RUNTIME_EVENTTIMER_H
+#define MOSS_RUNTIME_EVENTTIMER_H
 
 #include "moss/Runtime/Driver.h"
 
@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <vector>
 
-namespace moss::bench {
+namespace moss::runtime {
 
 /// Runs `body` `warmup` times, then `repeat` times between two events on
 /// `stream`, and returns the event times in milliseconds, sorted (the median
@@ -59,6 +59,6 @@ timeWithEvents(llvm::function_ref<llvm::Error()> body, int warmup, int repeat,
   return times;
 }
 
-} // namespace moss::bench
+} // namespace moss::runtime
 
-#endif // MOSS_BENCH_EVENTTIMER_H
+#endif // MOSS_RUNTIME_EVENTTIMER_H

@@ -1,0 +1,146 @@
+//===- TuningDatabase.h - Measured tile configurations ----------*- C++ -*-===//
+//
+// The tuning database: what `moss-tune` measured as the fastest tile
+// configuration of a GEMM on one kind of GPU, stored as a versioned,
+// human-readable JSON file (docs/TUNING.md). The moss-select-tiling pass,
+// compileGemm() and moss::GemmRunner look a GEMM up here before they fall
+// back to the heuristic of Tiling.h.
+//
+// An entry is keyed by the GPU (arch and SM count), the operands (FP8 format
+// and scaling scheme of A and of B), the output type, N, K and an M bucket
+// (getTuningBucket). Entries measured on another arch or SM count never
+// match; a lookup can say why through its note callback. A file that fails
+// any check loads as an error, which callers report and then ignore: a
+// corrupt database is never trusted.
+//
+// Plain C++ (llvm::json), no MLIR: the runtime and the tuner use it too.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOSS_COMPILER_TUNINGDATABASE_H
+#define MOSS_COMPILER_TUNINGDATABASE_H
+
+#include "moss/Compiler/GemmSpec.h"
+#include "moss/Compiler/Tiling.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace moss::compiler {
+
+/// The `"format"` string of a tuning database file.
+constexpr llvm::StringLiteral kTuningDatabaseFormat = "moss-tuning-db";
+/// The format version this build writes and reads; other versions are
+/// rejected.
+constexpr int64_t kTuningDatabaseVersion = 1;
+
+/// The M bucket of `m` rows: the smallest power of two >= max(m, 1), so
+/// bucket B holds the M in (B / 2, B] (bucket 1 holds M = 1).
+int64_t getTuningBucket(int64_t m);
+
+/// What an entry is keyed by.
+struct TuningKey {
+  /// The GPU: CUDA arch (e.g. "sm_90a") and streaming multiprocessors.
+  std::string arch;
+  unsigned smCount = 0;
+  /// Each operand's FP8 format and scheme, e.g. "e4m3 two-level(row, 32)".
+  std::string a, b;
+  /// The output type: "bf16", "f16" or "f32".
+  std::string out;
+  int64_t n = 0, k = 0;
+  /// getTuningBucket of the M.
+  int64_t mBucket = 1;
+
+  /// The key of `spec` at `m` rows on `target` (the bias, accumulate and
+  /// amax of the epilogue are not part of it).
+  static TuningKey get(const GemmSpec &spec, const TargetInfo &target,
+                       int64_t m);
+  /// Whether the two keys are equal except for arch and SM count.
+  bool sameGemm(const TuningKey &other) const;
+  /// E.g. "sm_90a/132 SMs: e4m3 two-level(row, 32) x e4m3 per-tensor -> bf16,
+  /// N=11008 K=4096 M<=2048".
+  std::string str() const;
+};
+
+/// Field-by-field equality.
+bool operator==(const TuningKey &lhs, const TuningKey &rhs);
+
+/// One timed tile configuration.
+struct TuningTiming {
+  TileConfig tiling;
+  /// Median kernel time in milliseconds, and the TFLOPS it makes.
+  double milliseconds = 0;
+  double tflops = 0;
+};
+
+/// One tuned GEMM.
+struct TuningEntry {
+  TuningKey key;
+  /// The M that was measured (inside key.mBucket).
+  int64_t m = 0;
+  /// The fastest configuration (its source is TilingSource::Database).
+  TuningTiming best;
+  /// What the heuristic chose without the database, when it was timed.
+  std::optional<TuningTiming> heuristic;
+  /// The GPU's name, e.g. "NVIDIA H200" (informational).
+  std::string device;
+  /// When it was measured: ISO 8601 UTC, e.g. "2026-12-01T10:15:00Z".
+  std::string date;
+  /// Candidates timed and verified for this entry.
+  int64_t candidatesTimed = 0;
+};
+
+/// A set of entries, at most one per key.
+class TuningDatabase {
+public:
+  /// Parses the JSON text of a database; `name` (a path) prefixes the error,
+  /// which names the entry and the field that is wrong and what was
+  /// expected.
+  static llvm::Expected<TuningDatabase> parse(llvm::StringRef text,
+                                              llvm::StringRef name);
+  /// Reads and parses `path`. A missing file is an error too; callers that
+  /// treat it as an empty database check for it first.
+  static llvm::Expected<TuningDatabase> load(llvm::StringRef path);
+
+  /// The file's text: pretty-printed JSON, entries sorted by key.
+  std::string toJson() const;
+  /// Writes toJson() to `path` atomically (a temporary file in the same
+  /// directory, then rename), creating the directory when needed.
+  llvm::Error save(llvm::StringRef path) const;
+
+  /// Adds `entry`, replacing one with the same key.
+  void insert(TuningEntry entry);
+  /// The entry with exactly `key`, if any.
+  const TuningEntry *find(const TuningKey &key) const;
+  /// All entries, in insertion order.
+  llvm::ArrayRef<TuningEntry> getEntries() const { return entries; }
+
+  /// The tuned configuration of `spec` at `m` rows on `target` (source
+  /// TilingSource::Database), if there is an entry for this GPU and it fits
+  /// the target (checkTiling). Entries of the same GEMM for another arch or
+  /// SM count, and entries that do not fit, are skipped with a call to
+  /// `note` saying why.
+  std::optional<TileConfig>
+  lookup(const GemmSpec &spec, const TargetInfo &target, int64_t m,
+         llvm::function_ref<void(const llvm::Twine &)> note = nullptr) const;
+
+private:
+  std::vector<TuningEntry> entries;
+};
+
+/// The M a lookup uses for `spec`: a static M itself, else `dynamicM`.
+inline int64_t getTuningM(const GemmSpec &spec, int64_t dynamicM) {
+  return spec.isDynamicM() ? dynamicM : spec.m;
+}
+
+} // namespace moss::compiler
+
+#endif // MOSS_COMPILER_TUNINGDATABASE_H

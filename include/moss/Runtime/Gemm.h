@@ -1,0 +1,213 @@
+//===- Gemm.h - Block-scaled FP8 GEMMs on the GPU ---------------*- C++ -*-===//
+//
+// The user's entry point for GEMMs: describe one with a compiler::GemmSpec,
+// hand over the device buffers, and GemmRunner compiles the kernel for the
+// spec (the moss.gemm pipeline, then NVRTC, through the kernel cache) on the
+// first call and only launches on later ones.
+//
+//   moss::GemmBuffers buffers;      // codes, scales, output, ... (device)
+//   if (llvm::Error e = moss::gemm(spec, m, buffers, stream)) ...
+//
+// This header names no MLIR type; its implementation (the MOSSGemm library)
+// is where the compiler and the runtime meet (ARCHITECTURE.md). Everything
+// about a launch is checked before the GPU is touched (checkGemmLaunch), and
+// the launch path of a compiled kernel is a hash-map lookup on a small key
+// (no strings, no disk, no compiler).
+//
+// Tile configurations come from the tuning database (docs/TUNING.md) when it
+// has an entry for the GEMM on this GPU at the launch M's bucket, else from
+// the heuristic; GemmOptions::tiling overrides both.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOSS_RUNTIME_GEMM_H
+#define MOSS_RUNTIME_GEMM_H
+
+#include "moss/Compiler/GemmSpec.h"
+#include "moss/Compiler/Tiling.h"
+#include "moss/Runtime/KernelCache.h"
+
+#include "llvm/Support/Error.h"
+
+#include <cuda.h>
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+namespace moss {
+
+/// One FP8 operand on the device, as the quantizers write it
+/// (docs/NUMERICS-CONTRACT.md): codes [rows, K] row-major (K-major), block
+/// scales row-major [rows / blockRows, K / blockCols] (E8M0 bytes for MXFP8
+/// and two-level, FP32 for per-group), FP32 global scales [1] or [rows].
+struct GemmOperand {
+  /// FP8 codes, 16-byte aligned (TMA).
+  CUdeviceptr codes = 0;
+  /// Block scales, exactly when the scheme has them; 4-byte aligned.
+  CUdeviceptr localScales = 0;
+  /// Elements in `localScales` (checked against the scheme and shape).
+  int64_t localScaleCount = 0;
+  /// FP32 global scales, exactly when the scheme has them; 4-byte aligned.
+  CUdeviceptr globalScales = 0;
+  /// Elements in `globalScales`.
+  int64_t globalScaleCount = 0;
+};
+
+/// The device buffers of one GEMM `D = epilogue(A * B^T)`.
+struct GemmBuffers {
+  /// A [M, K] and B [N, K].
+  GemmOperand a, b;
+  /// The output [M, N] row-major of the spec's output type, 16-byte aligned.
+  CUdeviceptr d = 0;
+  /// Bias [N] of the spec's bias type, exactly when the spec has a bias.
+  CUdeviceptr bias = 0;
+  /// C [M, N] of the accumulate type, exactly when the spec has one. It may
+  /// be `d` itself (each entry is read before it is overwritten).
+  CUdeviceptr c = 0;
+  /// One FP32 that receives max |D| (an atomic max: zero it before the
+  /// launch), exactly when the spec asks for amax.
+  CUdeviceptr amax = 0;
+};
+
+/// The element counts a GEMM's scale tensors must have.
+struct GemmScaleCounts {
+  int64_t aLocal = 0, aGlobal = 0, bLocal = 0, bGlobal = 0;
+};
+
+/// The scale element counts of `spec` at M = `m` (no validation).
+GemmScaleCounts getGemmScaleCounts(const compiler::GemmSpec &spec, int64_t m);
+
+/// Checks a spec without the GPU: the shapes (N and K below 2^31, K a
+/// multiple of 32 and of each scaling block along K), the schemes the kernel
+/// takes. Unsupported pairings the compiler finds later, also before any
+/// launch.
+llvm::Error checkGemmSpec(const compiler::GemmSpec &spec);
+
+/// Checks a launch without the GPU: checkGemmSpec, `m` (>= 0, below 2^31, equal to a static spec.m),
+/// every pointer (present exactly when needed, aligned) and every scale
+/// count. The error names the bad argument and what was expected.
+llvm::Error checkGemmLaunch(const compiler::GemmSpec &spec, int64_t m,
+                            const GemmBuffers &buffers);
+
+/// The tuning database a runner reads when GemmOptions::tuningDatabase is
+/// unset: $MOSS_TUNING_DB when the variable is set (set but empty: none),
+/// else `tuning.json` in `cache`'s directory (empty when it has none). Read
+/// at every call.
+std::string getDefaultTuningDatabasePath(const runtime::KernelCache &cache);
+
+/// Options of one GEMM.
+struct GemmOptions {
+  /// A tile configuration to use instead of the database's or the
+  /// heuristic's (the tuner).
+  std::optional<compiler::TileConfig> tiling;
+  /// The tuning database to look the tiling up in when `tiling` is unset;
+  /// unset: getDefaultTuningDatabasePath(); empty: none (the heuristic).
+  /// It is consulted when a spec is first prepared for an M bucket (a
+  /// dynamic M: the launch M's bucket); a file that is missing means the
+  /// heuristic, one that cannot be read or fails its checks is reported on
+  /// stderr once and ignored.
+  std::optional<std::string> tuningDatabase;
+  /// Notes on stderr about the database: why an entry was not used (another
+  /// arch or SM count, a tiling that does not fit) or that none matched.
+  /// $MOSS_VERBOSE=1 turns them on too.
+  bool verbose = false;
+};
+
+/// What GemmRunner compiled for a spec.
+struct GemmKernelInfo {
+  std::string kernelName;
+  /// Its tiling; `tiling.source` says who chose it (unset: GemmOptions).
+  compiler::TileConfig tiling;
+  /// The tuning database consulted for it; empty when none was.
+  std::string tuningDatabase;
+  unsigned threads = 0;
+  unsigned sharedBytes = 0;
+  unsigned clusterSize = 1;
+  /// Seconds spent in the compiler pipeline and in the kernel cache (NVRTC
+  /// or a disk hit) when the kernel was first prepared.
+  double pipelineSeconds = 0;
+  double cacheSeconds = 0;
+};
+
+/// Runs GEMMs on one device through one kernel cache. Not thread-safe: use
+/// one per thread (moss::gemm() keeps one per thread and context).
+class GemmRunner {
+public:
+  /// A runner for the device of the calling thread's current context.
+  static llvm::Expected<std::unique_ptr<GemmRunner>>
+  create(runtime::KernelCache &cache);
+  ~GemmRunner();
+  GemmRunner(const GemmRunner &) = delete;
+  GemmRunner &operator=(const GemmRunner &) = delete;
+
+  /// Computes the GEMM for `m` rows on `stream`, asynchronously. The first
+  /// call for a spec (M included only when static, tiling included)
+  /// compiles or loads its kernel; later calls encode the operands' tensor
+  /// maps (reused while the pointers and M stay the same) and launch.
+  /// spec.beta (1 when unset) multiplies C. m = 0 launches nothing.
+  llvm::Error run(const compiler::GemmSpec &spec, int64_t m,
+                  const GemmBuffers &buffers, CUstream stream,
+                  const GemmOptions &options = {});
+
+  /// Compiles (or loads) the kernel run() launches for `m` rows of `spec`,
+  /// without launching it.
+  llvm::Expected<const GemmKernelInfo *>
+  prepare(const compiler::GemmSpec &spec, int64_t m,
+          const GemmOptions &options = {});
+  /// prepare() for a static spec's M, or M = 4096 (the heuristic's assumed
+  /// M) for a dynamic one.
+  llvm::Expected<const GemmKernelInfo *>
+  prepare(const compiler::GemmSpec &spec, const GemmOptions &options = {});
+
+  /// The machine kernels are compiled for (from the device).
+  const compiler::TargetInfo &getTarget() const { return target; }
+
+  struct Key;
+  struct KeyHash {
+    size_t operator()(const Key &key) const;
+  };
+  struct Kernel;
+  struct TuningState;
+
+private:
+  GemmRunner(runtime::KernelCache &cache, compiler::TargetInfo target);
+  llvm::Expected<Kernel *> getKernel(const compiler::GemmSpec &spec,
+                                     int64_t m, const GemmOptions &options);
+  llvm::Expected<Kernel *>
+  compileKernel(const compiler::GemmSpec &spec,
+                const std::optional<compiler::TileConfig> &tiling,
+                const std::string &database);
+  std::optional<compiler::TileConfig>
+  lookUpDatabase(const compiler::GemmSpec &spec, int64_t m,
+                 const std::string &path, bool verbose);
+
+  runtime::KernelCache &cache;
+  compiler::TargetInfo target;
+  /// Kernels by spec and tiling (none: the heuristic's).
+  std::unordered_map<Key, std::unique_ptr<Kernel>, KeyHash> kernels;
+  /// Kernels of the GEMMs without a given tiling, by spec, M bucket and
+  /// database: what the database (or the heuristic) gave.
+  std::unordered_map<Key, Kernel *, KeyHash> resolved;
+  std::unique_ptr<TuningState> tuning;
+};
+
+/// A GEMM's key: every field of the spec that changes the kernel (M only
+/// when static; not beta, which is a launch argument) and the tiling (or,
+/// for the resolved map, the M bucket and the database).
+struct GemmRunner::Key {
+  std::array<int64_t, 4> words{};
+  bool operator==(const Key &other) const { return words == other.words; }
+};
+
+/// GemmRunner::run on the calling thread's current context, with a runner
+/// kept per thread and context and the default kernel cache.
+llvm::Error gemm(const compiler::GemmSpec &spec, int64_t m,
+                 const GemmBuffers &buffers, CUstream stream,
+                 const GemmOptions &options = {});
+
+} // namespace moss
+
+#endif // MOSS_RUNTIME_GEMM_H

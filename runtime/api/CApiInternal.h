@@ -1,0 +1,64 @@
+//===- CApiInternal.h - The C API's handles, for its implementations ------===//
+//
+// The definitions behind moss.h's opaque handles and the conversion of
+// llvm::Error values to error objects, shared by the runtime's C API
+// (CApi.cpp) and the GEMM library's (runtime/gemm/GemmCApi.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOSS_RUNTIME_API_CAPIINTERNAL_H
+#define MOSS_RUNTIME_API_CAPIINTERNAL_H
+
+#include "moss/moss.h"
+
+#include "moss/Runtime/Device.h"
+#include "moss/Runtime/KernelCache.h"
+#include "moss/Runtime/Quantizer.h"
+
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/Error.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+
+struct moss_error {
+  moss_error_code_t code;
+  std::string message;
+};
+
+namespace moss::capi {
+
+/// State another library keeps in a context (the GEMM runner), destroyed
+/// with it while the context's device is current.
+class ContextExtension {
+public:
+  virtual ~ContextExtension() = default;
+};
+
+/// A new error object.
+moss_error_t makeError(moss_error_code_t code, const llvm::Twine &message);
+
+/// MOSS_ERROR_INVALID_ARGUMENT with `message`.
+moss_error_t invalid(const llvm::Twine &message);
+
+/// Converts `error` (consuming it); NULL for success. The code comes from
+/// the message's source (driver, NVRTC) unless `code` forces one.
+moss_error_t convert(llvm::Error error,
+                     std::optional<moss_error_code_t> code = std::nullopt);
+
+} // namespace moss::capi
+
+struct moss_context {
+  explicit moss_context(moss::runtime::Device device,
+                        moss::runtime::KernelCacheOptions cacheOptions)
+      : device(std::move(device)), cache(std::move(cacheOptions)),
+        quantizer(cache, this->device.getSmCount()) {}
+  moss::runtime::Device device;
+  moss::runtime::KernelCache cache;
+  moss::runtime::GpuQuantizer quantizer;
+  /// The GEMM library's runner, created on the first moss_gemm().
+  std::unique_ptr<moss::capi::ContextExtension> gemm;
+};
+
+#endif // MOSS_RUNTIME_API_CAPIINTERNAL_H

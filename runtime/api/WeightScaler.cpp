@@ -1,0 +1,448 @@
+//===- WeightScaler.cpp - Automatic weight scaling on the GPU -------------===//
+//
+// The planner is plain host logic over numerics::AutoScaler; the GPU class
+// only moves its inputs and outputs: one launch per step, a 24-byte
+// device-to-host copy into a page-locked slot and an event, and at the next
+// steps a cuEventQuery per slot. Nothing on the per-step path waits.
+//
+//===----------------------------------------------------------------------===//
+
+#include "moss/Runtime/WeightScaler.h"
+
+#include "moss/Runtime/Driver.h"
+
+#include "llvm/ADT/Twine.h"
+
+#include <cassert>
+#include <cmath>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+using namespace llvm;
+using namespace moss::numerics;
+
+namespace moss::runtime {
+
+namespace {
+
+Error invalid(const Twine &message) {
+  return createStringError(inconvertibleErrorCode(), message);
+}
+
+std::string str(double v) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), "%g", v);
+  return buffer;
+}
+
+Error checkLearningRate(double lr) {
+  if (!(std::isfinite(lr) && lr >= 0.0))
+    return invalid("the learning rate lr=" + str(lr) +
+                   " must be finite and non-negative");
+  return Error::success();
+}
+
+/// The device state: what the kernels add to and read, and what each step
+/// copies to its page-locked slot.
+struct DeviceState {
+  /// Cumulative counters (GpuQuantizer's two-word layout).
+  uint64_t saturated;
+  uint64_t nonFinite;
+  /// The predicted scale castWithScale reads.
+  float scale;
+  /// The exact amax of the latest rescale.
+  float amax;
+};
+static_assert(sizeof(DeviceState) == 24, "the copy is 24 bytes");
+constexpr unsigned kScaleOffset = offsetof(DeviceState, scale);
+constexpr unsigned kAmaxOffset = offsetof(DeviceState, amax);
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// WeightScalePlanner
+//===----------------------------------------------------------------------===//
+
+Expected<WeightScalePlanner>
+WeightScalePlanner::create(const WeightScalerOptions &options) {
+  double c = 1.0;
+  if (options.explicitBound != 0.0) {
+    if (!(std::isfinite(options.explicitBound) && options.explicitBound > 0.0))
+      return invalid("the explicit Adam update bound c=" +
+                     str(options.explicitBound) +
+                     " must be finite and positive (or 0 for the option's "
+                     "bound)");
+    c = options.explicitBound;
+  } else if (options.scaling.bound == AdamBound::Provable) {
+    Expected<double> provable =
+        provableAdamBound(options.scaling.beta1, options.scaling.beta2);
+    if (!provable)
+      return provable.takeError();
+    c = *provable;
+  }
+  // The AutoScaler is created when the first amax arrives; check its
+  // arguments now.
+  Expected<AutoScaler> probe =
+      AutoScaler::createWithBound(c, options.scaling.interval, 0.0f);
+  if (!probe)
+    return probe.takeError();
+  return WeightScalePlanner(c, options.scaling.interval);
+}
+
+Expected<WeightScaleDecision> WeightScalePlanner::plan(double lr,
+                                                       Fp8Format format) const {
+  if (Error error = checkLearningRate(lr))
+    return std::move(error);
+  WeightScaleDecision decision;
+  decision.step = nextStep;
+  if (!predictor) {
+    decision.reason = RescaleReason::NoAnchor;
+    return decision;
+  }
+  AutoScaler next = *predictor;
+  cantFail(next.step(lr));
+  if (next.saturationReported()) {
+    // The anchor undershot (or the weight went non-finite): it is no bound.
+    decision.reason = RescaleReason::Saturation;
+  } else if (next.stepsSinceRescale() >= rescaleInterval &&
+             pendingRescales.empty()) {
+    decision.reason = RescaleReason::Interval;
+  } else {
+    // Also while an interval rescale is in flight: its predecessor's anchor
+    // plus c * sum lr is still a bound, only a looser one.
+    decision.scale = next.predictedScale(format);
+  }
+  return decision;
+}
+
+void WeightScalePlanner::commit(const WeightScaleDecision &decision,
+                                double lr) {
+  assert(decision.step == nextStep && "commit the decision plan() returned");
+  if (!pendingRescales.empty())
+    history.emplace_back(decision.step, lr);
+  if (predictor)
+    cantFail(predictor->step(lr));
+  if (decision.isRescale())
+    pendingRescales.push_back(decision.step);
+  ++nextStep;
+
+  WeightScalerStats &s = statistics;
+  ++s.steps;
+  switch (decision.reason) {
+  case RescaleReason::None:
+    break;
+  case RescaleReason::NoAnchor:
+    ++s.rescales;
+    ++s.noAnchorRescales;
+    break;
+  case RescaleReason::Interval:
+    ++s.rescales;
+    ++s.intervalRescales;
+    break;
+  case RescaleReason::Saturation:
+    ++s.rescales;
+    ++s.saturationRescales;
+    break;
+  }
+  s.lastDecision = decision;
+}
+
+void WeightScalePlanner::pruneHistory() {
+  if (pendingRescales.empty()) {
+    history.clear();
+    return;
+  }
+  while (!history.empty() && history.front().first <= pendingRescales.front())
+    history.pop_front();
+}
+
+Error WeightScalePlanner::observe(const WeightScaleObservation &observation) {
+  WeightScalerStats &s = statistics;
+  int64_t step = observation.step;
+  if (step < 0 || step >= nextStep)
+    return invalid("observed step " + Twine(step) +
+                   " was not launched (steps 0.." + Twine(nextStep - 1) +
+                   " were)");
+  if (step <= s.observedStep)
+    return invalid("observed step " + Twine(step) +
+                   " is out of order: step " + Twine(s.observedStep) +
+                   " was observed already");
+  if (observation.saturatedTotal < seenSaturated ||
+      observation.nonFiniteTotal < seenNonFinite)
+    return invalid("the device counters of step " + Twine(step) +
+                   " went backwards (saturated " +
+                   Twine(observation.saturatedTotal) + " after " +
+                   Twine(seenSaturated) + ", non-finite " +
+                   Twine(observation.nonFiniteTotal) + " after " +
+                   Twine(seenNonFinite) + ")");
+  // Rescales before `step` whose snapshot was dropped: their anchors are
+  // lost, and later rescales replace them.
+  while (!pendingRescales.empty() && pendingRescales.front() < step)
+    pendingRescales.pop_front();
+  bool rescaled = !pendingRescales.empty() && pendingRescales.front() == step;
+  if (observation.amax && !rescaled)
+    return invalid("observed step " + Twine(step) +
+                   " carries an amax but did not rescale");
+
+  uint64_t saturated = observation.saturatedTotal - seenSaturated;
+  uint64_t nonFinite = observation.nonFiniteTotal - seenNonFinite;
+  seenSaturated = observation.saturatedTotal;
+  seenNonFinite = observation.nonFiniteTotal;
+  s.observedStep = step;
+  s.nonFiniteBlocks += nonFinite;
+  // Saturation first: the counts come from casts up to `step`, which this
+  // step's anchor (if any) supersedes.
+  if (saturated != 0) {
+    ++s.saturationEvents;
+    s.saturatedValues += saturated;
+    s.lastSaturationStep = step;
+    if (predictor)
+      predictor->reportSaturation(1);
+  }
+
+  if (rescaled) {
+    pendingRescales.pop_front();
+    if (observation.amax) {
+      float amax = *observation.amax;
+      if (!(std::isfinite(amax) && amax >= 0.0f)) {
+        // The weight holds NaN or Inf: no bound; keep rescaling (the JIT
+        // quantize writes the NaN scale, as the reference does).
+        ++s.nonFiniteAnchors;
+        if (predictor)
+          predictor->reportSaturation(1);
+      } else {
+        if (predictor)
+          cantFail(predictor->rescale(amax));
+        else
+          predictor.emplace(
+              cantFail(AutoScaler::createWithBound(c, rescaleInterval, amax)));
+        // The anchor is amax(W_step); advance it through the steps launched
+        // since, in order, so that the sum of learning rates is the one a
+        // synchronous scaler would hold.
+        for (const auto &[later, lr] : history)
+          if (later > step)
+            cantFail(predictor->step(lr));
+        ++s.anchorsApplied;
+        s.anchorStep = step;
+        s.anchorAmax = amax;
+      }
+    }
+  }
+  pruneHistory();
+  return Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// WeightScaler
+//===----------------------------------------------------------------------===//
+
+struct WeightScaler::Slot {
+  CUevent event = nullptr;
+  int64_t step = 0;
+  bool rescale = false;
+};
+
+/// The slot `offset` places after `oldest` in the ring.
+static int ringIndex(int oldest, int offset) {
+  return (oldest + offset) % WeightScaler::kSlots;
+}
+
+Error checkWeightScalerStep(double lr, const QuantizeSpec &spec,
+                            const QuantizeBuffers &buffers) {
+  if (Error error = checkLearningRate(lr))
+    return error;
+  if (Error error = checkGpuQuantizeSpec(spec))
+    return error;
+  const ScalingScheme &scheme = spec.options.scheme;
+  if (scheme.kind != ScalingKind::PerTensor)
+    return invalid("the weight scaler casts per-tensor, not " + scheme.str());
+  auto checkPointer = [](CUdeviceptr ptr, unsigned alignment,
+                         StringRef name) -> Error {
+    if (!ptr)
+      return invalid(name + " is null");
+    if (ptr % alignment != 0)
+      return invalid(name + " must be " + Twine(alignment) +
+                     "-byte aligned, got 0x" + Twine::utohexstr(ptr));
+    return Error::success();
+  };
+  if (Error e = checkPointer(buffers.x, 16, "the weight buffers.x"))
+    return e;
+  if (Error e = checkPointer(buffers.q, 16, "the codes buffers.q"))
+    return e;
+  if (Error e = checkPointer(buffers.global, 4,
+                             "the scale output buffers.global"))
+    return e;
+  if (buffers.local)
+    return invalid("buffers.local is given, but per-tensor scaling has no "
+                   "block scales");
+  if (buffers.counters)
+    return invalid("buffers.counters must be 0: the weight scaler counts "
+                   "into its own");
+  if (buffers.amax)
+    return invalid("buffers.amax must be 0: the weight scaler keeps the "
+                   "amax itself");
+  return Error::success();
+}
+
+WeightScaler::WeightScaler(GpuQuantizer &quantizer, WeightScalePlanner planner)
+    : quantizer(quantizer), planner(std::move(planner)),
+      slots(new Slot[kSlots]) {}
+
+Expected<std::unique_ptr<WeightScaler>>
+WeightScaler::create(GpuQuantizer &quantizer,
+                     const WeightScalerOptions &options) {
+  Expected<WeightScalePlanner> planner = WeightScalePlanner::create(options);
+  if (!planner)
+    return planner.takeError();
+  Expected<const DriverApi &> api = getDriverApi();
+  if (!api)
+    return api.takeError();
+  std::unique_ptr<WeightScaler> scaler(
+      new WeightScaler(quantizer, std::move(*planner)));
+  // On an error below, the destructor frees what was allocated.
+  if (Error error = checkCuda(api->memAlloc(&scaler->deviceState,
+                                            sizeof(DeviceState)),
+                              "cuMemAlloc(weight scaler state)"))
+    return std::move(error);
+  if (Error error = checkCuda(
+          api->memAllocHost(&scaler->hostSnapshots,
+                            kSlots * sizeof(DeviceState)),
+          "cuMemAllocHost(weight scaler snapshots)"))
+    return std::move(error);
+  for (int i = 0; i < kSlots; ++i)
+    if (Error error = checkCuda(api->eventCreate(&scaler->slots[i].event,
+                                                 CU_EVENT_DISABLE_TIMING),
+                                "cuEventCreate(weight scaler)"))
+      return std::move(error);
+  return std::move(scaler);
+}
+
+WeightScaler::~WeightScaler() {
+  Expected<const DriverApi &> api = getDriverApi();
+  if (!api) {
+    consumeError(api.takeError());
+    return;
+  }
+  // Pending copies still write to the page-locked slots: wait for them
+  // before freeing (destruction is not on the per-step path).
+  for (int i = 0; i < outstanding; ++i)
+    (void)api->eventSynchronize(slots[ringIndex(oldest, i)].event);
+  for (int i = 0; i < kSlots; ++i)
+    if (slots[i].event)
+      api->eventDestroy(slots[i].event);
+  if (hostSnapshots)
+    api->memFreeHost(hostSnapshots);
+  if (deviceState)
+    api->memFree(deviceState);
+}
+
+Error WeightScaler::poll() {
+  if (outstanding == 0)
+    return Error::success();
+  Expected<const DriverApi &> api = getDriverApi();
+  if (!api)
+    return api.takeError();
+  // Events of one stream complete in order: stop at the first that has not.
+  while (outstanding > 0) {
+    const Slot &slot = slots[oldest];
+    CUresult result = api->eventQuery(slot.event);
+    if (result == CUDA_ERROR_NOT_READY)
+      break;
+    if (Error error = checkCuda(result, "cuEventQuery(weight scaler)"))
+      return error;
+    DeviceState state;
+    std::memcpy(&state,
+                static_cast<const char *>(hostSnapshots) +
+                    oldest * sizeof(DeviceState),
+                sizeof(state));
+    WeightScaleObservation observation;
+    observation.step = slot.step;
+    observation.saturatedTotal = state.saturated;
+    observation.nonFiniteTotal = state.nonFinite;
+    if (slot.rescale)
+      observation.amax = state.amax;
+    oldest = ringIndex(oldest, 1);
+    --outstanding;
+    if (Error error = planner.observe(observation))
+      return error;
+  }
+  return Error::success();
+}
+
+Expected<WeightScaleDecision>
+WeightScaler::castStep(double lr, const QuantizeSpec &spec,
+                       const QuantizeBuffers &buffers, CUstream stream) {
+  if (Error error = checkWeightScalerStep(lr, spec, buffers))
+    return std::move(error);
+  Expected<const DriverApi &> api = getDriverApi();
+  if (!api)
+    return api.takeError();
+  if (Error error = poll())
+    return std::move(error);
+  Expected<WeightScaleDecision> decision =
+      planner.plan(lr, spec.options.format);
+  if (!decision)
+    return decision.takeError();
+
+  // The counters are cumulative (zeroed once, on the first step's stream):
+  // a snapshot the host never reads loses no count, only time.
+  if (!zeroed) {
+    if (Error error = checkCuda(api->memsetD8Async(deviceState, 0,
+                                                   sizeof(DeviceState), stream),
+                                "cuMemsetD8Async(weight scaler state)"))
+      return std::move(error);
+    zeroed = true;
+  }
+  QuantizeBuffers launch = buffers;
+  launch.counters = deviceState;
+  if (decision->isRescale()) {
+    // The JIT per-tensor quantize: the exact scale, and the exact amax for
+    // the next anchor. (A_0 = scale * max would not be exact: the scale is
+    // amax / max rounded to FP32, and the product rounds again, possibly
+    // below the amax, which would make the first prediction undershoot.)
+    launch.amax = deviceState + kAmaxOffset;
+    if (Error error = quantizer.quantize(spec, launch, stream))
+      return std::move(error);
+  } else {
+    // The scale's bits travel in the call: unlike a copy from a page-locked
+    // word, nothing on the host must stay unchanged until the GPU runs it.
+    uint32_t bits;
+    std::memcpy(&bits, &decision->scale, 4);
+    if (Error error = checkCuda(
+            api->memsetD32Async(deviceState + kScaleOffset, bits, 1, stream),
+            "cuMemsetD32Async(weight scaler scale)"))
+      return std::move(error);
+    if (Error error = quantizer.castWithScale(
+            spec, deviceState + kScaleOffset, launch, stream))
+      return std::move(error);
+  }
+  planner.commit(*decision, lr);
+
+  // The snapshot of this step. A full ring means the GPU lags kSlots steps:
+  // reuse the oldest slot (its copy and this one are ordered on the stream,
+  // and the newer counts include the older).
+  if (outstanding == kSlots) {
+    oldest = ringIndex(oldest, 1);
+    --outstanding;
+    planner.noteDroppedSnapshot();
+  }
+  int index = ringIndex(oldest, outstanding);
+  Slot &slot = slots[index];
+  if (Error error = checkCuda(
+          api->memcpyDtoHAsync(static_cast<char *>(hostSnapshots) +
+                                   index * sizeof(DeviceState),
+                               deviceState, sizeof(DeviceState), stream),
+          "cuMemcpyDtoHAsync(weight scaler snapshot)"))
+    return std::move(error);
+  if (Error error = checkCuda(api->eventRecord(slot.event, stream),
+                              "cuEventRecord(weight scaler)"))
+    return std::move(error);
+  slot.step = decision->step;
+  slot.rescale = decision->isRescale();
+  ++outstanding;
+  return *decision;
+}
+
+} // namespace moss::runtime

@@ -1,0 +1,586 @@
+//===- Gemm.cpp - Block-scaled FP8 GEMMs on the GPU -----------------------===//
+//
+// The one place (with moss-jit) where the compiler and the runtime meet: a
+// GemmSpec goes through compileGemm() to CUDA C++, through the kernel cache
+// to a cubin, and is launched with the tensor maps and arguments of
+// docs/GEMM-KERNEL-ABI.md. The launch geometry comes from the templates'
+// own host-side plan (moss/gemm/Config.cuh), the same formulas the kernel
+// is compiled with; the compiler's resource model is checked against it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "moss/Runtime/Gemm.h"
+
+#include "TemplatePlan.h"
+
+#include "moss/Compiler/Compile.h"
+#include "moss/Compiler/TuningDatabase.h"
+#include "moss/Runtime/Device.h"
+#include "moss/Runtime/Driver.h"
+#include "moss/Runtime/Module.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/Chrono.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MathExtras.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <limits>
+
+using namespace llvm;
+using namespace moss;
+using compiler::FloatType;
+using compiler::GemmSpec;
+using numerics::ScalingScheme;
+
+static Error invalid(const Twine &message) {
+  return createStringError(inconvertibleErrorCode(), message);
+}
+
+//===----------------------------------------------------------------------===//
+// Checks
+//===----------------------------------------------------------------------===//
+
+GemmScaleCounts moss::getGemmScaleCounts(const GemmSpec &spec, int64_t m) {
+  auto local = [&](const ScalingScheme &s, int64_t rows) -> int64_t {
+    if (!s.hasLocalScales() || s.blockCols <= 0)
+      return 0;
+    return divideCeil(rows, std::max<int64_t>(1, s.blockRows)) *
+           divideCeil(spec.k, s.blockCols);
+  };
+  auto global = [](const ScalingScheme &s, int64_t rows) -> int64_t {
+    return s.hasGlobalScales() ? (s.globalPerRow() ? rows : 1) : 0;
+  };
+  return {local(spec.aScaling, m), global(spec.aScaling, m),
+          local(spec.bScaling, spec.n), global(spec.bScaling, spec.n)};
+}
+
+/// A device pointer: present exactly when `needed`, aligned to `alignment`.
+static Error checkPointer(CUdeviceptr pointer, bool needed, unsigned alignment,
+                          const Twine &name, const Twine &why) {
+  if (needed && !pointer)
+    return invalid(name + " is null; " + why + " needs it");
+  if (!needed && pointer)
+    return invalid(name + " is given, but " + why + " has none");
+  if (pointer % alignment != 0)
+    return invalid(name + " must be " + Twine(alignment) +
+                   "-byte aligned, got 0x" + Twine::utohexstr(pointer));
+  return Error::success();
+}
+
+static Error checkOperand(const GemmOperand &operand, const char *name,
+                          const ScalingScheme &scheme, int64_t rows,
+                          int64_t localCount, int64_t globalCount) {
+  std::string prefix = std::string("buffers.") + name;
+  std::string why = std::string("operand ") + name + "'s scheme " +
+                    scheme.str();
+  if (Error e = checkPointer(operand.codes, true, 16, prefix + ".codes",
+                             "every GEMM"))
+    return e;
+  if (Error e = checkPointer(operand.localScales, scheme.hasLocalScales(), 4,
+                             prefix + ".localScales", why))
+    return e;
+  if (Error e = checkPointer(operand.globalScales, scheme.hasGlobalScales(), 4,
+                             prefix + ".globalScales", why))
+    return e;
+  if (operand.localScaleCount != localCount)
+    return invalid(prefix + ".localScaleCount=" +
+                   Twine(operand.localScaleCount) + " does not match " + why +
+                   " for " + Twine(rows) + " rows: expected " +
+                   Twine(localCount) +
+                   (localCount ? " block scales (row-major [rows / block rows, "
+                                 "K / block])"
+                               : ""));
+  if (operand.globalScaleCount != globalCount)
+    return invalid(prefix + ".globalScaleCount=" +
+                   Twine(operand.globalScaleCount) + " does not match " + why +
+                   ": expected " + Twine(globalCount));
+  return Error::success();
+}
+
+static unsigned byteWidth(std::optional<FloatType> type) {
+  return type ? compiler::getByteWidth(*type) : 1;
+}
+
+Error moss::checkGemmSpec(const GemmSpec &spec) {
+  if (Error e = compiler::checkShapes(spec))
+    return e;
+  constexpr int64_t kIntMax = std::numeric_limits<int32_t>::max();
+  if (spec.k % 32 != 0)
+    return invalid("K=" + Twine(spec.k) +
+                   " is not a multiple of 32 (the FP8 wgmma's K)");
+  if (spec.n > kIntMax || spec.k > kIntMax || spec.m > kIntMax)
+    return invalid("the GEMM is " + Twine(spec.m) + "x" + Twine(spec.n) + "x" +
+                   Twine(spec.k) + "; the kernel takes M, N and K below 2^31");
+  if (Error e = compiler::checkKernelSupport(spec))
+    return e;
+  for (auto [name, scheme] : {std::pair{"A", &spec.aScaling},
+                              std::pair{"B", &spec.bScaling}})
+    if (scheme->hasLocalScales() && spec.k % scheme->blockCols != 0)
+      return invalid("K=" + Twine(spec.k) + " is not a multiple of operand " +
+                     name + "'s scaling block " + Twine(scheme->blockCols) +
+                     " (" + scheme->str() + ")");
+  return Error::success();
+}
+
+Error moss::checkGemmLaunch(const GemmSpec &spec, int64_t m,
+                            const GemmBuffers &buffers) {
+  if (Error e = checkGemmSpec(spec))
+    return e;
+  if (m < 0 || m > std::numeric_limits<int32_t>::max())
+    return invalid("m=" + Twine(m) + " is out of range; expected 0 <= m < 2^31");
+  if (!spec.isDynamicM() && m != spec.m)
+    return invalid("m=" + Twine(m) + " but the spec is specialized to M=" +
+                   Twine(spec.m) + "; use a spec with a dynamic M (-1) to "
+                   "launch other row counts");
+
+  GemmScaleCounts counts = getGemmScaleCounts(spec, m);
+  if (Error e = checkOperand(buffers.a, "a", spec.aScaling, m, counts.aLocal,
+                             counts.aGlobal))
+    return e;
+  if (Error e = checkOperand(buffers.b, "b", spec.bScaling, spec.n,
+                             counts.bLocal, counts.bGlobal))
+    return e;
+  if (Error e = checkPointer(buffers.d, true, 16, "buffers.d (the output)",
+                             "every GEMM"))
+    return e;
+  if (Error e = checkPointer(buffers.bias, spec.bias.has_value(),
+                             byteWidth(spec.bias), "buffers.bias",
+                             "the spec's bias"))
+    return e;
+  if (Error e = checkPointer(buffers.c, spec.accumulate.has_value(),
+                             byteWidth(spec.accumulate),
+                             "buffers.c (the accumulate operand)",
+                             "the spec's accumulate"))
+    return e;
+  if (Error e = checkPointer(buffers.amax, spec.amax, 4, "buffers.amax",
+                             "the spec's amax output"))
+    return e;
+  return Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Kernels
+//===----------------------------------------------------------------------===//
+
+size_t GemmRunner::KeyHash::operator()(const Key &key) const {
+  uint64_t h = 0x9E3779B97F4A7C15ull;
+  for (int64_t word : key.words)
+    h = (h ^ uint64_t(word)) * 0xBF58476D1CE4E5B9ull;
+  return size_t(h ^ (h >> 31));
+}
+
+/// Packs an operand's format and scheme into 24 bits.
+static uint64_t packOperand(numerics::Fp8Format format,
+                            const ScalingScheme &s) {
+  return uint64_t(format) | uint64_t(s.kind) << 1 |
+         uint64_t(s.globalPerRow()) << 4 | uint64_t(s.blockRows & 0xFF) << 8 |
+         uint64_t(s.blockCols & 0xFF) << 16;
+}
+
+static uint64_t packType(std::optional<FloatType> type) {
+  return type ? uint64_t(*type) + 1 : 0;
+}
+
+/// The key of a checked spec (block sizes < 256, N and K < 2^31).
+static GemmRunner::Key makeKey(const GemmSpec &spec,
+                               const GemmOptions &options) {
+  GemmRunner::Key key;
+  key.words[0] = spec.m;
+  key.words[1] = spec.n << 32 | spec.k;
+  key.words[2] = int64_t(packOperand(spec.a, spec.aScaling) |
+                         packOperand(spec.b, spec.bScaling) << 24 |
+                         uint64_t(spec.out) << 48 | packType(spec.bias) << 50 |
+                         packType(spec.accumulate) << 52 |
+                         uint64_t(spec.amax) << 54);
+  if (const std::optional<compiler::TileConfig> &t = options.tiling)
+    key.words[3] = int64_t(1 | uint64_t(t->tileM) << 1 |
+                           uint64_t(t->tileN) << 10 | uint64_t(t->stages) << 19 |
+                           uint64_t(t->clusterM) << 24 |
+                           uint64_t(t->clusterN) << 27 |
+                           uint64_t(t->raster) << 30 |
+                           uint64_t(t->swizzle) << 31 |
+                           uint64_t(t->splitK) << 40 |
+                           uint64_t(t->source ? int(*t->source) + 1 : 0)
+                               << 48);
+  return key;
+}
+
+/// The key of a GEMM without a given tiling at `m` rows: the spec, the M
+/// bucket (the database may hold a tiling per bucket) and which database.
+static GemmRunner::Key makeResolvedKey(const GemmSpec &spec, int64_t m,
+                                       const GemmOptions &options) {
+  GemmRunner::Key key = makeKey(spec, GemmOptions());
+  uint64_t bucket = Log2_64(uint64_t(
+      compiler::getTuningBucket(compiler::getTuningM(spec, m))));
+  // The database: the default (0), none (1) or a path given (2, hashed).
+  uint64_t database = 0;
+  if (const std::optional<std::string> &path = options.tuningDatabase)
+    database = path->empty()
+                   ? 1
+                   : 2 | uint64_t(std::hash<std::string>()(*path)) << 2;
+  key.words[3] = int64_t(2 | bucket << 2 | database << 8);
+  return key;
+}
+
+/// A 2D K-major FP8 operand map: [rows, k] bytes, box {128, boxRows},
+/// 128-byte swizzle, zeros out of bounds (docs/GEMM-KERNEL-ABI.md).
+static Error encodeOperandMap(const runtime::DriverApi &api, CUtensorMap &map,
+                              CUdeviceptr codes, int64_t rows, int64_t k,
+                              int boxRows, const char *name) {
+  std::memset(&map, 0, sizeof(map));
+  cuuint64_t dims[2] = {cuuint64_t(k), cuuint64_t(rows)};
+  cuuint64_t strides[1] = {cuuint64_t(k)};
+  cuuint32_t box[2] = {128, cuuint32_t(boxRows)};
+  cuuint32_t elementStrides[2] = {1, 1};
+  return runtime::checkCuda(
+      api.tensorMapEncodeTiled(
+          &map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2,
+          reinterpret_cast<void *>(codes), dims, strides, box, elementStrides,
+          CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+          CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+      Twine("cuTensorMapEncodeTiled (operand ") + name + ")");
+}
+
+//===----------------------------------------------------------------------===//
+// Tuning database
+//===----------------------------------------------------------------------===//
+
+std::string moss::getDefaultTuningDatabasePath(
+    const runtime::KernelCache &cache) {
+  if (const char *path = std::getenv("MOSS_TUNING_DB"))
+    return path;
+  std::string directory = cache.getDirectory();
+  if (directory.empty())
+    return "";
+  SmallString<256> path(directory);
+  sys::path::append(path, "tuning.json");
+  return std::string(path);
+}
+
+/// The databases a runner has read, by path, reread when the file changes.
+struct GemmRunner::TuningState {
+  struct File {
+    sys::TimePoint<> modified;
+    uint64_t size = 0;
+    /// Null when the file failed its checks (reported once per version).
+    std::shared_ptr<const compiler::TuningDatabase> database;
+  };
+  std::unordered_map<std::string, File> files;
+};
+
+static bool isVerbose(const GemmOptions &options) {
+  if (options.verbose)
+    return true;
+  const char *env = std::getenv("MOSS_VERBOSE");
+  return env && *env && StringRef(env) != "0";
+}
+
+std::optional<compiler::TileConfig>
+GemmRunner::lookUpDatabase(const GemmSpec &spec, int64_t m,
+                           const std::string &path, bool verbose) {
+  sys::fs::file_status status;
+  if (sys::fs::status(path, status) || !sys::fs::exists(status)) {
+    if (verbose)
+      errs() << "moss: note: no tuning database at '" << path
+             << "'; the heuristic tiles " << spec.str() << "\n";
+    return std::nullopt;
+  }
+  auto [it, inserted] = tuning->files.try_emplace(path);
+  TuningState::File &file = it->second;
+  if (inserted || file.modified != status.getLastModificationTime() ||
+      file.size != status.getSize()) {
+    file.modified = status.getLastModificationTime();
+    file.size = status.getSize();
+    Expected<compiler::TuningDatabase> loaded =
+        compiler::TuningDatabase::load(path);
+    if (loaded) {
+      file.database =
+          std::make_shared<compiler::TuningDatabase>(std::move(*loaded));
+    } else {
+      file.database.reset();
+      errs() << "moss: warning: ignoring the tuning database: "
+             << toString(loaded.takeError()) << "\n";
+    }
+  }
+  if (!file.database)
+    return std::nullopt;
+  int64_t tuningM = compiler::getTuningM(spec, m);
+  std::optional<compiler::TileConfig> tiling = file.database->lookup(
+      spec, target, tuningM, [&](const Twine &note) {
+        if (verbose)
+          errs() << "moss: note: " << note << "\n";
+      });
+  if (!tiling && verbose)
+    errs() << "moss: note: '" << path << "' has no entry for "
+           << compiler::TuningKey::get(spec, target, tuningM).str()
+           << "; the heuristic tiles it\n";
+  return tiling;
+}
+
+/// A loaded kernel and the tensor maps of its last launch.
+struct GemmRunner::Kernel {
+  GemmKernelInfo info;
+  std::shared_ptr<const runtime::KernelEntry> entry;
+  CUfunction function = nullptr;
+  detail::TemplatePlan plan;
+  /// The maps are reused while the codes pointer and row count are the same.
+  CUtensorMap mapA, mapB, mapD;
+  CUdeviceptr mapACodes = 0, mapBCodes = 0;
+  int64_t mapARows = -1;
+  /// Thread blocks that run at once: the SMs, or for clusters the clusters
+  /// that fit at once times their size (the persistent grid's limit).
+  int slots = 0;
+};
+
+GemmRunner::GemmRunner(runtime::KernelCache &cache,
+                       compiler::TargetInfo target)
+    : cache(cache), target(std::move(target)),
+      tuning(std::make_unique<TuningState>()) {}
+
+GemmRunner::~GemmRunner() = default;
+
+Expected<std::unique_ptr<GemmRunner>>
+GemmRunner::create(runtime::KernelCache &cache) {
+  Expected<const runtime::DriverApi &> api = runtime::getDriverApi();
+  if (!api)
+    return api.takeError();
+  CUdevice device = 0;
+  if (Error e = runtime::checkCuda(api->ctxGetDevice(&device, /*current*/ nullptr),
+                                   "cuCtxGetDevice (is a context current?)"))
+    return std::move(e);
+  auto attribute = [&](CUdevice_attribute which, int &value) {
+    return runtime::checkCuda(api->deviceGetAttribute(&value, which, device),
+                              "cuDeviceGetAttribute");
+  };
+  int sms = 0, shared = 0, major = 0, minor = 0;
+  if (Error e = attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, sms))
+    return std::move(e);
+  if (Error e = attribute(
+          CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, shared))
+    return std::move(e);
+  if (Error e = attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, major))
+    return std::move(e);
+  if (Error e = attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, minor))
+    return std::move(e);
+  if (major != 9)
+    return invalid("the GEMM kernels need a Hopper GPU (sm_90a); this one "
+                   "is compute capability " +
+                   Twine(major) + "." + Twine(minor));
+  compiler::TargetInfo target;
+  target.smCount = unsigned(sms);
+  target.sharedMemoryPerBlock = unsigned(shared);
+  target.arch = runtime::getArchForComputeCapability(major, minor);
+  return std::unique_ptr<GemmRunner>(new GemmRunner(cache, std::move(target)));
+}
+
+Expected<GemmRunner::Kernel *>
+GemmRunner::getKernel(const GemmSpec &spec, int64_t m,
+                      const GemmOptions &options) {
+  if (options.tiling)
+    return compileKernel(spec, options.tiling, "");
+  Key key = makeResolvedKey(spec, m, options);
+  if (auto it = resolved.find(key); it != resolved.end())
+    return it->second;
+
+  // First time for this spec and M bucket: the database, else the
+  // heuristic (a kernel without a given tiling).
+  std::string path = options.tuningDatabase
+                         ? *options.tuningDatabase
+                         : getDefaultTuningDatabasePath(cache);
+  std::optional<compiler::TileConfig> tiling;
+  if (!path.empty())
+    tiling = lookUpDatabase(spec, m, path, isVerbose(options));
+  Expected<Kernel *> kernel = compileKernel(spec, tiling, path);
+  if (!kernel)
+    return kernel.takeError();
+  resolved[key] = *kernel;
+  return *kernel;
+}
+
+Expected<GemmRunner::Kernel *>
+GemmRunner::compileKernel(const GemmSpec &spec,
+                          const std::optional<compiler::TileConfig> &tiling,
+                          const std::string &database) {
+  GemmOptions keyOptions;
+  keyOptions.tiling = tiling;
+  Key key = makeKey(spec, keyOptions);
+  if (auto it = kernels.find(key); it != kernels.end())
+    return it->second.get();
+
+  using Clock = std::chrono::steady_clock;
+  auto t0 = Clock::now();
+  compiler::CompileOptions compileOptions;
+  compileOptions.tiling = tiling;
+  Expected<compiler::KernelSource> source =
+      compiler::compileGemm(spec, target, compileOptions);
+  if (!source)
+    return source.takeError();
+  auto t1 = Clock::now();
+  runtime::CompileOptions nvrtc;
+  nvrtc.arch = target.arch;
+  Expected<std::shared_ptr<const runtime::KernelEntry>> entry =
+      cache.getOrCompile(source->source, nvrtc);
+  if (!entry)
+    return entry.takeError();
+  Expected<CUfunction> function = (*entry)->getFunction(source->kernelName);
+  if (!function)
+    return function.takeError();
+
+  auto kernel = std::make_unique<Kernel>();
+  kernel->entry = std::move(*entry);
+  kernel->function = *function;
+  Expected<detail::TemplatePlan> plan = detail::planFromTemplates(*source);
+  if (!plan)
+    return plan.takeError();
+  kernel->plan = *plan;
+  // The compiler's resource model duplicates the templates' plan; a drift
+  // would launch with the wrong geometry.
+  if (plan->threads != source->launch.threads ||
+      plan->sharedBytes != source->launch.sharedBytes)
+    return invalid("internal error: the compiler planned " +
+                   Twine(source->launch.threads) + " threads and " +
+                   Twine(source->launch.sharedBytes) +
+                   " bytes of shared memory, the templates " +
+                   Twine(plan->threads) + " and " + Twine(plan->sharedBytes));
+  std::memset(&kernel->mapD, 0, sizeof(kernel->mapD)); // unused (ABI)
+  if (Error e = runtime::setSharedMemoryLimit(kernel->function,
+                                              plan->sharedBytes))
+    return std::move(e);
+  kernel->slots = int(target.smCount);
+  if (plan->clusterSize > 1) {
+    // Clusters are placed within one GPC: fewer of them may fit than
+    // SMs / size, and a grid past that would run a second wave.
+    runtime::LaunchConfig config;
+    config.block[0] = plan->threads;
+    config.cluster[0] = plan->clusterSize;
+    config.sharedMemoryBytes = plan->sharedBytes;
+    Expected<int> clusters =
+        runtime::getMaxActiveClusters(kernel->function, config);
+    if (!clusters)
+      return clusters.takeError();
+    if (*clusters < 1)
+      return invalid("no cluster of " + Twine(plan->clusterSize) +
+                     " blocks with " + Twine(plan->sharedBytes) +
+                     " bytes of shared memory fits on this device");
+    kernel->slots = std::min(kernel->slots, *clusters * int(plan->clusterSize));
+  }
+  GemmKernelInfo &info = kernel->info;
+  info.kernelName = source->kernelName;
+  info.tiling = source->tiling;
+  info.tuningDatabase = database;
+  info.threads = plan->threads;
+  info.sharedBytes = plan->sharedBytes;
+  info.clusterSize = plan->clusterSize;
+  info.pipelineSeconds = std::chrono::duration<double>(t1 - t0).count();
+  info.cacheSeconds = std::chrono::duration<double>(Clock::now() - t1).count();
+  return (kernels[key] = std::move(kernel)).get();
+}
+
+Expected<const GemmKernelInfo *>
+GemmRunner::prepare(const GemmSpec &spec, int64_t m,
+                    const GemmOptions &options) {
+  if (Error e = checkGemmSpec(spec))
+    return std::move(e);
+  Expected<Kernel *> kernel = getKernel(spec, m, options);
+  if (!kernel)
+    return kernel.takeError();
+  return &(*kernel)->info;
+}
+
+Expected<const GemmKernelInfo *>
+GemmRunner::prepare(const GemmSpec &spec, const GemmOptions &options) {
+  return prepare(spec,
+                 compiler::getTuningM(spec, compiler::TilingOptions().assumedM),
+                 options);
+}
+
+Error GemmRunner::run(const GemmSpec &spec, int64_t m,
+                      const GemmBuffers &buffers, CUstream stream,
+                      const GemmOptions &options) {
+  if (Error e = checkGemmLaunch(spec, m, buffers))
+    return e;
+  Expected<Kernel *> found = getKernel(spec, m, options);
+  if (!found)
+    return found.takeError();
+  Kernel &kernel = **found;
+  if (m == 0)
+    return Error::success();
+
+  Expected<const runtime::DriverApi &> api = runtime::getDriverApi();
+  if (!api)
+    return api.takeError();
+  if (kernel.mapACodes != buffers.a.codes || kernel.mapARows != m) {
+    kernel.mapACodes = 0;
+    if (Error e = encodeOperandMap(*api, kernel.mapA, buffers.a.codes, m,
+                                   spec.k, kernel.plan.boxRowsA, "A"))
+      return e;
+    kernel.mapACodes = buffers.a.codes;
+    kernel.mapARows = m;
+  }
+  if (kernel.mapBCodes != buffers.b.codes) {
+    kernel.mapBCodes = 0;
+    if (Error e = encodeOperandMap(*api, kernel.mapB, buffers.b.codes, spec.n,
+                                   spec.k, kernel.plan.boxRowsB, "B"))
+      return e;
+    kernel.mapBCodes = buffers.b.codes;
+  }
+
+  auto pointer = [](CUdeviceptr p) { return reinterpret_cast<void *>(p); };
+  detail::KernelArgs args{};
+  args.m = int(m);
+  args.d = pointer(buffers.d);
+  args.aLocal = pointer(buffers.a.localScales);
+  args.aGlobal = static_cast<const float *>(pointer(buffers.a.globalScales));
+  args.bLocal = pointer(buffers.b.localScales);
+  args.bGlobal = static_cast<const float *>(pointer(buffers.b.globalScales));
+  args.bias = pointer(buffers.bias);
+  args.c = pointer(buffers.c);
+  args.beta = spec.beta.value_or(1.0f);
+  args.amax = static_cast<float *>(pointer(buffers.amax));
+
+  runtime::LaunchConfig launch;
+  launch.grid[0] =
+      detail::getGridSize(kernel.plan, int(m), kernel.slots);
+  launch.block[0] = kernel.info.threads;
+  launch.sharedMemoryBytes = kernel.info.sharedBytes;
+  launch.cluster[0] = kernel.info.clusterSize;
+  launch.sharedMemoryLimitSet = true;
+  launch.stream = stream;
+  void *params[] = {&kernel.mapA, &kernel.mapB, &kernel.mapD, &args};
+  return runtime::launchKernel(kernel.function, launch, params);
+}
+
+Error moss::gemm(const GemmSpec &spec, int64_t m, const GemmBuffers &buffers,
+                 CUstream stream, const GemmOptions &options) {
+  Expected<const runtime::DriverApi &> api = runtime::getDriverApi();
+  if (!api)
+    return api.takeError();
+  CUcontext context = nullptr;
+  if (Error e = runtime::checkCuda(api->ctxGetCurrent(&context),
+                                   "cuCtxGetCurrent"))
+    return e;
+  if (!context)
+    return invalid("no CUDA context is current on this thread; make one "
+                   "current (e.g. the device's primary context) first");
+  thread_local std::unordered_map<CUcontext, std::unique_ptr<GemmRunner>>
+      runners;
+  std::unique_ptr<GemmRunner> &runner = runners[context];
+  if (!runner) {
+    Expected<std::unique_ptr<GemmRunner>> created =
+        GemmRunner::create(runtime::getDefaultKernelCache());
+    if (!created) {
+      runners.erase(context);
+      return created.takeError();
+    }
+    runner = std::move(*created);
+  }
+  return runner->run(spec, m, buffers, stream, options);
+}

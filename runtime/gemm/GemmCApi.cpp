@@ -1,0 +1,195 @@
+//===- GemmCApi.cpp - The C API of the GEMM -------------------------------===//
+//
+// moss_gemm_spec_t -> compiler::GemmSpec (every enum checked), and a
+// GemmRunner per context, kept in the context's extension slot so that it
+// lives and dies with the context.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../api/CApiInternal.h"
+
+#include "moss/Runtime/Gemm.h"
+
+#include "llvm/ADT/Twine.h"
+
+#include <cstddef>
+
+using namespace llvm;
+using namespace moss;
+using moss::capi::convert;
+using moss::capi::invalid;
+using numerics::ScalingKind;
+using numerics::ScalingScheme;
+
+namespace {
+
+struct GemmExtension : capi::ContextExtension {
+  std::unique_ptr<GemmRunner> runner;
+};
+
+moss_error_t convertOperand(const moss_gemm_operand_spec_t &in, char name,
+                            numerics::Fp8Format &format,
+                            ScalingScheme &scheme) {
+  std::string field = std::string("spec->") + char(name - 'A' + 'a') + ".";
+  if (in.format != MOSS_FORMAT_E4M3 && in.format != MOSS_FORMAT_E5M2)
+    return invalid(field + "format=" + Twine(in.format) +
+                   " is not a moss_fp8_format_t (expected 0..1)");
+  if (in.scheme < MOSS_SCHEME_PER_TENSOR || in.scheme > MOSS_SCHEME_TWO_LEVEL)
+    return invalid(field + "scheme=" + Twine(in.scheme) +
+                   " is not a moss_scheme_t (expected 0..4)");
+  if (in.global_scope != MOSS_GLOBAL_TENSOR &&
+      in.global_scope != MOSS_GLOBAL_ROW)
+    return invalid(field + "global_scope=" + Twine(in.global_scope) +
+                   " is not a moss_global_scope_t (expected 0..1)");
+  format = in.format == MOSS_FORMAT_E4M3 ? numerics::Fp8Format::E4M3
+                                         : numerics::Fp8Format::E5M2;
+  auto global = in.global_scope == MOSS_GLOBAL_ROW
+                    ? numerics::GlobalScope::Row
+                    : numerics::GlobalScope::Tensor;
+  int64_t rows = in.block_rows == 0 ? 1 : in.block_rows;
+  switch (ScalingKind(in.scheme)) {
+  case ScalingKind::PerTensor:
+    scheme = ScalingScheme::perTensor();
+    break;
+  case ScalingKind::PerRow:
+    scheme = ScalingScheme::perRow();
+    break;
+  case ScalingKind::PerGroup: {
+    int64_t cols = in.block_cols == 0 ? 128 : in.block_cols;
+    scheme = ScalingScheme::perGroup(rows, cols);
+    break;
+  }
+  case ScalingKind::MXFP8:
+    scheme = ScalingScheme::mxfp8();
+    break;
+  case ScalingKind::TwoLevel:
+    scheme = ScalingScheme::twoLevel(global,
+                                     in.block_cols == 0 ? 32 : in.block_cols);
+    break;
+  }
+  return nullptr;
+}
+
+moss_error_t convertType(int32_t value, const char *field, bool optional,
+                         std::optional<compiler::FloatType> &out) {
+  if (value == MOSS_TYPE_NONE && optional) {
+    out.reset();
+    return nullptr;
+  }
+  if (value < MOSS_TYPE_BF16 || value > MOSS_TYPE_F32)
+    return invalid(Twine("spec->") + field + "=" + Twine(value) +
+                   " is not a moss_float_type_t (expected " +
+                   (optional ? "-1..2" : "0..2") + ")");
+  out = compiler::FloatType(value);
+  return nullptr;
+}
+
+moss_error_t convertSpec(const moss_gemm_spec_t *spec,
+                         compiler::GemmSpec &out) {
+  if (!spec)
+    return invalid("spec is NULL");
+  if (spec->struct_size < sizeof(moss_gemm_spec_t))
+    return invalid("spec->struct_size=" + Twine(uint64_t(spec->struct_size)) +
+                   " is smaller than version 1's " +
+                   Twine(uint64_t(sizeof(moss_gemm_spec_t))) +
+                   " (call moss_gemm_spec_init first)");
+  compiler::GemmSpec result;
+  result.m = spec->m == MOSS_DYNAMIC ? compiler::GemmSpec::kDynamic : spec->m;
+  result.n = spec->n;
+  result.k = spec->k;
+  if (moss_error_t e = convertOperand(spec->a, 'A', result.a, result.aScaling))
+    return e;
+  if (moss_error_t e = convertOperand(spec->b, 'B', result.b, result.bScaling))
+    return e;
+  std::optional<compiler::FloatType> outType;
+  if (moss_error_t e = convertType(spec->out, "out", false, outType))
+    return e;
+  result.out = *outType;
+  if (moss_error_t e = convertType(spec->bias, "bias", true, result.bias))
+    return e;
+  if (moss_error_t e =
+          convertType(spec->accumulate, "accumulate", true, result.accumulate))
+    return e;
+  result.amax = spec->amax != 0;
+  if (result.accumulate)
+    result.beta = spec->beta;
+  out = result;
+  return nullptr;
+}
+
+GemmOperand convertOperand(const moss_gemm_operand_t &in) {
+  return {in.codes, in.local_scales, in.local_scale_count, in.global_scales,
+          in.global_scale_count};
+}
+
+moss_error_t convertCall(const moss_gemm_spec_t *spec, int64_t m,
+                         const moss_gemm_buffers_t *buffers,
+                         compiler::GemmSpec &outSpec, GemmBuffers &outBuffers) {
+  if (moss_error_t e = convertSpec(spec, outSpec))
+    return e;
+  if (!buffers)
+    return invalid("buffers is NULL");
+  outBuffers.a = convertOperand(buffers->a);
+  outBuffers.b = convertOperand(buffers->b);
+  outBuffers.d = buffers->d;
+  outBuffers.bias = buffers->bias;
+  outBuffers.c = buffers->c;
+  outBuffers.amax = buffers->amax;
+  return convert(checkGemmLaunch(outSpec, m, outBuffers),
+                 MOSS_ERROR_INVALID_ARGUMENT);
+}
+
+} // namespace
+
+extern "C" {
+
+void moss_gemm_spec_init(moss_gemm_spec_t *spec) {
+  if (!spec)
+    return;
+  *spec = moss_gemm_spec_t{};
+  spec->struct_size = sizeof(moss_gemm_spec_t);
+  spec->m = MOSS_DYNAMIC;
+  spec->a = {
+      MOSS_FORMAT_E4M3, MOSS_SCHEME_TWO_LEVEL, 1, 32, MOSS_GLOBAL_ROW, 0};
+  spec->b = {
+      MOSS_FORMAT_E4M3, MOSS_SCHEME_PER_TENSOR, 1, 0, MOSS_GLOBAL_TENSOR, 0};
+  spec->out = MOSS_TYPE_BF16;
+  spec->bias = MOSS_TYPE_NONE;
+  spec->accumulate = MOSS_TYPE_NONE;
+  spec->amax = 0;
+  spec->beta = 1.0f;
+}
+
+moss_error_t moss_gemm_check(const moss_gemm_spec_t *spec, int64_t m,
+                             const moss_gemm_buffers_t *buffers) {
+  compiler::GemmSpec converted;
+  GemmBuffers devBuffers;
+  return convertCall(spec, m, buffers, converted, devBuffers);
+}
+
+moss_error_t moss_gemm(moss_context_t context, const moss_gemm_spec_t *spec,
+                       int64_t m, const moss_gemm_buffers_t *buffers,
+                       void *stream) {
+  if (!context)
+    return invalid("context is NULL");
+  compiler::GemmSpec converted;
+  GemmBuffers devBuffers;
+  if (moss_error_t e = convertCall(spec, m, buffers, converted, devBuffers))
+    return e;
+  if (Error error = context->device.makeCurrent())
+    return convert(std::move(error));
+  if (!context->gemm) {
+    Expected<std::unique_ptr<GemmRunner>> runner =
+        GemmRunner::create(context->cache);
+    if (!runner)
+      return convert(runner.takeError());
+    auto extension = std::make_unique<GemmExtension>();
+    extension->runner = std::move(*runner);
+    context->gemm = std::move(extension);
+  }
+  auto &runner = *static_cast<GemmExtension &>(*context->gemm).runner;
+  return convert(
+      runner.run(converted, m, devBuffers, static_cast<CUstream>(stream)));
+}
+
+} // extern "C"

@@ -1,0 +1,96 @@
+//===- TemplatePlan.cpp - Launch geometry from the GEMM templates ---------===//
+
+#include "TemplatePlan.h"
+
+#include "moss/gemm/Config.cuh"
+
+#include <cstddef>
+
+using namespace moss;
+using compiler::FloatType;
+
+#define MOSS_SAME_FIELD(field)                                                 \
+  static_assert(                                                               \
+      offsetof(detail::KernelArgs, field) == offsetof(gemm::Args, field) &&    \
+      sizeof(detail::KernelArgs::field) == sizeof(gemm::Args::field))
+MOSS_SAME_FIELD(m);
+MOSS_SAME_FIELD(d);
+MOSS_SAME_FIELD(aLocal);
+MOSS_SAME_FIELD(aGlobal);
+MOSS_SAME_FIELD(bLocal);
+MOSS_SAME_FIELD(bGlobal);
+MOSS_SAME_FIELD(bias);
+MOSS_SAME_FIELD(c);
+MOSS_SAME_FIELD(beta);
+MOSS_SAME_FIELD(amax);
+#undef MOSS_SAME_FIELD
+static_assert(sizeof(detail::KernelArgs) == sizeof(gemm::Args));
+
+/// The templates' parameters of a compiled kernel (docs/GEMM-KERNEL-ABI.md).
+static gemm::Params getParams(const compiler::KernelSource &source) {
+  const compiler::GemmSpec &spec = source.spec;
+  const compiler::TileConfig &t = source.tiling;
+  auto type = [](std::optional<FloatType> f) {
+    return f ? int(*f) : gemm::kNone;
+  };
+  gemm::Params p;
+  p.m = spec.isDynamicM() ? -1 : int(spec.m);
+  p.n = int(spec.n);
+  p.k = int(spec.k);
+  p.elemA = int(spec.a);
+  p.elemB = int(spec.b);
+  p.scaleA = int(spec.aScaling.kind);
+  p.blockRowsA = int(spec.aScaling.blockRows);
+  p.blockA = int(spec.aScaling.blockCols);
+  p.globalRowA = spec.aScaling.globalPerRow();
+  p.scaleB = int(spec.bScaling.kind);
+  p.blockRowsB = int(spec.bScaling.blockRows);
+  p.blockB = int(spec.bScaling.blockCols);
+  p.globalRowB = spec.bScaling.globalPerRow();
+  p.out = int(spec.out);
+  p.bias = type(spec.bias);
+  p.accum = type(spec.accumulate);
+  p.amax = spec.amax;
+  p.tileM = int(t.tileM);
+  p.tileN = int(t.tileN);
+  p.stages = int(t.stages);
+  p.clusterM = int(t.clusterM);
+  p.clusterN = int(t.clusterN);
+  p.rasterAlongN = t.raster == compiler::RasterOrder::AlongN;
+  p.swizzle = int(t.swizzle);
+  p.splitK = int(t.splitK);
+  return p;
+}
+
+llvm::Expected<detail::TemplatePlan>
+detail::planFromTemplates(const compiler::KernelSource &source) {
+  gemm::Params params = getParams(source);
+  if (const char *problem = gemm::validate(params))
+    return llvm::createStringError(
+        llvm::Twine("internal error: the templates reject the compiled "
+                    "configuration: ") +
+        problem);
+  gemm::Plan plan = gemm::plan(params);
+  TemplatePlan result;
+  result.threads = unsigned(plan.threads);
+  result.sharedBytes = unsigned(plan.sharedBytes);
+  result.clusterSize = unsigned(plan.clusterSize);
+  result.boxRowsA = plan.boxA[1];
+  result.boxRowsB = plan.boxB[1];
+  result.n = params.n;
+  result.tileM = params.tileM;
+  result.tileN = params.tileN;
+  result.clusterM = params.clusterM;
+  result.clusterN = params.clusterN;
+  return result;
+}
+
+unsigned detail::getGridSize(const TemplatePlan &plan, int m, int smCount) {
+  gemm::Params p;
+  p.n = plan.n;
+  p.tileM = plan.tileM;
+  p.tileN = plan.tileN;
+  p.clusterM = plan.clusterM;
+  p.clusterN = plan.clusterN;
+  return unsigned(gemm::gridSize(p, m, smCount));
+}

@@ -1,0 +1,56 @@
+//===- TemplatePlan.h - Launch geometry from the GEMM templates -*- C++ -*-===//
+//
+// The launch geometry of a compiled GEMM as the device templates compute it
+// (moss/gemm/Config.cuh compiled as host C++). A separate translation unit,
+// because the templates' namespace moss::gemm and the function moss::gemm()
+// of Gemm.h cannot meet in one.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOSS_RUNTIME_GEMM_TEMPLATEPLAN_H
+#define MOSS_RUNTIME_GEMM_TEMPLATEPLAN_H
+
+#include "moss/Compiler/KernelSource.h"
+
+#include "llvm/Support/Error.h"
+
+namespace moss::detail {
+
+/// What a launch needs from `moss::gemm::plan` of a kernel's parameters.
+struct TemplatePlan {
+  unsigned threads = 0;
+  unsigned sharedBytes = 0;
+  unsigned clusterSize = 1;
+  /// Rows of the TMA boxes of A and B (docs/GEMM-KERNEL-ABI.md).
+  int boxRowsA = 0;
+  int boxRowsB = 0;
+  /// The parameters gridSize() reads.
+  int n = 0, tileM = 0, tileN = 0, clusterM = 1, clusterN = 1;
+};
+
+/// The kernel's run-time argument struct, `moss::gemm::Args` (TemplatePlan.cpp
+/// checks that the layouts agree field by field).
+struct KernelArgs {
+  int m;
+  void *d;
+  const void *aLocal;
+  const float *aGlobal;
+  const void *bLocal;
+  const float *bGlobal;
+  const void *bias;
+  const void *c;
+  float beta;
+  float *amax;
+};
+
+/// The templates' plan for `source`; an error when the templates reject its
+/// configuration (`moss::gemm::validate`).
+llvm::Expected<TemplatePlan>
+planFromTemplates(const compiler::KernelSource &source);
+
+/// `moss::gemm::gridSize` for `m` rows on `smCount` SMs.
+unsigned getGridSize(const TemplatePlan &plan, int m, int smCount);
+
+} // namespace moss::detail
+
+#endif // MOSS_RUNTIME_GEMM_TEMPLATEPLAN_H

@@ -1,0 +1,53 @@
+//===- GemmApiLaunch.cpp - GemmGpuTest's way into moss::GemmRunner --------===//
+
+#include "GemmApiLaunch.h"
+
+#include "moss/Runtime/Gemm.h"
+
+#include <memory>
+
+using namespace moss;
+
+static llvm::Expected<GemmRunner &> getRunner() {
+  static std::unique_ptr<GemmRunner> runner;
+  if (!runner) {
+    llvm::Expected<std::unique_ptr<GemmRunner>> created =
+        GemmRunner::create(runtime::getDefaultKernelCache());
+    if (!created)
+      return created.takeError();
+    runner = std::move(*created);
+  }
+  return *runner;
+}
+
+llvm::Error
+gemmtest::prepareThroughApi(const compiler::GemmSpec &spec,
+                            const std::optional<compiler::TileConfig> &tiling,
+                            std::string &description) {
+  llvm::Expected<GemmRunner &> runner = getRunner();
+  if (!runner)
+    return runner.takeError();
+  llvm::Expected<const GemmKernelInfo *> info =
+      runner->prepare(spec, GemmOptions{tiling});
+  if (!info)
+    return info.takeError();
+  description = (*info)->kernelName + " " + (*info)->tiling.str();
+  return llvm::Error::success();
+}
+
+llvm::Error
+gemmtest::runThroughApi(const compiler::GemmSpec &spec, int64_t m,
+                        const std::optional<compiler::TileConfig> &tiling,
+                        const ApiBuffers &b, CUstream stream) {
+  llvm::Expected<GemmRunner &> runner = getRunner();
+  if (!runner)
+    return runner.takeError();
+  GemmBuffers buffers;
+  buffers.a = {b.aCodes, b.aLocal, b.aLocalCount, b.aGlobal, b.aGlobalCount};
+  buffers.b = {b.bCodes, b.bLocal, b.bLocalCount, b.bGlobal, b.bGlobalCount};
+  buffers.d = b.d;
+  buffers.bias = b.bias;
+  buffers.c = b.c;
+  buffers.amax = b.amax;
+  return runner->run(spec, m, buffers, stream, GemmOptions{tiling});
+}

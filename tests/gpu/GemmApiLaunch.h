@@ -1,0 +1,47 @@
+//===- GemmApiLaunch.h - GemmGpuTest's way into moss::GemmRunner -*- C++
+//-*-===//
+//
+// GemmGpuTest builds its cases from the templates' moss::gemm::Params, and
+// that namespace cannot meet the function moss::gemm() of Gemm.h in one
+// translation unit; this interface keeps the two apart.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOSS_TESTS_GEMMAPILAUNCH_H
+#define MOSS_TESTS_GEMMAPILAUNCH_H
+
+#include "moss/Compiler/GemmSpec.h"
+#include "moss/Compiler/Tiling.h"
+
+#include "llvm/Support/Error.h"
+
+#include <cuda.h>
+#include <optional>
+#include <string>
+
+namespace moss::gemmtest {
+
+/// The device buffers of moss::GemmBuffers, flattened.
+struct ApiBuffers {
+  CUdeviceptr aCodes = 0, aLocal = 0, aGlobal = 0;
+  int64_t aLocalCount = 0, aGlobalCount = 0;
+  CUdeviceptr bCodes = 0, bLocal = 0, bGlobal = 0;
+  int64_t bLocalCount = 0, bGlobalCount = 0;
+  CUdeviceptr d = 0, bias = 0, c = 0, amax = 0;
+};
+
+/// Compiles (or loads) the kernel of `spec` through the test's GemmRunner;
+/// `description` receives its name and tiling.
+llvm::Error prepareThroughApi(const compiler::GemmSpec &spec,
+                              const std::optional<compiler::TileConfig> &tiling,
+                              std::string &description);
+
+/// GemmRunner::run with the test's runner (one per process, on the current
+/// context, with the default kernel cache).
+llvm::Error runThroughApi(const compiler::GemmSpec &spec, int64_t m,
+                          const std::optional<compiler::TileConfig> &tiling,
+                          const ApiBuffers &buffers, CUstream stream);
+
+} // namespace moss::gemmtest
+
+#endif // MOSS_TESTS_GEMMAPILAUNCH_H

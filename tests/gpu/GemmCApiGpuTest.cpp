@@ -1,0 +1,182 @@
+//===- GemmCApiGpuTest.cpp - Quantize and GEMM through the C API ----------===//
+//
+// The C API end to end on the GPU: moss_quantize() writes A (MOSS two-level,
+// per-row global) and B (per-tensor) from FP32 inputs, moss_gemm() multiplies
+// them into a poisoned bf16 output with a bias, and the result is compared
+// with the FP64 reference over the host quantizers' dequantized operands
+// under the accuracy contract (docs/NUMERICS-CONTRACT.md, "GEMM"). Skips
+// with the reason without a Hopper GPU.
+//
+//===----------------------------------------------------------------------===//
+
+#include "moss/Numerics/Fidelity.h"
+#include "moss/Numerics/Quantize.h"
+#include "moss/Numerics/Samples.h"
+#include "moss/Runtime/Device.h"
+#include "moss/Runtime/Driver.h"
+#include "moss/moss.h"
+
+#include "gtest/gtest.h"
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+using namespace moss;
+using namespace moss::numerics;
+
+namespace {
+
+struct Buffer {
+  CUdeviceptr ptr = 0;
+  explicit Buffer(size_t bytes) {
+    EXPECT_EQ(
+        runtime::getDriverApi()->memAlloc(&ptr, std::max<size_t>(bytes, 16)),
+        CUDA_SUCCESS);
+  }
+  ~Buffer() { runtime::getDriverApi()->memFree(ptr); }
+};
+
+std::string skipReason() {
+  llvm::Expected<std::string> arch = runtime::queryDeviceArch(0);
+  if (!arch)
+    return "needs a CUDA device: " + llvm::toString(arch.takeError());
+  if (*arch != "sm_90a")
+    return "needs a Hopper GPU (sm_90a); device 0 is " + *arch;
+  return "";
+}
+
+void expectOk(moss_error_t error) {
+  EXPECT_EQ(error, nullptr) << moss_error_message(error);
+  moss_error_destroy(error);
+}
+
+float bf16ToFloat(uint16_t h) {
+  uint32_t bits = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+TEST(GemmCApiGpu, QuantizeThenGemmMatchesReference) {
+  if (std::string reason = skipReason(); !reason.empty())
+    GTEST_SKIP() << reason;
+  moss_context_options_t options;
+  moss_context_options_init(&options);
+  moss_context_t context = nullptr;
+  expectOk(moss_context_create(&options, &context));
+  ASSERT_NE(context, nullptr);
+  std::unique_ptr<moss_context, void (*)(moss_context_t)> owned(
+      context, moss_context_destroy);
+  const runtime::DriverApi &api = *runtime::getDriverApi();
+
+  const int64_t m = 129, n = 257, k = 512;
+  const uint64_t seed = std::random_device()();
+  std::vector<float> a = llmActivationSample(m, k, seed);
+  std::vector<float> b = gaussianSample(n, k, seed + 1);
+  for (float &v : b)
+    v /= std::sqrt(float(k));
+  std::vector<float> bias(n);
+  for (int64_t j = 0; j < n; ++j)
+    bias[j] = float(int(j % 17) - 8) / 4.0f; // exact in f32
+  SCOPED_TRACE("seed " + std::to_string(seed));
+
+  // --- quantize on the GPU
+  // ----------------------------------------------------
+  auto quantizeOnGpu = [&](const std::vector<float> &x, int64_t rows,
+                           int32_t scheme, int64_t block, Buffer &codes,
+                           Buffer &local, Buffer &global,
+                           moss_quantize_layout_t &layout) {
+    moss_quantize_spec_t spec{};
+    spec.rows = rows;
+    spec.cols = k;
+    spec.input = MOSS_INPUT_F32;
+    spec.scheme = scheme;
+    spec.block_rows = 1;
+    spec.block_cols = block;
+    spec.global_scope = MOSS_GLOBAL_ROW;
+    spec.format = MOSS_FORMAT_E4M3;
+    expectOk(moss_quantize_layout(&spec, &layout));
+    Buffer input(x.size() * 4);
+    ASSERT_EQ(api.memcpyHtoD(input.ptr, x.data(), x.size() * 4), CUDA_SUCCESS);
+    moss_quantize_buffers_t buffers{
+        input.ptr, codes.ptr, layout.local_rows ? local.ptr : 0, global.ptr, 0};
+    expectOk(moss_quantize(context, &spec, &buffers, nullptr));
+    ASSERT_EQ(api.streamSynchronize(nullptr), CUDA_SUCCESS);
+  };
+  Buffer codesA(m * k), localA(m * k / 32), globalA(m * 4);
+  Buffer codesB(n * k), localB(16), globalB(4);
+  moss_quantize_layout_t layoutA, layoutB;
+  quantizeOnGpu(a, m, MOSS_SCHEME_TWO_LEVEL, 32, codesA, localA, globalA,
+                layoutA);
+  quantizeOnGpu(b, n, MOSS_SCHEME_PER_TENSOR, 0, codesB, localB, globalB,
+                layoutB);
+  ASSERT_FALSE(HasFatalFailure());
+
+  // --- the GEMM
+  // ---------------------------------------------------------------
+  moss_gemm_spec_t spec;
+  moss_gemm_spec_init(&spec);
+  spec.n = n;
+  spec.k = k;
+  spec.bias = MOSS_TYPE_F32;
+  Buffer biasBuffer(n * 4), d(m * n * 2);
+  ASSERT_EQ(api.memcpyHtoD(biasBuffer.ptr, bias.data(), n * 4), CUDA_SUCCESS);
+  ASSERT_EQ(api.memsetD8(d.ptr, 0xFF, m * n * 2), CUDA_SUCCESS);
+  moss_gemm_buffers_t buffers{};
+  buffers.a = {codesA.ptr, localA.ptr, layoutA.local_rows * layoutA.local_cols,
+               globalA.ptr, layoutA.global_count};
+  buffers.b = {codesB.ptr, 0, 0, globalB.ptr, layoutB.global_count};
+  buffers.d = d.ptr;
+  buffers.bias = biasBuffer.ptr;
+  expectOk(moss_gemm(context, &spec, m, &buffers, nullptr));
+  ASSERT_EQ(api.streamSynchronize(nullptr), CUDA_SUCCESS);
+  std::vector<uint16_t> out(m * n);
+  ASSERT_EQ(api.memcpyDtoH(out.data(), d.ptr, m * n * 2), CUDA_SUCCESS);
+
+  // A second call with another M reuses the kernel (dynamic M); the first
+  // 64 rows of A's codes and scales are a 64-row operand.
+  ASSERT_EQ(api.memsetD8(d.ptr, 0xFF, m * n * 2), CUDA_SUCCESS);
+  moss_gemm_buffers_t rows64 = buffers;
+  rows64.a.local_scale_count = 64 * layoutA.local_cols;
+  rows64.a.global_scale_count = 64;
+  expectOk(moss_gemm(context, &spec, 64, &rows64, nullptr));
+  ASSERT_EQ(api.streamSynchronize(nullptr), CUDA_SUCCESS);
+  std::vector<uint16_t> first64(64 * n);
+  ASSERT_EQ(api.memcpyDtoH(first64.data(), d.ptr, 64 * n * 2), CUDA_SUCCESS);
+  EXPECT_EQ(std::memcmp(first64.data(), out.data(), 64 * n * 2), 0)
+      << "the first 64 rows differ between M = 129 and M = 64";
+
+  // --- the reference (host quantizers: the GPU's are bit-identical) ----------
+  QuantizedTensor qa = llvm::cantFail(
+      quantize(a, m, k,
+               QuantizeOptions{ScalingScheme::twoLevel(GlobalScope::Row, 32),
+                               Fp8Format::E4M3, false}));
+  QuantizedTensor qb = llvm::cantFail(quantize(
+      b, n, k,
+      QuantizeOptions{ScalingScheme::perTensor(), Fp8Format::E4M3, false}));
+  std::vector<double> da = dequantize(qa), db = dequantize(qb);
+  std::vector<double> ref = referenceGemm(da, db, m, n, k);
+  const double unit = std::ldexp(1.0, -13); // promotion every 32
+  int64_t bad = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double norm = 0;
+      for (int64_t kk = 0; kk < k; ++kk) {
+        double p = da[i * k + kk] * db[j * k + kk];
+        norm += p * p;
+      }
+      double expected = ref[i * n + j] + bias[j];
+      double got = bf16ToFloat(out[i * n + j]);
+      double allowed = std::ldexp(1.0, -8) * std::fabs(expected) +
+                       16 * unit * std::sqrt(norm);
+      if (!(std::fabs(got - expected) <= allowed) && bad++ < 5)
+        ADD_FAILURE() << "(" << i << ", " << j << "): got " << got
+                      << ", expected " << expected;
+    }
+  EXPECT_EQ(bad, 0);
+}
+
+} // namespace

@@ -1,0 +1,263 @@
+//===- GemmApiTest.cpp - Bad input to the GEMM API, without a GPU ---------===//
+//
+// checkGemmLaunch (C++) and moss_gemm_check / moss_gemm (C) reject every
+// kind of bad argument before touching the GPU, naming it: null and
+// misaligned pointers, pointers a spec does not use, scale tensors of the
+// wrong size for the scheme, K not a multiple of 32 or of a scaling block,
+// out-of-range shapes, unsupported schemes, bad enum values. A valid call is
+// accepted, so each rejection is caused by the one field the case breaks.
+//
+//===----------------------------------------------------------------------===//
+
+#include "moss/Runtime/Gemm.h"
+#include "moss/moss.h"
+
+#include "gtest/gtest.h"
+
+#include <functional>
+#include <string>
+
+using namespace moss;
+using compiler::FloatType;
+using compiler::GemmSpec;
+using numerics::GlobalScope;
+using numerics::ScalingScheme;
+
+namespace {
+
+/// MOSS forward: A two-level (row global, 32) x B per-tensor, with bias, C
+/// and amax, at M = 100, N = 256, K = 512.
+GemmSpec forwardSpec() {
+  GemmSpec spec;
+  spec.n = 256;
+  spec.k = 512;
+  spec.aScaling = ScalingScheme::twoLevel(GlobalScope::Row, 32);
+  spec.bScaling = ScalingScheme::perTensor();
+  spec.bias = FloatType::F32;
+  spec.accumulate = FloatType::F32;
+  spec.beta = 0.5f;
+  spec.amax = true;
+  return spec;
+}
+
+constexpr int64_t kM = 100;
+
+/// Buffers that fit forwardSpec() at M = kM (fake, aligned addresses).
+GemmBuffers validBuffers() {
+  GemmBuffers b;
+  b.a = {0x10000, 0x20000, kM * 512 / 32, 0x30000, kM};
+  b.b = {0x40000, 0, 0, 0x50000, 1};
+  b.d = 0x60000;
+  b.bias = 0x70000;
+  b.c = 0x80000;
+  b.amax = 0x90000;
+  return b;
+}
+
+std::string check(const GemmSpec &spec, int64_t m, const GemmBuffers &b) {
+  llvm::Error error = checkGemmLaunch(spec, m, b);
+  return error ? llvm::toString(std::move(error)) : "";
+}
+
+TEST(GemmApi, AcceptsAValidCall) {
+  EXPECT_EQ(check(forwardSpec(), kM, validBuffers()), "");
+  EXPECT_EQ(check(forwardSpec(), 0,
+                  [] {
+                    GemmBuffers b = validBuffers();
+                    b.a.localScaleCount = 0;
+                    b.a.globalScaleCount = 0;
+                    return b;
+                  }()),
+            "");
+}
+
+TEST(GemmApi, ScaleCountsFollowTheScheme) {
+  GemmSpec spec = forwardSpec();
+  spec.bScaling = ScalingScheme::perGroup(128, 128);
+  GemmScaleCounts counts = getGemmScaleCounts(spec, 300);
+  EXPECT_EQ(counts.aLocal, 300 * (512 / 32));
+  EXPECT_EQ(counts.aGlobal, 300);
+  EXPECT_EQ(counts.bLocal, (256 / 128) * (512 / 128));
+  EXPECT_EQ(counts.bGlobal, 0);
+  spec.aScaling = ScalingScheme::twoLevel(GlobalScope::Tensor, 32);
+  spec.bScaling = ScalingScheme::mxfp8();
+  counts = getGemmScaleCounts(spec, 7);
+  EXPECT_EQ(counts.aGlobal, 1);
+  EXPECT_EQ(counts.bLocal, 256 * 512 / 32);
+  EXPECT_EQ(counts.bGlobal, 0);
+}
+
+struct BadCase {
+  const char *name;
+  std::function<void(GemmSpec &, int64_t &, GemmBuffers &)> breakIt;
+  const char *expected; ///< a substring of the message
+};
+
+TEST(GemmApi, RejectsEachBadArgumentByName) {
+  const BadCase cases[] = {
+      {"null A codes",
+       [](GemmSpec &, int64_t &, GemmBuffers &b) { b.a.codes = 0; },
+       "buffers.a.codes is null"},
+      {"misaligned B codes",
+       [](GemmSpec &, int64_t &, GemmBuffers &b) { b.b.codes += 8; },
+       "buffers.b.codes must be 16-byte aligned"},
+      {"null output", [](GemmSpec &, int64_t &, GemmBuffers &b) { b.d = 0; },
+       "buffers.d (the output) is null"},
+      {"misaligned output",
+       [](GemmSpec &, int64_t &, GemmBuffers &b) { b.d += 4; },
+       "must be 16-byte aligned"},
+      {"missing block scales",
+       [](GemmSpec &, int64_t &, GemmBuffers &b) { b.a.localScales = 0; },
+       "buffers.a.localScales is null"},
+      {"block scales a scheme lacks",
+       [](GemmSpec &, int64_t &, GemmBuffers &b) { b.b.localScales = 0x1000; },
+       "buffers.b.localScales is given"},
+      {"too few block scales",
+       [](GemmSpec &, int64_t &, GemmBuffers &b) { b.a.localScaleCount -= 1; },
+       "expected 1600 block scales"},
+      {"per-tensor global count",
+       [](GemmSpec &, int64_t &, GemmBuffers &b) {
+         b.b.globalScaleCount = 256;
+       },
+       "buffers.b.globalScaleCount=256"},
+      {"per-row global count",
+       [](GemmSpec &, int64_t &, GemmBuffers &b) { b.a.globalScaleCount = 1; },
+       "expected 100"},
+      {"misaligned global scales",
+       [](GemmSpec &, int64_t &, GemmBuffers &b) { b.a.globalScales += 2; },
+       "4-byte aligned"},
+      {"bias without a bias type",
+       [](GemmSpec &s, int64_t &, GemmBuffers &) { s.bias.reset(); },
+       "buffers.bias is given"},
+      {"missing C", [](GemmSpec &, int64_t &, GemmBuffers &b) { b.c = 0; },
+       "buffers.c (the accumulate operand) is null"},
+      {"missing amax",
+       [](GemmSpec &, int64_t &, GemmBuffers &b) { b.amax = 0; },
+       "buffers.amax is null"},
+      {"K not a multiple of 32",
+       [](GemmSpec &s, int64_t &, GemmBuffers &) { s.k = 100; },
+       "K=100 is not a multiple of 32"},
+      {"K not a multiple of the block",
+       [](GemmSpec &s, int64_t &, GemmBuffers &) {
+         s.aScaling = ScalingScheme::perGroup(1, 128);
+         s.k = 96;
+       },
+       "is not a multiple of operand A's scaling block 128"},
+      {"unsupported block",
+       [](GemmSpec &s, int64_t &, GemmBuffers &) {
+         s.aScaling = ScalingScheme::twoLevel(GlobalScope::Row, 16);
+       },
+       "scaling blocks of 32, 64 or 128"},
+      {"negative m", [](GemmSpec &, int64_t &m, GemmBuffers &) { m = -3; },
+       "m=-3 is out of range"},
+      {"m past 2^31",
+       [](GemmSpec &, int64_t &m, GemmBuffers &) { m = 1ll << 31; },
+       "out of range"},
+      {"N past 2^31",
+       [](GemmSpec &s, int64_t &, GemmBuffers &) { s.n = 1ll << 32; },
+       "below 2^31"},
+      {"zero N", [](GemmSpec &s, int64_t &, GemmBuffers &) { s.n = 0; },
+       "N=0 is not a valid size"},
+      {"m differs from a static M",
+       [](GemmSpec &s, int64_t &, GemmBuffers &) { s.m = 64; },
+       "specialized to M=64"},
+      {"beta without C",
+       [](GemmSpec &s, int64_t &, GemmBuffers &b) {
+         s.accumulate.reset();
+         b.c = 0;
+       },
+       "beta is set but the GEMM has no accumulate operand"},
+  };
+  for (const BadCase &c : cases) {
+    GemmSpec spec = forwardSpec();
+    int64_t m = kM;
+    GemmBuffers buffers = validBuffers();
+    c.breakIt(spec, m, buffers);
+    std::string message = check(spec, m, buffers);
+    EXPECT_NE(message.find(c.expected), std::string::npos)
+        << c.name << ": got \"" << message << "\", expected it to contain \""
+        << c.expected << "\"";
+  }
+}
+
+/// The C API's version of forwardSpec() / validBuffers().
+void cForward(moss_gemm_spec_t &spec, moss_gemm_buffers_t &buffers) {
+  moss_gemm_spec_init(&spec);
+  spec.n = 256;
+  spec.k = 512;
+  spec.bias = MOSS_TYPE_F32;
+  spec.accumulate = MOSS_TYPE_F32;
+  spec.beta = 0.5f;
+  spec.amax = 1;
+  buffers = moss_gemm_buffers_t{};
+  buffers.a = {0x10000, 0x20000, kM * 512 / 32, 0x30000, kM};
+  buffers.b = {0x40000, 0, 0, 0x50000, 1};
+  buffers.d = 0x60000;
+  buffers.bias = 0x70000;
+  buffers.c = 0x80000;
+  buffers.amax = 0x90000;
+}
+
+std::string cCheck(const moss_gemm_spec_t *spec, int64_t m,
+                   const moss_gemm_buffers_t *buffers,
+                   moss_error_code_t *code = nullptr) {
+  moss_error_t error = moss_gemm_check(spec, m, buffers);
+  std::string message = moss_error_message(error);
+  if (code)
+    *code = moss_error_code(error);
+  moss_error_destroy(error);
+  return message;
+}
+
+TEST(GemmCApi, ChecksWithoutAGpu) {
+  moss_gemm_spec_t spec;
+  moss_gemm_buffers_t buffers;
+  cForward(spec, buffers);
+  EXPECT_EQ(cCheck(&spec, kM, &buffers), "");
+
+  moss_error_code_t code = MOSS_ERROR_NONE;
+  EXPECT_EQ(cCheck(nullptr, kM, &buffers, &code), "spec is NULL");
+  EXPECT_EQ(code, MOSS_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(cCheck(&spec, kM, nullptr), "buffers is NULL");
+
+  moss_gemm_spec_t bad = spec;
+  bad.struct_size = 8;
+  EXPECT_NE(cCheck(&bad, kM, &buffers).find("call moss_gemm_spec_init"),
+            std::string::npos);
+  bad = spec;
+  bad.a.scheme = 9;
+  EXPECT_NE(cCheck(&bad, kM, &buffers).find("spec->a.scheme=9"),
+            std::string::npos);
+  bad = spec;
+  bad.b.format = 3;
+  EXPECT_NE(cCheck(&bad, kM, &buffers).find("spec->b.format=3"),
+            std::string::npos);
+  bad = spec;
+  bad.out = MOSS_TYPE_NONE;
+  EXPECT_NE(cCheck(&bad, kM, &buffers).find("spec->out=-1"), std::string::npos);
+  bad = spec;
+  bad.k = 500;
+  EXPECT_NE(cCheck(&bad, kM, &buffers, &code).find("K=500"), std::string::npos);
+  EXPECT_EQ(code, MOSS_ERROR_INVALID_ARGUMENT);
+
+  moss_gemm_buffers_t badBuffers = buffers;
+  badBuffers.a.local_scale_count = 7;
+  EXPECT_NE(cCheck(&spec, kM, &badBuffers).find("localScaleCount=7"),
+            std::string::npos);
+  badBuffers = buffers;
+  badBuffers.d = 0x60001;
+  EXPECT_NE(cCheck(&spec, kM, &badBuffers).find("16-byte aligned"),
+            std::string::npos);
+}
+
+TEST(GemmCApi, NullContextFailsBeforeAnyWork) {
+  moss_gemm_spec_t spec;
+  moss_gemm_buffers_t buffers;
+  cForward(spec, buffers);
+  moss_error_t error = moss_gemm(nullptr, &spec, kM, &buffers, nullptr);
+  EXPECT_EQ(moss_error_code(error), MOSS_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(moss_error_message(error), "context is NULL");
+  moss_error_destroy(error);
+}
+
+} // namespace

@@ -1,0 +1,283 @@
+//===- TuningDatabaseTest.cpp - The tuning database -----------------------===//
+//
+// moss/Compiler/TuningDatabase.h: the JSON round trip and the atomic save,
+// what a corrupt or wrong-version file reports, entries of another GPU
+// ignored with a note, and the M buckets.
+//
+//===----------------------------------------------------------------------===//
+
+#include "moss/Compiler/TuningDatabase.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include "gtest/gtest.h"
+
+#include <string>
+#include <vector>
+
+using namespace moss;
+using namespace moss::compiler;
+using numerics::GlobalScope;
+using numerics::ScalingScheme;
+
+namespace {
+
+GemmSpec mossForward(int64_t m = GemmSpec::kDynamic) {
+  GemmSpec spec;
+  spec.m = m;
+  spec.n = 11008;
+  spec.k = 4096;
+  spec.aScaling = ScalingScheme::twoLevel(GlobalScope::Row, 32);
+  spec.bScaling = ScalingScheme::perTensor();
+  return spec;
+}
+
+TileConfig tiling(int64_t tileM, int64_t tileN, int64_t stages) {
+  TileConfig config;
+  config.tileM = tileM;
+  config.tileN = tileN;
+  config.stages = stages;
+  config.raster = RasterOrder::AlongN;
+  config.swizzle = 4;
+  return config;
+}
+
+TuningEntry entry(const GemmSpec &spec, const TargetInfo &target, int64_t m,
+                  TileConfig best) {
+  TuningEntry e;
+  e.key = TuningKey::get(spec, target, m);
+  e.m = m;
+  e.best.tiling = best;
+  e.best.milliseconds = 0.125;
+  e.best.tflops = 721.5;
+  e.device = "NVIDIA H200";
+  e.date = "2026-12-01T10:00:00Z";
+  e.candidatesTimed = 32;
+  return e;
+}
+
+std::string errorOf(llvm::Expected<TuningDatabase> database) {
+  if (database)
+    return "";
+  return llvm::toString(database.takeError());
+}
+
+TEST(TuningDatabaseTest, Buckets) {
+  EXPECT_EQ(getTuningBucket(0), 1);
+  EXPECT_EQ(getTuningBucket(1), 1);
+  EXPECT_EQ(getTuningBucket(2), 2);
+  EXPECT_EQ(getTuningBucket(16), 16);
+  EXPECT_EQ(getTuningBucket(17), 32);
+  EXPECT_EQ(getTuningBucket(2048), 2048);
+  EXPECT_EQ(getTuningBucket(3000), 4096);
+  EXPECT_EQ(getTuningBucket(16384), 16384);
+}
+
+TEST(TuningDatabaseTest, RoundTrip) {
+  TargetInfo h200;
+  TuningDatabase database;
+  TuningEntry first = entry(mossForward(), h200, 2048, tiling(128, 128, 6));
+  first.heuristic = TuningTiming{tiling(128, 96, 7), 0.25, 360.0};
+  database.insert(first);
+  database.insert(entry(mossForward(), h200, 1, tiling(128, 32, 8)));
+
+  std::string text = database.toJson();
+  EXPECT_NE(text.find("\"version\": 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"a\": \"e4m3 two-level(row, 32)\""), std::string::npos)
+      << text;
+  llvm::Expected<TuningDatabase> parsed = TuningDatabase::parse(text, "t");
+  ASSERT_TRUE(bool(parsed)) << llvm::toString(parsed.takeError());
+  ASSERT_EQ(parsed->getEntries().size(), 2u);
+  const TuningEntry *back = parsed->find(first.key);
+  ASSERT_NE(back, nullptr);
+  EXPECT_EQ(back->m, 2048);
+  EXPECT_EQ(back->best.tiling.tileN, 128);
+  EXPECT_EQ(back->best.tiling.raster, RasterOrder::AlongN);
+  EXPECT_EQ(back->best.tiling.source, TilingSource::Database);
+  ASSERT_TRUE(back->heuristic.has_value());
+  EXPECT_EQ(back->heuristic->tiling.tileN, 96);
+  EXPECT_DOUBLE_EQ(back->best.tflops, 721.5);
+  EXPECT_EQ(back->date, "2026-12-01T10:00:00Z");
+  // Writing again gives the same text (sorted, stable).
+  EXPECT_EQ(parsed->toJson(), text);
+
+  // Replacing an entry keeps one per key.
+  TuningDatabase copy = *parsed;
+  copy.insert(entry(mossForward(), h200, 2000, tiling(256, 64, 4)));
+  EXPECT_EQ(copy.getEntries().size(), 2u);
+  EXPECT_EQ(copy.find(first.key)->best.tiling.tileM, 256);
+}
+
+TEST(TuningDatabaseTest, SaveAndLoad) {
+  llvm::SmallString<128> directory;
+  ASSERT_FALSE(
+      llvm::sys::fs::createUniqueDirectory("moss-tuning-test", directory));
+  llvm::SmallString<128> path(directory);
+  llvm::sys::path::append(path, "sub", "tuning.json");
+  TuningDatabase database;
+  database.insert(entry(mossForward(), TargetInfo(), 128, tiling(128, 64, 8)));
+  ASSERT_FALSE(bool(database.save(path)));
+  llvm::Expected<TuningDatabase> loaded = TuningDatabase::load(path);
+  ASSERT_TRUE(bool(loaded)) << llvm::toString(loaded.takeError());
+  EXPECT_EQ(loaded->getEntries().size(), 1u);
+  // No temporary file is left behind.
+  std::error_code ec;
+  int files = 0;
+  for (llvm::sys::fs::directory_iterator it((directory + "/sub").str(), ec), end;
+       it != end && !ec; it.increment(ec))
+    ++files;
+  EXPECT_EQ(files, 1);
+  EXPECT_NE(errorOf(TuningDatabase::load((directory + "/missing.json").str()))
+                .find("cannot read the tuning database"),
+            std::string::npos);
+  llvm::sys::fs::remove_directories(directory);
+}
+
+TEST(TuningDatabaseTest, CorruptFiles) {
+  EXPECT_NE(errorOf(TuningDatabase::parse("{\"format\": ", "db.json"))
+                .find("tuning database 'db.json': not valid JSON"),
+            std::string::npos);
+  EXPECT_NE(errorOf(TuningDatabase::parse("[]", "db.json"))
+                .find("expected a JSON object"),
+            std::string::npos);
+  EXPECT_NE(errorOf(TuningDatabase::parse(
+                        R"({"format": "other", "version": 1, "entries": []})",
+                        "db.json"))
+                .find("'format' must be \"moss-tuning-db\""),
+            std::string::npos);
+
+  // A truncated file (a torn copy) never parses.
+  TuningDatabase database;
+  database.insert(entry(mossForward(), TargetInfo(), 16, tiling(128, 32, 8)));
+  std::string text = database.toJson();
+  EXPECT_FALSE(errorOf(TuningDatabase::parse(text.substr(0, text.size() / 2),
+                                             "db.json"))
+                   .empty());
+
+  // A field of the wrong type or out of range names the entry and field.
+  std::string bad = text;
+  bad.replace(bad.find("\"tile_n\": 32"), 12, "\"tile_n\": \"x\"");
+  EXPECT_NE(errorOf(TuningDatabase::parse(bad, "db.json"))
+                .find("entry 0.best.tiling: 'tile_n' must be an integer"),
+            std::string::npos)
+      << errorOf(TuningDatabase::parse(bad, "db.json"));
+  bad = text;
+  bad.replace(bad.find("\"m\": 16"), 7, "\"m\": 40");
+  EXPECT_NE(errorOf(TuningDatabase::parse(bad, "db.json"))
+                .find("'m' is 40, which is not in bucket 16"),
+            std::string::npos);
+  bad = text;
+  bad.replace(bad.find("\"along_n\""), 9, "\"sideways\"");
+  EXPECT_NE(errorOf(TuningDatabase::parse(bad, "db.json"))
+                .find("'raster' is 'sideways'; expected along_m or along_n"),
+            std::string::npos);
+
+  // Two entries with one key.
+  TuningDatabase twice;
+  twice.insert(entry(mossForward(), TargetInfo(), 16, tiling(128, 32, 8)));
+  TargetInfo other;
+  other.smCount = 114;
+  twice.insert(entry(mossForward(), other, 16, tiling(128, 32, 8)));
+  std::string duplicated = twice.toJson();
+  duplicated.replace(duplicated.find("\"sm_count\": 114"), 15,
+                     "\"sm_count\": 132");
+  EXPECT_NE(errorOf(TuningDatabase::parse(duplicated, "db.json"))
+                .find("entry 1: a second entry for"),
+            std::string::npos);
+}
+
+TEST(TuningDatabaseTest, WrongVersion) {
+  std::string error = errorOf(TuningDatabase::parse(
+      R"({"format": "moss-tuning-db", "version": 2, "entries": []})",
+      "db.json"));
+  EXPECT_NE(error.find("format version 2; this build reads version 1"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(errorOf(TuningDatabase::parse(
+                        R"({"format": "moss-tuning-db", "entries": []})", "d"))
+                .find("missing 'version'"),
+            std::string::npos);
+}
+
+TEST(TuningDatabaseTest, LookupByBucket) {
+  TargetInfo h200;
+  TuningDatabase database;
+  database.insert(entry(mossForward(), h200, 2048, tiling(128, 128, 6)));
+  database.insert(entry(mossForward(), h200, 16, tiling(128, 32, 8)));
+
+  // A dynamic spec is looked up at the launch M's bucket; a static one at
+  // its own M.
+  std::optional<TileConfig> found = database.lookup(mossForward(), h200, 1500);
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->tileN, 128);
+  EXPECT_EQ(found->source, TilingSource::Database);
+  found = database.lookup(mossForward(9), h200, 9);
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->tileN, 32);
+  EXPECT_FALSE(database.lookup(mossForward(), h200, 1).has_value());
+  EXPECT_FALSE(database.lookup(mossForward(), h200, 4096).has_value());
+
+  // Another N, another scheme or another output type does not match.
+  GemmSpec other = mossForward();
+  other.n = 4096;
+  EXPECT_FALSE(database.lookup(other, h200, 2048).has_value());
+  other = mossForward();
+  other.out = FloatType::F32;
+  EXPECT_FALSE(database.lookup(other, h200, 2048).has_value());
+  other = mossForward();
+  other.aScaling = ScalingScheme::twoLevel(GlobalScope::Tensor, 32);
+  EXPECT_FALSE(database.lookup(other, h200, 2048).has_value());
+  // The epilogue is not part of the key.
+  other = mossForward();
+  other.bias = FloatType::BF16;
+  EXPECT_TRUE(database.lookup(other, h200, 2048).has_value());
+}
+
+TEST(TuningDatabaseTest, OtherGpuIgnoredWithNote) {
+  TargetInfo h100;
+  h100.smCount = 114;
+  TargetInfo ampere;
+  ampere.arch = "sm_80";
+  TuningDatabase database;
+  database.insert(entry(mossForward(), h100, 128, tiling(128, 64, 8)));
+  database.insert(entry(mossForward(), ampere, 128, tiling(128, 64, 8)));
+
+  std::vector<std::string> notes;
+  auto note = [&](const llvm::Twine &text) { notes.push_back(text.str()); };
+  EXPECT_FALSE(database.lookup(mossForward(), TargetInfo(), 100, note));
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_NE(notes[0].find("measured on sm_90a with 114 SMs; this GPU is "
+                          "sm_90a with 132 SMs"),
+            std::string::npos)
+      << notes[0];
+  EXPECT_NE(notes[1].find("measured on sm_80 with 132 SMs"), std::string::npos)
+      << notes[1];
+  // Without a note callback the lookup is just empty.
+  EXPECT_FALSE(database.lookup(mossForward(), TargetInfo(), 100));
+  // The H100 entry matches on an H100.
+  EXPECT_TRUE(database.lookup(mossForward(), h100, 100).has_value());
+}
+
+TEST(TuningDatabaseTest, EntryThatDoesNotFitIsIgnored) {
+  TargetInfo h200;
+  TuningDatabase database;
+  // Two-level scales promote with three accumulator sets: 256x256 does not
+  // fit the registers.
+  database.insert(entry(mossForward(), h200, 128, tiling(256, 256, 4)));
+  TileConfig cluster4 = tiling(128, 64, 4);
+  cluster4.clusterM = 4;
+  database.insert(entry(mossForward(), h200, 256, cluster4));
+  std::vector<std::string> notes;
+  auto note = [&](const llvm::Twine &text) { notes.push_back(text.str()); };
+  EXPECT_FALSE(database.lookup(mossForward(), h200, 128, note));
+  EXPECT_FALSE(database.lookup(mossForward(), h200, 256, note));
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_NE(notes[0].find("accumulator registers"), std::string::npos)
+      << notes[0];
+  EXPECT_NE(notes[1].find("clusters 1x1, 2x1 or 1x2"), std::string::npos)
+      << notes[1];
+}
+
+} // namespace

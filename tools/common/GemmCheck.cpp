@@ -1,0 +1,129 @@
+//===- GemmCheck.cpp - A GEMM output against the accuracy contract --------===//
+
+#include "GemmCheck.h"
+
+#include "moss/Numerics/Fidelity.h"
+#include "moss/Runtime/Driver.h"
+
+#include "llvm/ADT/bit.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+using namespace llvm;
+using namespace moss;
+using namespace moss::jit;
+using compiler::FloatType;
+
+/// `want` sorted distinct indices below `count`, spread evenly, with the
+/// first and the last (all when count <= want).
+static std::vector<int64_t> spread(int64_t count, unsigned want) {
+  std::vector<int64_t> out;
+  if (count <= int64_t(want) || want < 2) {
+    for (int64_t i = 0; i < count; ++i)
+      out.push_back(i);
+    return out;
+  }
+  for (unsigned i = 0; i < want; ++i)
+    out.push_back(int64_t(double(i) * double(count - 1) / double(want - 1)));
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+/// `want` sorted distinct random indices below `count` with the first and
+/// the last.
+static std::vector<int64_t> sample(int64_t count, unsigned want,
+                                   std::mt19937_64 &rng) {
+  if (count <= int64_t(want))
+    return spread(count, want);
+  std::vector<int64_t> out = {0, count - 1};
+  while (out.size() < want)
+    out.push_back(int64_t(rng() % uint64_t(count)));
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+Expected<GemmCheckResult>
+jit::checkGemmOutput(const GemmProblem &problem, int64_t m,
+                     const GemmCheckOptions &options) {
+  const compiler::GemmSpec &spec = problem.spec;
+  const int64_t n = spec.n, k = spec.k;
+  const unsigned width = compiler::getByteWidth(spec.out);
+  Expected<const runtime::DriverApi &> api = runtime::getDriverApi();
+  if (!api)
+    return api.takeError();
+
+  // The scanned rows, downloaded one by one.
+  std::vector<int64_t> rows = spread(m, options.scanRows);
+  std::vector<float> output(rows.size() * size_t(n));
+  std::vector<uint8_t> bytes(size_t(n) * width);
+  GemmCheckResult result;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (Error e = runtime::checkCuda(
+            api->memcpyDtoH(bytes.data(),
+                            problem.buffers.d + size_t(rows[i] * n) * width,
+                            bytes.size()),
+            "cuMemcpyDtoH (output row " + Twine(rows[i]) + ")"))
+      return std::move(e);
+    for (int64_t j = 0; j < n; ++j) {
+      float v = decodeOutputElement(&bytes[size_t(j) * width], spec.out);
+      output[i * size_t(n) + j] = v;
+      if (std::isnan(v))
+        ++result.unwritten;
+    }
+  }
+
+  // A sample of them against the FP64 reference.
+  std::mt19937_64 rng(options.seed);
+  std::vector<int64_t> pickRows =
+      sample(int64_t(rows.size()), options.compareRows, rng);
+  std::vector<int64_t> cols = sample(n, options.compareCols, rng);
+  std::vector<double> dqA(pickRows.size() * k), dqB(cols.size() * k);
+  for (size_t i = 0; i < pickRows.size(); ++i)
+    numerics::dequantizeRow(problem.qa, rows[pickRows[i]],
+                            MutableArrayRef<double>(&dqA[i * k], k));
+  for (size_t j = 0; j < cols.size(); ++j)
+    numerics::dequantizeRow(problem.qb, cols[j],
+                            MutableArrayRef<double>(&dqB[j * k], k));
+  std::vector<double> ref = numerics::referenceGemm(
+      dqA, dqB, int64_t(pickRows.size()), int64_t(cols.size()), k);
+  const double unit = getTensorCoreUnit(spec, nullptr);
+  const double rounding = spec.out == FloatType::BF16  ? 0x1p-8
+                          : spec.out == FloatType::F16 ? 0x1p-11
+                                                       : 0x1p-23;
+  const double beta = spec.beta.value_or(1.0f);
+  double errorSquared = 0, refSquared = 0;
+  for (size_t i = 0; i < pickRows.size(); ++i) {
+    int64_t row = rows[pickRows[i]];
+    for (size_t j = 0; j < cols.size(); ++j) {
+      double expected = ref[i * cols.size() + j], norm = 0;
+      for (int64_t kk = 0; kk < k; ++kk) {
+        double product = dqA[i * k + kk] * dqB[j * k + kk];
+        norm += product * product;
+      }
+      if (spec.bias)
+        expected += problem.bias[cols[j]];
+      if (spec.accumulate)
+        expected += beta * problem.c[row * n + cols[j]];
+      double got = output[size_t(pickRows[i]) * size_t(n) + cols[j]];
+      double allowed =
+          rounding * std::fabs(expected) + 16 * unit * std::sqrt(norm);
+      if (spec.out == FloatType::F16)
+        allowed += 0x1p-25;
+      double ratio = std::fabs(got - expected) / allowed;
+      errorSquared += (got - expected) * (got - expected);
+      refSquared += expected * expected;
+      ++result.compared;
+      if (!(ratio <= 1.0))
+        ++result.bad;
+      result.worst =
+          std::max(result.worst, std::isnan(ratio) ? INFINITY : ratio);
+    }
+  }
+  result.relFrobenius = refSquared > 0 ? std::sqrt(errorSquared / refSquared)
+                                       : std::sqrt(errorSquared);
+  return result;
+}

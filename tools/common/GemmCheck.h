@@ -1,0 +1,59 @@
+//===- GemmCheck.h - A GEMM output against the accuracy contract -*- C++
+//-*-===//
+//
+// Compares sampled entries of a GemmProblem's output on the GPU with the
+// FP64 reference over the dequantized operands, under the accuracy contract
+// (docs/NUMERICS-CONTRACT.md, "GEMM"): an entry may differ from the
+// reference by the output rounding times |reference| plus 16 u(P) sqrt(sum
+// (a b)^2), u(P) = 2^-13 sqrt(P / 32). Only the sampled rows are
+// downloaded, so checking a 16384-row output costs little; every entry of
+// those rows must have been written (the output is poisoned beforehand).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOSS_TOOLS_COMMON_GEMMCHECK_H
+#define MOSS_TOOLS_COMMON_GEMMCHECK_H
+
+#include "GemmProblem.h"
+
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+
+namespace moss::jit {
+
+/// How many entries the check looks at.
+struct GemmCheckOptions {
+  /// Rows downloaded and scanned for unwritten (NaN) entries: spread evenly
+  /// over M with the first and the last.
+  unsigned scanRows = 128;
+  /// Of those, rows and columns compared with the reference.
+  unsigned compareRows = 16;
+  unsigned compareCols = 48;
+  uint64_t seed = 1;
+};
+
+/// The outcome of a check.
+struct GemmCheckResult {
+  int64_t compared = 0;
+  /// Compared entries beyond their allowance.
+  int64_t bad = 0;
+  /// NaN entries in the scanned rows.
+  int64_t unwritten = 0;
+  /// The largest error as a fraction of its allowance.
+  double worst = 0;
+  /// The relative Frobenius error over the compared entries.
+  double relFrobenius = 0;
+
+  bool ok() const { return bad == 0 && unwritten == 0; }
+};
+
+/// Checks the first `m` rows of `problem`'s output (m <= problem.m), read
+/// synchronously after the caller's launch has finished.
+llvm::Expected<GemmCheckResult>
+checkGemmOutput(const GemmProblem &problem, int64_t m,
+                const GemmCheckOptions &options);
+
+} // namespace moss::jit
+
+#endif // MOSS_TOOLS_COMMON_GEMMCHECK_H

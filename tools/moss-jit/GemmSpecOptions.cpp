@@ -1,0 +1,202 @@
+//===- GemmSpecOptions.cpp - The GEMM flags of compile, run, bench --------===//
+
+#include "GemmSpecOptions.h"
+
+#include "Commands.h"
+#include "SchemeOptions.h"
+
+#include "llvm/ADT/StringExtras.h"
+
+using namespace llvm;
+using namespace moss::numerics;
+
+namespace moss::jit {
+
+// Function-local statics: options in other translation units name these
+// subcommands during static construction, in no fixed order.
+cl::SubCommand &getCompileCommand() {
+  static cl::SubCommand command("compile",
+                                "Compile a GEMM kernel and emit one stage");
+  return command;
+}
+cl::SubCommand &getRunCommand() {
+  static cl::SubCommand command(
+      "run", "Run a GEMM on the GPU and check it against the FP64 reference");
+  return command;
+}
+cl::SubCommand &getBenchCommand() {
+  static cl::SubCommand command("bench", "Time a GEMM kernel on the GPU");
+  return command;
+}
+
+namespace {
+cl::OptionCategory category("GEMM options");
+
+/// cl::sub for all three commands.
+struct GemmCommands {
+  template <class Opt> void apply(Opt &o) const {
+    cl::sub(getCompileCommand()).apply(o);
+    cl::sub(getRunCommand()).apply(o);
+    cl::sub(getBenchCommand()).apply(o);
+  }
+} const kGemmCommands;
+
+cl::opt<int64_t> m("m",
+                   cl::desc("M: compile specializes to it (omitted: any M); "
+                            "run and bench launch with it"),
+                   cl::init(-1), kGemmCommands, cl::cat(category));
+cl::opt<int64_t> n("n", cl::desc("N"), cl::Required, kGemmCommands,
+                   cl::cat(category));
+cl::opt<int64_t> k("k", cl::desc("K, a multiple of 32"), cl::Required,
+                   kGemmCommands, cl::cat(category));
+
+/// The values of --a-scheme and --b-scheme.
+auto schemeValues() {
+  return cl::values(clEnumValN(SchemeName::PerTensor, "per-tensor", ""),
+                    clEnumValN(SchemeName::PerRow, "per-row", ""),
+                    clEnumValN(SchemeName::PerGroup, "per-group", ""),
+                    clEnumValN(SchemeName::MXFP8, "mxfp8", ""),
+                    clEnumValN(SchemeName::Moss, "moss", ""));
+}
+auto formatValues() {
+  return cl::values(clEnumValN(Fp8Format::E4M3, "e4m3", ""),
+                    clEnumValN(Fp8Format::E5M2, "e5m2", ""));
+}
+
+// Operand A: MOSS two-level by default (the forward activations).
+cl::opt<SchemeName> aScheme("a-scheme", cl::desc("Scaling scheme of A"),
+                            cl::init(SchemeName::Moss), schemeValues(),
+                            kGemmCommands, cl::cat(category));
+cl::opt<std::string> aGlobal("a-global",
+                             cl::desc("A's moss global scale: tensor or row"),
+                             kGemmCommands, cl::cat(category));
+cl::opt<std::string> aBlock("a-block", cl::desc("A's block (N or RxN)"),
+                            kGemmCommands, cl::cat(category));
+cl::opt<Fp8Format> aFormat("a-format", cl::desc("A's FP8 format"),
+                           cl::init(Fp8Format::E4M3), formatValues(),
+                           kGemmCommands, cl::cat(category));
+// Operand B: per-tensor by default (auto-scaled weights).
+cl::opt<SchemeName> bScheme("b-scheme", cl::desc("Scaling scheme of B"),
+                            cl::init(SchemeName::PerTensor), schemeValues(),
+                            kGemmCommands, cl::cat(category));
+cl::opt<std::string> bGlobal("b-global",
+                             cl::desc("B's moss global scale: tensor or row"),
+                             kGemmCommands, cl::cat(category));
+cl::opt<std::string> bBlock("b-block", cl::desc("B's block (N or RxN)"),
+                            kGemmCommands, cl::cat(category));
+cl::opt<Fp8Format> bFormat("b-format", cl::desc("B's FP8 format"),
+                           cl::init(Fp8Format::E4M3), formatValues(),
+                           kGemmCommands, cl::cat(category));
+
+cl::opt<compiler::FloatType>
+    out("out", cl::desc("Output type"), cl::init(compiler::FloatType::BF16),
+        kGemmCommands, cl::cat(category),
+        cl::values(clEnumValN(compiler::FloatType::BF16, "bf16", ""),
+                   clEnumValN(compiler::FloatType::F16, "f16", ""),
+                   clEnumValN(compiler::FloatType::F32, "f32", "")));
+cl::opt<std::string> bias("bias", cl::desc("Bias type (bf16, f16, f32)"),
+                          kGemmCommands, cl::cat(category));
+cl::opt<std::string> accumulate("accumulate",
+                                cl::desc("Type of C for beta * C (f32 or the "
+                                         "output type)"),
+                                kGemmCommands, cl::cat(category));
+cl::opt<bool> amax("amax", cl::desc("Also return max |output|"), kGemmCommands,
+                   cl::cat(category));
+cl::opt<bool> staticM(
+    "static-m", cl::desc("run, bench: compile the kernel for this M only"),
+    cl::sub(getRunCommand()), cl::sub(getBenchCommand()), cl::cat(category));
+cl::opt<std::string>
+    tiling("tiling",
+           cl::desc("run, bench: TMxTNxSTAGES[xCMxCN], e.g. 128x256x4 or "
+                    "128x128x6x2x1 (default: the compiler's choice)"),
+           cl::sub(getRunCommand()), cl::sub(getBenchCommand()),
+           cl::cat(category));
+} // namespace
+
+static Expected<compiler::FloatType> parseFloatType(StringRef text,
+                                                    StringRef flag) {
+  if (text == "bf16")
+    return compiler::FloatType::BF16;
+  if (text == "f16")
+    return compiler::FloatType::F16;
+  if (text == "f32")
+    return compiler::FloatType::F32;
+  return createStringError(inconvertibleErrorCode(),
+                           "--" + flag + "=" + text +
+                               " must be bf16, f16 or f32");
+}
+
+Expected<compiler::GemmSpec> getGemmSpec(bool mIsLaunchRows) {
+  compiler::GemmSpec spec;
+  if (mIsLaunchRows) {
+    if (m < 0)
+      return createStringError(inconvertibleErrorCode(),
+                               "-m (the rows at launch) is required");
+    spec.m = staticM ? int64_t(m) : compiler::GemmSpec::kDynamic;
+  } else {
+    spec.m = m < 0 ? compiler::GemmSpec::kDynamic : int64_t(m);
+  }
+  spec.n = n;
+  spec.k = k;
+  spec.a = aFormat;
+  spec.b = bFormat;
+  Expected<ScalingScheme> aScaling = makeScheme(aScheme, aBlock, aGlobal);
+  if (!aScaling)
+    return aScaling.takeError();
+  Expected<ScalingScheme> bScaling = makeScheme(bScheme, bBlock, bGlobal);
+  if (!bScaling)
+    return bScaling.takeError();
+  spec.aScaling = *aScaling;
+  spec.bScaling = *bScaling;
+  spec.out = out;
+  if (!bias.empty()) {
+    Expected<compiler::FloatType> type = parseFloatType(bias, "bias");
+    if (!type)
+      return type.takeError();
+    spec.bias = *type;
+  }
+  if (!accumulate.empty()) {
+    Expected<compiler::FloatType> type =
+        parseFloatType(accumulate, "accumulate");
+    if (!type)
+      return type.takeError();
+    spec.accumulate = *type;
+  }
+  spec.amax = amax;
+  return spec;
+}
+
+int64_t getLaunchRows() { return m; }
+
+Expected<std::optional<compiler::TileConfig>> getTilingOverride() {
+  if (tiling.empty())
+    return std::nullopt;
+  SmallVector<StringRef> parts;
+  StringRef(tiling).split(parts, 'x');
+  SmallVector<int64_t> values;
+  for (StringRef part : parts) {
+    int64_t value = 0;
+    if (part.getAsInteger(10, value) || value < 1)
+      return createStringError(inconvertibleErrorCode(),
+                               "--tiling=" + tiling + ": '" + part +
+                                   "' is not a positive integer; expected "
+                                   "TMxTNxSTAGES or TMxTNxSTAGESxCMxCN");
+    values.push_back(value);
+  }
+  if (values.size() != 3 && values.size() != 5)
+    return createStringError(inconvertibleErrorCode(),
+                             "--tiling=" + tiling +
+                                 ": expected TMxTNxSTAGES or "
+                                 "TMxTNxSTAGESxCMxCN, e.g. 128x256x4");
+  compiler::TileConfig config;
+  config.tileM = values[0];
+  config.tileN = values[1];
+  config.stages = values[2];
+  if (values.size() == 5) {
+    config.clusterM = values[3];
+    config.clusterN = values[4];
+  }
+  return config;
+}
+
+} // namespace moss::jit

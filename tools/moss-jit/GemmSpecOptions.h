@@ -1,0 +1,37 @@
+//===- GemmSpecOptions.h - The GEMM flags of compile, run, bench -*- C++
+//-*-===//
+//
+// `moss-jit compile`, `run` and `bench` describe a GEMM with the same flags
+// (-m, -n, -k, --a-scheme, ..., --out, --bias, --accumulate, --amax); they
+// live here, with the three subcommands they belong to.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOSS_TOOLS_MOSSJIT_GEMMSPECOPTIONS_H
+#define MOSS_TOOLS_MOSSJIT_GEMMSPECOPTIONS_H
+
+#include "moss/Compiler/GemmSpec.h"
+#include "moss/Compiler/Tiling.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Error.h"
+
+#include <optional>
+
+namespace moss::jit {
+
+/// The GemmSpec of the command line. For compile, -m specializes M (omitted:
+/// dynamic). For run and bench, -m is the rows at launch and is required;
+/// the kernel serves any M unless --static-m.
+llvm::Expected<compiler::GemmSpec> getGemmSpec(bool mIsLaunchRows);
+
+/// The rows at launch (run, bench).
+int64_t getLaunchRows();
+
+/// --tiling TMxTNxSTAGES[,cluster CMxCN] (run, bench): a tile configuration
+/// instead of the compiler's choice; none when the flag is absent.
+llvm::Expected<std::optional<compiler::TileConfig>> getTilingOverride();
+
+} // namespace moss::jit
+
+#endif // MOSS_TOOLS_MOSSJIT_GEMMSPECOPTIONS_H

@@ -1,0 +1,325 @@
+//===- Shapes.cpp - The GEMMs moss-tune sweeps ----------------------------===//
+
+#include "Shapes.h"
+
+#include "SchemeOptions.h"
+
+#include "moss/Compiler/TuningDatabase.h"
+#include "moss/Runtime/Gemm.h"
+
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/JSON.h"
+
+using namespace llvm;
+using namespace moss;
+using namespace moss::tune;
+using numerics::Fp8Format;
+
+static Error error(const Twine &message) {
+  return createStringError(inconvertibleErrorCode(), message);
+}
+
+std::string TuneShape::getShapeText() const {
+  return (Twine(m) + "x" + Twine(spec.n) + "x" + Twine(spec.k)).str();
+}
+
+Expected<OperandScheme> tune::parseScheme(StringRef token, StringRef what) {
+  SmallVector<StringRef> parts;
+  token.split(parts, ':');
+  StringRef name = parts.front();
+  jit::SchemeName scheme;
+  if (name == "per-tensor")
+    scheme = jit::SchemeName::PerTensor;
+  else if (name == "per-row")
+    scheme = jit::SchemeName::PerRow;
+  else if (name == "per-group")
+    scheme = jit::SchemeName::PerGroup;
+  else if (name == "mxfp8")
+    scheme = jit::SchemeName::MXFP8;
+  else if (name == "moss")
+    scheme = jit::SchemeName::Moss;
+  else
+    return error(what + " '" + token + "': unknown scheme '" + name +
+                 "'; expected per-tensor, per-row, per-group, mxfp8 or moss");
+
+  OperandScheme result;
+  // moss-tune's moss default is the forward activations' per-row global.
+  StringRef global = scheme == jit::SchemeName::Moss ? "row" : "";
+  StringRef block;
+  for (StringRef option : ArrayRef<StringRef>(parts).drop_front()) {
+    if (option == "tensor" || option == "row")
+      global = option;
+    else if (option == "e4m3")
+      result.format = Fp8Format::E4M3;
+    else if (option == "e5m2")
+      result.format = Fp8Format::E5M2;
+    else if (!option.empty() && isDigit(option.front()))
+      block = option;
+    else
+      return error(what + " '" + token + "': unknown option '" + option +
+                   "'; expected tensor or row (moss's global scale), a block "
+                   "N or RxN, or e4m3/e5m2");
+  }
+  Expected<numerics::ScalingScheme> built =
+      jit::makeScheme(scheme, block, global);
+  if (!built)
+    return error(what + " '" + token + "': " + toString(built.takeError()));
+  result.scheme = *built;
+  return result;
+}
+
+static TuneShape makeShape(int64_t m, int64_t n, int64_t k,
+                           const OperandScheme &a, const OperandScheme &b,
+                           const ShapeDefaults &defaults, std::string origin) {
+  TuneShape shape;
+  shape.m = m;
+  shape.spec.m = compiler::GemmSpec::kDynamic;
+  shape.spec.n = n;
+  shape.spec.k = k;
+  shape.spec.a = a.format;
+  shape.spec.aScaling = a.scheme;
+  shape.spec.b = b.format;
+  shape.spec.bScaling = b.scheme;
+  shape.spec.out = defaults.out;
+  shape.origin = std::move(origin);
+  return shape;
+}
+
+/// A positive dimension; `what` names it in errors.
+static Expected<int64_t> parseDimension(StringRef text, StringRef name,
+                                        const Twine &where) {
+  int64_t value = 0;
+  if (text.getAsInteger(10, value) || value < 1)
+    return error(where + ": " + name + " '" + text +
+                 "' is not a positive integer");
+  return value;
+}
+
+Expected<TuneShape> tune::parseShapeFlag(StringRef text,
+                                         const ShapeDefaults &defaults) {
+  SmallVector<StringRef> parts;
+  text.split(parts, 'x');
+  std::string where = ("--shape " + text).str();
+  if (parts.size() != 3)
+    return error(where + ": expected MxNxK, e.g. 128x4096x4096");
+  int64_t dims[3];
+  const char *names[3] = {"M", "N", "K"};
+  for (int i = 0; i < 3; ++i) {
+    Expected<int64_t> value = parseDimension(parts[i], names[i], where);
+    if (!value)
+      return value.takeError();
+    dims[i] = *value;
+  }
+  return makeShape(dims[0], dims[1], dims[2], defaults.a, defaults.b,
+                   defaults, where);
+}
+
+/// One shape from its fields (M, N, K, then optional schemes) at `where`.
+static Expected<TuneShape> shapeFromFields(ArrayRef<std::string> fields,
+                                           const ShapeDefaults &defaults,
+                                           const std::string &where) {
+  if (fields.size() < 3 || fields.size() > 5)
+    return error(where + ": expected 'M N K [a-scheme] [b-scheme]', got " +
+                 Twine(fields.size()) + " fields");
+  int64_t dims[3];
+  const char *names[3] = {"M", "N", "K"};
+  for (int i = 0; i < 3; ++i) {
+    Expected<int64_t> value = parseDimension(fields[i], names[i], where);
+    if (!value)
+      return value.takeError();
+    dims[i] = *value;
+  }
+  OperandScheme a = defaults.a, b = defaults.b;
+  if (fields.size() > 3) {
+    Expected<OperandScheme> parsed = parseScheme(fields[3], where + ": A scheme");
+    if (!parsed)
+      return parsed.takeError();
+    a = *parsed;
+  }
+  if (fields.size() > 4) {
+    Expected<OperandScheme> parsed = parseScheme(fields[4], where + ": B scheme");
+    if (!parsed)
+      return parsed.takeError();
+    b = *parsed;
+  }
+  return makeShape(dims[0], dims[1], dims[2], a, b, defaults, where);
+}
+
+/// The line (1-based) where each element of the top-level JSON array
+/// starts; strings and nesting are skipped.
+static std::vector<int> elementLines(StringRef text) {
+  std::vector<int> lines;
+  int line = 1, depth = 0;
+  bool inString = false, escaped = false, expectElement = false;
+  for (char c : text) {
+    if (c == '\n')
+      ++line;
+    if (inString) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        inString = false;
+      continue;
+    }
+    if (expectElement && !isSpace(c) && c != ']') {
+      lines.push_back(line);
+      expectElement = false;
+    }
+    if (c == '"') {
+      inString = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth == 1 && c == '[')
+        expectElement = true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    } else if (c == ',' && depth == 1) {
+      expectElement = true;
+    }
+  }
+  return lines;
+}
+
+static Expected<std::vector<TuneShape>>
+parseJsonShapes(StringRef text, StringRef name, const ShapeDefaults &defaults) {
+  Expected<json::Value> root = json::parse(text);
+  if (!root)
+    return error(name + ": not valid JSON: " + toString(root.takeError()));
+  const json::Array *list = root->getAsArray();
+  if (!list)
+    return error(name + ":1: expected a JSON list of shapes");
+  std::vector<int> lines = elementLines(text);
+  std::vector<TuneShape> shapes;
+  for (auto [index, value] : enumerate(*list)) {
+    std::string where = (name + ":" +
+                         Twine(index < lines.size() ? lines[index] : 0) +
+                         " (shape " + Twine(index) + ")")
+                            .str();
+    std::vector<std::string> fields;
+    auto field = [&](const json::Value &v, StringRef what) -> Error {
+      if (std::optional<int64_t> i = v.getAsInteger())
+        fields.push_back(std::to_string(*i));
+      else if (std::optional<StringRef> s = v.getAsString())
+        fields.push_back(s->str());
+      else
+        return error(where + ": " + what +
+                     " must be an integer (M, N, K) or a string (schemes)");
+      return Error::success();
+    };
+    if (const json::Array *array = value.getAsArray()) {
+      for (const json::Value &v : *array)
+        if (Error e = field(v, "an element"))
+          return std::move(e);
+    } else if (const json::Object *object = value.getAsObject()) {
+      for (const auto &entry : *object)
+        if (!is_contained(ArrayRef<StringRef>{"m", "n", "k", "a", "b"},
+                          StringRef(entry.first)))
+          return error(where + ": unknown key '" + entry.first.str() +
+                       "'; expected m, n, k, a, b");
+      for (StringRef key : {"m", "n", "k"}) {
+        const json::Value *v = object->get(key);
+        if (!v)
+          return error(where + ": missing '" + key + "'");
+        if (Error e = field(*v, "'" + key.str() + "'"))
+          return std::move(e);
+      }
+      const json::Value *a = object->get("a");
+      const json::Value *b = object->get("b");
+      if (b && !a)
+        return error(where + ": 'b' needs 'a' (give both schemes)");
+      for (const json::Value *v : {a, b})
+        if (v)
+          if (Error e = field(*v, "a scheme"))
+            return std::move(e);
+    } else {
+      return error(where + ": expected [M, N, K, ...] or {\"m\": ..., "
+                           "\"n\": ..., \"k\": ...}");
+    }
+    Expected<TuneShape> shape = shapeFromFields(fields, defaults, where);
+    if (!shape)
+      return shape.takeError();
+    shapes.push_back(std::move(*shape));
+  }
+  return shapes;
+}
+
+Expected<std::vector<TuneShape>>
+tune::parseShapesFile(StringRef text, StringRef name,
+                      const ShapeDefaults &defaults) {
+  if (text.ltrim().starts_with("["))
+    return parseJsonShapes(text, name, defaults);
+  std::vector<TuneShape> shapes;
+  SmallVector<StringRef> lines;
+  text.split(lines, '\n');
+  for (auto [index, rawLine] : enumerate(lines)) {
+    StringRef line = rawLine.split('#').first.trim();
+    if (line.empty())
+      continue;
+    SmallVector<StringRef> words;
+    SplitString(line, words);
+    std::vector<std::string> fields;
+    for (StringRef word : words)
+      fields.push_back(word.str());
+    Expected<TuneShape> shape = shapeFromFields(
+        fields, defaults, (name + ":" + Twine(index + 1)).str());
+    if (!shape)
+      return shape.takeError();
+    shapes.push_back(std::move(*shape));
+  }
+  if (shapes.empty())
+    return error(name + ": no shapes (expected lines 'M N K [a-scheme] "
+                        "[b-scheme]' or a JSON list)");
+  return shapes;
+}
+
+StringRef tune::getPresetNames() { return "llama7b"; }
+
+Expected<std::vector<TuneShape>>
+tune::getPreset(StringRef preset, const ShapeDefaults &defaults) {
+  if (preset != "llama7b")
+    return error("--preset " + preset + ": unknown preset; expected " +
+                 getPresetNames());
+  struct Projection {
+    const char *name;
+    int64_t n, k;
+  };
+  // hidden 4096, FFN 11008, fused QKV 3 * 4096.
+  const Projection projections[] = {{"qkv", 12288, 4096},
+                                    {"attn-out", 4096, 4096},
+                                    {"ffn-up", 11008, 4096},
+                                    {"ffn-down", 4096, 11008}};
+  std::vector<TuneShape> shapes;
+  for (const Projection &p : projections)
+    for (int64_t m : {1, 16, 128, 2048, 16384}) {
+      TuneShape shape = makeShape(m, p.n, p.k, defaults.a, defaults.b,
+                                  defaults, "--preset " + preset.str());
+      shape.name = p.name;
+      shapes.push_back(std::move(shape));
+    }
+  return shapes;
+}
+
+Error tune::checkShapes(const std::vector<TuneShape> &shapes) {
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const TuneShape &shape = shapes[i];
+    compiler::GemmSpec atM = shape.spec;
+    atM.m = shape.m;
+    if (Error e = checkGemmSpec(atM))
+      return error(shape.origin + ": " + shape.getShapeText() + " " +
+                   shape.spec.str() + ": " + toString(std::move(e)));
+    for (size_t j = 0; j < i; ++j) {
+      const TuneShape &other = shapes[j];
+      compiler::TargetInfo any;
+      if (compiler::TuningKey::get(shape.spec, any, shape.m) ==
+          compiler::TuningKey::get(other.spec, any, other.m))
+        return error(shape.origin + ": " + shape.getShapeText() +
+                     " is in the same database entry (M bucket <= " +
+                     Twine(compiler::getTuningBucket(shape.m)) + ") as " +
+                     other.getShapeText() + " from " + other.origin +
+                     "; the database keeps one entry per M bucket");
+    }
+  }
+  return Error::success();
+}
