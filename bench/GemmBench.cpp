@@ -10,8 +10,10 @@
 //   moss-bench-gemm [--m M] [--n N] [--k K] [--repeat R] [--only NAME]
 //                   [--no-cublaslt] [--nvrtc-flag FLAG]...
 //
-// Defaults: 8192^3, 20 repeats, every scheme with 1x1 and 2x1 clusters (a
-// cluster kernel's persistent grid is the clusters that fit at once).
+// Defaults: 8192^3, 20 repeats, every scheme with the tests' fixed tiling
+// and the compiler's heuristic one (`_heuristic`), each with 1x1 and 2x1
+// clusters (a cluster kernel's persistent grid is the clusters that fit at
+// once).
 // --nvrtc-flag passes a flag to NVRTC (e.g. --Ofast-compile=mid).
 //
 // Above the kernel's rows it prints cuBLASLt baselines timed the same way in
@@ -150,19 +152,33 @@ int main(int argc, char **argv) {
          << device->getSmCount() << " SMs; m=" << m << " n=" << n << " k=" << k
          << ", out bf16\n";
 
-  // The schemes, each with 1x1 and 2x1 clusters.
+  // The schemes, each with the tests' fixed tiling and the compiler's
+  // heuristic one (what moss::gemm picks without a tuning database), each
+  // with 1x1 and 2x1 clusters.
+  moss::compiler::TargetInfo target;
+  target.smCount = unsigned(device->getSmCount());
+  target.sharedMemoryPerBlock = unsigned(device->getMaxSharedMemoryPerBlockOptin());
+  target.arch = device->getArch().str();
   std::vector<Variant> variants;
   auto add = [&](const char *name, Params p) {
     p.m = -1;
     p.n = n;
     p.k = k;
-    p = withDefaultTiling(p);
-    for (int cluster : {1, 2}) {
-      Params q = p;
-      q.clusterM = cluster;
-      variants.push_back(
-          {std::string(name) + (cluster == 2 ? "_cluster2x1" : ""), q});
-    }
+    Params fixed = withDefaultTiling(p);
+    Expected<moss::compiler::TileConfig> chosen =
+        moss::compiler::selectTiling(specOf(p), target);
+    if (!chosen)
+      die(std::string(name) + ": " + toString(chosen.takeError()));
+    Params heuristic = withTiling(p, *chosen);
+    for (auto [tiling, q] : {std::pair{"", fixed},
+                             std::pair{"_heuristic", heuristic}})
+      for (int cluster : {1, 2}) {
+        Params r = q;
+        r.clusterM = cluster;
+        variants.push_back({std::string(name) + tiling +
+                                (cluster == 2 ? "_cluster2x1" : ""),
+                            r});
+      }
   };
   Params tensor;
   add("tensor_x_tensor", tensor);
@@ -257,7 +273,8 @@ int main(int argc, char **argv) {
     return formatv("{0:F2}x", tflops / base).str();
   };
 
-  outs() << format("%-36s %9s %9s %9s %9s %11s %11s\n", "kernel", "compile_s",
+  outs() << format("%-46s %9s %9s %9s %9s %11s %11s\n", "kernel tile",
+                   "compile_s",
                    "median_ms", "best_ms", "TFLOPS", "vs_lt_fp8",
                    "vs_lt_block");
   for (const Variant &v : variants) {
@@ -325,8 +342,11 @@ int main(int argc, char **argv) {
     float median = times[times.size() / 2];
     double tflops = tflopsOf(median);
     bool perGroup = p.scaleA == kPerGroup && p.scaleB == kPerGroup;
-    outs() << format("%-36s %9.3f %9.4f %9.4f %9.1f %11s %11s\n",
-                     v.name.c_str(), compileSeconds, median, times.front(),
+    outs() << format("%-46s %9.3f %9.4f %9.4f %9.1f %11s %11s\n",
+                     (v.name + " " + std::to_string(p.tileM) + "x" +
+                      std::to_string(p.tileN) + "x" + std::to_string(p.stages))
+                         .c_str(),
+                     compileSeconds, median, times.front(),
                      tflops, ratio(tflops, ltFp8Tflops).c_str(),
                      perGroup ? ratio(tflops, ltBlockTflops).c_str() : "");
     outs().flush();

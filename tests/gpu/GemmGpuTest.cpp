@@ -629,62 +629,11 @@ std::vector<float> sample(Dist dist, int rows, int cols, uint64_t seed,
   return x;
 }
 
-ScalingScheme schemeOf(int scale, int blockRows, int block, bool globalRow) {
-  switch (scale) {
-  case kPerTensor:
-    return ScalingScheme::perTensor();
-  case kPerRow:
-    return ScalingScheme::perRow();
-  case kPerGroup:
-    return ScalingScheme::perGroup(blockRows, block);
-  case kMXFP8:
-    return ScalingScheme::mxfp8();
-  default:
-    return ScalingScheme::twoLevel(
-        globalRow ? GlobalScope::Row : GlobalScope::Tensor, block);
-  }
-}
-
-/// The compiler's description of a case's GEMM (the product path).
-compiler::GemmSpec specOf(const Params &p, float beta) {
-  auto type = [](int kind) -> std::optional<compiler::FloatType> {
-    if (kind == kNone)
-      return std::nullopt;
-    return compiler::FloatType(kind);
-  };
-  compiler::GemmSpec spec;
-  spec.m = p.m < 0 ? compiler::GemmSpec::kDynamic : p.m;
-  spec.n = p.n;
-  spec.k = p.k;
-  spec.a = p.elemA == kE5M2 ? Fp8Format::E5M2 : Fp8Format::E4M3;
-  spec.b = p.elemB == kE5M2 ? Fp8Format::E5M2 : Fp8Format::E4M3;
-  spec.aScaling = schemeOf(p.scaleA, p.blockRowsA, p.blockA, p.globalRowA);
-  spec.bScaling = schemeOf(p.scaleB, p.blockRowsB, p.blockB, p.globalRowB);
-  spec.out = *type(p.out);
-  spec.bias = type(p.bias);
-  spec.accumulate = type(p.accum);
-  if (spec.accumulate)
-    spec.beta = beta;
-  spec.amax = p.amax;
-  return spec;
-}
-
 /// The tiling a case launches with: none (the heuristic's) or its own.
 std::optional<compiler::TileConfig> tilingOf(const GemmCase &gc) {
   if (gc.heuristic)
     return std::nullopt;
-  const Params &p = gc.params;
-  compiler::TileConfig t;
-  t.tileM = p.tileM;
-  t.tileN = p.tileN;
-  t.stages = p.stages;
-  t.clusterM = p.clusterM;
-  t.clusterN = p.clusterN;
-  t.raster = p.rasterAlongN ? compiler::RasterOrder::AlongN
-                            : compiler::RasterOrder::AlongM;
-  t.swizzle = p.swizzle;
-  t.splitK = p.splitK;
-  return t;
+  return tilingOfParams(gc.params);
 }
 
 /// Whether a case goes through moss::GemmRunner (else the template is

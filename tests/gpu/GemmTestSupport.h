@@ -1,17 +1,22 @@
 //===- GemmTestSupport.h - GEMM kernel variants for the tests ---*- C++ -*-===//
 //
-// Shared by tests/unit/GemmKernelCompileTest.cpp (NVRTC only) and
-// tests/gpu/GemmGpuTest.cpp: a GEMM configuration as moss::gemm::Params
-// (templates/moss/gemm/Config.cuh, which compiles as host C++), the
-// translation unit of docs/GEMM-KERNEL-ABI.md for it, and a readable name.
+// Shared by tests/unit/GemmKernelCompileTest.cpp (NVRTC only),
+// tests/gpu/GemmGpuTest.cpp and bench/GemmBench.cpp: a GEMM configuration as
+// moss::gemm::Params (templates/moss/gemm/Config.cuh, which compiles as host
+// C++), the translation unit of docs/GEMM-KERNEL-ABI.md for it, a readable
+// name, and the conversions to the compiler's GemmSpec and TileConfig.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef MOSS_TESTS_GEMMTESTSUPPORT_H
 #define MOSS_TESTS_GEMMTESTSUPPORT_H
 
+#include "moss/Compiler/GemmSpec.h"
+#include "moss/Compiler/Tiling.h"
+#include "moss/Numerics/Quantize.h"
 #include "moss/gemm/Config.cuh"
 
+#include <optional>
 #include <string>
 
 namespace moss::gemmtest {
@@ -96,6 +101,82 @@ inline Params withDefaultTiling(Params p) {
     p.tileN = 256;
     p.stages = 4;
   }
+  return p;
+}
+
+/// An operand's scaling scheme from its Params fields.
+inline numerics::ScalingScheme schemeOf(int scale, int blockRows, int block,
+                                        bool globalRow) {
+  using numerics::ScalingScheme;
+  switch (scale) {
+  case moss::gemm::kPerTensor:
+    return ScalingScheme::perTensor();
+  case moss::gemm::kPerRow:
+    return ScalingScheme::perRow();
+  case moss::gemm::kPerGroup:
+    return ScalingScheme::perGroup(blockRows, block);
+  case moss::gemm::kMXFP8:
+    return ScalingScheme::mxfp8();
+  default:
+    return ScalingScheme::twoLevel(globalRow ? numerics::GlobalScope::Row
+                                             : numerics::GlobalScope::Tensor,
+                                   block);
+  }
+}
+
+/// The compiler's description of the GEMM of `p` (beta used with C).
+inline compiler::GemmSpec specOf(const Params &p, float beta = 1.0f) {
+  auto type = [](int kind) -> std::optional<compiler::FloatType> {
+    if (kind == moss::gemm::kNone)
+      return std::nullopt;
+    return compiler::FloatType(kind);
+  };
+  auto format = [](int elem) {
+    return elem == moss::gemm::kE5M2 ? numerics::Fp8Format::E5M2
+                                     : numerics::Fp8Format::E4M3;
+  };
+  compiler::GemmSpec spec;
+  spec.m = p.m < 0 ? compiler::GemmSpec::kDynamic : p.m;
+  spec.n = p.n;
+  spec.k = p.k;
+  spec.a = format(p.elemA);
+  spec.b = format(p.elemB);
+  spec.aScaling = schemeOf(p.scaleA, p.blockRowsA, p.blockA, p.globalRowA);
+  spec.bScaling = schemeOf(p.scaleB, p.blockRowsB, p.blockB, p.globalRowB);
+  spec.out = *type(p.out);
+  spec.bias = type(p.bias);
+  spec.accumulate = type(p.accum);
+  if (spec.accumulate)
+    spec.beta = beta;
+  spec.amax = p.amax;
+  return spec;
+}
+
+/// The tile configuration of `p`.
+inline compiler::TileConfig tilingOfParams(const Params &p) {
+  compiler::TileConfig t;
+  t.tileM = p.tileM;
+  t.tileN = p.tileN;
+  t.stages = p.stages;
+  t.clusterM = p.clusterM;
+  t.clusterN = p.clusterN;
+  t.raster = p.rasterAlongN ? compiler::RasterOrder::AlongN
+                            : compiler::RasterOrder::AlongM;
+  t.swizzle = p.swizzle;
+  t.splitK = p.splitK;
+  return t;
+}
+
+/// `p` with the tile configuration `t`.
+inline Params withTiling(Params p, const compiler::TileConfig &t) {
+  p.tileM = int(t.tileM);
+  p.tileN = int(t.tileN);
+  p.stages = int(t.stages);
+  p.clusterM = int(t.clusterM);
+  p.clusterN = int(t.clusterN);
+  p.rasterAlongN = t.raster == compiler::RasterOrder::AlongN;
+  p.swizzle = int(t.swizzle);
+  p.splitK = int(t.splitK);
   return p;
 }
 

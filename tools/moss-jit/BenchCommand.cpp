@@ -43,9 +43,6 @@ int fail(Error error) {
   return 1;
 }
 
-const char *getSourceName(const compiler::TileConfig &tiling) {
-  return tiling.source ? compiler::getName(*tiling.source) : "given";
-}
 } // namespace
 
 int runBench() {
@@ -113,9 +110,13 @@ int runBench() {
   outs() << "gemm     " << spec->str() << ", M = " << m << "\n"
          << "device   " << device->getName() << " (" << device->getArch()
          << ", " << device->getSmCount() << " SMs)\n"
-         << "kernel   " << k.kernelName << ": " << k.tiling.str() << " ["
-         << getSourceName(k.tiling) << "], " << k.threads << " threads, "
-         << k.sharedBytes << " B shared\n"
+         << "kernel   " << k.kernelName << ": " << k.tiling.str()
+         << (k.tiling.source ? "" : " (given)") << ", " << k.threads
+         << " threads, " << k.sharedBytes << " B shared\n"
+         << "tuning   "
+         << (k.tuningDatabase.empty() ? std::string("no database")
+                                      : k.tuningDatabase)
+         << "\n"
          << format("compile  %.3f s pipeline + %.3f s NVRTC or cache (first "
                    "call in this process)\n",
                    k.pipelineSeconds, k.cacheSeconds)
