@@ -217,8 +217,7 @@ Expected<TuningEntry> readEntry(const json::Object &object,
       !take(reader.integer("m_bucket", 1, int64_t(1) << 31), key.mBucket,
             error) ||
       !take(reader.integer("m", 1, INT32_MAX), entry.m, error) ||
-      !take(reader.string("device", /*required=*/false), entry.device,
-            error) ||
+      !take(reader.string("device", /*required=*/false), entry.device, error) ||
       !take(reader.string("date"), entry.date, error) ||
       !take(reader.integer("candidates_timed", 0, 1 << 20),
             entry.candidatesTimed, error))
@@ -231,9 +230,9 @@ Expected<TuningEntry> readEntry(const json::Object &object,
     return reader.fail("'m_bucket' is " + Twine(key.mBucket) +
                        "; expected a power of two");
   if (getTuningBucket(entry.m) != key.mBucket)
-    return reader.fail("'m' is " + Twine(entry.m) + ", which is not in bucket " +
-                       Twine(key.mBucket) + " (expected " +
-                       Twine(key.mBucket / 2 + 1) + " to " +
+    return reader.fail("'m' is " + Twine(entry.m) +
+                       ", which is not in bucket " + Twine(key.mBucket) +
+                       " (expected " + Twine(key.mBucket / 2 + 1) + " to " +
                        Twine(key.mBucket) + ")");
 
   Expected<const json::Object *> best = reader.child("best");
@@ -260,8 +259,7 @@ Expected<TuningEntry> readEntry(const json::Object &object,
 
 } // namespace
 
-Expected<TuningDatabase> TuningDatabase::parse(StringRef text,
-                                               StringRef name) {
+Expected<TuningDatabase> TuningDatabase::parse(StringRef text, StringRef name) {
   auto fail = [&](const Twine &message) -> Error {
     return createStringError(inconvertibleErrorCode(),
                              "tuning database '" + name + "': " + message);
@@ -395,9 +393,9 @@ Error TuningDatabase::save(StringRef path) const {
   if (directory.empty())
     directory = ".";
   if (std::error_code ec = sys::fs::create_directories(directory))
-    return createStringError(ec, "cannot create the directory '" + directory +
-                                     "' for the tuning database: " +
-                                     ec.message());
+    return createStringError(ec,
+                             "cannot create the directory '" + directory +
+                                 "' for the tuning database: " + ec.message());
   SmallString<256> model(directory);
   sys::path::append(model, sys::path::filename(path) + ".tmp-%%%%%%%%");
   int fd = -1;

@@ -70,10 +70,10 @@ WeightScalePlanner::create(const WeightScalerOptions &options) {
   double c = 1.0;
   if (options.explicitBound != 0.0) {
     if (!(std::isfinite(options.explicitBound) && options.explicitBound > 0.0))
-      return invalid("the explicit Adam update bound c=" +
-                     str(options.explicitBound) +
-                     " must be finite and positive (or 0 for the option's "
-                     "bound)");
+      return invalid(
+          "the explicit Adam update bound c=" + str(options.explicitBound) +
+          " must be finite and positive (or 0 for the option's "
+          "bound)");
     c = options.explicitBound;
   } else if (options.scaling.bound == AdamBound::Provable) {
     Expected<double> provable =
@@ -166,9 +166,8 @@ Error WeightScalePlanner::observe(const WeightScaleObservation &observation) {
                    " was not launched (steps 0.." + Twine(nextStep - 1) +
                    " were)");
   if (step <= s.observedStep)
-    return invalid("observed step " + Twine(step) +
-                   " is out of order: step " + Twine(s.observedStep) +
-                   " was observed already");
+    return invalid("observed step " + Twine(step) + " is out of order: step " +
+                   Twine(s.observedStep) + " was observed already");
   if (observation.saturatedTotal < seenSaturated ||
       observation.nonFiniteTotal < seenNonFinite)
     return invalid("the device counters of step " + Twine(step) +
@@ -271,8 +270,8 @@ Error checkWeightScalerStep(double lr, const QuantizeSpec &spec,
     return e;
   if (Error e = checkPointer(buffers.q, 16, "the codes buffers.q"))
     return e;
-  if (Error e = checkPointer(buffers.global, 4,
-                             "the scale output buffers.global"))
+  if (Error e =
+          checkPointer(buffers.global, 4, "the scale output buffers.global"))
     return e;
   if (buffers.local)
     return invalid("buffers.local is given, but per-tensor scaling has no "
@@ -302,19 +301,18 @@ WeightScaler::create(GpuQuantizer &quantizer,
   std::unique_ptr<WeightScaler> scaler(
       new WeightScaler(quantizer, std::move(*planner)));
   // On an error below, the destructor frees what was allocated.
-  if (Error error = checkCuda(api->memAlloc(&scaler->deviceState,
-                                            sizeof(DeviceState)),
-                              "cuMemAlloc(weight scaler state)"))
+  if (Error error =
+          checkCuda(api->memAlloc(&scaler->deviceState, sizeof(DeviceState)),
+                    "cuMemAlloc(weight scaler state)"))
     return std::move(error);
-  if (Error error = checkCuda(
-          api->memAllocHost(&scaler->hostSnapshots,
-                            kSlots * sizeof(DeviceState)),
-          "cuMemAllocHost(weight scaler snapshots)"))
+  if (Error error = checkCuda(api->memAllocHost(&scaler->hostSnapshots,
+                                                kSlots * sizeof(DeviceState)),
+                              "cuMemAllocHost(weight scaler snapshots)"))
     return std::move(error);
   for (int i = 0; i < kSlots; ++i)
-    if (Error error = checkCuda(api->eventCreate(&scaler->slots[i].event,
-                                                 CU_EVENT_DISABLE_TIMING),
-                                "cuEventCreate(weight scaler)"))
+    if (Error error = checkCuda(
+            api->eventCreate(&scaler->slots[i].event, CU_EVENT_DISABLE_TIMING),
+            "cuEventCreate(weight scaler)"))
       return std::move(error);
   return std::move(scaler);
 }
@@ -389,9 +387,9 @@ WeightScaler::castStep(double lr, const QuantizeSpec &spec,
   // The counters are cumulative (zeroed once, on the first step's stream):
   // a snapshot the host never reads loses no count, only time.
   if (!zeroed) {
-    if (Error error = checkCuda(api->memsetD8Async(deviceState, 0,
-                                                   sizeof(DeviceState), stream),
-                                "cuMemsetD8Async(weight scaler state)"))
+    if (Error error = checkCuda(
+            api->memsetD8Async(deviceState, 0, sizeof(DeviceState), stream),
+            "cuMemsetD8Async(weight scaler state)"))
       return std::move(error);
     zeroed = true;
   }
@@ -414,8 +412,8 @@ WeightScaler::castStep(double lr, const QuantizeSpec &spec,
             api->memsetD32Async(deviceState + kScaleOffset, bits, 1, stream),
             "cuMemsetD32Async(weight scaler scale)"))
       return std::move(error);
-    if (Error error = quantizer.castWithScale(
-            spec, deviceState + kScaleOffset, launch, stream))
+    if (Error error = quantizer.castWithScale(spec, deviceState + kScaleOffset,
+                                              launch, stream))
       return std::move(error);
   }
   planner.commit(*decision, lr);

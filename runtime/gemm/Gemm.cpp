@@ -78,8 +78,8 @@ static Error checkOperand(const GemmOperand &operand, const char *name,
                           const ScalingScheme &scheme, int64_t rows,
                           int64_t localCount, int64_t globalCount) {
   std::string prefix = std::string("buffers.") + name;
-  std::string why = std::string("operand ") + name + "'s scheme " +
-                    scheme.str();
+  std::string why =
+      std::string("operand ") + name + "'s scheme " + scheme.str();
   if (Error e = checkPointer(operand.codes, true, 16, prefix + ".codes",
                              "every GEMM"))
     return e;
@@ -90,17 +90,17 @@ static Error checkOperand(const GemmOperand &operand, const char *name,
                              prefix + ".globalScales", why))
     return e;
   if (operand.localScaleCount != localCount)
-    return invalid(prefix + ".localScaleCount=" +
-                   Twine(operand.localScaleCount) + " does not match " + why +
-                   " for " + Twine(rows) + " rows: expected " +
-                   Twine(localCount) +
+    return invalid(prefix +
+                   ".localScaleCount=" + Twine(operand.localScaleCount) +
+                   " does not match " + why + " for " + Twine(rows) +
+                   " rows: expected " + Twine(localCount) +
                    (localCount ? " block scales (row-major [rows / block rows, "
                                  "K / block])"
                                : ""));
   if (operand.globalScaleCount != globalCount)
-    return invalid(prefix + ".globalScaleCount=" +
-                   Twine(operand.globalScaleCount) + " does not match " + why +
-                   ": expected " + Twine(globalCount));
+    return invalid(
+        prefix + ".globalScaleCount=" + Twine(operand.globalScaleCount) +
+        " does not match " + why + ": expected " + Twine(globalCount));
   return Error::success();
 }
 
@@ -120,8 +120,8 @@ Error moss::checkGemmSpec(const GemmSpec &spec) {
                    Twine(spec.k) + "; the kernel takes M, N and K below 2^31");
   if (Error e = compiler::checkKernelSupport(spec))
     return e;
-  for (auto [name, scheme] : {std::pair{"A", &spec.aScaling},
-                              std::pair{"B", &spec.bScaling}})
+  for (auto [name, scheme] :
+       {std::pair{"A", &spec.aScaling}, std::pair{"B", &spec.bScaling}})
     if (scheme->hasLocalScales() && spec.k % scheme->blockCols != 0)
       return invalid("K=" + Twine(spec.k) + " is not a multiple of operand " +
                      name + "'s scaling block " + Twine(scheme->blockCols) +
@@ -134,10 +134,12 @@ Error moss::checkGemmLaunch(const GemmSpec &spec, int64_t m,
   if (Error e = checkGemmSpec(spec))
     return e;
   if (m < 0 || m > std::numeric_limits<int32_t>::max())
-    return invalid("m=" + Twine(m) + " is out of range; expected 0 <= m < 2^31");
+    return invalid("m=" + Twine(m) +
+                   " is out of range; expected 0 <= m < 2^31");
   if (!spec.isDynamicM() && m != spec.m)
-    return invalid("m=" + Twine(m) + " but the spec is specialized to M=" +
-                   Twine(spec.m) + "; use a spec with a dynamic M (-1) to "
+    return invalid("m=" + Twine(m) +
+                   " but the spec is specialized to M=" + Twine(spec.m) +
+                   "; use a spec with a dynamic M (-1) to "
                    "launch other row counts");
 
   GemmScaleCounts counts = getGemmScaleCounts(spec, m);
@@ -150,14 +152,13 @@ Error moss::checkGemmLaunch(const GemmSpec &spec, int64_t m,
   if (Error e = checkPointer(buffers.d, true, 16, "buffers.d (the output)",
                              "every GEMM"))
     return e;
-  if (Error e = checkPointer(buffers.bias, spec.bias.has_value(),
-                             byteWidth(spec.bias), "buffers.bias",
-                             "the spec's bias"))
+  if (Error e =
+          checkPointer(buffers.bias, spec.bias.has_value(),
+                       byteWidth(spec.bias), "buffers.bias", "the spec's bias"))
     return e;
-  if (Error e = checkPointer(buffers.c, spec.accumulate.has_value(),
-                             byteWidth(spec.accumulate),
-                             "buffers.c (the accumulate operand)",
-                             "the spec's accumulate"))
+  if (Error e = checkPointer(
+          buffers.c, spec.accumulate.has_value(), byteWidth(spec.accumulate),
+          "buffers.c (the accumulate operand)", "the spec's accumulate"))
     return e;
   if (Error e = checkPointer(buffers.amax, spec.amax, 4, "buffers.amax",
                              "the spec's amax output"))
@@ -194,21 +195,18 @@ static GemmRunner::Key makeKey(const GemmSpec &spec,
   GemmRunner::Key key;
   key.words[0] = spec.m;
   key.words[1] = spec.n << 32 | spec.k;
-  key.words[2] = int64_t(packOperand(spec.a, spec.aScaling) |
-                         packOperand(spec.b, spec.bScaling) << 24 |
-                         uint64_t(spec.out) << 48 | packType(spec.bias) << 50 |
-                         packType(spec.accumulate) << 52 |
-                         uint64_t(spec.amax) << 54);
+  key.words[2] =
+      int64_t(packOperand(spec.a, spec.aScaling) |
+              packOperand(spec.b, spec.bScaling) << 24 |
+              uint64_t(spec.out) << 48 | packType(spec.bias) << 50 |
+              packType(spec.accumulate) << 52 | uint64_t(spec.amax) << 54);
   if (const std::optional<compiler::TileConfig> &t = options.tiling)
-    key.words[3] = int64_t(1 | uint64_t(t->tileM) << 1 |
-                           uint64_t(t->tileN) << 10 | uint64_t(t->stages) << 19 |
-                           uint64_t(t->clusterM) << 24 |
-                           uint64_t(t->clusterN) << 27 |
-                           uint64_t(t->raster) << 30 |
-                           uint64_t(t->swizzle) << 31 |
-                           uint64_t(t->splitK) << 40 |
-                           uint64_t(t->source ? int(*t->source) + 1 : 0)
-                               << 48);
+    key.words[3] =
+        int64_t(1 | uint64_t(t->tileM) << 1 | uint64_t(t->tileN) << 10 |
+                uint64_t(t->stages) << 19 | uint64_t(t->clusterM) << 24 |
+                uint64_t(t->clusterN) << 27 | uint64_t(t->raster) << 30 |
+                uint64_t(t->swizzle) << 31 | uint64_t(t->splitK) << 40 |
+                uint64_t(t->source ? int(*t->source) + 1 : 0) << 48);
   return key;
 }
 
@@ -217,14 +215,13 @@ static GemmRunner::Key makeKey(const GemmSpec &spec,
 static GemmRunner::Key makeResolvedKey(const GemmSpec &spec, int64_t m,
                                        const GemmOptions &options) {
   GemmRunner::Key key = makeKey(spec, GemmOptions());
-  uint64_t bucket = Log2_64(uint64_t(
-      compiler::getTuningBucket(compiler::getTuningM(spec, m))));
+  uint64_t bucket = Log2_64(
+      uint64_t(compiler::getTuningBucket(compiler::getTuningM(spec, m))));
   // The database: the default (0), none (1) or a path given (2, hashed).
   uint64_t database = 0;
   if (const std::optional<std::string> &path = options.tuningDatabase)
-    database = path->empty()
-                   ? 1
-                   : 2 | uint64_t(std::hash<std::string>()(*path)) << 2;
+    database =
+        path->empty() ? 1 : 2 | uint64_t(std::hash<std::string>()(*path)) << 2;
   key.words[3] = int64_t(2 | bucket << 2 | database << 8);
   return key;
 }
@@ -253,8 +250,8 @@ static Error encodeOperandMap(const runtime::DriverApi &api, CUtensorMap &map,
 // Tuning database
 //===----------------------------------------------------------------------===//
 
-std::string moss::getDefaultTuningDatabasePath(
-    const runtime::KernelCache &cache) {
+std::string
+moss::getDefaultTuningDatabasePath(const runtime::KernelCache &cache) {
   if (const char *path = std::getenv("MOSS_TUNING_DB"))
     return path;
   std::string directory = cache.getDirectory();
@@ -313,8 +310,8 @@ GemmRunner::lookUpDatabase(const GemmSpec &spec, int64_t m,
   if (!file.database)
     return std::nullopt;
   int64_t tuningM = compiler::getTuningM(spec, m);
-  std::optional<compiler::TileConfig> tiling = file.database->lookup(
-      spec, target, tuningM, [&](const Twine &note) {
+  std::optional<compiler::TileConfig> tiling =
+      file.database->lookup(spec, target, tuningM, [&](const Twine &note) {
         if (verbose)
           errs() << "moss: note: " << note << "\n";
       });
@@ -340,8 +337,7 @@ struct GemmRunner::Kernel {
   int slots = 0;
 };
 
-GemmRunner::GemmRunner(runtime::KernelCache &cache,
-                       compiler::TargetInfo target)
+GemmRunner::GemmRunner(runtime::KernelCache &cache, compiler::TargetInfo target)
     : cache(cache), target(std::move(target)),
       tuning(std::make_unique<TuningState>()) {}
 
@@ -353,8 +349,9 @@ GemmRunner::create(runtime::KernelCache &cache) {
   if (!api)
     return api.takeError();
   CUdevice device = 0;
-  if (Error e = runtime::checkCuda(api->ctxGetDevice(&device, /*current*/ nullptr),
-                                   "cuCtxGetDevice (is a context current?)"))
+  if (Error e =
+          runtime::checkCuda(api->ctxGetDevice(&device, /*current*/ nullptr),
+                             "cuCtxGetDevice (is a context current?)"))
     return std::move(e);
   auto attribute = [&](CUdevice_attribute which, int &value) {
     return runtime::checkCuda(api->deviceGetAttribute(&value, which, device),
@@ -363,8 +360,8 @@ GemmRunner::create(runtime::KernelCache &cache) {
   int sms = 0, shared = 0, major = 0, minor = 0;
   if (Error e = attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, sms))
     return std::move(e);
-  if (Error e = attribute(
-          CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, shared))
+  if (Error e = attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                          shared))
     return std::move(e);
   if (Error e = attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, major))
     return std::move(e);
@@ -451,8 +448,8 @@ GemmRunner::compileKernel(const GemmSpec &spec,
                    " bytes of shared memory, the templates " +
                    Twine(plan->threads) + " and " + Twine(plan->sharedBytes));
   std::memset(&kernel->mapD, 0, sizeof(kernel->mapD)); // unused (ABI)
-  if (Error e = runtime::setSharedMemoryLimit(kernel->function,
-                                              plan->sharedBytes))
+  if (Error e =
+          runtime::setSharedMemoryLimit(kernel->function, plan->sharedBytes))
     return std::move(e);
   kernel->slots = int(target.smCount);
   if (plan->clusterSize > 1) {
@@ -547,8 +544,7 @@ Error GemmRunner::run(const GemmSpec &spec, int64_t m,
   args.amax = static_cast<float *>(pointer(buffers.amax));
 
   runtime::LaunchConfig launch;
-  launch.grid[0] =
-      detail::getGridSize(kernel.plan, int(m), kernel.slots);
+  launch.grid[0] = detail::getGridSize(kernel.plan, int(m), kernel.slots);
   launch.block[0] = kernel.info.threads;
   launch.sharedMemoryBytes = kernel.info.sharedBytes;
   launch.cluster[0] = kernel.info.clusterSize;
@@ -564,8 +560,8 @@ Error moss::gemm(const GemmSpec &spec, int64_t m, const GemmBuffers &buffers,
   if (!api)
     return api.takeError();
   CUcontext context = nullptr;
-  if (Error e = runtime::checkCuda(api->ctxGetCurrent(&context),
-                                   "cuCtxGetCurrent"))
+  if (Error e =
+          runtime::checkCuda(api->ctxGetCurrent(&context), "cuCtxGetCurrent"))
     return e;
   if (!context)
     return invalid("no CUDA context is current on this thread; make one "

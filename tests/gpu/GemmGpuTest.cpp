@@ -340,6 +340,10 @@ std::vector<GemmCase> smallCases() {
       {"tensor_x_tensor", 129, 257, 96, 256, 192, 4, kBF16, biasAmax},
       {"mossrow_x_mosstensor", 1000, 3000, 2048, 128, 96, 7, kF32, plain},
       {"mossrow_x_tensor", 129, 257, 96, 128, 32, 2, kF32, all},
+      // Narrower MOSS tiles (what the tuner picks for small M).
+      {"mossrow_x_tensor", 1000, 3000, 2048, 128, 96, 7, kF32, all},
+      {"mosstensor_x_tensor", 129, 257, 96, 128, 96, 7, kBF16, biasAmax},
+      {"e5m2mossrow_x_tensor", 1000, 3000, 2048, 128, 64, 8, kBF16, plain},
       {"mx_x_mx", 1, 4096, 4096, 128, 32, 8, kBF16, plain},
       {"mossrow_x_tensor", 1000, 3000, 2048, 256, 64, 5, kF32, plain},
       {"group_x_group128", 1000, 3000, 2048, 256, 64, 5, kBF16, biasAmax},
@@ -436,6 +440,11 @@ std::vector<GemmCase> largeCases() {
     cases.back().name = std::string(scheme) + "_bf16_plain_heuristic_" +
                         shapeName(16384, 11008, 4096);
   }
+  // A narrower MOSS tile on a large shape.
+  add("mossrow_x_tensor", 4096, 4096, 4096, kF32, plain, Dist::LlmActivation);
+  cases.back().params.tileN = 96;
+  cases.back().params.stages = 7;
+  cases.back().name = "mossrow_x_tensor_f32_plain_tile128x96x7_4096x4096x4096";
   // The heuristic's per-tensor tile (two m64 tiles per warpgroup).
   add("tensor_x_tensor", 4096, 4096, 4096, kBF16, plain, Dist::LlmActivation);
   cases.back().params.tileM = 256;

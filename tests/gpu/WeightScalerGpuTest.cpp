@@ -148,8 +148,8 @@ TEST(WeightScalerGpuTest, DriftingWeightsMatchTheReference) {
     ASSERT_EQ(api().streamSynchronize(stream.stream), CUDA_SUCCESS);
     if (!reference) {
       EXPECT_EQ(d->reason, RescaleReason::NoAnchor);
-      reference.emplace(*AutoScaler::createWithBound(c, interval,
-                                                     hostAmax(s.weight)));
+      reference.emplace(
+          *AutoScaler::createWithBound(c, interval, hostAmax(s.weight)));
       continue;
     }
     ASSERT_FALSE(bool(reference->step(lrs[t])));
@@ -171,9 +171,8 @@ TEST(WeightScalerGpuTest, DriftingWeightsMatchTheReference) {
   // overwritten unread; whatever each step decided must be exact.
   // (Freed at the end of the test: cuMemFree may wait for the device.)
   DeviceBuffer hold(size_t(4) << 30);
-  ASSERT_EQ(
-      api().memsetD8Async(hold.get(), 0, size_t(4) << 30, stream.stream),
-      CUDA_SUCCESS);
+  ASSERT_EQ(api().memsetD8Async(hold.get(), 0, size_t(4) << 30, stream.stream),
+            CUDA_SUCCESS);
   for (int64_t t = synchronousSteps; t < steps; ++t) {
     StepBuffers &s = *buffers[t];
     llvm::Expected<WeightScaleDecision> d = scaler->castStep(
@@ -234,8 +233,8 @@ TEST(WeightScalerGpuTest, UndershootSaturatesAndTheNextStepRescales) {
   w[78] = -2.0f * amax;
   std::unique_ptr<StepBuffers> saturating = step(w);
   ASSERT_EQ(saturating->decision.reason, RescaleReason::None);
-  llvm::Expected<QuantizedTensor> ref = quantizeWithScale(
-      w, rows, cols, saturating->decision.scale, format);
+  llvm::Expected<QuantizedTensor> ref =
+      quantizeWithScale(w, rows, cols, saturating->decision.scale, format);
   ASSERT_TRUE(bool(ref));
   EXPECT_EQ(ref->stats.saturated, 2);
   // The feedback is asynchronous: stats show it once polled.

@@ -125,7 +125,8 @@ TEST(TuningDatabaseTest, SaveAndLoad) {
   // No temporary file is left behind.
   std::error_code ec;
   int files = 0;
-  for (llvm::sys::fs::directory_iterator it((directory + "/sub").str(), ec), end;
+  for (llvm::sys::fs::directory_iterator it((directory + "/sub").str(), ec),
+       end;
        it != end && !ec; it.increment(ec))
     ++files;
   EXPECT_EQ(files, 1);
@@ -152,9 +153,9 @@ TEST(TuningDatabaseTest, CorruptFiles) {
   TuningDatabase database;
   database.insert(entry(mossForward(), TargetInfo(), 16, tiling(128, 32, 8)));
   std::string text = database.toJson();
-  EXPECT_FALSE(errorOf(TuningDatabase::parse(text.substr(0, text.size() / 2),
-                                             "db.json"))
-                   .empty());
+  EXPECT_FALSE(
+      errorOf(TuningDatabase::parse(text.substr(0, text.size() / 2), "db.json"))
+          .empty());
 
   // A field of the wrong type or out of range names the entry and field.
   std::string bad = text;

@@ -39,8 +39,7 @@ WeightScaleDecision launch(WeightScalePlanner &planner, double lr,
 }
 
 void observe(WeightScalePlanner &planner, int64_t step, uint64_t saturated,
-             std::optional<float> amax = std::nullopt,
-             uint64_t nonFinite = 0) {
+             std::optional<float> amax = std::nullopt, uint64_t nonFinite = 0) {
   WeightScaleObservation o;
   o.step = step;
   o.saturatedTotal = saturated;
@@ -88,7 +87,8 @@ TEST(WeightScalePlannerTest, BadOptions) {
 
 TEST(WeightScalePlannerTest, BadLearningRatesChangeNothing) {
   WeightScalePlanner planner = makePlanner(4);
-  for (double lr : {-1e-3, std::nan(""), std::numeric_limits<double>::infinity()})
+  for (double lr :
+       {-1e-3, std::nan(""), std::numeric_limits<double>::infinity()})
     expectError(planner.plan(lr, Fp8Format::E4M3),
                 "must be finite and non-negative");
   EXPECT_EQ(planner.stats().steps, 0);

@@ -27,10 +27,10 @@ CandidateCounts &CandidateCounts::operator+=(const CandidateCounts &other) {
 }
 
 bool tune::sameKernel(const TileConfig &lhs, const TileConfig &rhs) {
-  return std::tie(lhs.tileM, lhs.tileN, lhs.stages, lhs.clusterM,
-                  lhs.clusterN, lhs.raster, lhs.swizzle, lhs.splitK) ==
-         std::tie(rhs.tileM, rhs.tileN, rhs.stages, rhs.clusterM,
-                  rhs.clusterN, rhs.raster, rhs.swizzle, rhs.splitK);
+  return std::tie(lhs.tileM, lhs.tileN, lhs.stages, lhs.clusterM, lhs.clusterN,
+                  lhs.raster, lhs.swizzle, lhs.splitK) ==
+         std::tie(rhs.tileM, rhs.tileN, rhs.stages, rhs.clusterM, rhs.clusterN,
+                  rhs.raster, rhs.swizzle, rhs.splitK);
 }
 
 std::string tune::getShortName(const TileConfig &t) {
@@ -174,7 +174,8 @@ tune::enumerateCandidates(const compiler::GemmSpec &spec, int64_t m,
   add(result.heuristic);
   add(result.heuristicAtM);
   auto isForced = [&](const TileConfig &t) {
-    return sameKernel(t, result.heuristic) || sameKernel(t, result.heuristicAtM);
+    return sameKernel(t, result.heuristic) ||
+           sameKernel(t, result.heuristicAtM);
   };
 
   struct Ranked {
@@ -218,14 +219,15 @@ tune::enumerateCandidates(const compiler::GemmSpec &spec, int64_t m,
                 ++counts.idleSms;
                 continue;
               }
-              if (tileM == 256 && int64_t(divideCeil(m, int64_t(128))) == shape->tilesM) {
+              if (tileM == 256 &&
+                  int64_t(divideCeil(m, int64_t(128))) == shape->tilesM) {
                 ++counts.padding;
                 continue;
               }
               // Variants that run exactly like another one.
-              int64_t bandLimit = int64_t(bit_floor(uint64_t(
-                  std::min(divideCeil(shape->tilesM, clusterM),
-                           divideCeil(shape->tilesN, clusterN)))));
+              int64_t bandLimit = int64_t(bit_floor(
+                  uint64_t(std::min(divideCeil(shape->tilesM, clusterM),
+                                    divideCeil(shape->tilesN, clusterN)))));
               // With one row or column of (cluster) tiles, both rasters
               // walk the same order.
               const RasterOrder raster = defaultRaster(*shape);
@@ -244,24 +246,21 @@ tune::enumerateCandidates(const compiler::GemmSpec &spec, int64_t m,
                   stages, shape->maxStages,
                   {4, shape->maxStages - 1, 3, 6, 5, 7, 2, 8});
               int clusterPreference = clusterM == 1 && clusterN == 1 ? 0
-                                      : clusterM == 2               ? 1
-                                                                    : 2;
+                                      : clusterM == 2                ? 1
+                                                                     : 2;
               int rasterPreference = order == raster ? 0 : 1;
               int swizzlePreference =
                   preference<int64_t>(band, swizzle, {1, 8, 4, 2});
-              int deviations = (stagePreference > 0) +
-                               (clusterPreference > 0) +
-                               (rasterPreference > 0) +
-                               (swizzlePreference > 0);
+              int deviations = (stagePreference > 0) + (clusterPreference > 0) +
+                               (rasterPreference > 0) + (swizzlePreference > 0);
               int priority = 10 * deviations + stagePreference +
                              clusterPreference + rasterPreference +
                              swizzlePreference + 3 * shape->rank;
               ranked.push_back({t, priority});
             }
-  std::stable_sort(ranked.begin(), ranked.end(),
-                   [](const Ranked &l, const Ranked &r) {
-                     return l.priority < r.priority;
-                   });
+  std::stable_sort(
+      ranked.begin(), ranked.end(),
+      [](const Ranked &l, const Ranked &r) { return l.priority < r.priority; });
   for (const Ranked &candidate : ranked) {
     if (result.tilings.size() >= std::max<size_t>(maxCandidates, 2)) {
       ++counts.overCap;
@@ -272,7 +271,7 @@ tune::enumerateCandidates(const compiler::GemmSpec &spec, int64_t m,
   counts.kept = int64_t(result.tilings.size());
   // A heuristic choice outside the space (never, with today's heuristic)
   // still counts as kept: keep the books balanced.
-  counts.space += counts.kept - (int64_t(ranked.size()) - counts.overCap) -
-                  forcedInSpace;
+  counts.space +=
+      counts.kept - (int64_t(ranked.size()) - counts.overCap) - forcedInSpace;
   return result;
 }

@@ -65,8 +65,7 @@ struct ShapeCandidates {
 /// the two heuristic choices).
 llvm::Expected<ShapeCandidates>
 enumerateCandidates(const compiler::GemmSpec &spec, int64_t m,
-                    const compiler::TargetInfo &target,
-                    unsigned maxCandidates);
+                    const compiler::TargetInfo &target, unsigned maxCandidates);
 
 /// Whether two tilings make the same kernel (the source is ignored).
 bool sameKernel(const compiler::TileConfig &lhs,

@@ -31,8 +31,7 @@ Progress::Progress(StringRef label, int64_t total)
 Progress::~Progress() { finish(); }
 
 double Progress::getElapsedSeconds() const {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                       start)
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
       .count();
 }
 
@@ -71,10 +70,11 @@ void Progress::draw(bool force) {
   int filled = total > 0 ? int(done * kWidth / total) : kWidth;
   std::string bar(size_t(filled), '#');
   bar.append(size_t(kWidth - filled), '-');
-  std::string eta = done > 0 && done < total
-                        ? formatDuration(elapsed / double(done) *
-                                         double(total - done))
-                        : done >= total ? "0:00" : "?";
+  std::string eta =
+      done > 0 && done < total
+          ? formatDuration(elapsed / double(done) * double(total - done))
+      : done >= total ? "0:00"
+                      : "?";
   std::string line;
   raw_string_ostream os(line);
   os << format("%-8s [%s] %5lld/%-5lld %3d%%  %s elapsed, ETA %s",

@@ -62,10 +62,10 @@ Error tune::writeFileAtomically(StringRef path, StringRef text) {
 //===----------------------------------------------------------------------===//
 
 static constexpr const char *kColumns[] = {
-    "shape",   "label",  "arch",      "sm_count",  "a",      "b",
-    "out",     "m",      "n",         "k",         "kind",   "tile_m",
-    "tile_n",  "stages", "cluster_m", "cluster_n", "raster", "swizzle",
-    "status",  "ms",     "tflops",    "role",      "note"};
+    "shape",  "label",  "arch",      "sm_count",  "a",      "b",
+    "out",    "m",      "n",         "k",         "kind",   "tile_m",
+    "tile_n", "stages", "cluster_m", "cluster_n", "raster", "swizzle",
+    "status", "ms",     "tflops",    "role",      "note"};
 
 static std::string quote(StringRef field) {
   if (field.find_first_of(",\"\n") == StringRef::npos)
@@ -88,14 +88,28 @@ Error tune::writeCsv(StringRef path, ArrayRef<CandidateRecord> records) {
     bool moss = r.kind == "moss";
     auto tile = [&](int64_t v) { return moss ? std::to_string(v) : ""; };
     std::vector<std::string> fields = {
-        r.shape, r.label, r.arch, std::to_string(r.smCount), r.a, r.b, r.out,
-        std::to_string(r.m), std::to_string(r.n), std::to_string(r.k), r.kind,
-        tile(t.tileM), tile(t.tileN), tile(t.stages), tile(t.clusterM),
+        r.shape,
+        r.label,
+        r.arch,
+        std::to_string(r.smCount),
+        r.a,
+        r.b,
+        r.out,
+        std::to_string(r.m),
+        std::to_string(r.n),
+        std::to_string(r.k),
+        r.kind,
+        tile(t.tileM),
+        tile(t.tileN),
+        tile(t.stages),
+        tile(t.clusterM),
         tile(t.clusterN),
         moss ? (t.raster == RasterOrder::AlongM ? "along_m" : "along_n") : "",
-        tile(t.swizzle), r.status,
+        tile(t.swizzle),
+        r.status,
         r.status == "ok" ? formatv("{0:f6}", r.milliseconds).str() : "",
-        r.status == "ok" ? formatv("{0:f2}", r.tflops).str() : "", r.roles,
+        r.status == "ok" ? formatv("{0:f2}", r.tflops).str() : "",
+        r.roles,
         r.note};
     for (size_t i = 0; i < fields.size(); ++i)
       os << (i ? "," : "") << quote(fields[i]);
@@ -275,8 +289,9 @@ Error tune::writeSvg(StringRef path, ArrayRef<CandidateRecord> records,
                    "stroke=\"%s\"/>\n",
                    left, left + plotWidth, py, py,
                    step == 1.0 ? "#bbb" : "#eee");
-      os << format("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n",
-                   left - 6, py + 4, value);
+      os << format(
+          "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n",
+          left - 6, py + 4, value);
     }
   os << format("<text transform=\"translate(18,%.0f) rotate(-90)\" "
                "text-anchor=\"middle\">TFLOPS (log scale)</text>\n",
@@ -307,7 +322,8 @@ Error tune::writeSvg(StringRef path, ArrayRef<CandidateRecord> records,
     os << format("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"#4a7ab7\" "
                  "fill-opacity=\"0.6\"><title>",
                  px, py)
-       << escape(r.label) << ": " << format("%.1f", r.tflops) << " TFLOPS</title></circle>\n";
+       << escape(r.label) << ": " << format("%.1f", r.tflops)
+       << " TFLOPS</title></circle>\n";
     std::string mark;
     raw_string_ostream ms(mark);
     if (hasRole(r, "heuristic"))

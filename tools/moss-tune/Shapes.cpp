@@ -111,8 +111,8 @@ Expected<TuneShape> tune::parseShapeFlag(StringRef text,
       return value.takeError();
     dims[i] = *value;
   }
-  return makeShape(dims[0], dims[1], dims[2], defaults.a, defaults.b,
-                   defaults, where);
+  return makeShape(dims[0], dims[1], dims[2], defaults.a, defaults.b, defaults,
+                   where);
 }
 
 /// One shape from its fields (M, N, K, then optional schemes) at `where`.
@@ -132,13 +132,15 @@ static Expected<TuneShape> shapeFromFields(ArrayRef<std::string> fields,
   }
   OperandScheme a = defaults.a, b = defaults.b;
   if (fields.size() > 3) {
-    Expected<OperandScheme> parsed = parseScheme(fields[3], where + ": A scheme");
+    Expected<OperandScheme> parsed =
+        parseScheme(fields[3], where + ": A scheme");
     if (!parsed)
       return parsed.takeError();
     a = *parsed;
   }
   if (fields.size() > 4) {
-    Expected<OperandScheme> parsed = parseScheme(fields[4], where + ": B scheme");
+    Expected<OperandScheme> parsed =
+        parseScheme(fields[4], where + ": B scheme");
     if (!parsed)
       return parsed.takeError();
     b = *parsed;
@@ -193,10 +195,10 @@ parseJsonShapes(StringRef text, StringRef name, const ShapeDefaults &defaults) {
   std::vector<int> lines = elementLines(text);
   std::vector<TuneShape> shapes;
   for (auto [index, value] : enumerate(*list)) {
-    std::string where = (name + ":" +
-                         Twine(index < lines.size() ? lines[index] : 0) +
-                         " (shape " + Twine(index) + ")")
-                            .str();
+    std::string where =
+        (name + ":" + Twine(index < lines.size() ? lines[index] : 0) +
+         " (shape " + Twine(index) + ")")
+            .str();
     std::vector<std::string> fields;
     auto field = [&](const json::Value &v, StringRef what) -> Error {
       if (std::optional<int64_t> i = v.getAsInteger())
@@ -293,8 +295,8 @@ tune::getPreset(StringRef preset, const ShapeDefaults &defaults) {
   std::vector<TuneShape> shapes;
   for (const Projection &p : projections)
     for (int64_t m : {1, 16, 128, 2048, 16384}) {
-      TuneShape shape = makeShape(m, p.n, p.k, defaults.a, defaults.b,
-                                  defaults, "--preset " + preset.str());
+      TuneShape shape = makeShape(m, p.n, p.k, defaults.a, defaults.b, defaults,
+                                  "--preset " + preset.str());
       shape.name = p.name;
       shapes.push_back(std::move(shape));
     }

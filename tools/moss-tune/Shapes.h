@@ -67,8 +67,8 @@ parseShapesFile(llvm::StringRef text, llvm::StringRef name,
 /// The shapes of a preset; "llama7b": the LLaMA-7B projections (QKV
 /// 12288x4096, attention output 4096x4096, FFN gate/up 11008x4096, FFN
 /// down 4096x11008) at M in {1, 16, 128, 2048, 16384}.
-llvm::Expected<std::vector<TuneShape>>
-getPreset(llvm::StringRef preset, const ShapeDefaults &defaults);
+llvm::Expected<std::vector<TuneShape>> getPreset(llvm::StringRef preset,
+                                                 const ShapeDefaults &defaults);
 
 /// The preset names, for --help.
 llvm::StringRef getPresetNames();

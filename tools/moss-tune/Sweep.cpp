@@ -198,8 +198,8 @@ Expected<ShapeResult> SpecTimer::run(const ShapePlan &plan,
   ShapeResult result;
   CandidateRecord base;
   base.shape = key.str() + " M=" + std::to_string(m);
-  base.label = (shape.name.empty() ? "" : shape.name + " ") +
-               shape.getShapeText();
+  base.label =
+      (shape.name.empty() ? "" : shape.name + " ") + shape.getShapeText();
   base.arch = key.arch;
   base.smCount = key.smCount;
   base.a = key.a;
@@ -248,19 +248,19 @@ Expected<ShapeResult> SpecTimer::run(const ShapePlan &plan,
     if (!launched)
       launched = runner.run(spec, m, views.front(), nullptr, given);
     if (!launched)
-      launched = runtime::checkCuda(api.streamSynchronize(nullptr),
-                                    "the GEMM kernel");
+      launched =
+          runtime::checkCuda(api.streamSynchronize(nullptr), "the GEMM kernel");
     if (launched) {
       std::string message = toString(std::move(launched));
       // A sticky error leaves the context unusable: stop here (what was
       // measured is kept).
       if (Error sticky = runtime::checkCuda(api.streamSynchronize(nullptr),
                                             "cuStreamSynchronize"))
-        return createStringError(
-            inconvertibleErrorCode(),
-            "the GPU is unusable after " + getShortName(tiling) + " on " +
-                shape.getShapeText() + ": " + message + "; " +
-                toString(std::move(sticky)));
+        return createStringError(inconvertibleErrorCode(),
+                                 "the GPU is unusable after " +
+                                     getShortName(tiling) + " on " +
+                                     shape.getShapeText() + ": " + message +
+                                     "; " + toString(std::move(sticky)));
       ++result.failed;
       finish("launch-error", message);
       continue;
@@ -284,12 +284,10 @@ Expected<ShapeResult> SpecTimer::run(const ShapePlan &plan,
     // Time, rotating over the input sets.
     size_t turn = 0;
     auto launch = [&]() -> Error {
-      return runner.run(spec, m, views[turn++ % views.size()], nullptr,
-                        given);
+      return runner.run(spec, m, views[turn++ % views.size()], nullptr, given);
     };
-    Expected<std::vector<float>> times =
-        runtime::timeWithEvents(launch, options.warmup, options.repeat,
-                                nullptr);
+    Expected<std::vector<float>> times = runtime::timeWithEvents(
+        launch, options.warmup, options.repeat, nullptr);
     if (!times) {
       std::string message = toString(times.takeError());
       if (Error sticky = runtime::checkCuda(api.streamSynchronize(nullptr),

@@ -6,8 +6,9 @@
 // tuning at run time.
 //
 //   moss-tune --preset llama7b --out-dir results/       # db, CSV and SVG
-//   moss-tune --shape 128x4096x4096 --a-scheme moss:row:32 --b-scheme per-tensor
-//   moss-tune --shapes my-model.txt --dry-run           # no GPU needed
+//   moss-tune --shape 128x4096x4096 --a-scheme moss:row:32 --b-scheme
+//   per-tensor moss-tune --shapes my-model.txt --dry-run           # no GPU
+//   needed
 //
 // The steps: read the shapes; skip those already in the database for this
 // GPU (--force re-tunes); enumerate and prune each shape's candidates
@@ -51,10 +52,11 @@ using namespace moss::tune;
 namespace {
 
 cl::OptionCategory shapeCategory("Shapes");
-cl::list<std::string> shapeFlags(
-    "shape", cl::desc("A GEMM MxNxK (repeatable), with the --a-scheme and "
-                      "--b-scheme schemes"),
-    cl::cat(shapeCategory));
+cl::list<std::string>
+    shapeFlags("shape",
+               cl::desc("A GEMM MxNxK (repeatable), with the --a-scheme and "
+                        "--b-scheme schemes"),
+               cl::cat(shapeCategory));
 cl::opt<std::string> shapesFile(
     "shapes",
     cl::desc("A file of shapes: lines 'M N K [a-scheme] [b-scheme]' (# "
@@ -74,9 +76,10 @@ cl::opt<std::string> aScheme(
              "RxN, e4m3|e5m2 (default: moss:row:32, MOSS forward "
              "activations)"),
     cl::init("moss:row:32"), cl::cat(shapeCategory));
-cl::opt<std::string> bScheme(
-    "b-scheme", cl::desc("B's scheme, as --a-scheme (default: per-tensor)"),
-    cl::init("per-tensor"), cl::cat(shapeCategory));
+cl::opt<std::string>
+    bScheme("b-scheme",
+            cl::desc("B's scheme, as --a-scheme (default: per-tensor)"),
+            cl::init("per-tensor"), cl::cat(shapeCategory));
 cl::opt<compiler::FloatType>
     out("out", cl::desc("Output type"), cl::init(compiler::FloatType::BF16),
         cl::values(clEnumValN(compiler::FloatType::BF16, "bf16", ""),
@@ -118,10 +121,10 @@ cl::opt<std::string> arch("arch", cl::desc("--dry-run: the target's arch"),
                           cl::init("sm_90a"), cl::cat(searchCategory));
 cl::opt<unsigned> smCount("sm-count", cl::desc("--dry-run: the target's SMs"),
                           cl::init(132), cl::cat(searchCategory));
-cl::opt<unsigned> sharedMemory(
-    "shared-memory-bytes",
-    cl::desc("--dry-run: shared memory per block of the target"),
-    cl::init(232448), cl::cat(searchCategory));
+cl::opt<unsigned>
+    sharedMemory("shared-memory-bytes",
+                 cl::desc("--dry-run: shared memory per block of the target"),
+                 cl::init(232448), cl::cat(searchCategory));
 
 cl::OptionCategory outputCategory("Outputs");
 cl::opt<std::string> outDir(
@@ -232,13 +235,13 @@ void printCounts(raw_ostream &os, const CandidateCounts &c) {
 void printPlan(const std::vector<ShapePlan> &plans, size_t skipped,
                const compiler::TargetInfo &target) {
   outs() << "target " << target.arch << ", " << target.smCount << " SMs, "
-         << target.sharedMemoryPerBlock << " bytes of shared memory per block\n";
+         << target.sharedMemoryPerBlock
+         << " bytes of shared memory per block\n";
   CandidateCounts total;
   std::set<std::string> kernels;
   for (const ShapePlan &plan : plans) {
     const TuneShape &shape = plan.shape;
-    outs() << "shape " << shape.getShapeText() << " (" << shape.origin
-           << "): ";
+    outs() << "shape " << shape.getShapeText() << " (" << shape.origin << "): ";
     printCounts(outs(), plan.candidates.counts);
     outs() << "\n";
     if (list) {
@@ -321,13 +324,13 @@ int main(int argc, char **argv) {
     sys::path::append(path, name);
     return std::string(path);
   };
-  std::string db = !dbPath.empty() ? dbPath.getValue()
+  std::string db = !dbPath.empty()   ? dbPath.getValue()
                    : !outDir.empty() ? inOutDir("tuning.json")
                                      : getDefaultTuningDatabasePath(cache);
-  std::string csv = !csvPath.empty() ? csvPath.getValue()
-                                     : inOutDir("candidates.csv");
-  std::string plot = !plotPath.empty() ? plotPath.getValue()
-                                       : inOutDir("sweep.svg");
+  std::string csv =
+      !csvPath.empty() ? csvPath.getValue() : inOutDir("candidates.csv");
+  std::string plot =
+      !plotPath.empty() ? plotPath.getValue() : inOutDir("sweep.svg");
   if (db.empty() && !dryRun)
     return fail("no database path: give --db or --out-dir (there is no "
                 "$MOSS_TUNING_DB and no kernel cache directory)");
@@ -338,8 +341,8 @@ int main(int argc, char **argv) {
   std::vector<ShapePlan> plans;
   size_t skipped = 0;
   for (const TuneShape &shape : *shapes) {
-    compiler::TuningKey key = compiler::TuningKey::get(shape.spec, target,
-                                                       shape.m);
+    compiler::TuningKey key =
+        compiler::TuningKey::get(shape.spec, target, shape.m);
     if (!force && database.find(key)) {
       ++skipped;
       if (verbose || dryRun)
@@ -473,21 +476,20 @@ int main(int argc, char **argv) {
         break;
     }
   }
-  double seconds = std::chrono::duration<double>(
-                       std::chrono::steady_clock::now() - start)
-                       .count();
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
 
   // The table.
   outs() << "\n"
-         << format("%-22s %10s %10s %10s %8s %10s  %s\n", "shape",
-                   "heuristic", "heur.@M", "tuned", "speedup", "cuBLASLt",
+         << format("%-22s %10s %10s %10s %8s %10s  %s\n", "shape", "heuristic",
+                   "heur.@M", "tuned", "speedup", "cuBLASLt",
                    "tuned tiling (TFLOPS)");
   for (const Row &row : rows) {
     const ShapeResult &r = row.result;
-    std::string label = (row.plan->shape.name.empty()
-                             ? ""
-                             : row.plan->shape.name + " ") +
-                        row.plan->shape.getShapeText();
+    std::string label =
+        (row.plan->shape.name.empty() ? "" : row.plan->shape.name + " ") +
+        row.plan->shape.getShapeText();
     auto tflops = [](std::optional<double> v) {
       return v ? formatv("{0:f1}", *v).str() : std::string("-");
     };

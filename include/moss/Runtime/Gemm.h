@@ -29,9 +29,9 @@
 
 #include "llvm/Support/Error.h"
 
-#include <cuda.h>
 #include <array>
 #include <cstdint>
+#include <cuda.h>
 #include <memory>
 #include <optional>
 #include <string>
@@ -86,9 +86,10 @@ GemmScaleCounts getGemmScaleCounts(const compiler::GemmSpec &spec, int64_t m);
 /// launch.
 llvm::Error checkGemmSpec(const compiler::GemmSpec &spec);
 
-/// Checks a launch without the GPU: checkGemmSpec, `m` (>= 0, below 2^31, equal to a static spec.m),
-/// every pointer (present exactly when needed, aligned) and every scale
-/// count. The error names the bad argument and what was expected.
+/// Checks a launch without the GPU: checkGemmSpec, `m` (>= 0, below 2^31, equal
+/// to a static spec.m), every pointer (present exactly when needed, aligned)
+/// and every scale count. The error names the bad argument and what was
+/// expected.
 llvm::Error checkGemmLaunch(const compiler::GemmSpec &spec, int64_t m,
                             const GemmBuffers &buffers);
 
@@ -174,8 +175,8 @@ public:
 
 private:
   GemmRunner(runtime::KernelCache &cache, compiler::TargetInfo target);
-  llvm::Expected<Kernel *> getKernel(const compiler::GemmSpec &spec,
-                                     int64_t m, const GemmOptions &options);
+  llvm::Expected<Kernel *> getKernel(const compiler::GemmSpec &spec, int64_t m,
+                                     const GemmOptions &options);
   llvm::Expected<Kernel *>
   compileKernel(const compiler::GemmSpec &spec,
                 const std::optional<compiler::TileConfig> &tiling,

@@ -49,8 +49,8 @@
 
 #include "llvm/Support/Error.h"
 
-#include <cuda.h>
 #include <cstdint>
+#include <cuda.h>
 #include <deque>
 #include <memory>
 #include <optional>
