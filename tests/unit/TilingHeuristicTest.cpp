@@ -78,7 +78,7 @@ TEST(TilingHeuristicTest, MossForwardGemm) {
   EXPECT_EQ(tiling.tileM, 128);
   EXPECT_EQ(tiling.tileN, 128);
   EXPECT_EQ(tiling.stages, 6);
-  EXPECT_EQ(tiling.clusterM, 1);
+  EXPECT_EQ(tiling.clusterM, 2); // a static M whose 128 tiles pair up
   EXPECT_EQ(tiling.clusterN, 1);
   EXPECT_EQ(tiling.raster, RasterOrder::AlongN); // 128 M tiles > 86 N tiles
   EXPECT_EQ(tiling.swizzle, 8);
@@ -141,11 +141,15 @@ TEST(TilingHeuristicTest, SingleRowFillsOneWave) {
 TEST(TilingHeuristicTest, DynamicMPlansForAssumedM) {
   TileConfig dynamic = select(mossForward(GemmSpec::kDynamic));
   TileConfig fixed = select(mossForward(TilingOptions().assumedM));
+  // The same but the cluster, which only a static M gets.
+  EXPECT_EQ(dynamic.clusterM, 1);
+  EXPECT_EQ(fixed.clusterM, 2);
+  fixed.clusterM = 1;
   EXPECT_EQ(dynamic, fixed);
   TilingOptions small;
   small.assumedM = 1;
   TileConfig decode = select(mossForward(GemmSpec::kDynamic), {}, small);
-  EXPECT_EQ(decode, select(mossForward(1)));
+  EXPECT_EQ(decode, select(mossForward(1))); // one M tile: no pair
 }
 
 TEST(TilingHeuristicTest, FewStepsOfKKeepTwoStages) {
@@ -203,14 +207,20 @@ TEST(TilingHeuristicTest, SplitKOnlyWhenAllowedAndUseful) {
   EXPECT_EQ(select(spec, {}, options).splitK, 1);
 }
 
-TEST(TilingHeuristicTest, ClustersOnlyWhenAllowed) {
+TEST(TilingHeuristicTest, ClustersForAStaticMOnly) {
   GemmSpec spec = mossForward(16384);
-  EXPECT_EQ(select(spec).clusterM, 1);
+  EXPECT_EQ(select(spec).clusterM, 2);
   TilingOptions options;
-  options.allowClusters = true;
-  EXPECT_EQ(select(spec, {}, options).clusterM, 2);
+  options.allowClusters = false;
+  EXPECT_EQ(select(spec, {}, options).clusterM, 1);
   // Dynamic M: the pairing is unknown.
-  EXPECT_EQ(select(mossForward(GemmSpec::kDynamic), {}, options).clusterM, 1);
+  EXPECT_EQ(select(mossForward(GemmSpec::kDynamic)).clusterM, 1);
+  // Less than a wave of tiles (2 x 32): no pairs.
+  EXPECT_EQ(select(makeSpec(256, 4096, 4096,
+                            ScalingScheme::twoLevel(GlobalScope::Row, 32),
+                            ScalingScheme::perTensor()))
+                .clusterM,
+            1);
 }
 
 TEST(TilingHeuristicTest, RejectsWhatTheKernelCannotRun) {

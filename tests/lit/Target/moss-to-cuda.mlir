@@ -21,9 +21,10 @@
 // CHECK-NEXT:   return;
 // CHECK-NEXT: }
 
-// Specialized to M = 16384 (128 M tiles > 86 N tiles: raster along N).
+// Specialized to M = 16384 (128 M tiles > 86 N tiles: raster along N; the
+// M tiles pair up in 2x1 clusters).
 // M16384: /*M=*/16384, /*N=*/11008, /*K=*/4096,
-// M16384: /*TileM=*/128, /*TileN=*/128, /*Stages=*/6, /*ClusterM=*/1, /*ClusterN=*/1,
+// M16384: /*TileM=*/128, /*TileN=*/128, /*Stages=*/6, /*ClusterM=*/2, /*ClusterN=*/1,
 // M16384-NEXT: /*RasterAlongN=*/true, /*Swizzle=*/8, /*SplitK=*/1>;
 // M16384: extern "C" __global__ __launch_bounds__(MossGemmConfig::kThreads, 1) void moss_gemm_{{[0-9a-f]+}}(
 
