@@ -109,7 +109,8 @@ struct GemmOptions {
   /// It is consulted when a spec is first prepared for an M bucket (a
   /// dynamic M: the launch M's bucket); a file that is missing means the
   /// heuristic, one that cannot be read or fails its checks is reported on
-  /// stderr once and ignored.
+  /// stderr once and ignored. A path here costs a string hash per call;
+  /// leave it unset on a hot path.
   std::optional<std::string> tuningDatabase;
   /// Notes on stderr about the database: why an entry was not used (another
   /// arch or SM count, a tiling that does not fit) or that none matched.
