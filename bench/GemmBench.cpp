@@ -10,7 +10,11 @@
 //   moss-bench-gemm [--m M] [--n N] [--k K] [--repeat R] [--only NAME]
 //                   [--no-cublaslt] [--nvrtc-flag FLAG]...
 //
-// Defaults: 8192^3, 20 repeats, every scheme with the tests' fixed tiling
+// Variants are compiled first and then timed round-robin (up to 5 rounds of
+// repeat/rounds launches each), so that clock drift during the run spreads
+// over all of them; the FP8 per-tensor baseline is timed again at the end
+// to show the drift. Defaults: 8192^3, 20 repeats, every scheme with the
+// tests' fixed tiling
 // and the compiler's heuristic one (`_heuristic`), each with 1x1 and 2x1
 // clusters (a cluster kernel's persistent grid is the clusters that fit at
 // once).
@@ -142,6 +146,8 @@ int main(int argc, char **argv) {
           "[--only NAME] [--no-cublaslt] [--nvrtc-flag FLAG]...");
   }
 
+  if (repeat < 1)
+    die("--repeat must be at least 1");
   Expected<Device> device = Device::open(0);
   if (!device)
     die(toString(device.takeError()));
@@ -157,7 +163,8 @@ int main(int argc, char **argv) {
   // with 1x1 and 2x1 clusters.
   moss::compiler::TargetInfo target;
   target.smCount = unsigned(device->getSmCount());
-  target.sharedMemoryPerBlock = unsigned(device->getMaxSharedMemoryPerBlockOptin());
+  target.sharedMemoryPerBlock =
+      unsigned(device->getMaxSharedMemoryPerBlockOptin());
   target.arch = device->getArch().str();
   std::vector<Variant> variants;
   auto add = [&](const char *name, Params p) {
@@ -170,14 +177,14 @@ int main(int argc, char **argv) {
     if (!chosen)
       die(std::string(name) + ": " + toString(chosen.takeError()));
     Params heuristic = withTiling(p, *chosen);
-    for (auto [tiling, q] : {std::pair{"", fixed},
-                             std::pair{"_heuristic", heuristic}})
+    for (auto [tiling, q] :
+         {std::pair{"", fixed}, std::pair{"_heuristic", heuristic}})
       for (int cluster : {1, 2}) {
         Params r = q;
         r.clusterM = cluster;
-        variants.push_back({std::string(name) + tiling +
-                                (cluster == 2 ? "_cluster2x1" : ""),
-                            r});
+        variants.push_back(
+            {std::string(name) + tiling + (cluster == 2 ? "_cluster2x1" : ""),
+             r});
       }
   };
   Params tensor;
@@ -233,37 +240,36 @@ int main(int argc, char **argv) {
   // cuBLASLt baselines, same problem, same stream, same timing. 0 when a
   // baseline is unsupported or skipped (its ratio column then shows "-").
   double ltFp8Tflops = 0, ltBlockTflops = 0;
-  outs() << format("%-36s %9s %9s %9s %9s\n", "baseline", "", "median_ms",
-                   "", "TFLOPS");
-  if (cublasLt) {
-    moss::bench::CublasLtProblem problem;
-    problem.m = m;
-    problem.n = n;
-    problem.k = k;
-    problem.warmup = 3;
-    problem.repeat = repeat;
-    problem.stream = stream;
-    auto row = [&](const char *name,
-                   Expected<double> (*run)(
-                       const moss::bench::CublasLtProblem &)) -> double {
-      Expected<double> ms = run(problem);
-      if (!ms) {
-        outs() << format("%-36s ", name)
-               << "unsupported: " << toString(ms.takeError()) << "\n";
-        outs().flush();
-        return 0;
-      }
-      double tflops = tflopsOf(*ms);
-      outs() << format("%-36s %9s %9.4f %9s %9.1f\n", name, "", *ms, "",
-                       tflops);
+  outs() << format("%-46s %9s %9s %9s %9s\n", "baseline", "", "median_ms", "",
+                   "TFLOPS");
+  moss::bench::CublasLtProblem problem;
+  problem.m = m;
+  problem.n = n;
+  problem.k = k;
+  problem.warmup = 3;
+  problem.repeat = repeat;
+  problem.stream = stream;
+  auto cublasRow = [&](const char *name,
+                       Expected<double> (*run)(
+                           const moss::bench::CublasLtProblem &)) -> double {
+    Expected<double> ms = run(problem);
+    if (!ms) {
+      outs() << format("%-46s ", name)
+             << "unsupported: " << toString(ms.takeError()) << "\n";
       outs().flush();
-      return tflops;
-    };
-    row("cublaslt_bf16", moss::bench::timeCublasLtBf16);
-    ltFp8Tflops =
-        row("cublaslt_fp8_tensor_x_tensor", moss::bench::timeCublasLtFp8PerTensor);
-    ltBlockTflops = row("cublaslt_fp8_block1x128_x_128x128",
-                        moss::bench::timeCublasLtFp8BlockScaled);
+      return 0;
+    }
+    double tflops = tflopsOf(*ms);
+    outs() << format("%-46s %9s %9.4f %9s %9.1f\n", name, "", *ms, "", tflops);
+    outs().flush();
+    return tflops;
+  };
+  if (cublasLt) {
+    cublasRow("cublaslt_bf16", moss::bench::timeCublasLtBf16);
+    ltFp8Tflops = cublasRow("cublaslt_fp8_tensor_x_tensor",
+                            moss::bench::timeCublasLtFp8PerTensor);
+    ltBlockTflops = cublasRow("cublaslt_fp8_block1x128_x_128x128",
+                              moss::bench::timeCublasLtFp8BlockScaled);
   } else {
     outs() << "(cuBLASLt baselines skipped: --no-cublaslt)\n";
   }
@@ -273,10 +279,21 @@ int main(int argc, char **argv) {
     return formatv("{0:F2}x", tflops / base).str();
   };
 
-  outs() << format("%-46s %9s %9s %9s %9s %11s %11s\n", "kernel tile",
-                   "compile_s",
-                   "median_ms", "best_ms", "TFLOPS", "vs_lt_fp8",
-                   "vs_lt_block");
+  // Compile and set up every variant first, then time them round-robin:
+  // the H200's clocks drift under sustained load, and interleaving spreads
+  // the drift over all variants instead of penalizing the last ones.
+  struct Prepared {
+    std::string name;
+    Params params;
+    double compileSeconds = 0;
+    CUfunction function = nullptr;
+    LaunchConfig launch;
+    CUtensorMap mapA, mapB, mapD;
+    Args args{};
+    void *kernelParams[4];
+    std::vector<float> times;
+  };
+  std::vector<std::unique_ptr<Prepared>> prepared;
   for (const Variant &v : variants) {
     if (!only.empty() && v.name.find(only) == std::string::npos)
       continue;
@@ -285,6 +302,10 @@ int main(int argc, char **argv) {
       outs() << v.name << ": " << error << "\n";
       continue;
     }
+    auto prep = std::make_unique<Prepared>();
+    prep->name = v.name + " " + std::to_string(p.tileM) + "x" +
+                 std::to_string(p.tileN) + "x" + std::to_string(p.stages);
+    prep->params = p;
     Plan q = plan(p);
     CompileOptions options;
     options.arch = device->getArch().str();
@@ -297,15 +318,15 @@ int main(int argc, char **argv) {
     Expected<CUfunction> function = (*entry)->getFunction("moss_gemm");
     if (!function)
       die(toString(function.takeError()));
-    double compileSeconds =
+    prep->function = *function;
+    prep->compileSeconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
             .count();
 
-    CUtensorMap mapA = operandMap(dA, m, k, q.boxA[1]);
-    CUtensorMap mapB = operandMap(dB, n, k, q.boxB[1]);
-    CUtensorMap mapD;
-    std::memset(&mapD, 0, sizeof(mapD));
-    Args args{};
+    prep->mapA = operandMap(dA, m, k, q.boxA[1]);
+    prep->mapB = operandMap(dB, n, k, q.boxB[1]);
+    std::memset(&prep->mapD, 0, sizeof(prep->mapD));
+    Args &args = prep->args;
     args.m = m;
     args.d = reinterpret_cast<void *>(dOut);
     auto ptr = [](CUdeviceptr d) { return reinterpret_cast<void *>(d); };
@@ -317,8 +338,11 @@ int main(int argc, char **argv) {
                                           : nullptr;
     args.aGlobal = static_cast<const float *>(ptr(dGA));
     args.bGlobal = static_cast<const float *>(ptr(dGB));
-    void *params[] = {&mapA, &mapB, &mapD, &args};
-    LaunchConfig launch;
+    prep->kernelParams[0] = &prep->mapA;
+    prep->kernelParams[1] = &prep->mapB;
+    prep->kernelParams[2] = &prep->mapD;
+    prep->kernelParams[3] = &prep->args;
+    LaunchConfig &launch = prep->launch;
     launch.block[0] = static_cast<unsigned>(q.threads);
     launch.cluster[0] = static_cast<unsigned>(q.clusterSize);
     launch.sharedMemoryBytes = static_cast<unsigned>(q.sharedBytes);
@@ -326,30 +350,49 @@ int main(int argc, char **argv) {
     // A persistent grid of clusters is limited by how many fit at once.
     int slots = device->getSmCount();
     if (q.clusterSize > 1) {
-      Expected<int> clusters = getMaxActiveClusters(*function, launch);
+      Expected<int> clusters = getMaxActiveClusters(prep->function, launch);
       if (!clusters)
         die(toString(clusters.takeError()));
       slots = std::min(slots, *clusters * q.clusterSize);
     }
     launch.grid[0] = static_cast<unsigned>(gridSize(p, m, slots));
+    prepared.push_back(std::move(prep));
+  }
 
-    Expected<std::vector<float>> timed = moss::runtime::timeWithEvents(
-        [&] { return launchKernel(*function, launch, params); },
-        /*warmup=*/3, repeat, stream);
-    if (!timed)
-      die(v.name + ": " + toString(timed.takeError()));
-    std::vector<float> &times = *timed;
+  errs() << "timing " << prepared.size() << " kernels round-robin...\n";
+  const int rounds = std::min(repeat, 5);
+  for (int round = 0; round < rounds; ++round)
+    for (const std::unique_ptr<Prepared> &prep : prepared) {
+      int count = repeat / rounds + (round < repeat % rounds ? 1 : 0);
+      Expected<std::vector<float>> timed = moss::runtime::timeWithEvents(
+          [&] {
+            return launchKernel(prep->function, prep->launch,
+                                prep->kernelParams);
+          },
+          /*warmup=*/round == 0 ? 3 : 1, count, stream);
+      if (!timed)
+        die(prep->name + ": " + toString(timed.takeError()));
+      prep->times.insert(prep->times.end(), timed->begin(), timed->end());
+    }
+
+  outs() << format("%-46s %9s %9s %9s %9s %11s %11s\n", "kernel tile",
+                   "compile_s", "median_ms", "best_ms", "TFLOPS", "vs_lt_fp8",
+                   "vs_lt_block");
+  for (const std::unique_ptr<Prepared> &prep : prepared) {
+    std::vector<float> &times = prep->times;
+    std::sort(times.begin(), times.end());
     float median = times[times.size() / 2];
     double tflops = tflopsOf(median);
+    const Params &p = prep->params;
     bool perGroup = p.scaleA == kPerGroup && p.scaleB == kPerGroup;
     outs() << format("%-46s %9.3f %9.4f %9.4f %9.1f %11s %11s\n",
-                     (v.name + " " + std::to_string(p.tileM) + "x" +
-                      std::to_string(p.tileN) + "x" + std::to_string(p.stages))
-                         .c_str(),
-                     compileSeconds, median, times.front(),
-                     tflops, ratio(tflops, ltFp8Tflops).c_str(),
+                     prep->name.c_str(), prep->compileSeconds, median,
+                     times.front(), tflops, ratio(tflops, ltFp8Tflops).c_str(),
                      perGroup ? ratio(tflops, ltBlockTflops).c_str() : "");
-    outs().flush();
   }
+  // The FP8 baseline again: how far the clocks drifted over the run.
+  if (cublasLt && ltFp8Tflops > 0)
+    cublasRow("cublaslt_fp8_tensor_x_tensor (after)",
+              moss::bench::timeCublasLtFp8PerTensor);
   return 0;
 }
