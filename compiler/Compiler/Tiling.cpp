@@ -345,3 +345,16 @@ compiler::selectTiling(const GemmSpec &spec, const TargetInfo &target,
   tiling.source = TilingSource::Heuristic;
   return tiling;
 }
+
+llvm::Expected<TileConfig>
+compiler::selectTilingForLaunch(const GemmSpec &spec, int64_t m,
+                                const TargetInfo &target,
+                                TilingOptions options) {
+  if (spec.isDynamicM()) {
+    int64_t bucket = static_cast<int64_t>(
+        llvm::bit_ceil(static_cast<uint64_t>(std::max<int64_t>(m, 1))));
+    if (bucket < options.assumedM)
+      options.assumedM = bucket;
+  }
+  return selectTiling(spec, target, options);
+}

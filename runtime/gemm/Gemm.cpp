@@ -395,6 +395,15 @@ GemmRunner::getKernel(const GemmSpec &spec, int64_t m,
   std::optional<compiler::TileConfig> tiling;
   if (!path.empty())
     tiling = lookUpDatabase(spec, m, path, isVerbose(options));
+  if (!tiling) {
+    // The heuristic, planned for this M bucket (a dynamic M) and given
+    // explicitly, so that each bucket's plan gets its own kernel key.
+    Expected<compiler::TileConfig> planned =
+        compiler::selectTilingForLaunch(spec, m, target);
+    if (!planned)
+      return planned.takeError();
+    tiling = *planned;
+  }
   Expected<Kernel *> kernel = compileKernel(spec, tiling, path);
   if (!kernel)
     return kernel.takeError();

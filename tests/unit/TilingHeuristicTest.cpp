@@ -303,3 +303,26 @@ TEST(TilingHeuristicTest, ResourceModelMatchesTemplates) {
                FloatType::F32),
       tile(256, 64, 4));
 }
+
+TEST(TilingHeuristicTest, LaunchPlansSmallBatchesForTheirBucket) {
+  GemmSpec dynamic = mossForward(GemmSpec::kDynamic);
+  auto forLaunch = [&](int64_t m) {
+    llvm::Expected<TileConfig> tiling =
+        selectTilingForLaunch(dynamic, m, TargetInfo());
+    EXPECT_TRUE(static_cast<bool>(tiling));
+    return tiling ? *tiling : TileConfig();
+  };
+  // Below the assumed M: planned for the bucket (100 -> 128), no cluster.
+  TilingOptions bucket;
+  bucket.assumedM = 128;
+  EXPECT_EQ(forLaunch(100), select(dynamic, {}, bucket));
+  EXPECT_EQ(forLaunch(1), select(mossForward(1)));
+  EXPECT_EQ(forLaunch(100).clusterM, 1);
+  // At or above it: the assumed-M plan.
+  EXPECT_EQ(forLaunch(4096), select(dynamic));
+  EXPECT_EQ(forLaunch(16384), select(dynamic));
+  // A static M is planned as is.
+  EXPECT_EQ(selectTilingForLaunch(mossForward(16384), 16384, TargetInfo())
+                ->clusterM,
+            2);
+}

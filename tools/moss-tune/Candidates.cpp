@@ -110,7 +110,8 @@ tune::enumerateCandidates(const compiler::GemmSpec &spec, int64_t m,
   CandidateCounts &counts = result.counts;
   compiler::TilingOptions atM;
   atM.assumedM = m;
-  Expected<TileConfig> heuristic = compiler::selectTiling(spec, target);
+  Expected<TileConfig> heuristic =
+      compiler::selectTilingForLaunch(spec, m, target);
   if (!heuristic)
     return heuristic.takeError();
   Expected<TileConfig> heuristicAtM = compiler::selectTiling(spec, target, atM);

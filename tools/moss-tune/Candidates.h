@@ -16,8 +16,9 @@
 //   - the cap: the rest are ranked (the heuristic's score of the tile shape,
 //     then closeness to the heuristic's own settings) and the best
 //     `maxCandidates` are kept.
-// The heuristic's choices (the runtime's, planned for M = 4096 when M is
-// dynamic, and the heuristic planned for this shape's M) are always kept.
+// The heuristic's choices (the runtime's, selectTilingForLaunch: planned for
+// the M bucket below 4096, else for 4096, when M is dynamic; and the
+// heuristic planned for this shape's M) are always kept.
 //
 //===----------------------------------------------------------------------===//
 
@@ -53,8 +54,8 @@ struct CandidateCounts {
 /// The candidates of one shape, best-ranked first.
 struct ShapeCandidates {
   std::vector<compiler::TileConfig> tilings;
-  /// What the runtime picks without a database (dynamic M: planned for
-  /// M = 4096), and the heuristic planned for this M. Both are in `tilings`.
+  /// What the runtime picks without a database (selectTilingForLaunch), and
+  /// the heuristic planned for this M. Both are in `tilings`.
   compiler::TileConfig heuristic;
   compiler::TileConfig heuristicAtM;
   CandidateCounts counts;
