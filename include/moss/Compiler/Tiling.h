@@ -166,7 +166,7 @@ llvm::Expected<TileConfig> selectTiling(const GemmSpec &spec,
 /// The heuristic's tiling for a kernel with a dynamic M that is launched at
 /// `m` rows (what the runtime uses without a tuning database entry): planned
 /// for m's power-of-two bucket when that is below `options.assumedM`, else
-/// for assumedM. Small batches get narrower tiles that fill the SMs (1.05 to
+/// for assumedM. Small batches get narrower tiles that fill the SMs (1.04 to
 /// 1.5x at M <= 128 on the H200, docs/PERFORMANCE.md); large ones keep the
 /// assumedM plan, which measured better there. A static M is planned as is.
 llvm::Expected<TileConfig> selectTilingForLaunch(const GemmSpec &spec,
