@@ -981,6 +981,17 @@ void precompileSelected() {
         if (throughApi(c)) {
           compiler::CompileOptions compileOptions;
           compileOptions.tiling = tilingOf(c);
+          // What GemmRunner plans for the launch M (no tuning database).
+          if (!compileOptions.tiling) {
+            Expected<compiler::TileConfig> planned =
+                compiler::selectTilingForLaunch(specOf(c.params, 0.5f), c.m,
+                                                target);
+            if (!planned) {
+              consumeError(planned.takeError());
+              continue;
+            }
+            compileOptions.tiling = *planned;
+          }
           Expected<compiler::KernelSource> kernel = compiler::compileGemm(
               specOf(c.params, 0.5f), target, compileOptions);
           if (!kernel) {
