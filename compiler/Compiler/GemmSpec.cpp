@@ -47,6 +47,8 @@ std::string GemmSpec::str() const {
                 .str();
   if (amax)
     text += ", amax";
+  if (promoteK)
+    text += ", promote every " + std::to_string(promoteK);
   return text;
 }
 

@@ -60,13 +60,15 @@ static int64_t localBlock(const ScalingScheme &scheme) {
   return scheme.kind == numerics::ScalingKind::MXFP8 ? 32 : scheme.blockCols;
 }
 
-/// K elements between promotions (`Config::kPromoteK`): the smaller local
-/// block of the two operands, 0 when neither has block scales.
+/// K elements between promotions (`Config::kPromoteK`): the smallest of
+/// the operands' local blocks and the spec's promoteK, 0 when none is set.
 static int64_t promoteK(const GemmSpec &spec) {
-  int64_t a = localBlock(spec.aScaling), b = localBlock(spec.bScaling);
-  if (a == 0 || b == 0)
-    return std::max(a, b);
-  return std::min(a, b);
+  int64_t result = 0;
+  for (int64_t k :
+       {localBlock(spec.aScaling), localBlock(spec.bScaling), spec.promoteK})
+    if (k > 0)
+      result = result == 0 ? k : std::min(result, k);
+  return result;
 }
 
 /// Whether B's factor varies along the tile's columns (1xB scales of B).

@@ -345,7 +345,10 @@ typedef struct moss_gemm_spec_t {
   int32_t accumulate; /* moss_float_type_t of C [M, N] (+ beta * C), or NONE */
   int32_t amax;       /* nonzero: also write max |D| */
   float beta;         /* multiplies C; used only with accumulate */
-  int32_t reserved;   /* set to 0 */
+  /* 0, or promote the tensor cores' partial sums to FP32 every 32, 64 or
+   * 128 of K even where the schemes need no promotion (more accurate,
+   * somewhat slower; at most the schemes' own scaling block). */
+  int32_t promote_k;
 } moss_gemm_spec_t;
 
 /* One operand's device buffers; counts are in elements. */
@@ -369,7 +372,7 @@ typedef struct moss_gemm_buffers_t {
 
 /* Sets `*spec` to the defaults: dynamic M, N = K = 0, A E4M3 MOSS two-level
  * (per-row global, blocks of 32), B E4M3 per-tensor, bf16 output, no bias,
- * no C, no amax, beta 1. */
+ * no C, no amax, beta 1, the schemes' own promotion. */
 void moss_gemm_spec_init(moss_gemm_spec_t *spec);
 
 /* Checks a GEMM call without a GPU: the spec, m, every pointer and scale

@@ -120,12 +120,27 @@ Error moss::checkGemmSpec(const GemmSpec &spec) {
                    Twine(spec.k) + "; the kernel takes M, N and K below 2^31");
   if (Error e = compiler::checkKernelSupport(spec))
     return e;
+  if (spec.promoteK != 0) {
+    if (spec.promoteK != 32 && spec.promoteK != 64 && spec.promoteK != 128)
+      return invalid("promoteK=" + Twine(spec.promoteK) +
+                     " is not a promotion interval; expected 0 (the "
+                     "schemes'), 32, 64 or 128");
+    if (spec.k % spec.promoteK != 0)
+      return invalid("K=" + Twine(spec.k) +
+                     " is not a multiple of promoteK=" + Twine(spec.promoteK));
+  }
   for (auto [name, scheme] :
-       {std::pair{"A", &spec.aScaling}, std::pair{"B", &spec.bScaling}})
+       {std::pair{"A", &spec.aScaling}, std::pair{"B", &spec.bScaling}}) {
+    if (spec.promoteK && scheme->hasLocalScales() &&
+        scheme->blockCols < spec.promoteK)
+      return invalid("promoteK=" + Twine(spec.promoteK) +
+                     " is coarser than operand " + name + "'s scaling block " +
+                     Twine(scheme->blockCols) + " (" + scheme->str() + ")");
     if (scheme->hasLocalScales() && spec.k % scheme->blockCols != 0)
       return invalid("K=" + Twine(spec.k) + " is not a multiple of operand " +
                      name + "'s scaling block " + Twine(scheme->blockCols) +
                      " (" + scheme->str() + ")");
+  }
   return Error::success();
 }
 
@@ -199,7 +214,8 @@ static GemmRunner::Key makeKey(const GemmSpec &spec,
       int64_t(packOperand(spec.a, spec.aScaling) |
               packOperand(spec.b, spec.bScaling) << 24 |
               uint64_t(spec.out) << 48 | packType(spec.bias) << 50 |
-              packType(spec.accumulate) << 52 | uint64_t(spec.amax) << 54);
+              packType(spec.accumulate) << 52 | uint64_t(spec.amax) << 54 |
+              uint64_t(spec.promoteK >> 5) << 55); // 0, 1, 2 or 4
   if (const std::optional<compiler::TileConfig> &t = options.tiling)
     key.words[3] =
         int64_t(1 | uint64_t(t->tileM) << 1 | uint64_t(t->tileN) << 10 |

@@ -111,6 +111,7 @@ moss_error_t convertSpec(const moss_gemm_spec_t *spec,
           convertType(spec->accumulate, "accumulate", true, result.accumulate))
     return e;
   result.amax = spec->amax != 0;
+  result.promoteK = spec->promote_k;
   if (result.accumulate)
     result.beta = spec->beta;
   out = result;

@@ -59,6 +59,7 @@ static gemm::Params getParams(const compiler::KernelSource &source) {
   p.rasterAlongN = t.raster == compiler::RasterOrder::AlongN;
   p.swizzle = int(t.swizzle);
   p.splitK = int(t.splitK);
+  p.forcePromoteK = int(spec.promoteK);
   return p;
 }
 

@@ -7,8 +7,8 @@
 // through moss::GemmRunner (compiler, kernel cache, launch; the case's
 // tiling or, for *_heuristic_* cases, the compiler's), and compare with
 // referenceGemm over the dequantized operands (plus bias and beta * C), in
-// FP64. Cases that force a promotion interval (not part of the compiler's
-// ABI) launch the template directly.
+// FP64. Cases with promoteK (the `*_promote128_*` ones) show what an
+// earlier promotion buys for per-tensor operands.
 //
 // The limits are the accuracy contract of docs/NUMERICS-CONTRACT.md: with
 // u(P) = 2^-13 sqrt(P/32), P the K elements the tensor cores sum before a
@@ -24,7 +24,6 @@
 // Large/* (4096^3, 16384 x 11008 x 4096, the main schemes). Skips with the
 // reason without a Hopper GPU or NVRTC. MOSS_TEST_SEED fixes the seed
 // (printed per case); MOSS_CACHE_DIR moves the kernel cache;
-// MOSS_GEMM_DUMP_DIR=dir writes each case's cubin there (for cuobjdump);
 // MOSS_GEMM_TEST_TIMEOUT (60) is the watchdog's limit per launch in seconds;
 // MOSS_GEMM_TEST_HOST=1 checks the harness on the host, without a GPU.
 //
@@ -42,7 +41,6 @@
 #include "moss/Runtime/Device.h"
 #include "moss/Runtime/Driver.h"
 #include "moss/Runtime/KernelCache.h"
-#include "moss/Runtime/Module.h"
 #include "moss/Runtime/Nvrtc.h"
 
 #include "gtest/gtest.h"
@@ -184,9 +182,8 @@ struct GemmCase {
   int m = 0;     ///< rows at launch
   Dist distA = Dist::Gaussian;
   bool sampled = false; ///< compare a sample of entries (large shapes)
-  /// Launched through moss::GemmRunner with the tiling the compiler picks
-  /// (else with the tiling of `params`). Cases with forcePromoteK, which
-  /// the compiler does not emit, launch the template directly.
+  /// Launched with the tiling the compiler picks (else with the tiling of
+  /// `params`).
   bool heuristic = false;
 };
 
@@ -376,9 +373,9 @@ std::vector<GemmCase> smallCases() {
   cases.push_back(fixed);
 
   // The product path: the tiling moss-select-tiling picks.
-  for (const char *scheme : {"mossrow_x_tensor", "tensor_x_tensor",
-                             "group_x_group128", "mossrow_x_mosstensor",
-                             "row_x_row"})
+  for (const char *scheme :
+       {"mossrow_x_tensor", "tensor_x_tensor", "group_x_group128",
+        "mossrow_x_mosstensor", "row_x_row"})
     for (const Shape &shape : shapes) {
       if (shape.k % 128 != 0 && std::string(scheme) == "group_x_group128")
         continue;
@@ -583,26 +580,6 @@ public:
   size_t bytes = 0;
 };
 
-/// A 2D K-major FP8 operand map: [rows, k] bytes, box {128, boxRows},
-/// 128-byte swizzle, zero fill out of bounds (docs/GEMM-KERNEL-ABI.md).
-CUtensorMap operandMap(const DeviceBuffer &codes, int rows, int k,
-                       int boxRows) {
-  CUtensorMap map;
-  std::memset(&map, 0, sizeof(map));
-  cuuint64_t dims[2] = {static_cast<cuuint64_t>(k),
-                        static_cast<cuuint64_t>(rows)};
-  cuuint64_t strides[1] = {static_cast<cuuint64_t>(k)};
-  cuuint32_t box[2] = {128, static_cast<cuuint32_t>(boxRows)};
-  cuuint32_t elementStrides[2] = {1, 1};
-  CUresult r = gpu().api->tensorMapEncodeTiled(
-      &map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, codes.get(), dims, strides, box,
-      elementStrides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  EXPECT_EQ(r, CUDA_SUCCESS) << "cuTensorMapEncodeTiled for [" << rows << ", "
-                             << k << "] box " << boxRows;
-  return map;
-}
-
 //===----------------------------------------------------------------------===//
 // Host data (generated once per shape and distribution, quantized once per
 // scheme) and the reference
@@ -644,10 +621,6 @@ std::optional<compiler::TileConfig> tilingOf(const GemmCase &gc) {
     return std::nullopt;
   return tilingOfParams(gc.params);
 }
-
-/// Whether a case goes through moss::GemmRunner (else the template is
-/// launched directly: forcePromoteK is not part of the compiler's ABI).
-bool throughApi(const GemmCase &gc) { return gc.params.forcePromoteK == 0; }
 
 /// Quantized operands, cached by (shape, distribution, seed, scheme).
 struct Operand {
@@ -757,9 +730,8 @@ void runOnDevice(const GemmCase &gc, const QuantizedTensor *qa,
                  const QuantizedTensor *qb, const std::vector<float> &bias,
                  const std::vector<float> &accum, float beta, RunResult &run) {
   const Params &p = gc.params;
-  const int m = gc.m, n = p.n, k = p.k;
+  const int m = gc.m, n = p.n;
   const DriverApi &api = *gpu().api;
-  const Plan plan = moss::gemm::plan(p);
   // --- device buffers -----------------------------------------------------
   DeviceBuffer codesA = DeviceBuffer::from(qa->codes);
   DeviceBuffer codesB = DeviceBuffer::from(qb->codes);
@@ -781,90 +753,34 @@ void runOnDevice(const GemmCase &gc, const QuantizedTensor *qa,
   DeviceBuffer out(outBytes);
   DeviceBuffer amax(sizeof(float));
 
-  CUtensorMap mapA = operandMap(codesA, m, k, plan.boxA[1]);
-  CUtensorMap mapB = operandMap(codesB, n, k, plan.boxB[1]);
-  CUtensorMap mapD; // unused by the kernel (plan.usesTmaD is false)
-  std::memset(&mapD, 0, sizeof(mapD));
-  ASSERT_FALSE(plan.usesTmaD);
-
-  Args args{};
-  args.m = m;
-  args.d = out.get();
-  args.aLocal = qa->scheme.hasLocalScales() ? localA.get() : nullptr;
-  args.aGlobal =
-      qa->global.empty() ? nullptr : static_cast<const float *>(globalA.get());
-  args.bLocal = qb->scheme.hasLocalScales() ? localB.get() : nullptr;
-  args.bGlobal =
-      qb->global.empty() ? nullptr : static_cast<const float *>(globalB.get());
-  args.bias = p.bias != kNone ? biasBuffer.get() : nullptr;
-  args.c = p.accum != kNone ? accumBuffer.get() : nullptr;
-  args.beta = beta;
-  args.amax = p.amax ? static_cast<float *>(amax.get()) : nullptr;
-
   // --- compile, launch (twice: the second result must be identical) ------
-  // Through moss::GemmRunner (the product path: compiler, cache, launch),
-  // or the template directly for forcePromoteK cases.
-  const bool viaApi = throughApi(gc);
+  // Through moss::GemmRunner: the product path (compiler, cache, launch).
   const compiler::GemmSpec spec = specOf(p, beta);
   const std::optional<compiler::TileConfig> tiling = tilingOf(gc);
-  ApiBuffers apiBuffers;
-  if (viaApi) {
-    apiBuffers.aCodes = codesA.pointer;
-    apiBuffers.aLocal = args.aLocal ? localA.pointer : 0;
-    apiBuffers.aLocalCount = qa->scheme.hasLocalScales()
-                                 ? int64_t(qa->localRows * qa->localCols)
-                                 : 0;
-    apiBuffers.aGlobal = args.aGlobal ? globalA.pointer : 0;
-    apiBuffers.aGlobalCount = int64_t(qa->global.size());
-    apiBuffers.bCodes = codesB.pointer;
-    apiBuffers.bLocal = args.bLocal ? localB.pointer : 0;
-    apiBuffers.bLocalCount = qb->scheme.hasLocalScales()
-                                 ? int64_t(qb->localRows * qb->localCols)
-                                 : 0;
-    apiBuffers.bGlobal = args.bGlobal ? globalB.pointer : 0;
-    apiBuffers.bGlobalCount = int64_t(qb->global.size());
-    apiBuffers.d = out.pointer;
-    apiBuffers.bias = args.bias ? biasBuffer.pointer : 0;
-    apiBuffers.c = args.c ? accumBuffer.pointer : 0;
-    apiBuffers.amax = args.amax ? amax.pointer : 0;
-  }
-  CompileOptions options;
-  options.arch = gpu().device->getArch().str();
+  ApiBuffers buffers;
+  buffers.aCodes = codesA.pointer;
+  buffers.aLocal = qa->scheme.hasLocalScales() ? localA.pointer : 0;
+  buffers.aLocalCount =
+      qa->scheme.hasLocalScales() ? int64_t(qa->localRows * qa->localCols) : 0;
+  buffers.aGlobal = qa->global.empty() ? 0 : globalA.pointer;
+  buffers.aGlobalCount = int64_t(qa->global.size());
+  buffers.bCodes = codesB.pointer;
+  buffers.bLocal = qb->scheme.hasLocalScales() ? localB.pointer : 0;
+  buffers.bLocalCount =
+      qb->scheme.hasLocalScales() ? int64_t(qb->localRows * qb->localCols) : 0;
+  buffers.bGlobal = qb->global.empty() ? 0 : globalB.pointer;
+  buffers.bGlobalCount = int64_t(qb->global.size());
+  buffers.d = out.pointer;
+  buffers.bias = p.bias != kNone ? biasBuffer.pointer : 0;
+  buffers.c = p.accum != kNone ? accumBuffer.pointer : 0;
+  buffers.amax = p.amax ? amax.pointer : 0;
   auto tc0 = std::chrono::steady_clock::now();
-  CUfunction function = nullptr;
-  if (viaApi) {
-    std::string description;
-    Error prepared = prepareThroughApi(spec, tiling, description);
-    ASSERT_FALSE(bool(prepared)) << toString(std::move(prepared));
-    std::printf("         kernel %s\n", description.c_str());
-  } else {
-    Expected<std::shared_ptr<const KernelEntry>> entry =
-        getDefaultKernelCache().getOrCompile(kernelSource(p), options);
-    ASSERT_TRUE(bool(entry)) << toString(entry.takeError());
-    if (const char *dir = std::getenv("MOSS_GEMM_DUMP_DIR")) {
-      // For `cuobjdump -sass` / `-res-usage` on the machine with the GPU.
-      std::string path = std::string(dir) + "/" + gc.name + ".cubin";
-      if (FILE *f = std::fopen(path.c_str(), "wb")) {
-        std::fwrite((*entry)->getCubin().data(), 1,
-                    (*entry)->getCubin().size(), f);
-        std::fclose(f);
-      }
-    }
-    Expected<CUfunction> found = (*entry)->getFunction("moss_gemm");
-    ASSERT_TRUE(bool(found)) << toString(found.takeError());
-    function = *found;
-  }
+  std::string description;
+  Error prepared = prepareThroughApi(spec, tiling, description);
+  ASSERT_FALSE(bool(prepared)) << toString(std::move(prepared));
+  std::printf("         kernel %s\n", description.c_str());
   auto tc1 = std::chrono::steady_clock::now();
   run.compileSeconds = std::chrono::duration<double>(tc1 - tc0).count();
-
-  LaunchConfig launch;
-  launch.grid[0] =
-      static_cast<unsigned>(gridSize(p, m, gpu().device->getSmCount()));
-  launch.block[0] = static_cast<unsigned>(plan.threads);
-  launch.sharedMemoryBytes = static_cast<unsigned>(plan.sharedBytes);
-  launch.cluster[0] = static_cast<unsigned>(plan.clusterSize);
-  launch.stream = gpu().stream;
-  void *params[] = {&mapA, &mapB, &mapD, &args};
 
   run.first.resize(outBytes);
   run.second.resize(outBytes);
@@ -882,9 +798,7 @@ void runOnDevice(const GemmCase &gc, const QuantizedTensor *qa,
       Armed(const std::string &name) { Watchdog::get().arm(name); }
       ~Armed() { Watchdog::get().disarm(); }
     } armed(gc.name);
-    Error launched = viaApi ? runThroughApi(spec, m, tiling, apiBuffers,
-                                         gpu().stream)
-                         : launchKernel(function, launch, params);
+    Error launched = runThroughApi(spec, m, tiling, buffers, gpu().stream);
     ASSERT_FALSE(bool(launched)) << toString(std::move(launched));
     ASSERT_EQ(api.eventRecord(stop, gpu().stream), CUDA_SUCCESS);
     CUresult synced = api.streamSynchronize(gpu().stream);
@@ -977,29 +891,26 @@ void precompileSelected() {
     pool.emplace_back([&] {
       for (size_t i = next++; i < selected.size(); i = next++) {
         const GemmCase &c = selected[i];
-        std::string source = kernelSource(c.params);
-        if (throughApi(c)) {
-          compiler::CompileOptions compileOptions;
-          compileOptions.tiling = tilingOf(c);
-          // What GemmRunner plans for the launch M (no tuning database).
-          if (!compileOptions.tiling) {
-            Expected<compiler::TileConfig> planned =
-                compiler::selectTilingForLaunch(specOf(c.params, 0.5f), c.m,
-                                                target);
-            if (!planned) {
-              consumeError(planned.takeError());
-              continue;
-            }
-            compileOptions.tiling = *planned;
-          }
-          Expected<compiler::KernelSource> kernel = compiler::compileGemm(
-              specOf(c.params, 0.5f), target, compileOptions);
-          if (!kernel) {
-            consumeError(kernel.takeError());
+        compiler::CompileOptions compileOptions;
+        compileOptions.tiling = tilingOf(c);
+        // What GemmRunner plans for the launch M (no tuning database).
+        if (!compileOptions.tiling) {
+          Expected<compiler::TileConfig> planned =
+              compiler::selectTilingForLaunch(specOf(c.params, 0.5f), c.m,
+                                              target);
+          if (!planned) {
+            consumeError(planned.takeError());
             continue;
           }
-          source = kernel->source;
+          compileOptions.tiling = *planned;
         }
+        Expected<compiler::KernelSource> kernel = compiler::compileGemm(
+            specOf(c.params, 0.5f), target, compileOptions);
+        if (!kernel) {
+          consumeError(kernel.takeError());
+          continue;
+        }
+        const std::string &source = kernel->source;
         Expected<std::shared_ptr<const KernelEntry>> entry =
             getDefaultKernelCache().getOrCompile(source, options);
         if (!entry)
@@ -1193,8 +1104,8 @@ TEST_P(GemmCorrectness, MatchesFp64Reference) {
       "worst_entry/allowed=%.3f compared=%lld"
       "%s  kernel=%.3f ms (%.0f TFLOPS, second launch, not a "
       "benchmark)  host: data %.1fs compile %.2fs ref %.1fs\n",
-      relFrobenius, relFrobeniusLimit, promoteK > 0 ? promoteK : k,
-      worstRatio, static_cast<long long>(compared),
+      relFrobenius, relFrobeniusLimit, promoteK > 0 ? promoteK : k, worstRatio,
+      static_cast<long long>(compared),
       skippedOverflow
           ? (" f16_overflow_skipped=" + std::to_string(skippedOverflow)).c_str()
           : "",

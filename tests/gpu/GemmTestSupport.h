@@ -149,6 +149,7 @@ inline compiler::GemmSpec specOf(const Params &p, float beta = 1.0f) {
   if (spec.accumulate)
     spec.beta = beta;
   spec.amax = p.amax;
+  spec.promoteK = p.forcePromoteK;
   return spec;
 }
 

@@ -161,6 +161,22 @@ TEST(GemmApi, RejectsEachBadArgumentByName) {
       {"m differs from a static M",
        [](GemmSpec &s, int64_t &, GemmBuffers &) { s.m = 64; },
        "specialized to M=64"},
+      {"promoteK not an interval",
+       [](GemmSpec &s, int64_t &, GemmBuffers &) {
+         s.aScaling = ScalingScheme::perTensor();
+         s.promoteK = 48;
+       },
+       "promoteK=48 is not a promotion interval"},
+      {"promoteK coarser than the block",
+       [](GemmSpec &s, int64_t &, GemmBuffers &) { s.promoteK = 64; },
+       "promoteK=64 is coarser than operand A's scaling block 32"},
+      {"K not a multiple of promoteK",
+       [](GemmSpec &s, int64_t &, GemmBuffers &) {
+         s.promoteK = 128;
+         s.aScaling = ScalingScheme::perTensor();
+         s.k = 480;
+       },
+       "K=480 is not a multiple of promoteK=128"},
       {"beta without C",
        [](GemmSpec &s, int64_t &, GemmBuffers &b) {
          s.accumulate.reset();
@@ -235,6 +251,9 @@ TEST(GemmCApi, ChecksWithoutAGpu) {
   bad = spec;
   bad.out = MOSS_TYPE_NONE;
   EXPECT_NE(cCheck(&bad, kM, &buffers).find("spec->out=-1"), std::string::npos);
+  bad = spec;
+  bad.promote_k = 100;
+  EXPECT_NE(cCheck(&bad, kM, &buffers).find("promoteK=100"), std::string::npos);
   bad = spec;
   bad.k = 500;
   EXPECT_NE(cCheck(&bad, kM, &buffers, &code).find("K=500"), std::string::npos);

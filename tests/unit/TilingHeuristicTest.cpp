@@ -322,7 +322,24 @@ TEST(TilingHeuristicTest, LaunchPlansSmallBatchesForTheirBucket) {
   EXPECT_EQ(forLaunch(4096), select(dynamic));
   EXPECT_EQ(forLaunch(16384), select(dynamic));
   // A static M is planned as is.
-  EXPECT_EQ(selectTilingForLaunch(mossForward(16384), 16384, TargetInfo())
-                ->clusterM,
-            2);
+  EXPECT_EQ(
+      selectTilingForLaunch(mossForward(16384), 16384, TargetInfo())->clusterM,
+      2);
+}
+
+TEST(TilingHeuristicTest, PromoteKCostsAccumulatorSets) {
+  // Per-tensor without promotion: one accumulator set, up to 256x256 fits.
+  GemmSpec spec = makeSpec(8192, 8192, 8192, ScalingScheme::perTensor(),
+                           ScalingScheme::perTensor());
+  EXPECT_EQ(select(spec).tileN, 192);
+  // Promoting every 128 takes three sets: at most 128x128.
+  spec.promoteK = 128;
+  TileConfig promoted = select(spec);
+  EXPECT_LE(promoted.tileM * promoted.tileN, 128 * 128);
+  EXPECT_FALSE(llvm::errorToBool(checkTiling(spec, promoted, TargetInfo())));
+  TileConfig wide;
+  wide.tileM = 256;
+  wide.tileN = 192;
+  wide.stages = 4;
+  EXPECT_TRUE(llvm::errorToBool(checkTiling(spec, wide, TargetInfo())));
 }

@@ -244,7 +244,7 @@ Expected<float> GemmProblem::downloadAmax() const {
 
 double jit::getTensorCoreUnit(const compiler::GemmSpec &spec,
                               int64_t *interval) {
-  int64_t p = spec.k;
+  int64_t p = spec.promoteK ? spec.promoteK : spec.k;
   for (const numerics::ScalingScheme *s : {&spec.aScaling, &spec.bScaling})
     if (s->hasLocalScales())
       p = std::min(p, s->blockCols);

@@ -102,6 +102,11 @@ cl::opt<std::string> accumulate("accumulate",
                                 kGemmCommands, cl::cat(category));
 cl::opt<bool> amax("amax", cl::desc("Also return max |output|"), kGemmCommands,
                    cl::cat(category));
+cl::opt<int64_t> promoteK(
+    "promote-k",
+    cl::desc("Promote the tensor cores' partial sums to FP32 every N of K "
+             "(32, 64, 128; default: the schemes' own interval)"),
+    cl::init(0), kGemmCommands, cl::cat(category));
 cl::opt<bool> staticM(
     "static-m", cl::desc("run, bench: compile the kernel for this M only"),
     cl::sub(getRunCommand()), cl::sub(getBenchCommand()), cl::cat(category));
@@ -163,6 +168,7 @@ Expected<compiler::GemmSpec> getGemmSpec(bool mIsLaunchRows) {
     spec.accumulate = *type;
   }
   spec.amax = amax;
+  spec.promoteK = promoteK;
   return spec;
 }
 

@@ -117,10 +117,15 @@ getConfigArguments(const compiler::GemmSpec &spec,
                         "/*ClusterM=*/{3}, /*ClusterN=*/{4},",
                         tiling.tileM, tiling.tileN, tiling.stages,
                         tiling.clusterM, tiling.clusterN),
-          llvm::formatv("    /*RasterAlongN=*/{0}, /*Swizzle=*/{1}, "
-                        "/*SplitK=*/{2}>;",
-                        getBool(tiling.raster == compiler::RasterOrder::AlongN),
-                        tiling.swizzle, tiling.splitK)};
+          llvm::formatv(
+              "    /*RasterAlongN=*/{0}, /*Swizzle=*/{1}, /*SplitK=*/{2}{3}>;",
+              getBool(tiling.raster == compiler::RasterOrder::AlongN),
+              tiling.swizzle, tiling.splitK,
+              // The optional 26th parameter, only when promoteK is set.
+              spec.promoteK
+                  ? llvm::formatv(", /*ForcePromoteK=*/{0}", spec.promoteK)
+                        .str()
+                  : std::string())};
 }
 
 /// "moss_gemm_" and 16 hex digits of the XXH3 hash of the configuration

@@ -65,6 +65,12 @@ struct GemmSpec {
   std::optional<float> beta;
   /// Whether the kernel also returns max |output|.
   bool amax = false;
+  /// Promote the tensor cores' partial sums into FP32 every `promoteK`
+  /// (32, 64 or 128) elements of K even where the schemes need no
+  /// promotion (per-tensor, per-row) or need it less often; 0: the schemes'
+  /// own interval. More accurate, somewhat slower
+  /// (docs/NUMERICS-CONTRACT.md section 7).
+  int64_t promoteK = 0;
 
   /// Whether M is dynamic.
   bool isDynamicM() const { return m == kDynamic; }

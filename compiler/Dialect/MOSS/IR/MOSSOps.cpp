@@ -132,6 +132,25 @@ LogicalResult GemmOp::verify() {
                                  typeOrNull(getBGlobal()))))
     return failure();
 
+  if (std::optional<int64_t> promote = getPromoteK()) {
+    if (*promote != 32 && *promote != 64 && *promote != 128)
+      return emitOpError() << "promoteK=" << *promote
+                           << " is not a promotion interval; expected 32, 64 "
+                              "or 128";
+    if (!ShapedType::isDynamic(k) && k % *promote != 0)
+      return emitOpError() << "K=" << k << " is not a multiple of promoteK="
+                           << *promote;
+    for (auto [name, scaling] : {std::pair{"A", getAScaling()},
+                                 std::pair{"B", getBScaling()}}) {
+      int64_t block = scaling.getBlockCols();
+      if (scaling.hasLocalScales() && block < *promote)
+        return emitOpError()
+               << "promoteK=" << *promote << " is coarser than operand "
+               << name << "'s scaling block " << block
+               << "; the kernel already promotes every " << block;
+    }
+  }
+
   auto result = cast<RankedTensorType>(getResult().getType());
   Type out = result.getElementType();
   if (!isOutputFloat(out))

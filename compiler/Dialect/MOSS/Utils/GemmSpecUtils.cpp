@@ -157,6 +157,7 @@ compiler::GemmSpec mlir::moss::getGemmSpec(GemmOp op, GemmShape shape) {
   if (std::optional<APFloat> beta = op.getBeta())
     spec.beta = beta->convertToFloat();
   spec.amax = static_cast<bool>(op.getAmax());
+  spec.promoteK = op.getPromoteK().value_or(0);
   return spec;
 }
 
@@ -302,7 +303,10 @@ mlir::moss::buildGemmFunction(OpBuilder &builder, Location loc,
 
   auto gemm = GemmOp::create(builder, loc, results, a, aScaling, aLocal,
                              aGlobal, b, bScaling, bLocal, bGlobal, bias, c,
-                             beta, /*tiling=*/TilingAttr());
+                             beta, /*tiling=*/TilingAttr(),
+                             spec.promoteK
+                                 ? builder.getI64IntegerAttr(spec.promoteK)
+                                 : IntegerAttr());
   func::ReturnOp::create(builder, loc, gemm->getResults());
   return func;
 }

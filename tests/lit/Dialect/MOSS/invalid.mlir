@@ -260,3 +260,30 @@ func.func @bad_source() attributes {t = #moss.tiling<tile_m = 128, tile_n = 128,
 
 // expected-error @+1 {{struct is missing required parameter: stages}}
 func.func @missing_stages() attributes {t = #moss.tiling<tile_m = 128, tile_n = 128>} { return }
+
+// -----
+
+func.func @bad_promote(%a: tensor<?x4096xf8E4M3FN>, %ag: tensor<1xf32>, %b: tensor<4096x4096xf8E4M3FN>, %bg: tensor<1xf32>) {
+  // expected-error @+1 {{'moss.gemm' op promoteK=48 is not a promotion interval; expected 32, 64 or 128}}
+  %c = moss.gemm %a scaling<per_tensor> global(%ag), %b scaling<per_tensor> global(%bg) {promoteK = 48 : i64}
+      : (tensor<?x4096xf8E4M3FN>, tensor<1xf32>, tensor<4096x4096xf8E4M3FN>, tensor<1xf32>) -> tensor<?x4096xbf16>
+  return
+}
+
+// -----
+
+func.func @promote_k_tail(%a: tensor<?x96xf8E4M3FN>, %ag: tensor<1xf32>, %b: tensor<64x96xf8E4M3FN>, %bg: tensor<1xf32>) {
+  // expected-error @+1 {{'moss.gemm' op K=96 is not a multiple of promoteK=64}}
+  %c = moss.gemm %a scaling<per_tensor> global(%ag), %b scaling<per_tensor> global(%bg) {promoteK = 64 : i64}
+      : (tensor<?x96xf8E4M3FN>, tensor<1xf32>, tensor<64x96xf8E4M3FN>, tensor<1xf32>) -> tensor<?x64xbf16>
+  return
+}
+
+// -----
+
+func.func @promote_coarser(%a: tensor<?x4096xf8E4M3FN>, %al: tensor<?x128xf8E8M0FNU>, %ag: tensor<?xf32>, %b: tensor<4096x4096xf8E4M3FN>, %bg: tensor<1xf32>) {
+  // expected-error @+1 {{'moss.gemm' op promoteK=128 is coarser than operand A's scaling block 32; the kernel already promotes every 32}}
+  %c = moss.gemm %a scaling<two_level 32, global = row> local(%al) global(%ag), %b scaling<per_tensor> global(%bg) {promoteK = 128 : i64}
+      : (tensor<?x4096xf8E4M3FN>, tensor<?x128xf8E8M0FNU>, tensor<?xf32>, tensor<4096x4096xf8E4M3FN>, tensor<1xf32>) -> tensor<?x4096xbf16>
+  return
+}

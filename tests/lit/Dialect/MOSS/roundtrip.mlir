@@ -112,3 +112,17 @@ func.func @gemm_tiling(%a: tensor<?x4096xf8E4M3FN>, %ag: tensor<1xf32>, %b: tens
       : (tensor<?x4096xf8E4M3FN>, tensor<1xf32>, tensor<4096x4096xf8E4M3FN>, tensor<1xf32>) -> tensor<?x4096xbf16>
   return
 }
+
+// promoteK: the accuracy knob, kept through a round trip.
+// CHECK-LABEL: func.func @gemm_promote
+// CHECK: moss.gemm {{.*}} {promoteK = 128 : i64}
+// CHECK: moss.gemm {{.*}} {promoteK = 32 : i64}
+func.func @gemm_promote(%a: tensor<?x4096xf8E4M3FN>, %ag: tensor<1xf32>, %al: tensor<?x128xf8E8M0FNU>, %agr: tensor<?xf32>, %b: tensor<4096x4096xf8E4M3FN>, %bg: tensor<1xf32>) {
+  %c0 = moss.gemm %a scaling<per_tensor> global(%ag), %b scaling<per_tensor> global(%bg)
+      {promoteK = 128 : i64}
+      : (tensor<?x4096xf8E4M3FN>, tensor<1xf32>, tensor<4096x4096xf8E4M3FN>, tensor<1xf32>) -> tensor<?x4096xbf16>
+  %c1 = moss.gemm %a scaling<two_level 32, global = row> local(%al) global(%agr), %b scaling<per_tensor> global(%bg)
+      {promoteK = 32 : i64}
+      : (tensor<?x4096xf8E4M3FN>, tensor<?x128xf8E8M0FNU>, tensor<?xf32>, tensor<4096x4096xf8E4M3FN>, tensor<1xf32>) -> tensor<?x4096xbf16>
+  return
+}

@@ -56,6 +56,12 @@ def MOSS_GemmOp : MOSS_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
     moss-select-tiling or a tuning database) fixes the kernel's tile
     configuration; it is printed in the attribute dictionary.
 
+    The optional `promoteK` (32, 64 or 128, at most the schemes' own
+    scaling block along K) makes the kernel promote the tensor cores'
+    partial sums into FP32 every `promoteK` elements of K even where the
+    schemes need no promotion (per-tensor, per-row): more accurate
+    (docs/NUMERICS-CONTRACT.md section 7), somewhat slower.
+
     ```mlir
     %c = moss.gemm %a scaling<two_level 32, global = row>
              local(%al) global(%ag),
@@ -76,7 +82,8 @@ def MOSS_GemmOp : MOSS_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
     Optional<AnyRankedTensor>:$bias,
     Optional<AnyRankedTensor>:$c,
     OptionalAttr<F32Attr>:$beta,
-    OptionalAttr<MOSS_TilingAttr>:$tiling
+    OptionalAttr<MOSS_TilingAttr>:$tiling,
+    OptionalAttr<I64Attr>:$promoteK
   );
   let results = (outs
     AnyRankedTensor:$result,
