@@ -348,14 +348,11 @@ int main(int argc, char **argv) {
     launch.sharedMemoryBytes = static_cast<unsigned>(q.sharedBytes);
     launch.stream = stream;
     // A persistent grid of clusters is limited by how many fit at once.
-    int slots = device->getSmCount();
-    if (q.clusterSize > 1) {
-      Expected<int> clusters = getMaxActiveClusters(prep->function, launch);
-      if (!clusters)
-        die(toString(clusters.takeError()));
-      slots = std::min(slots, *clusters * q.clusterSize);
-    }
-    launch.grid[0] = static_cast<unsigned>(gridSize(p, m, slots));
+    Expected<int> slots =
+        getPersistentSlots(prep->function, launch, device->getSmCount());
+    if (!slots)
+      die(prep->name + ": " + toString(slots.takeError()));
+    launch.grid[0] = static_cast<unsigned>(gridSize(p, m, *slots));
     prepared.push_back(std::move(prep));
   }
 

@@ -47,17 +47,10 @@ moss_error_t convertSpec(const moss_quantize_spec_t *spec, QuantizeSpec &out) {
   if (spec->input != MOSS_INPUT_F32 && spec->input != MOSS_INPUT_BF16)
     return invalid("spec->input=" + Twine(spec->input) +
                    " is not a moss_input_type_t (expected 0..1)");
-  if (spec->scheme < MOSS_SCHEME_PER_TENSOR ||
-      spec->scheme > MOSS_SCHEME_TWO_LEVEL)
-    return invalid("spec->scheme=" + Twine(spec->scheme) +
-                   " is not a moss_scheme_t (expected 0..4)");
-  if (spec->global_scope != MOSS_GLOBAL_TENSOR &&
-      spec->global_scope != MOSS_GLOBAL_ROW)
-    return invalid("spec->global_scope=" + Twine(spec->global_scope) +
-                   " is not a moss_global_scope_t (expected 0..1)");
-  if (spec->format != MOSS_FORMAT_E4M3 && spec->format != MOSS_FORMAT_E5M2)
-    return invalid("spec->format=" + Twine(spec->format) +
-                   " is not a moss_fp8_format_t (expected 0..1)");
+  moss::capi::SchemeFields fields;
+  if (moss_error_t error = moss::capi::convertSchemeFields(
+          spec->scheme, spec->global_scope, spec->format, "spec->", fields))
+    return error;
 
   QuantizeSpec result;
   result.rows = spec->rows;
@@ -65,16 +58,14 @@ moss_error_t convertSpec(const moss_quantize_spec_t *spec, QuantizeSpec &out) {
   result.input = spec->input == MOSS_INPUT_F32 ? InputType::F32
                                                : InputType::BF16;
   ScalingScheme &scheme = result.options.scheme;
-  scheme.kind = ScalingKind(spec->scheme);
+  scheme.kind = fields.kind;
   bool blocked = scheme.kind == ScalingKind::PerGroup ||
                  scheme.kind == ScalingKind::MXFP8 ||
                  scheme.kind == ScalingKind::TwoLevel;
   scheme.blockCols = blocked ? spec->block_cols : 0;
   scheme.blockRows = spec->block_rows == 0 ? 1 : spec->block_rows;
-  scheme.global = spec->global_scope == MOSS_GLOBAL_TENSOR ? GlobalScope::Tensor
-                                                           : GlobalScope::Row;
-  result.options.format =
-      spec->format == MOSS_FORMAT_E4M3 ? Fp8Format::E4M3 : Fp8Format::E5M2;
+  scheme.global = fields.scope;
+  result.options.format = fields.format;
   result.options.transpose = spec->transpose != 0;
   if (Error error = checkGpuQuantizeSpec(result))
     return convert(std::move(error), MOSS_ERROR_INVALID_ARGUMENT);
@@ -136,6 +127,27 @@ moss_error_t moss::capi::makeError(moss_error_code_t code,
 
 moss_error_t moss::capi::invalid(const Twine &message) {
   return makeError(MOSS_ERROR_INVALID_ARGUMENT, message);
+}
+
+moss_error_t moss::capi::convertSchemeFields(int32_t scheme,
+                                             int32_t globalScope,
+                                             int32_t format,
+                                             const Twine &field,
+                                             SchemeFields &out) {
+  if (scheme < MOSS_SCHEME_PER_TENSOR || scheme > MOSS_SCHEME_TWO_LEVEL)
+    return invalid(field + "scheme=" + Twine(scheme) +
+                   " is not a moss_scheme_t (expected 0..4)");
+  if (globalScope != MOSS_GLOBAL_TENSOR && globalScope != MOSS_GLOBAL_ROW)
+    return invalid(field + "global_scope=" + Twine(globalScope) +
+                   " is not a moss_global_scope_t (expected 0..1)");
+  if (format != MOSS_FORMAT_E4M3 && format != MOSS_FORMAT_E5M2)
+    return invalid(field + "format=" + Twine(format) +
+                   " is not a moss_fp8_format_t (expected 0..1)");
+  out.kind = ScalingKind(scheme);
+  out.scope = globalScope == MOSS_GLOBAL_ROW ? GlobalScope::Row
+                                             : GlobalScope::Tensor;
+  out.format = format == MOSS_FORMAT_E4M3 ? Fp8Format::E4M3 : Fp8Format::E5M2;
+  return nullptr;
 }
 
 moss_error_t moss::capi::convert(Error error,

@@ -47,6 +47,18 @@ moss_error_t invalid(const llvm::Twine &message);
 moss_error_t convert(llvm::Error error,
                      std::optional<moss_error_code_t> code = std::nullopt);
 
+/// The scheme fields every C spec has (moss_scheme_t, moss_global_scope_t,
+/// moss_fp8_format_t), checked and converted; `field` prefixes the names in
+/// the message ("spec->", "spec->a.").
+struct SchemeFields {
+  numerics::ScalingKind kind;
+  numerics::GlobalScope scope;
+  numerics::Fp8Format format;
+};
+moss_error_t convertSchemeFields(int32_t scheme, int32_t globalScope,
+                                 int32_t format, const llvm::Twine &field,
+                                 SchemeFields &out);
+
 } // namespace moss::capi
 
 struct moss_context {

@@ -6,6 +6,7 @@
 
 #include "llvm/ADT/Twine.h"
 
+#include <algorithm>
 #include <string>
 
 using namespace llvm;
@@ -104,8 +105,12 @@ static CUlaunchConfig makeLaunchConfig(const LaunchConfig &config,
   return launch;
 }
 
-Expected<int> getMaxActiveClusters(CUfunction function,
-                                   const LaunchConfig &config) {
+Expected<int> getPersistentSlots(CUfunction function,
+                                 const LaunchConfig &config, int smCount) {
+  const unsigned clusterSize =
+      config.cluster[0] * config.cluster[1] * config.cluster[2];
+  if (clusterSize == 1)
+    return smCount;
   Expected<const DriverApi &> api = getDriverApi();
   if (!api)
     return api.takeError();
@@ -123,7 +128,13 @@ Expected<int> getMaxActiveClusters(CUfunction function,
           api->occupancyMaxActiveClusters(&clusters, function, &launch),
           "cuOccupancyMaxActiveClusters"))
     return std::move(err);
-  return clusters;
+  if (clusters < 1)
+    return createStringError(inconvertibleErrorCode(),
+                             "no cluster of " + Twine(clusterSize) +
+                                 " blocks with " +
+                                 Twine(config.sharedMemoryBytes) +
+                                 " bytes of shared memory fits on the device");
+  return std::min(smCount, clusters * int(clusterSize));
 }
 
 Error launchKernel(CUfunction function, const LaunchConfig &config,

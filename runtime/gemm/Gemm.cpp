@@ -476,24 +476,15 @@ GemmRunner::compileKernel(const GemmSpec &spec,
   if (Error e =
           runtime::setSharedMemoryLimit(kernel->function, plan->sharedBytes))
     return std::move(e);
-  kernel->slots = int(target.smCount);
-  if (plan->clusterSize > 1) {
-    // Clusters are placed within one GPC: fewer of them may fit than
-    // SMs / size, and a grid past that would run a second wave.
-    runtime::LaunchConfig config;
-    config.block[0] = plan->threads;
-    config.cluster[0] = plan->clusterSize;
-    config.sharedMemoryBytes = plan->sharedBytes;
-    Expected<int> clusters =
-        runtime::getMaxActiveClusters(kernel->function, config);
-    if (!clusters)
-      return clusters.takeError();
-    if (*clusters < 1)
-      return invalid("no cluster of " + Twine(plan->clusterSize) +
-                     " blocks with " + Twine(plan->sharedBytes) +
-                     " bytes of shared memory fits on this device");
-    kernel->slots = std::min(kernel->slots, *clusters * int(plan->clusterSize));
-  }
+  runtime::LaunchConfig config;
+  config.block[0] = plan->threads;
+  config.cluster[0] = plan->clusterSize;
+  config.sharedMemoryBytes = plan->sharedBytes;
+  Expected<int> slots = runtime::getPersistentSlots(kernel->function, config,
+                                                    int(target.smCount));
+  if (!slots)
+    return slots.takeError();
+  kernel->slots = *slots;
   GemmKernelInfo &info = kernel->info;
   info.kernelName = source->kernelName;
   info.tiling = source->tiling;

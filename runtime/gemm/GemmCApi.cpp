@@ -31,23 +31,14 @@ moss_error_t convertOperand(const moss_gemm_operand_spec_t &in, char name,
                             numerics::Fp8Format &format,
                             ScalingScheme &scheme) {
   std::string field = std::string("spec->") + char(name - 'A' + 'a') + ".";
-  if (in.format != MOSS_FORMAT_E4M3 && in.format != MOSS_FORMAT_E5M2)
-    return invalid(field + "format=" + Twine(in.format) +
-                   " is not a moss_fp8_format_t (expected 0..1)");
-  if (in.scheme < MOSS_SCHEME_PER_TENSOR || in.scheme > MOSS_SCHEME_TWO_LEVEL)
-    return invalid(field + "scheme=" + Twine(in.scheme) +
-                   " is not a moss_scheme_t (expected 0..4)");
-  if (in.global_scope != MOSS_GLOBAL_TENSOR &&
-      in.global_scope != MOSS_GLOBAL_ROW)
-    return invalid(field + "global_scope=" + Twine(in.global_scope) +
-                   " is not a moss_global_scope_t (expected 0..1)");
-  format = in.format == MOSS_FORMAT_E4M3 ? numerics::Fp8Format::E4M3
-                                         : numerics::Fp8Format::E5M2;
-  auto global = in.global_scope == MOSS_GLOBAL_ROW
-                    ? numerics::GlobalScope::Row
-                    : numerics::GlobalScope::Tensor;
+  capi::SchemeFields fields;
+  if (moss_error_t e = capi::convertSchemeFields(in.scheme, in.global_scope,
+                                                 in.format, field, fields))
+    return e;
+  format = fields.format;
+  auto global = fields.scope;
   int64_t rows = in.block_rows == 0 ? 1 : in.block_rows;
-  switch (ScalingKind(in.scheme)) {
+  switch (fields.kind) {
   case ScalingKind::PerTensor:
     scheme = ScalingScheme::perTensor();
     break;

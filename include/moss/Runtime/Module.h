@@ -56,13 +56,14 @@ struct LaunchConfig {
 /// kernel must opt in).
 llvm::Error setSharedMemoryLimit(CUfunction function, unsigned bytes);
 
-/// How many clusters of `config`'s shape and shared memory the device runs
-/// at once (cuOccupancyMaxActiveClusters): a persistent grid of clusters
-/// larger than this runs in more than one wave (clusters must fit in one
-/// GPC, so this can be well below SMs / cluster size). `config.grid` is
-/// ignored. Sets the shared memory limit first.
-llvm::Expected<int> getMaxActiveClusters(CUfunction function,
-                                         const LaunchConfig &config);
+/// Blocks of `config`'s shape and shared memory that run at once on a
+/// device of `smCount` SMs: the bound of a persistent grid. Without
+/// clusters that is `smCount`; with them, the clusters that fit at once
+/// (cuOccupancyMaxActiveClusters: a cluster must fit in one GPC, so this can
+/// be below SMs / cluster size) times their size, and an error when none
+/// fits. `config.grid` is ignored. Sets the shared memory limit first.
+llvm::Expected<int> getPersistentSlots(CUfunction function,
+                                       const LaunchConfig &config, int smCount);
 
 /// Launches `function` with `args` (one pointer per kernel parameter), with
 /// cuLaunchKernelEx when a cluster shape is given.

@@ -23,25 +23,10 @@ __device__ __forceinline__ u16 floatToBf16(float x) {
   return out;
 }
 
-/// RN(lo), RN(hi) to bf16, packed (lo in the low half: the element at the
-/// lower address).
-__device__ __forceinline__ u32 floatsToBf16x2(float lo, float hi) {
-  u32 out;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(out) : "f"(hi), "f"(lo));
-  return out;
-}
-
 /// RN(x) to f16.
 __device__ __forceinline__ u16 floatToF16(float x) {
   u16 out;
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(out) : "f"(x));
-  return out;
-}
-
-/// RN(lo), RN(hi) to f16, packed (lo in the low half).
-__device__ __forceinline__ u32 floatsToF16x2(float lo, float hi) {
-  u32 out;
-  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(out) : "f"(hi), "f"(lo));
   return out;
 }
 

@@ -60,24 +60,14 @@ __device__ __forceinline__ void mbarrierArriveExpectTx(u32 barrier, u32 bytes) {
       : "memory");
 }
 
-/// mbarrier.arrive on the barrier at the same offset in CTA `cta` of the
-/// cluster. Used to free a stage that a multicast copy from another CTA
+/// mbarrier.arrive, when `arrive` is true (predicated inside the asm: no
+/// branch in the caller), on the barrier at the same offset in CTA `cta` of
+/// the cluster. Used to free a stage that a multicast copy from another CTA
 /// fills. The arrival has the default semantics (release, CTA scope): the
 /// consumers only read the stage, and their reads are complete (the wgmma
 /// waited on) before they arrive. A release at cluster scope costs a
 /// cluster-wide memory fence per arrival (ncu: 14 of 23 cycles per issued
 /// instruction stalled on it in a 2x1-cluster GEMM).
-__device__ __forceinline__ void mbarrierArriveCluster(u32 barrier, u32 cta) {
-  asm volatile("{ .reg .b32 remote;\n\t"
-               "mapa.shared::cluster.u32 remote, %0, %1;\n\t"
-               "mbarrier.arrive.shared::cluster.b64 _, [remote]; }" ::"r"(
-                   barrier),
-               "r"(cta)
-               : "memory");
-}
-
-/// mbarrierArriveCluster when `arrive` is true, predicated inside the asm
-/// (no branch in the caller).
 __device__ __forceinline__ void mbarrierArriveClusterIf(u32 barrier, u32 cta,
                                                         bool arrive) {
   asm volatile("{ .reg .pred p;\n\t.reg .b32 remote;\n\t"
@@ -87,20 +77,6 @@ __device__ __forceinline__ void mbarrierArriveClusterIf(u32 barrier, u32 cta,
                    barrier),
                "r"(cta), "r"(static_cast<u32>(arrive))
                : "memory");
-}
-
-/// mbarrier.try_wait.parity once: true when the phase with parity `parity`
-/// has completed (acquire, CTA scope). The hardware may suspend the thread
-/// for a while before returning false.
-__device__ __forceinline__ bool mbarrierTryWait(u32 barrier, u32 parity) {
-  u32 done;
-  asm volatile("{ .reg .pred p;\n\t"
-               "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-               "selp.u32 %0, 1, 0, p; }"
-               : "=r"(done)
-               : "r"(barrier), "r"(parity)
-               : "memory");
-  return done != 0;
 }
 
 /// Waits until the phase with parity `parity` has completed. A barrier

@@ -1,4 +1,4 @@
-// moss/ptx/sync.cuh - proxy fences, named barriers, register reallocation.
+// moss/ptx/sync.cuh - proxy fences, cluster barriers, register reallocation.
 #pragma once
 
 #include "moss/ptx/types.cuh"
@@ -10,12 +10,6 @@ namespace moss::ptx {
 /// CTA. Needed after ordinary stores to a buffer the TMA unit reads next.
 __device__ __forceinline__ void fenceProxyAsyncShared() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-}
-
-/// bar.sync id, count: a named barrier among `count` threads (a multiple
-/// of 32). Id 0 is __syncthreads(); use 1..15.
-__device__ __forceinline__ void namedBarrierSync(u32 id, u32 count) {
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
 }
 
 /// setmaxnreg.inc: raises this warpgroup's per-thread register limit to N

@@ -4,8 +4,8 @@
 // cuTensorMapEncodeTiled) describes a global tensor, a box shape and a
 // shared-memory swizzle. Kernels take it as a `const __grid_constant__`
 // parameter and pass its generic address to the copy instructions.
-// Out-of-bounds box elements are filled with zeros on loads and skipped on
-// stores, so edge tiles need no predication.
+// Out-of-bounds box elements are filled with zeros on loads, so edge tiles
+// need no predication.
 #pragma once
 
 #include "moss/ptx/types.cuh"
@@ -49,18 +49,6 @@ __device__ __forceinline__ void tmaLoad2d(u32 dst, const CUtensorMap &map,
       : "memory");
 }
 
-/// tmaLoad2d with an L2 cache policy (a createpolicy value).
-__device__ __forceinline__ void tmaLoad2dHint(u32 dst, const CUtensorMap &map,
-                                              i32 c0, i32 c1, u32 barrier,
-                                              u64 policy) {
-  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile"
-               ".mbarrier::complete_tx::bytes.L2::cache_hint"
-               " [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(dst),
-               "l"(tensorMapAddress(map)), "r"(c0), "r"(c1), "r"(barrier),
-               "l"(policy)
-               : "memory");
-}
-
 /// A 2D tiled copy global -> shared multicast to the CTAs of the cluster in
 /// `ctaMask`: the box lands at the same shared offset `dst` in each, and
 /// completes its bytes on the barrier at offset `barrier` in each.
@@ -74,36 +62,6 @@ __device__ __forceinline__ void tmaLoad2dMulticast(u32 dst,
                "l"(tensorMapAddress(map)), "r"(c0), "r"(c1), "r"(barrier),
                "h"(ctaMask)
                : "memory");
-}
-
-/// A 2D tiled copy shared -> global of the box at (c0, c1); elements out of
-/// the tensor's bounds are not written. Tracked by bulk async-groups: the
-/// writing threads need fenceProxyAsyncShared() and a barrier before it.
-__device__ __forceinline__ void tmaStore2d(const CUtensorMap &map, u32 src,
-                                           i32 c0, i32 c1) {
-  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"
-               " [%0, {%2, %3}], [%1];" ::"l"(tensorMapAddress(map)),
-               "r"(src), "r"(c0), "r"(c1)
-               : "memory");
-}
-
-/// cp.async.bulk.commit_group: closes the bulk async-group of the stores
-/// issued so far by this thread.
-__device__ __forceinline__ void tmaStoreCommit() {
-  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-}
-
-/// cp.async.bulk.wait_group.read N: waits until at most N of this thread's
-/// bulk groups are still reading their shared-memory source (the buffer may
-/// then be rewritten; the global writes may still be in flight).
-template <int N> __device__ __forceinline__ void tmaStoreWaitRead() {
-  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
-}
-
-/// cp.async.bulk.wait_group N: waits until at most N of this thread's bulk
-/// groups are incomplete (global writes done and visible).
-template <int N> __device__ __forceinline__ void tmaStoreWait() {
-  asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
 }
 
 } // namespace moss::ptx
