@@ -9,6 +9,7 @@
 //
 //   moss-bench-gemm [--m M] [--n N] [--k K] [--repeat R] [--only NAME]
 //                   [--no-cublaslt] [--nvrtc-flag FLAG]...
+//                   [--tiling TMxTNxSTAGES]...
 //
 // Variants are compiled first and then timed round-robin (up to 5 rounds of
 // repeat/rounds launches each), so that clock drift during the run spreads
@@ -19,6 +20,8 @@
 // clusters (a cluster kernel's persistent grid is the clusters that fit at
 // once).
 // --nvrtc-flag passes a flag to NVRTC (e.g. --Ofast-compile=mid).
+// --tiling adds every scheme at that tiling too (`_tMxNxS`, 1x1 and 2x1
+// clusters); a tiling the kernel does not take prints why and is skipped.
 //
 // Above the kernel's rows it prints cuBLASLt baselines timed the same way in
 // the same process (CublasLtBaseline.h): BF16, FP8 per-tensor and FP8
@@ -44,7 +47,9 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -119,6 +124,7 @@ int main(int argc, char **argv) {
   std::string only;
   bool cublasLt = true;
   std::vector<std::string> nvrtcFlags;
+  std::vector<std::array<int, 3>> extraTilings;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> const char * {
@@ -140,10 +146,18 @@ int main(int argc, char **argv) {
       cublasLt = false;
     else if (a == "--nvrtc-flag")
       nvrtcFlags.push_back(next());
-    else
+    else if (a == "--tiling") {
+      std::array<int, 3> t{};
+      const char *text = next();
+      if (std::sscanf(text, "%dx%dx%d", &t[0], &t[1], &t[2]) != 3)
+        die(std::string("--tiling takes TMxTNxSTAGES, e.g. 128x192x5; got ") +
+            text);
+      extraTilings.push_back(t);
+    } else
       die("unknown argument " + a +
           "; usage: moss-bench-gemm [--m M] [--n N] [--k K] [--repeat R] "
-          "[--only NAME] [--no-cublaslt] [--nvrtc-flag FLAG]...");
+          "[--only NAME] [--no-cublaslt] [--nvrtc-flag FLAG]... "
+          "[--tiling TMxTNxSTAGES]...");
   }
 
   if (repeat < 1)
@@ -176,9 +190,17 @@ int main(int argc, char **argv) {
         moss::compiler::selectTiling(specOf(p), target);
     if (!chosen)
       die(std::string(name) + ": " + toString(chosen.takeError()));
-    Params heuristic = withTiling(p, *chosen);
-    for (auto [tiling, q] :
-         {std::pair{"", fixed}, std::pair{"_heuristic", heuristic}})
+    std::vector<std::pair<std::string, Params>> tilings = {
+        {"", fixed}, {"_heuristic", withTiling(p, *chosen)}};
+    for (const std::array<int, 3> &t : extraTilings) {
+      Params extra = fixed;
+      extra.tileM = t[0];
+      extra.tileN = t[1];
+      extra.stages = t[2];
+      tilings.push_back({formatv("_t{0}x{1}x{2}", t[0], t[1], t[2]).str(),
+                         extra});
+    }
+    for (const auto &[tiling, q] : tilings)
       for (int cluster : {1, 2}) {
         Params r = q;
         r.clusterM = cluster;

@@ -71,17 +71,19 @@ static int64_t promoteK(const GemmSpec &spec) {
   return result;
 }
 
-/// Whether B's factor varies along the tile's columns (1xB scales of B).
-static bool hasColumnFactor(const GemmSpec &spec) {
-  return spec.bScaling.hasLocalScales() && spec.bScaling.blockRows == 1;
+/// Whether B's factor varies along the tile's columns: 1xB scales of B, or
+/// per-group NxN ones whose blocks do not each cover whole tiles.
+static bool hasColumnFactor(const GemmSpec &spec, int64_t tileN) {
+  return spec.bScaling.hasLocalScales() &&
+         (spec.bScaling.blockRows == 1 || spec.bScaling.blockRows % tileN != 0);
 }
 
 /// Whether there is a per-row factor table (A's scales, or B's per-group
 /// NxN scales folded into it).
-static bool hasRowFactor(const GemmSpec &spec) {
+static bool hasRowFactor(const GemmSpec &spec, int64_t tileN) {
   return promoteK(spec) > 0 &&
          (spec.aScaling.hasLocalScales() ||
-          (spec.bScaling.hasLocalScales() && !hasColumnFactor(spec)));
+          (spec.bScaling.hasLocalScales() && !hasColumnFactor(spec, tileN)));
 }
 
 ResourceUsage compiler::estimateResources(const GemmSpec &spec,
@@ -91,11 +93,6 @@ ResourceUsage compiler::estimateResources(const GemmSpec &spec,
   usage.consumerWarpgroups = kConsumerWarpgroups;
   usage.threads = kWarpgroupThreads * (1 + kConsumerWarpgroups);
 
-  // Each consumer holds TileM / 2 rows: TileM / 128 m64 tiles of TileN / 2
-  // FP32 registers per thread, three sets of them when promoting.
-  int64_t wgmmaTiles = std::max<int64_t>(1, tiling.tileM / 128);
-  int64_t sets = promoteK(spec) > 0 ? 3 : 1;
-  usage.accumulatorRegisters = wgmmaTiles * (tiling.tileN / 2) * sets;
   unsigned share =
       (target.registersPerSm - kProducerRegisters * kWarpgroupThreads) /
       (kWarpgroupThreads * kConsumerWarpgroups) / 8 * 8;
@@ -103,13 +100,28 @@ ResourceUsage compiler::estimateResources(const GemmSpec &spec,
   usage.accumulatorRegisterLimit = consumerRegisters > kRegisterReserve
                                        ? consumerRegisters - kRegisterReserve
                                        : 0;
+  // Each consumer holds TileM / 2 rows: TileM / 128 m64 tiles of TileN / 2
+  // FP32 registers per thread. Promoting adds two partial sets, or one with
+  // factors on both sides or when two do not fit.
+  int64_t wgmmaTiles = std::max<int64_t>(1, tiling.tileM / 128);
+  int64_t perSet = wgmmaTiles * (tiling.tileN / 2);
+  bool rowAndColumn =
+      hasRowFactor(spec, tiling.tileN) && hasColumnFactor(spec, tiling.tileN);
+  if (promoteK(spec) > 0) {
+    usage.partialSetsNarrowed =
+        !rowAndColumn && 3 * perSet > usage.accumulatorRegisterLimit;
+    usage.partialSets = rowAndColumn || usage.partialSetsNarrowed ? 1 : 2;
+  }
+  usage.accumulatorRegisters = perSet * (1 + usage.partialSets);
 
   int64_t promotesPerStage =
       promoteK(spec) > 0 ? std::max<int64_t>(1, kBlockK / promoteK(spec)) : 1;
   int64_t rowTable =
-      hasRowFactor(spec) ? tiling.tileM * promotesPerStage * 4 : 0;
-  int64_t columnTable =
-      hasColumnFactor(spec) ? tiling.tileN * promotesPerStage * 4 : 0;
+      hasRowFactor(spec, tiling.tileN) ? tiling.tileM * promotesPerStage * 4
+                                       : 0;
+  int64_t columnTable = hasColumnFactor(spec, tiling.tileN)
+                            ? tiling.tileN * promotesPerStage * 4
+                            : 0;
   usage.stageBytes =
       tiling.tileM * kBlockK + tiling.tileN * kBlockK + rowTable + columnTable;
   int64_t barrierOffset = llvm::alignTo(tiling.stages * usage.stageBytes, 8);
@@ -171,12 +183,6 @@ llvm::Error compiler::checkTiling(const GemmSpec &spec,
     return error(
         "a cluster of " + llvm::Twine(tiling.clusterM * tiling.clusterN) +
         " blocks does not fit on " + llvm::Twine(target.smCount) + " SMs");
-  if (spec.bScaling.hasLocalScales() && spec.bScaling.blockRows > 1 &&
-      spec.bScaling.blockRows % tiling.tileN != 0)
-    return error("B's " + spec.bScaling.str() +
-                 " scales need a tile_n that divides " +
-                 llvm::Twine(spec.bScaling.blockRows) +
-                 " (one scale per tile and K block)");
   if (tiling.splitK > 1) {
     if (!splitKAllowedFor(spec))
       return error("split_k > 1 needs an f32 output without amax (the "
@@ -296,9 +302,16 @@ compiler::selectTiling(const GemmSpec &spec, const TargetInfo &target,
         ResourceUsage usage = estimateResources(spec, tiling, target);
         if (usage.accumulatorRegisters > usage.accumulatorRegisterLimit)
           continue;
-        // Per-group NxN scales of B: one scale per tile and K block.
+        // Measured on the H200 at 8192^3 and 16384x11008x4096
+        // (docs/PERFORMANCE.md), left to tuning: one-sided factors narrowed
+        // to one partial set by a wide tile (MOSS 0.87-1.0x of 128x128), and
+        // per-group NxN scales of B over tiles they do not cover whole,
+        // which take a column table and a second FP32 op per accumulator
+        // (0.75x).
+        if (usage.partialSetsNarrowed)
+          continue;
         if (spec.bScaling.hasLocalScales() && spec.bScaling.blockRows > 1 &&
-            spec.bScaling.blockRows % tileN != 0)
+            hasColumnFactor(spec, tileN))
           continue;
         if (!smallest || usage.sharedBytes < smallest->second.sharedBytes)
           smallest = {tiling, usage};

@@ -344,6 +344,12 @@ std::vector<GemmCase> smallCases() {
       {"mx_x_mx", 1, 4096, 4096, 128, 32, 8, kBF16, plain},
       {"mossrow_x_tensor", 1000, 3000, 2048, 256, 64, 5, kF32, plain},
       {"group_x_group128", 1000, 3000, 2048, 256, 64, 5, kBF16, biasAmax},
+      // One partial set (too wide for two); per-group B through a column
+      // table (192 does not divide its 128-row blocks).
+      {"mossrow_x_tensor", 1000, 3000, 2048, 128, 192, 5, kF32, all},
+      {"mossrow_x_mosstensor", 129, 257, 96, 128, 160, 5, kBF16, biasAmax},
+      {"group_x_group128", 1000, 3000, 2048, 128, 192, 5, kF32, all},
+      {"group_x_group128", 129, 257, 256, 128, 96, 7, kBF16, biasAmax},
   };
   for (const TilingCase &c : tilings) {
     GemmCase gc;

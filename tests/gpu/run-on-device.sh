@@ -76,6 +76,8 @@ sanitize() {
 --a-scheme mxfp8 --b-scheme mxfp8
 --a-scheme moss --a-global row --b-scheme per-tensor --tiling 128x128x6x2x1
 --a-scheme per-tensor --b-scheme per-tensor --tiling 128x256x4x1x2 --bias bf16 --amax
+--a-scheme moss --a-global row --b-scheme per-tensor --tiling 128x192x5
+--a-scheme per-group --a-block 128 --b-scheme per-group --b-block 128x128 --tiling 128x192x5 --bias bf16
 VARIANTS
 }
 

@@ -107,7 +107,9 @@ TEST(CompileGemmTest, ShapesGetSaneTiles) {
   cube.aScaling = ScalingScheme::twoLevel(GlobalScope::Tensor);
   cube.bScaling = ScalingScheme::twoLevel(GlobalScope::Tensor);
   KernelSource large = compile(cube);
-  EXPECT_EQ(large.tiling.tileM * large.tiling.tileN, 128 * 128);
+  // Factors on both sides: one partial set, so up to 128x192 (or 256x96).
+  EXPECT_GE(large.tiling.tileM * large.tiling.tileN, 128 * 128);
+  EXPECT_LE(large.tiling.tileM * large.tiling.tileN, 128 * 192);
   EXPECT_GE(large.tiling.stages, 3);
   EXPECT_TRUE(contains(large.source, "/*M=*/8192, /*N=*/8192, /*K=*/8192,"));
 

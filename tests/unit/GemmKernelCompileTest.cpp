@@ -158,6 +158,21 @@ std::vector<Variant> variants() {
   p.tileN = 32;
   p.stages = 8;
   v.push_back({"moss_forward_128x32", p});
+  // Wider than two partial sets allow: one set.
+  p = twoLevel(base, /*rowA=*/true);
+  p.tileN = 192;
+  p.stages = 5;
+  v.push_back({"moss_forward_128x192", p});
+  // Per-group B whose 128-row blocks do not cover whole tiles: a column table.
+  p = base;
+  p.scaleA = kPerGroup;
+  p.blockA = 128;
+  p.scaleB = kPerGroup;
+  p.blockRowsB = 128;
+  p.blockB = 128;
+  p.tileN = 192;
+  p.stages = 5;
+  v.push_back({"group1x128_x_group128x128_128x192", p});
 
   // 2-CTA clusters with TMA multicast.
   p = withDefaultTiling(base);
@@ -358,6 +373,25 @@ TEST(GemmKernelPlanTest, PlansFollowTheSchemes) {
   EXPECT_EQ(q.factorMode, kFactorRow);
   EXPECT_FALSE(q.colFactor);
   EXPECT_FALSE(q.hasGlobalA);
+  EXPECT_EQ(q.partialSets, 2);
+  // ... but not over a 192-wide one: a column table, one partial set.
+  group.tileN = 192;
+  group.stages = 5;
+  q = plan(group);
+  EXPECT_EQ(q.factorMode, kFactorRowCol);
+  EXPECT_TRUE(q.colFactor);
+  EXPECT_EQ(q.partialSets, 1);
+  EXPECT_EQ(q.accumulatorRegisters, 192);
+
+  // Three 96-register sets do not fit: one partial set.
+  moss.tileN = 192;
+  moss.stages = 5;
+  q = plan(moss);
+  EXPECT_EQ(q.factorMode, kFactorRow);
+  EXPECT_EQ(q.partialSets, 1);
+  EXPECT_EQ(q.accumulatorRegisters, 192);
+  moss.tileN = 128;
+  moss.stages = 6;
 
   Params both = twoLevel(p, false);
   both.scaleB = kTwoLevel;

@@ -181,15 +181,40 @@ TEST(TilingHeuristicTest, RespectsTargetLimits) {
   EXPECT_EQ(scoreTiling(spec, halfTiling, half).slots, 66);
 }
 
-TEST(TilingHeuristicTest, PerGroupWeightsNeedTileNDividing128) {
+TEST(TilingHeuristicTest, PerGroupWeightsPreferTileNDividing128) {
   GemmSpec spec =
       makeSpec(GemmSpec::kDynamic, 4096, 4096, ScalingScheme::perGroup(1, 128),
                ScalingScheme::perGroup(128, 128));
   TileConfig tiling = select(spec);
   EXPECT_EQ(128 % tiling.tileN, 0);
+  // Other widths work (a column table), at a cost: the tuner may pick them.
   TileConfig wide = tiling;
   wide.tileN = 96;
-  EXPECT_TRUE(llvm::errorToBool(checkTiling(spec, wide, TargetInfo())));
+  EXPECT_FALSE(llvm::errorToBool(checkTiling(spec, wide, TargetInfo())));
+  ResourceUsage usage = estimateResources(spec, wide, TargetInfo());
+  EXPECT_EQ(usage.partialSets, 1u); // factors on both sides
+  EXPECT_FALSE(usage.partialSetsNarrowed);
+}
+
+TEST(TilingHeuristicTest, OneSidedFactorsKeepTwoPartialSets) {
+  // MOSS forward: 128x192 fits with one partial set only, which measured
+  // no faster than 128x128 with two; the heuristic keeps two.
+  GemmSpec spec = mossForward(8192);
+  TileConfig wide;
+  wide.tileN = 192;
+  wide.stages = 5;
+  EXPECT_FALSE(llvm::errorToBool(checkTiling(spec, wide, TargetInfo())));
+  ResourceUsage usage = estimateResources(spec, wide, TargetInfo());
+  EXPECT_EQ(usage.partialSets, 1u);
+  EXPECT_TRUE(usage.partialSetsNarrowed);
+  EXPECT_EQ(usage.accumulatorRegisters, 192u);
+  TileConfig chosen = select(spec);
+  EXPECT_EQ(estimateResources(spec, chosen, TargetInfo()).partialSets, 2u);
+  // Factors on both sides take one set anyway: wider tiles are allowed.
+  GemmSpec both = makeSpec(8192, 8192, 8192,
+                           ScalingScheme::twoLevel(GlobalScope::Tensor),
+                           ScalingScheme::twoLevel(GlobalScope::Tensor));
+  EXPECT_GT(select(both).tileM * select(both).tileN, 128 * 128);
 }
 
 TEST(TilingHeuristicTest, SplitKOnlyWhenAllowedAndUseful) {
@@ -259,6 +284,10 @@ void expectModelMatches(const GemmSpec &spec, const TileConfig &tiling) {
   ResourceUsage usage = estimateResources(spec, tiling, TargetInfo());
   EXPECT_EQ(usage.threads, static_cast<unsigned>(Cfg::kThreads));
   EXPECT_EQ(usage.sharedBytes, static_cast<unsigned>(Cfg::kSharedBytes));
+  EXPECT_EQ(usage.accumulatorRegisters,
+            static_cast<unsigned>(Cfg::kPlan.accumulatorRegisters));
+  EXPECT_EQ(usage.partialSets,
+            Cfg::kPromoteK > 0 ? static_cast<unsigned>(Cfg::kPartialSets) : 0u);
 }
 
 TileConfig tile(int64_t m, int64_t n, int64_t stages) {
@@ -302,6 +331,20 @@ TEST(TilingHeuristicTest, ResourceModelMatchesTemplates) {
                ScalingScheme::twoLevel(GlobalScope::Tensor, 64),
                FloatType::F32),
       tile(256, 64, 4));
+  // One partial set: too wide for two, and per-group B over a tile its
+  // 128-row blocks do not cover (a column table).
+  expectModelMatches<Config<-1, 8192, 8192, kE4M3, kE4M3, kTwoLevel, 1, 32,
+                            true, kPerTensor, 1, 0, false, kBF16, kNone, kNone,
+                            false, 128, 192, 5, 1, 1, false, 8, 1>>(
+      makeSpec(-1, 8192, 8192, ScalingScheme::twoLevel(GlobalScope::Row),
+               ScalingScheme::perTensor()),
+      tile(128, 192, 5));
+  expectModelMatches<Config<-1, 4096, 4096, kE4M3, kE4M3, kPerGroup, 1, 128,
+                            false, kPerGroup, 128, 128, false, kBF16, kNone,
+                            kNone, false, 128, 192, 5, 1, 1, false, 8, 1>>(
+      makeSpec(-1, 4096, 4096, ScalingScheme::perGroup(1, 128),
+               ScalingScheme::perGroup(128, 128)),
+      tile(128, 192, 5));
 }
 
 TEST(TilingHeuristicTest, LaunchPlansSmallBatchesForTheirBucket) {

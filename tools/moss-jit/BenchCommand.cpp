@@ -3,9 +3,11 @@
 // Times one GEMM on the GPU through moss::GemmRunner: the first call's
 // compile (compiler pipeline, then NVRTC or a cache hit), the kernel (CUDA
 // events around each launch, median of --repeat after warm-up) and the host
-// time of a cached launch. Inputs are random (LLM-like activations, Gaussian
-// weights) quantized by the spec's schemes. The cuBLASLt comparison lives in
-// moss-bench-gemm (bench/).
+// time of a cached launch, next to the same launch made straight through the
+// driver (an empty kernel with the GEMM's signature, block, cluster and
+// shared memory): the difference is what MOSS-JIT adds. Inputs are random
+// (LLM-like activations, Gaussian weights) quantized by the spec's schemes.
+// The cuBLASLt comparison lives in moss-bench-gemm (bench/).
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,10 +20,14 @@
 #include "moss/Runtime/Device.h"
 #include "moss/Runtime/Driver.h"
 #include "moss/Runtime/EventTimer.h"
+#include "moss/Runtime/KernelCache.h"
+#include "moss/Runtime/Module.h"
 
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 
@@ -41,6 +47,48 @@ cl::opt<int> warmup("warmup", cl::desc("Untimed launches first"), cl::init(5),
 int fail(Error error) {
   errs() << "moss-jit bench: error: " << toString(std::move(error)) << "\n";
   return 1;
+}
+
+/// A kernel with the GEMM kernels' parameters (docs/GEMM-KERNEL-ABI.md)
+/// that does nothing for args.m nanoseconds: what a launch costs the driver
+/// alone, with the launch queue as full as the GEMM's.
+constexpr const char *kProbeSource = R"cuda(
+#include "moss/gemm/Kernel.cuh"
+extern "C" __global__ void moss_launch_probe(
+    const __grid_constant__ CUtensorMap a, const __grid_constant__ CUtensorMap b,
+    const __grid_constant__ CUtensorMap d, const moss::gemm::Args args) {
+  if (blockIdx.x != 0 || threadIdx.x != 0)
+    return;
+  unsigned long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  while (now - start < static_cast<unsigned long long>(args.m));
+}
+)cuda";
+
+/// Median host microseconds per call of `launch` over `rounds` rounds of
+/// `calls` back-to-back calls, the stream drained between rounds (so the
+/// launch queue never fills and blocks the host).
+Expected<double> hostMicrosPerCall(function_ref<Error()> launch, int rounds,
+                                   int calls) {
+  const runtime::DriverApi &api = *runtime::getDriverApi();
+  std::vector<double> perCall;
+  for (int r = 0; r < rounds; ++r) {
+    auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < calls; ++i)
+      if (Error e = launch())
+        return std::move(e);
+    perCall.push_back(std::chrono::duration<double, std::micro>(
+                          std::chrono::steady_clock::now() - start)
+                          .count() /
+                      calls);
+    if (Error e = runtime::checkCuda(api.streamSynchronize(nullptr),
+                                     "a timed launch"))
+      return std::move(e);
+  }
+  std::sort(perCall.begin(), perCall.end());
+  return perCall[perCall.size() / 2];
 }
 
 } // namespace
@@ -89,23 +137,51 @@ int runBench() {
     return fail(times.takeError());
   const float median = (*times)[times->size() / 2];
 
-  // Host time of a cached launch: back-to-back calls, the GPU catching up
-  // behind them.
-  const runtime::DriverApi &api = *runtime::getDriverApi();
-  constexpr int kCalls = 200;
-  auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < kCalls; ++i)
-    if (Error e = launch())
-      return fail(std::move(e));
-  double hostMicros = std::chrono::duration<double, std::micro>(
-                          std::chrono::steady_clock::now() - start)
-                          .count() /
-                      kCalls;
-  if (Error e =
-          runtime::checkCuda(api.streamSynchronize(nullptr), "the GEMM kernel"))
-    return fail(std::move(e));
-
+  // Host time of a cached launch against the driver's own: rounds of 20
+  // back-to-back calls of each, alternated.
   const GemmKernelInfo &k = **info;
+  runtime::CompileOptions probeOptions;
+  probeOptions.arch = device->getArch().str();
+  Expected<std::shared_ptr<const runtime::KernelEntry>> probe =
+      runtime::getDefaultKernelCache().getOrCompile(kProbeSource, probeOptions);
+  if (!probe)
+    return fail(probe.takeError());
+  Expected<CUfunction> probeFunction =
+      (*probe)->getFunction("moss_launch_probe");
+  if (!probeFunction)
+    return fail(probeFunction.takeError());
+  runtime::LaunchConfig probeLaunch;
+  probeLaunch.cluster[0] = k.clusterSize;
+  probeLaunch.grid[0] = unsigned(device->getSmCount()) / k.clusterSize *
+                        k.clusterSize;
+  probeLaunch.block[0] = k.threads;
+  probeLaunch.sharedMemoryBytes = k.sharedBytes;
+  probeLaunch.sharedMemoryLimitSet = true;
+  if (Error e = runtime::setSharedMemoryLimit(*probeFunction, k.sharedBytes))
+    return fail(std::move(e));
+  // The driver copies each parameter's size from these: 256 bytes cover a
+  // tensor map and moss::gemm::Args, whose first field (m) is the time the
+  // probe takes, the GEMM's median.
+  std::array<unsigned char, 256> unused{};
+  std::array<int, 64> probeArgs{};
+  probeArgs[0] = int(std::lround(double(median) * 1e6));
+  void *probeParams[] = {unused.data(), unused.data(), unused.data(),
+                         probeArgs.data()};
+  auto rawLaunch = [&]() -> Error {
+    return runtime::launchKernel(*probeFunction, probeLaunch, probeParams);
+  };
+  constexpr int kRounds = 25, kCalls = 20;
+  double hostMicros = 0, rawMicros = 0;
+  for (int half = 0; half < 2; ++half) {
+    Expected<double> ours = hostMicrosPerCall(launch, kRounds, kCalls);
+    Expected<double> raw = hostMicrosPerCall(rawLaunch, kRounds, kCalls);
+    if (!ours)
+      return fail(ours.takeError());
+    if (!raw)
+      return fail(raw.takeError());
+    hostMicros += *ours / 2;
+    rawMicros += *raw / 2;
+  }
   double flops = 2.0 * double(m) * double(spec->n) * double(spec->k);
   outs() << "gemm     " << spec->str() << ", M = " << m << "\n"
          << "device   " << device->getName() << " (" << device->getArch()
@@ -124,9 +200,10 @@ int runBench() {
                    "%.1f TFLOPS\n",
                    median, int(repeat), times->front(), times->back(),
                    flops / (median * 1e-3) / 1e12)
-         << format("host     %.2f us per cached launch (cuLaunchKernel "
-                   "included)\n",
-                   hostMicros);
+         << format("host     %.2f us per cached launch; the driver alone "
+                   "%.2f us (same launch shape and kernel time): %.2f us "
+                   "added\n",
+                   hostMicros, rawMicros, hostMicros - rawMicros);
   return 0;
 }
 

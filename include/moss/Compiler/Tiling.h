@@ -72,9 +72,10 @@ constexpr int64_t kBlockK = 128;
 /// warpgroups (232 registers) that split the tile's rows into m64 wgmma
 /// tiles. A scheme with block scales promotes partial sums into the FP32
 /// accumulators, which takes three accumulator sets (the sum and two
-/// partials, ping-ponged); the per-stage factor tables hold one FP32 factor
-/// per tile row (A's scales) and per tile column (B's 1xB scales) for each
-/// promotion block of the stage. The epilogue stores from registers, so no
+/// partials, ping-ponged) or two (see partialSets); the per-stage factor
+/// tables hold one FP32 factor per tile row (A's scales) and per tile
+/// column (B's 1xB scales, or per-group NxN ones whose blocks do not cover
+/// whole tiles) for each promotion block of the stage. The epilogue stores from registers, so no
 /// output tile is staged in shared memory.
 struct ResourceUsage {
   /// Threads per block (`Config::kThreads`): 128 * (1 + 2).
@@ -85,6 +86,11 @@ struct ResourceUsage {
   /// Registers a consumer thread may spend on accumulators: its 232 after
   /// setmaxnreg, less kRegisterReserve.
   unsigned accumulatorRegisterLimit = 0;
+  /// Partial accumulator sets (`Config::kPartialSets`; 0 without
+  /// promotion): two, or one with factors on both sides or when two do not
+  /// fit (`partialSetsNarrowed`: the promotion then waits for its wgmma).
+  unsigned partialSets = 0;
+  bool partialSetsNarrowed = false;
   /// Shared memory per pipeline stage: A and B tiles plus factor tables.
   unsigned stageBytes = 0;
   /// Dynamic shared memory of the block (`Config::kSharedBytes`): the

@@ -162,7 +162,10 @@ constexpr MOSS_GEMM_HD Plan plan(const Params &p) {
   q.globalRowB = p.scaleB == kPerRow || (p.scaleB == kTwoLevel && p.globalRowB);
   q.promoteK = detail::minPositive(detail::minPositive(q.blockA, q.blockB),
                                    p.forcePromoteK);
-  q.colFactor = q.hasLocalB && q.blockRowsB == 1;
+  // B's scales vary along the tile's columns unless one NxN block of a
+  // per-group B covers the whole tile (TileN divides N's block rows).
+  q.colFactor =
+      q.hasLocalB && (q.blockRowsB == 1 || q.blockRowsB % p.tileN != 0);
   q.rowFactor =
       q.promoteK > 0 && (q.hasLocalA || (q.hasLocalB && !q.colFactor));
   q.factorMode = q.promoteK == 0                ? kFactorDirect
@@ -171,14 +174,18 @@ constexpr MOSS_GEMM_HD Plan plan(const Params &p) {
                  : q.colFactor                  ? kFactorCol
                                                 : kFactorUnit;
   q.hasTables = q.rowFactor || q.colFactor;
-  // Two partial sets let a warpgroup's next wgmma run while it promotes.
-  // With per-element factors on both sides (two FP32 ops per accumulator,
-  // issue-bound anyway) one set leaves room for the column factors.
-  q.partialSets = q.factorMode == kFactorRowCol ? 1 : 2;
-
   q.consumerWarpgroups = 2;
   q.threads = 128 * (1 + q.consumerWarpgroups);
   q.wgM = p.tileM / (64 * q.consumerWarpgroups);
+  // Two partial sets let a warpgroup's next wgmma run while it promotes.
+  // With per-element factors on both sides (two FP32 ops per accumulator,
+  // issue-bound anyway) one set leaves room for the column factors; tiles
+  // too wide for three sets (TileN > 128) take one and rely on the other
+  // warpgroup's wgmmas to keep the tensor cores busy while one promotes.
+  q.partialSets = q.factorMode == kFactorRowCol ||
+                          3 * q.wgM * (p.tileN / 2) > kMaxAccumulatorRegisters
+                      ? 1
+                      : 2;
   q.stageK = 128;
   q.fullKStages = p.k / q.stageK;
   q.tailSteps = (p.k % q.stageK) / 32;
@@ -248,11 +255,9 @@ constexpr MOSS_GEMM_HD const char *validate(const Params &p) {
     return "TileM must be 128 or 256";
   if (p.tileN % 32 != 0 || p.tileN < 32 || p.tileN > 256)
     return "TileN must be a multiple of 32 in [32, 256]";
-  if (q.hasLocalB && !q.colFactor && q.blockRowsB % p.tileN != 0)
-    return "per-group NxN scales of B need TileN to divide N";
   if (q.accumulatorRegisters > kMaxAccumulatorRegisters)
     return "accumulators exceed the consumer register budget (with block "
-           "scales, TileM * TileN must be at most 128 * 128)";
+           "scales, TileM x TileN must be at most 128 x 192)";
   if (p.stages < 2)
     return "Stages must be at least 2";
   if (q.sharedBytes > kMaxSharedBytes)
