@@ -116,9 +116,9 @@ ResourceUsage compiler::estimateResources(const GemmSpec &spec,
 
   int64_t promotesPerStage =
       promoteK(spec) > 0 ? std::max<int64_t>(1, kBlockK / promoteK(spec)) : 1;
-  int64_t rowTable =
-      hasRowFactor(spec, tiling.tileN) ? tiling.tileM * promotesPerStage * 4
-                                       : 0;
+  int64_t rowTable = hasRowFactor(spec, tiling.tileN)
+                         ? tiling.tileM * promotesPerStage * 4
+                         : 0;
   int64_t columnTable = hasColumnFactor(spec, tiling.tileN)
                             ? tiling.tileN * promotesPerStage * 4
                             : 0;

@@ -185,6 +185,9 @@ struct GemmCase {
   /// Launched with the tiling the compiler picks (else with the tiling of
   /// `params`).
   bool heuristic = false;
+  /// Block scales 4 bytes past a 16-byte boundary (the kernel's vector scale
+  /// loads need 16; the API takes 4).
+  bool scalesOffset4 = false;
 };
 
 /// gtest prints parameters with this (instead of their bytes).
@@ -216,6 +219,9 @@ const Scheme kSchemes[] = {
      1, 0, false},
     {"tensor_x_e5m2tensor", kE4M3, kPerTensor, 1, 0, false, kE5M2, kPerTensor,
      1, 0, false},
+    // B's factors alone: a column table.
+    {"tensor_x_mosstensor", kE4M3, kPerTensor, 1, 0, false, kE4M3, kTwoLevel, 1,
+     32, false},
 };
 
 const Scheme &schemeNamed(const std::string &name) {
@@ -377,6 +383,20 @@ std::vector<GemmCase> smallCases() {
   fixed.sampled = true;
   fixed.name = "mossrow_x_tensor_bf16_bias_c_amax_staticM_1000x3000x2048";
   cases.push_back(fixed);
+
+  // Block scales not 16-byte aligned: the kernel's scalar scale loads.
+  for (const char *scheme :
+       {"mossrow_x_tensor", "group_x_group128", "tensor_x_mosstensor"}) {
+    GemmCase gc;
+    gc.params = makeParams(schemeNamed(scheme), 3000, 2048, kF32, all);
+    gc.params = withDefaultTiling(gc.params);
+    gc.m = 1000;
+    gc.distA = Dist::LlmActivation;
+    gc.sampled = true;
+    gc.scalesOffset4 = true;
+    gc.name = std::string(scheme) + "_f32_scales_offset4_1000x3000x2048";
+    cases.push_back(gc);
+  }
 
   // The product path: the tiling moss-select-tiling picks.
   for (const char *scheme :
@@ -741,12 +761,21 @@ void runOnDevice(const GemmCase &gc, const QuantizedTensor *qa,
   // --- device buffers -----------------------------------------------------
   DeviceBuffer codesA = DeviceBuffer::from(qa->codes);
   DeviceBuffer codesB = DeviceBuffer::from(qb->codes);
-  DeviceBuffer localA = qa->scheme.localScalesAreE8M0()
-                            ? DeviceBuffer::from(qa->localE8M0)
-                            : DeviceBuffer::from(qa->localF32);
-  DeviceBuffer localB = qb->scheme.localScalesAreE8M0()
-                            ? DeviceBuffer::from(qb->localE8M0)
-                            : DeviceBuffer::from(qb->localF32);
+  // Local scales as bytes, 4 bytes in when the case asks for it.
+  const size_t scaleOffset = gc.scalesOffset4 ? 4 : 0;
+  auto localScales = [&](const QuantizedTensor &q) {
+    std::vector<uint8_t> bytes(scaleOffset, 0);
+    if (q.scheme.localScalesAreE8M0())
+      bytes.insert(bytes.end(), q.localE8M0.begin(), q.localE8M0.end());
+    else
+      bytes.insert(bytes.end(),
+                   reinterpret_cast<const uint8_t *>(q.localF32.data()),
+                   reinterpret_cast<const uint8_t *>(q.localF32.data() +
+                                                     q.localF32.size()));
+    return DeviceBuffer::from(bytes);
+  };
+  DeviceBuffer localA = localScales(*qa);
+  DeviceBuffer localB = localScales(*qb);
   DeviceBuffer globalA = DeviceBuffer::from(qa->global);
   DeviceBuffer globalB = DeviceBuffer::from(qb->global);
   std::vector<uint8_t> biasBytes =
@@ -765,13 +794,15 @@ void runOnDevice(const GemmCase &gc, const QuantizedTensor *qa,
   const std::optional<compiler::TileConfig> tiling = tilingOf(gc);
   ApiBuffers buffers;
   buffers.aCodes = codesA.pointer;
-  buffers.aLocal = qa->scheme.hasLocalScales() ? localA.pointer : 0;
+  buffers.aLocal =
+      qa->scheme.hasLocalScales() ? localA.pointer + scaleOffset : 0;
   buffers.aLocalCount =
       qa->scheme.hasLocalScales() ? int64_t(qa->localRows * qa->localCols) : 0;
   buffers.aGlobal = qa->global.empty() ? 0 : globalA.pointer;
   buffers.aGlobalCount = int64_t(qa->global.size());
   buffers.bCodes = codesB.pointer;
-  buffers.bLocal = qb->scheme.hasLocalScales() ? localB.pointer : 0;
+  buffers.bLocal =
+      qb->scheme.hasLocalScales() ? localB.pointer + scaleOffset : 0;
   buffers.bLocalCount =
       qb->scheme.hasLocalScales() ? int64_t(qb->localRows * qb->localCols) : 0;
   buffers.bGlobal = qb->global.empty() ? 0 : globalB.pointer;

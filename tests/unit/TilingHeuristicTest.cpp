@@ -211,9 +211,9 @@ TEST(TilingHeuristicTest, OneSidedFactorsKeepTwoPartialSets) {
   TileConfig chosen = select(spec);
   EXPECT_EQ(estimateResources(spec, chosen, TargetInfo()).partialSets, 2u);
   // Factors on both sides take one set anyway: wider tiles are allowed.
-  GemmSpec both = makeSpec(8192, 8192, 8192,
-                           ScalingScheme::twoLevel(GlobalScope::Tensor),
-                           ScalingScheme::twoLevel(GlobalScope::Tensor));
+  GemmSpec both =
+      makeSpec(8192, 8192, 8192, ScalingScheme::twoLevel(GlobalScope::Tensor),
+               ScalingScheme::twoLevel(GlobalScope::Tensor));
   EXPECT_GT(select(both).tileM * select(both).tileN, 128 * 128);
 }
 

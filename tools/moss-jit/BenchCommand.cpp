@@ -152,8 +152,8 @@ int runBench() {
     return fail(probeFunction.takeError());
   runtime::LaunchConfig probeLaunch;
   probeLaunch.cluster[0] = k.clusterSize;
-  probeLaunch.grid[0] = unsigned(device->getSmCount()) / k.clusterSize *
-                        k.clusterSize;
+  probeLaunch.grid[0] =
+      unsigned(device->getSmCount()) / k.clusterSize * k.clusterSize;
   probeLaunch.block[0] = k.threads;
   probeLaunch.sharedMemoryBytes = k.sharedBytes;
   probeLaunch.sharedMemoryLimitSet = true;

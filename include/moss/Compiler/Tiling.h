@@ -75,8 +75,8 @@ constexpr int64_t kBlockK = 128;
 /// partials, ping-ponged) or two (see partialSets); the per-stage factor
 /// tables hold one FP32 factor per tile row (A's scales) and per tile
 /// column (B's 1xB scales, or per-group NxN ones whose blocks do not cover
-/// whole tiles) for each promotion block of the stage. The epilogue stores from registers, so no
-/// output tile is staged in shared memory.
+/// whole tiles) for each promotion block of the stage. The epilogue stores from
+/// registers, so no output tile is staged in shared memory.
 struct ResourceUsage {
   /// Threads per block (`Config::kThreads`): 128 * (1 + 2).
   unsigned threads = 0;

@@ -88,7 +88,7 @@ __device__ __forceinline__ void run(const CUtensorMap &tmaA,
   if (threadIdx.x == 0) {
     for (int s = 0; s < Cfg::Stages; ++s) {
       ptx::mbarrierInit(smem.full(s),
-                        1 + (Cfg::kHasTables ? Cfg::kLoaderThreads : 0));
+                        1 + (Cfg::kHasTables ? Cfg::kLoaderThreads / 32 : 0));
       ptx::mbarrierInit(smem.empty(s), Cfg::kEmptyArrivals);
     }
     ptx::fenceBarrierInit();
