@@ -172,13 +172,15 @@ promote(Fragment<Cfg> &acc, const Fragment<Cfg> &part,
 /// statement, and the stage release is a predicated arrive.
 template <class Cfg> struct PromotedLoop {
   static constexpr int kPer = Cfg::kPromotesPerStage;
-  /// Stages per group: 8 promotion blocks of straight-line code for per-32
-  /// and per-64 promotion (one in 8 promotions not overlapped with the
-  /// warpgroup's own next wgmma), 2 (of 4 steps each) for per-128, whose
-  /// promotion costs a quarter as much. Longer groups cost compile time:
-  /// on the H200 groups of 4 blocks compiled 30% faster and ran as fast for
-  /// per-128, but 3.5% slower for MOSS with 2x1 clusters.
-  static constexpr int kGroupStages = kPer == 1 ? 2 : 8 / kPer;
+  /// Promotion blocks per group of straight-line code: the last of a group
+  /// is not overlapped with the warpgroup's own next wgmma, and longer
+  /// groups cost compile time. On the H200, groups of 4 instead of 8
+  /// compiled 30% faster; they ran 3% slower for MOSS (two partial sets),
+  /// as fast with one partial set (nothing overlaps within a warpgroup
+  /// there), and per-128 blocks (4 wgmmas each) ran as fast in 2 as in 4.
+  static constexpr int kGroupBlocks =
+      kPer == 1 ? 2 : Cfg::kPartialSets == 1 ? 4 : 8;
+  static constexpr int kGroupStages = kGroupBlocks / kPer;
   /// Partial accumulator sets (1 or 2, Config::kPartialSets).
   static constexpr int kPartialSets = Cfg::kPartialSets;
 
