@@ -178,8 +178,9 @@ template <class Cfg> struct PromotedLoop {
   /// compiled 30% faster; they ran 3% slower for MOSS (two partial sets),
   /// as fast with one partial set (nothing overlaps within a warpgroup
   /// there), and per-128 blocks (4 wgmmas each) ran as fast in 2 as in 4.
-  static constexpr int kGroupBlocks =
-      kPer == 1 ? 2 : Cfg::kPartialSets == 1 ? 4 : 8;
+  static constexpr int kGroupBlocks = kPer == 1                ? 2
+                                      : Cfg::kPartialSets == 1 ? 4
+                                                               : 8;
   static constexpr int kGroupStages = kGroupBlocks / kPer;
   /// Partial accumulator sets (1 or 2, Config::kPartialSets).
   static constexpr int kPartialSets = Cfg::kPartialSets;
