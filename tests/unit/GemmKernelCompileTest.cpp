@@ -46,6 +46,17 @@ Params twoLevel(Params p, bool rowA) {
   return p;
 }
 
+/// DeepSeek-style per-group scales: A 1x128, B 128x128.
+Params perGroup(Params p) {
+  p.scaleA = kPerGroup;
+  p.blockRowsA = 1;
+  p.blockA = 128;
+  p.scaleB = kPerGroup;
+  p.blockRowsB = 128;
+  p.blockB = 128;
+  return p;
+}
+
 /// The variants CI compiles: every scheme combination the kernel has a
 /// distinct code path for, every Out type, every epilogue option, tails.
 std::vector<Variant> variants() {
@@ -74,14 +85,8 @@ std::vector<Variant> variants() {
   p.amax = true;
   v.push_back({"moss_forward_tensor_f32_bias_c_amax", withDefaultTiling(p)});
 
-  p = base;
-  p.scaleA = kPerGroup;
-  p.blockRowsA = 1;
-  p.blockA = 128;
-  p.scaleB = kPerGroup;
-  p.blockRowsB = 128;
-  p.blockB = 128;
-  v.push_back({"group1x128_x_group128x128_bf16", withDefaultTiling(p)});
+  v.push_back({"group1x128_x_group128x128_bf16",
+               withDefaultTiling(perGroup(base))});
 
   p = twoLevel(base, /*rowA=*/true);
   p.scaleB = kTwoLevel;
@@ -164,12 +169,7 @@ std::vector<Variant> variants() {
   p.stages = 5;
   v.push_back({"moss_forward_128x192", p});
   // Per-group B whose 128-row blocks do not cover whole tiles: a column table.
-  p = base;
-  p.scaleA = kPerGroup;
-  p.blockA = 128;
-  p.scaleB = kPerGroup;
-  p.blockRowsB = 128;
-  p.blockB = 128;
+  p = perGroup(base);
   p.tileN = 192;
   p.stages = 5;
   v.push_back({"group1x128_x_group128x128_128x192", p});
@@ -184,13 +184,7 @@ std::vector<Variant> variants() {
   p = withDefaultTiling(twoLevel(base, /*rowA=*/true));
   p.clusterM = 2;
   v.push_back({"moss_forward_cluster2x1", p});
-  p = base;
-  p.scaleA = kPerGroup;
-  p.blockA = 128;
-  p.scaleB = kPerGroup;
-  p.blockRowsB = 128;
-  p.blockB = 128;
-  p = withDefaultTiling(p);
+  p = withDefaultTiling(perGroup(base));
   p.clusterM = 2;
   v.push_back({"group_cluster2x1", p});
 
