@@ -4,8 +4,9 @@
 // compile (compiler pipeline, then NVRTC or a cache hit), the kernel (CUDA
 // events around each launch, median of --repeat after warm-up) and the host
 // time of a cached launch, next to the same launch made straight through the
-// driver (an empty kernel with the GEMM's signature, block, cluster and
-// shared memory): the difference is what MOSS-JIT adds. Inputs are random
+// driver (a kernel with the GEMM's parameters, block, cluster and shared
+// memory that only waits out the GEMM's time): the difference is what
+// MOSS-JIT adds. Inputs are random
 // (LLM-like activations, Gaussian weights) quantized by the spec's schemes.
 // The cuBLASLt comparison lives in moss-bench-gemm (bench/).
 //
@@ -55,7 +56,8 @@ int fail(Error error) {
 constexpr const char *kProbeSource = R"cuda(
 #include "moss/gemm/Kernel.cuh"
 extern "C" __global__ void moss_launch_probe(
-    const __grid_constant__ CUtensorMap a, const __grid_constant__ CUtensorMap b,
+    const __grid_constant__ CUtensorMap a,
+    const __grid_constant__ CUtensorMap b,
     const __grid_constant__ CUtensorMap d, const moss::gemm::Args args) {
   if (blockIdx.x != 0 || threadIdx.x != 0)
     return;
@@ -137,8 +139,8 @@ int runBench() {
     return fail(times.takeError());
   const float median = (*times)[times->size() / 2];
 
-  // Host time of a cached launch against the driver's own: rounds of 20
-  // back-to-back calls of each, alternated.
+  // Host time of a cached launch against the driver's own: 25 rounds of 20
+  // back-to-back calls of each, twice, alternated.
   const GemmKernelInfo &k = **info;
   runtime::CompileOptions probeOptions;
   probeOptions.arch = device->getArch().str();
