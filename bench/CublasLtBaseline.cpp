@@ -32,6 +32,7 @@
 
 #include "moss/Runtime/Driver.h"
 
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/Twine.h"
 
 #include <cublasLt.h>
@@ -316,85 +317,11 @@ Error uploadFp8Operands(const CublasLtProblem &p, std::mt19937_64 &rng,
   return uploadOperands(p, a, b, CUDA_R_8F_E4M3, buffers, g);
 }
 
-} // namespace
-
-Expected<double> timeCublasLtBf16(const CublasLtProblem &p) {
-  if (Error error = checkProblem(p))
-    return std::move(error);
-  Expected<const DriverApi &> api = runtime::getDriverApi();
-  if (!api)
-    return api.takeError();
-  std::mt19937_64 rng(p.seed);
-  DeviceBuffers buffers(*api, p.stream);
-  LtGemm g;
-  std::vector<uint16_t> a = randomBf16(size_t(p.m) * p.k, rng);
-  std::vector<uint16_t> b = randomBf16(size_t(p.n) * p.k, rng);
-  if (Error error = uploadOperands(p, a, b, CUDA_R_16BF, buffers, g))
-    return std::move(error);
-  return runLt(p, g, buffers);
-}
-
-Expected<double> timeCublasLtFp8PerTensor(const CublasLtProblem &p) {
-  if (Error error = checkProblem(p))
-    return std::move(error);
-  Expected<const DriverApi &> api = runtime::getDriverApi();
-  if (!api)
-    return api.takeError();
-  std::mt19937_64 rng(p.seed);
-  DeviceBuffers buffers(*api, p.stream);
-  LtGemm g;
-  if (Error error = uploadFp8Operands(p, rng, buffers, g))
-    return std::move(error);
-  // One FP32 scale per operand, on the device (SCALAR_32F, the default
-  // mode, so the mode attributes are left unset).
-  std::vector<float> scaleA = randomScales(1, rng),
-                     scaleB = randomScales(1, rng);
-  Expected<CUdeviceptr> dScaleA = buffers.upload(scaleA.data(), 4);
-  if (!dScaleA)
-    return dScaleA.takeError();
-  Expected<CUdeviceptr> dScaleB = buffers.upload(scaleB.data(), 4);
-  if (!dScaleB)
-    return dScaleB.takeError();
-  g.aScale = *dScaleB; // cuBLASLt's A' is our B
-  g.bScale = *dScaleA; // cuBLASLt's B' is our A
-  return runLt(p, g, buffers);
-}
-
-Expected<double> timeCublasLtFp8BlockScaled(const CublasLtProblem &p) {
-  if (Error error = checkProblem(p))
-    return std::move(error);
-#if !MOSS_HAVE_LT_BLOCK_SCALING
-  return createStringError(inconvertibleErrorCode(),
-                           "built against cuBLASLt older than 12.9 (no "
-                           "VEC128_32F/BLK128x128_32F scale modes)");
-#else
-  if (p.k % 128 != 0)
-    return createStringError(inconvertibleErrorCode(),
-                             "K must be a multiple of 128");
-  Expected<const DriverApi &> api = runtime::getDriverApi();
-  if (!api)
-    return api.takeError();
-  std::mt19937_64 rng(p.seed);
-  DeviceBuffers buffers(*api, p.stream);
-  LtGemm g;
-  if (Error error = uploadFp8Operands(p, rng, buffers, g))
-    return std::move(error);
-  // Scale tensors. Our A [M, K] has one FP32 scale per 1x128 block along K:
-  // M x K/128 values, stored (as we read the cuBLASLt documentation) with
-  // the M index fastest, i.e. scale[kb * M + m], leading dimension M padded
-  // to a multiple of 4 (16 bytes). Our B [N, K] has one FP32 scale per
-  // 128x128 block: ceil(N/128) x K/128 values, leading dimension padded to a
-  // multiple of 4. The buffers are over-allocated (both dimensions padded)
-  // and filled entirely with random values in [0.5, 2), so whichever of
-  // these orders the library uses, every scale it reads is a finite random
-  // value; timings do not depend on which scale lands on which block.
-  auto roundUp4 = [](size_t x) { return (x + 3) / 4 * 4; };
-  size_t kBlocks = size_t(p.k) / 128;
-  size_t nBlocks = (size_t(p.n) + 127) / 128;
-  std::vector<float> scaleA = randomScales(roundUp4(p.m) * roundUp4(kBlocks),
-                                           rng),
-                     scaleB = randomScales(
-                         roundUp4(nBlocks) * roundUp4(kBlocks), rng);
+/// Uploads our A's and B's FP32 scales: sets g.aScale (our B's) and
+/// g.bScale (our A's).
+Error uploadScales(const std::vector<float> &scaleA,
+                   const std::vector<float> &scaleB, DeviceBuffers &buffers,
+                   LtGemm &g) {
   Expected<CUdeviceptr> dScaleA =
       buffers.upload(scaleA.data(), scaleA.size() * 4);
   if (!dScaleA)
@@ -403,12 +330,93 @@ Expected<double> timeCublasLtFp8BlockScaled(const CublasLtProblem &p) {
       buffers.upload(scaleB.data(), scaleB.size() * 4);
   if (!dScaleB)
     return dScaleB.takeError();
-  // cuBLASLt's A' is our B (128x128 blocks); its B' is our A (1x128).
-  g.aScale = *dScaleB;
-  g.aScaleMode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
-  g.bScale = *dScaleA;
-  g.bScaleMode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+  g.aScale = *dScaleB; // cuBLASLt's A' is our B
+  g.bScale = *dScaleA; // cuBLASLt's B' is our A
+  return Error::success();
+}
+
+/// Inputs of one timed GEMM: `setup` uploads them and describes the GEMM.
+using LtSetup =
+    function_ref<Error(std::mt19937_64 &, DeviceBuffers &, LtGemm &)>;
+
+/// Checks the problem, runs `setup` and times the GEMM.
+Expected<double> timeLt(const CublasLtProblem &p, LtSetup setup) {
+  if (Error error = checkProblem(p))
+    return std::move(error);
+  Expected<const DriverApi &> api = runtime::getDriverApi();
+  if (!api)
+    return api.takeError();
+  std::mt19937_64 rng(p.seed);
+  DeviceBuffers buffers(*api, p.stream);
+  LtGemm g;
+  if (Error error = setup(rng, buffers, g))
+    return std::move(error);
   return runLt(p, g, buffers);
+}
+
+} // namespace
+
+Expected<double> timeCublasLtBf16(const CublasLtProblem &p) {
+  return timeLt(p, [&](std::mt19937_64 &rng, DeviceBuffers &buffers,
+                       LtGemm &g) {
+    std::vector<uint16_t> a = randomBf16(size_t(p.m) * p.k, rng);
+    std::vector<uint16_t> b = randomBf16(size_t(p.n) * p.k, rng);
+    return uploadOperands(p, a, b, CUDA_R_16BF, buffers, g);
+  });
+}
+
+Expected<double> timeCublasLtFp8PerTensor(const CublasLtProblem &p) {
+  return timeLt(p, [&](std::mt19937_64 &rng, DeviceBuffers &buffers,
+                       LtGemm &g) -> Error {
+    if (Error error = uploadFp8Operands(p, rng, buffers, g))
+      return error;
+    // One FP32 scale per operand, on the device (SCALAR_32F, the default
+    // mode, so the mode attributes are left unset).
+    std::vector<float> scaleA = randomScales(1, rng);
+    std::vector<float> scaleB = randomScales(1, rng);
+    return uploadScales(scaleA, scaleB, buffers, g);
+  });
+}
+
+Expected<double> timeCublasLtFp8BlockScaled(const CublasLtProblem &p) {
+#if !MOSS_HAVE_LT_BLOCK_SCALING
+  if (Error error = checkProblem(p))
+    return std::move(error);
+  return createStringError(inconvertibleErrorCode(),
+                           "built against cuBLASLt older than 12.9 (no "
+                           "VEC128_32F/BLK128x128_32F scale modes)");
+#else
+  return timeLt(p, [&](std::mt19937_64 &rng, DeviceBuffers &buffers,
+                       LtGemm &g) -> Error {
+    if (p.k % 128 != 0)
+      return createStringError(inconvertibleErrorCode(),
+                               "K must be a multiple of 128");
+    if (Error error = uploadFp8Operands(p, rng, buffers, g))
+      return error;
+    // Scale tensors. Our A [M, K] has one FP32 scale per 1x128 block along
+    // K: M x K/128 values, stored (as we read the cuBLASLt documentation)
+    // with the M index fastest, i.e. scale[kb * M + m], leading dimension M
+    // padded to a multiple of 4 (16 bytes). Our B [N, K] has one FP32 scale
+    // per 128x128 block: ceil(N/128) x K/128 values, leading dimension
+    // padded to a multiple of 4. The buffers are over-allocated (both
+    // dimensions padded) and filled entirely with random values in [0.5,
+    // 2), so whichever of these orders the library uses, every scale it
+    // reads is a finite random value; timings do not depend on which scale
+    // lands on which block.
+    auto roundUp4 = [](size_t x) { return (x + 3) / 4 * 4; };
+    size_t kBlocks = size_t(p.k) / 128;
+    size_t nBlocks = (size_t(p.n) + 127) / 128;
+    std::vector<float> scaleA =
+        randomScales(roundUp4(p.m) * roundUp4(kBlocks), rng);
+    std::vector<float> scaleB =
+        randomScales(roundUp4(nBlocks) * roundUp4(kBlocks), rng);
+    if (Error error = uploadScales(scaleA, scaleB, buffers, g))
+      return error;
+    // cuBLASLt's A' is our B (128x128 blocks); its B' is our A (1x128).
+    g.aScaleMode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+    g.bScaleMode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    return Error::success();
+  });
 #endif
 }
 

@@ -310,8 +310,7 @@ compiler::selectTiling(const GemmSpec &spec, const TargetInfo &target,
         // (0.75x).
         if (usage.partialSetsNarrowed)
           continue;
-        if (spec.bScaling.hasLocalScales() && spec.bScaling.blockRows > 1 &&
-            hasColumnFactor(spec, tileN))
+        if (spec.bScaling.blockRows > 1 && hasColumnFactor(spec, tileN))
           continue;
         if (!smallest || usage.sharedBytes < smallest->second.sharedBytes)
           smallest = {tiling, usage};

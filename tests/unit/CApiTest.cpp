@@ -285,6 +285,19 @@ TEST(CApiTest, NoDevice) {
   EXPECT_EQ(context, nullptr);
 }
 
+using ContextPtr = std::unique_ptr<moss_context, void (*)(moss_context_t)>;
+
+/// A context with default options; null (and a test failure) if it cannot
+/// be made.
+ContextPtr makeContext() {
+  moss_context_options_t options;
+  moss_context_options_init(&options);
+  moss_context_t context = nullptr;
+  ErrorPtr error(moss_context_create(&options, &context));
+  EXPECT_EQ(error, nullptr) << moss_error_message(error.get());
+  return ContextPtr(context, moss_context_destroy);
+}
+
 /// Device memory freed at scope exit.
 struct DeviceBuffer {
   CUdeviceptr ptr = 0;
@@ -303,15 +316,9 @@ struct DeviceBuffer {
 TEST(CApiTest, QuantizeOnGpuMatchesReference) {
   if (!haveGpu())
     GTEST_SKIP() << "needs a CUDA driver and GPU";
-  moss_context_options_t options;
-  moss_context_options_init(&options);
-  moss_context_t context = nullptr;
-  {
-    ErrorPtr error(moss_context_create(&options, &context));
-    ASSERT_EQ(error, nullptr) << moss_error_message(error.get());
-  }
-  std::unique_ptr<moss_context, void (*)(moss_context_t)> owned(
-      context, moss_context_destroy);
+  ContextPtr owned = makeContext();
+  ASSERT_NE(owned, nullptr);
+  moss_context_t context = owned.get();
   const moss::runtime::DriverApi &api = *moss::runtime::getDriverApi();
 
   const int64_t rows = 48, cols = 256;
@@ -365,15 +372,9 @@ TEST(CApiTest, QuantizeOnGpuMatchesReference) {
 TEST(CApiTest, WeightScalerOnGpu) {
   if (!haveGpu())
     GTEST_SKIP() << "needs a CUDA driver and GPU";
-  moss_context_options_t options;
-  moss_context_options_init(&options);
-  moss_context_t context = nullptr;
-  {
-    ErrorPtr error(moss_context_create(&options, &context));
-    ASSERT_EQ(error, nullptr) << moss_error_message(error.get());
-  }
-  std::unique_ptr<moss_context, void (*)(moss_context_t)> owned(
-      context, moss_context_destroy);
+  ContextPtr owned = makeContext();
+  ASSERT_NE(owned, nullptr);
+  moss_context_t context = owned.get();
   const moss::runtime::DriverApi &api = *moss::runtime::getDriverApi();
 
   moss_weight_scaler_options_t scalerOptions;

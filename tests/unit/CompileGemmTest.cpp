@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "GemmSpecs.h"
 #include "moss/Compiler/Compile.h"
 
 #include "gtest/gtest.h"
@@ -15,20 +16,11 @@
 
 using namespace moss;
 using namespace moss::compiler;
+using namespace moss::compiler::test;
 using numerics::GlobalScope;
 using numerics::ScalingScheme;
 
 namespace {
-
-GemmSpec mossForward(int64_t m = GemmSpec::kDynamic) {
-  GemmSpec spec;
-  spec.m = m;
-  spec.n = 11008;
-  spec.k = 4096;
-  spec.aScaling = ScalingScheme::twoLevel(GlobalScope::Row, 32);
-  spec.bScaling = ScalingScheme::perTensor();
-  return spec;
-}
 
 KernelSource compile(const GemmSpec &spec, const CompileOptions &options = {}) {
   llvm::Expected<KernelSource> kernel =

@@ -1,5 +1,6 @@
 //===- FidelityTest.cpp - SNR, error measures and the reference GEMM ------===//
 
+#include "MustQuantize.h"
 #include "moss/Numerics/Fidelity.h"
 #include "moss/Numerics/Samples.h"
 
@@ -12,22 +13,13 @@
 #include <vector>
 
 using namespace moss::numerics;
+using moss::numerics::test::mustQuantize;
 
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 uint64_t freshSeed() { return std::random_device{}(); }
-
-QuantizedTensor mustQuantize(const std::vector<float> &x, int64_t rows,
-                             int64_t cols, const QuantizeOptions &options) {
-  llvm::Expected<QuantizedTensor> q = quantize(x, rows, cols, options);
-  if (!q) {
-    ADD_FAILURE() << llvm::toString(q.takeError());
-    return QuantizedTensor();
-  }
-  return std::move(*q);
-}
 
 /// A [rows, cols] tensor of random finite E4M3 values, with amax exactly 448.
 std::vector<float> representableTensor(int64_t rows, int64_t cols,

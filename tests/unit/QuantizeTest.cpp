@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "MustQuantize.h"
 #include "moss/Numerics/Quantize.h"
 #include "moss/Numerics/Samples.h"
 
@@ -23,6 +24,7 @@
 #include <vector>
 
 using namespace moss::numerics;
+using moss::numerics::test::mustQuantize;
 
 namespace {
 
@@ -298,16 +300,6 @@ void expectIdentical(const QuantizedTensor &a, const QuantizedTensor &b) {
   EXPECT_TRUE(sameFloats(a.global, b.global));
   EXPECT_EQ(a.stats.saturated, b.stats.saturated);
   EXPECT_EQ(a.stats.nonFiniteBlocks, b.stats.nonFiniteBlocks);
-}
-
-QuantizedTensor mustQuantize(const std::vector<float> &x, int64_t rows,
-                             int64_t cols, const QuantizeOptions &options) {
-  llvm::Expected<QuantizedTensor> q = quantize(x, rows, cols, options);
-  if (!q) {
-    ADD_FAILURE() << llvm::toString(q.takeError());
-    return QuantizedTensor();
-  }
-  return std::move(*q);
 }
 
 /// Quantizes `x` with and without transpose and checks both against the

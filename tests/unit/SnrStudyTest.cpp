@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "MustQuantize.h"
 #include "moss/Numerics/Fidelity.h"
 #include "moss/Numerics/Samples.h"
 
@@ -19,20 +20,11 @@
 #include <vector>
 
 using namespace moss::numerics;
+using moss::numerics::test::mustQuantize;
 
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-QuantizedTensor mustQuantize(const std::vector<float> &x, int64_t rows,
-                             int64_t cols, const QuantizeOptions &options) {
-  llvm::Expected<QuantizedTensor> q = quantize(x, rows, cols, options);
-  if (!q) {
-    ADD_FAILURE() << llvm::toString(q.takeError());
-    return QuantizedTensor();
-  }
-  return std::move(*q);
-}
 
 /// Every scheme the SNR study runs.
 std::vector<ScalingScheme> studySchemes() {

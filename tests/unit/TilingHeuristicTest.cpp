@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "GemmSpecs.h"
 #include "moss/Compiler/Tiling.h"
 
 // The templates' configuration header compiles as host C++; the resource
@@ -16,27 +17,11 @@
 
 using namespace moss;
 using namespace moss::compiler;
+using namespace moss::compiler::test;
 using numerics::GlobalScope;
 using numerics::ScalingScheme;
 
 namespace {
-
-GemmSpec makeSpec(int64_t m, int64_t n, int64_t k, ScalingScheme a,
-                  ScalingScheme b, FloatType out = FloatType::BF16) {
-  GemmSpec spec;
-  spec.m = m;
-  spec.n = n;
-  spec.k = k;
-  spec.aScaling = a;
-  spec.bScaling = b;
-  spec.out = out;
-  return spec;
-}
-
-GemmSpec mossForward(int64_t m) {
-  return makeSpec(m, 11008, 4096, ScalingScheme::twoLevel(GlobalScope::Row, 32),
-                  ScalingScheme::perTensor());
-}
 
 TileConfig select(const GemmSpec &spec, const TargetInfo &target = {},
                   const TilingOptions &options = {}) {

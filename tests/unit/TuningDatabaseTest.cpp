@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "moss/Compiler/TuningDatabase.h"
+#include "GemmSpecs.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -19,20 +20,11 @@
 
 using namespace moss;
 using namespace moss::compiler;
+using namespace moss::compiler::test;
 using numerics::GlobalScope;
 using numerics::ScalingScheme;
 
 namespace {
-
-GemmSpec mossForward(int64_t m = GemmSpec::kDynamic) {
-  GemmSpec spec;
-  spec.m = m;
-  spec.n = 11008;
-  spec.k = 4096;
-  spec.aScaling = ScalingScheme::twoLevel(GlobalScope::Row, 32);
-  spec.bScaling = ScalingScheme::perTensor();
-  return spec;
-}
 
 TileConfig tiling(int64_t tileM, int64_t tileN, int64_t stages) {
   TileConfig config;
