@@ -8,7 +8,7 @@
 //
 //   moss-bench-gemm [--m M] [--n N] [--k K] [--repeat R] [--only NAME]
 //                   [--no-cublaslt] [--nvrtc-flag FLAG]...
-//                   [--tiling TMxTNxSTAGES]...
+//                   [--tiling TMxTNxSTAGES[xSPLITK]]...
 //
 // Variants are compiled first and then timed round-robin (up to 5 rounds of
 // repeat/rounds launches each), so that clock drift during the run spreads
@@ -124,7 +124,7 @@ int main(int argc, char **argv) {
   std::string only;
   bool cublasLt = true;
   std::vector<std::string> nvrtcFlags;
-  std::vector<std::array<int, 3>> extraTilings;
+  std::vector<std::array<int, 4>> extraTilings;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> const char * {
@@ -147,17 +147,19 @@ int main(int argc, char **argv) {
     else if (a == "--nvrtc-flag")
       nvrtcFlags.push_back(next());
     else if (a == "--tiling") {
-      std::array<int, 3> t{};
+      std::array<int, 4> t{0, 0, 0, 1};
       const char *text = next();
-      if (std::sscanf(text, "%dx%dx%d", &t[0], &t[1], &t[2]) != 3)
-        die(std::string("--tiling takes TMxTNxSTAGES, e.g. 128x192x5; got ") +
+      int fields = std::sscanf(text, "%dx%dx%dx%d", &t[0], &t[1], &t[2], &t[3]);
+      if (fields != 3 && fields != 4)
+        die(std::string("--tiling takes TMxTNxSTAGES[xSPLITK], e.g. "
+                        "128x192x5 or 128x128x6x4; got ") +
             text);
       extraTilings.push_back(t);
     } else
       die("unknown argument " + a +
           "; usage: moss-bench-gemm [--m M] [--n N] [--k K] [--repeat R] "
           "[--only NAME] [--no-cublaslt] [--nvrtc-flag FLAG]... "
-          "[--tiling TMxTNxSTAGES]...");
+          "[--tiling TMxTNxSTAGES[xSPLITK]]...");
   }
 
   if (repeat < 1)
@@ -192,16 +194,20 @@ int main(int argc, char **argv) {
       die(std::string(name) + ": " + toString(chosen.takeError()));
     std::vector<std::pair<std::string, Params>> tilings = {
         {"", fixed}, {"_heuristic", withTiling(p, *chosen)}};
-    for (const std::array<int, 3> &t : extraTilings) {
+    for (const std::array<int, 4> &t : extraTilings) {
       Params extra = fixed;
       extra.tileM = t[0];
       extra.tileN = t[1];
       extra.stages = t[2];
-      tilings.push_back(
-          {formatv("_t{0}x{1}x{2}", t[0], t[1], t[2]).str(), extra});
+      extra.splitK = t[3];
+      tilings.push_back({formatv("_t{0}x{1}x{2}", t[0], t[1], t[2]).str() +
+                             (t[3] > 1 ? formatv("_split{0}", t[3]).str() : ""),
+                         extra});
     }
     for (const auto &[tiling, q] : tilings)
       for (int cluster : {1, 2}) {
+        if (cluster == 2 && q.splitK > 1)
+          continue; // split-K runs without clusters
         Params r = q;
         r.clusterM = cluster;
         variants.push_back(
@@ -345,7 +351,7 @@ int main(int argc, char **argv) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
             .count();
 
-    prep->mapA = operandMap(dA, m, k, q.boxA[1]);
+    prep->mapA = operandMap(dA, m, k, boxRowsA(p, m));
     prep->mapB = operandMap(dB, n, k, q.boxB[1]);
     std::memset(&prep->mapD, 0, sizeof(prep->mapD));
     Args &args = prep->args;
@@ -360,6 +366,14 @@ int main(int argc, char **argv) {
                                           : nullptr;
     args.aGlobal = static_cast<const float *>(ptr(dGA));
     args.bGlobal = static_cast<const float *>(ptr(dGB));
+    if (long long bytes = splitKWorkspaceBytes(p, m)) {
+      CUdeviceptr workspace = 0;
+      check(api->memAlloc(&workspace, size_t(bytes)), "cuMemAlloc");
+      // The counters must start at zero; each launch leaves them so.
+      check(api->memsetD8(workspace, 0, size_t(splitKCounterBytes(p, m))),
+            "cuMemsetD8");
+      args.workspace = ptr(workspace);
+    }
     prep->kernelParams[0] = &prep->mapA;
     prep->kernelParams[1] = &prep->mapB;
     prep->kernelParams[2] = &prep->mapD;

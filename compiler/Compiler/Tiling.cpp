@@ -151,10 +151,6 @@ static int64_t kSliceGranularity(const GemmSpec &spec) {
   return granularity;
 }
 
-static bool splitKAllowedFor(const GemmSpec &spec) {
-  return spec.out == FloatType::F32 && !spec.amax;
-}
-
 llvm::Error compiler::checkTiling(const GemmSpec &spec,
                                   const TileConfig &tiling,
                                   const TargetInfo &target) {
@@ -184,9 +180,8 @@ llvm::Error compiler::checkTiling(const GemmSpec &spec,
         "a cluster of " + llvm::Twine(tiling.clusterM * tiling.clusterN) +
         " blocks does not fit on " + llvm::Twine(target.smCount) + " SMs");
   if (tiling.splitK > 1) {
-    if (!splitKAllowedFor(spec))
-      return error("split_k > 1 needs an f32 output without amax (the "
-                   "slices are summed with atomics)");
+    if (tiling.clusterM * tiling.clusterN != 1)
+      return error("split_k > 1 needs 1x1 clusters");
     int64_t granularity = kSliceGranularity(spec);
     if (spec.k % (tiling.splitK * granularity) != 0)
       return error("K=" + llvm::Twine(spec.k) + " does not split into " +
@@ -235,17 +230,39 @@ TilingScore compiler::scoreTiling(const GemmSpec &spec,
   return score;
 }
 
+/// Whether split-K candidates are worth scoring. On the H200 (docs/
+/// PERFORMANCE.md, fourth session) splitting K paid with one tile row (M up
+/// to 128) and N tiles that fill the SMs once at 128x32: promoted schemes
+/// 2-8% faster at K = 4096 and 10-35% at K = 11008; per-tensor 17% faster
+/// at K = 11008 (M <= 64) but 0-10% slower at K = 4096.
+static bool considerSplitK(const GemmSpec &spec, const TilingOptions &options) {
+  return options.allowSplitK && plannedM(spec, options) <= 128 &&
+         (promoteK(spec) > 0 || spec.k >= 64 * kBlockK);
+}
+
+/// A work unit's chain of K stages in arbitrary units: its stages times a
+/// cost per stage that grows with the tile's width, plus a round trip of
+/// partial sums per extra slice. Fitted to the same measurements: 128x64
+/// in 2 slices beats 128x32 whole, and 128x128 in 4 slices does not beat
+/// 128x64 in 2.
+static int64_t chainCost(const GemmSpec &spec, const TileConfig &tiling) {
+  int64_t stages = llvm::divideCeil(spec.k / tiling.splitK, kBlockK);
+  return stages * (tiling.tileN + 64) + 512 * (tiling.splitK - 1);
+}
+
 namespace {
 /// One candidate of the search with its score.
 struct Candidate {
   TileConfig tiling;
   TilingScore score;
+  int64_t chainCost;
 };
 } // namespace
 
 /// Whether `lhs` is a better choice than `rhs`: fewer waves, then a fuller
-/// last wave, then less padding, fewer K slices, a larger tile, a deeper
-/// pipeline, and finally the smaller tile_m (a deterministic order).
+/// last wave, then less padding; between different K slicings the cheaper
+/// chain of K stages; then a larger tile, a deeper pipeline, and finally
+/// the smaller tile_m (a deterministic order).
 static bool isBetter(const Candidate &lhs, const Candidate &rhs) {
   const TilingScore &l = lhs.score, &r = rhs.score;
   if (l.waves != r.waves)
@@ -258,8 +275,8 @@ static bool isBetter(const Candidate &lhs, const Candidate &rhs) {
   if (l.paddedElements != r.paddedElements)
     return l.paddedElements < r.paddedElements;
   const TileConfig &a = lhs.tiling, &b = rhs.tiling;
-  if (a.splitK != b.splitK)
-    return a.splitK < b.splitK;
+  if (a.splitK != b.splitK && lhs.chainCost != rhs.chainCost)
+    return lhs.chainCost < rhs.chainCost;
   if (a.tileM * a.tileN != b.tileM * b.tileN)
     return a.tileM * a.tileN > b.tileM * b.tileN;
   if (a.stages != b.stages)
@@ -280,7 +297,7 @@ compiler::selectTiling(const GemmSpec &spec, const TargetInfo &target,
   static constexpr int64_t kTileMs[] = {128, 256};
   static constexpr int64_t kTileNs[] = {32, 64, 96, 128, 160, 192, 224, 256};
   std::vector<int64_t> splits = {1};
-  if (options.allowSplitK && splitKAllowedFor(spec))
+  if (considerSplitK(spec, options))
     for (int64_t split : {2, 4, 8})
       if (spec.k % (split * kSliceGranularity(spec)) == 0)
         splits.push_back(split);
@@ -322,7 +339,8 @@ compiler::selectTiling(const GemmSpec &spec, const TargetInfo &target,
                       (usage.stageBytes + 16);
         tiling.stages = std::max(requiredStages,
                                  std::min({fit, options.maxStages, kSteps}));
-        Candidate candidate{tiling, scoreTiling(spec, tiling, target, options)};
+        Candidate candidate{tiling, scoreTiling(spec, tiling, target, options),
+                            chainCost(spec, tiling)};
         if (!best || isBetter(candidate, *best))
           best = candidate;
       }
@@ -370,5 +388,6 @@ compiler::selectTilingForLaunch(const GemmSpec &spec, int64_t m,
     if (bucket < options.assumedM)
       options.assumedM = bucket;
   }
+  options.allowSplitK = true; // the runtime provides the workspace
   return selectTiling(spec, target, options);
 }

@@ -353,9 +353,67 @@ struct GemmRunner::Kernel {
   int slots = 0;
 };
 
+/// The split-K workspaces (docs/GEMM-KERNEL-ABI.md), one per stream so that
+/// launches on different streams never share one. A workspace starts with
+/// the kernel's tile counters, which each launch leaves zero; the partial
+/// sums after them dirty the rest. The layout depends on the launch (its
+/// tile count), so the runner tracks how many leading bytes are zero and
+/// clears more, on the stream, only when a launch needs more counters.
+struct GemmRunner::Workspaces {
+  struct Workspace {
+    CUdeviceptr pointer = 0;
+    size_t bytes = 0;
+    size_t zeroBytes = 0;
+  };
+  std::unordered_map<CUstream, Workspace> byStream;
+
+  ~Workspaces() {
+    Expected<const runtime::DriverApi &> api = runtime::getDriverApi();
+    if (!api) {
+      consumeError(api.takeError());
+      return;
+    }
+    for (auto &entry : byStream)
+      (void)api->memFree(entry.second.pointer);
+  }
+
+  /// A workspace of at least `bytes` for a launch on `stream` whose first
+  /// `counterBytes` must be zero.
+  Expected<CUdeviceptr> get(const runtime::DriverApi &api, CUstream stream,
+                            size_t bytes, size_t counterBytes) {
+    Workspace &w = byStream[stream];
+    if (w.bytes < bytes) {
+      if (w.pointer) {
+        // Launches queued on the stream may still use the old one.
+        if (Error e = runtime::checkCuda(api.streamSynchronize(stream),
+                                         "cuStreamSynchronize"))
+          return std::move(e);
+        if (Error e = runtime::checkCuda(api.memFree(w.pointer), "cuMemFree"))
+          return std::move(e);
+        w = Workspace();
+      }
+      size_t size = alignTo(bytes, size_t(1) << 20);
+      if (Error e = runtime::checkCuda(api.memAlloc(&w.pointer, size),
+                                       "cuMemAlloc (" + Twine(size) +
+                                           " bytes of split-K workspace)"))
+        return std::move(e);
+      w.bytes = size;
+    }
+    if (counterBytes > w.zeroBytes)
+      if (Error e = runtime::checkCuda(
+              api.memsetD8Async(w.pointer + w.zeroBytes, 0,
+                                counterBytes - w.zeroBytes, stream),
+              "cuMemsetD8Async"))
+        return std::move(e);
+    w.zeroBytes = counterBytes;
+    return w.pointer;
+  }
+};
+
 GemmRunner::GemmRunner(runtime::KernelCache &cache, compiler::TargetInfo target)
     : cache(cache), target(std::move(target)),
-      tuning(std::make_unique<TuningState>()) {}
+      tuning(std::make_unique<TuningState>()),
+      workspaces(std::make_unique<Workspaces>()) {}
 
 GemmRunner::~GemmRunner() = default;
 
@@ -532,8 +590,9 @@ Error GemmRunner::run(const GemmSpec &spec, int64_t m,
     return api.takeError();
   if (kernel.mapACodes != buffers.a.codes || kernel.mapARows != m) {
     kernel.mapACodes = 0;
-    if (Error e = encodeOperandMap(*api, kernel.mapA, buffers.a.codes, m,
-                                   spec.k, kernel.plan.boxRowsA, "A"))
+    if (Error e =
+            encodeOperandMap(*api, kernel.mapA, buffers.a.codes, m, spec.k,
+                             detail::getBoxRowsA(kernel.plan, int(m)), "A"))
       return e;
     kernel.mapACodes = buffers.a.codes;
     kernel.mapARows = m;
@@ -558,6 +617,14 @@ Error GemmRunner::run(const GemmSpec &spec, int64_t m,
   args.c = pointer(buffers.c);
   args.beta = spec.beta.value_or(1.0f);
   args.amax = static_cast<float *>(pointer(buffers.amax));
+  if (size_t bytes = detail::getWorkspaceBytes(kernel.plan, int(m))) {
+    Expected<CUdeviceptr> workspace =
+        workspaces->get(*api, stream, bytes,
+                        detail::getWorkspaceZeroBytes(kernel.plan, int(m)));
+    if (!workspace)
+      return workspace.takeError();
+    args.workspace = pointer(*workspace);
+  }
 
   runtime::LaunchConfig launch;
   launch.grid[0] = detail::getGridSize(kernel.plan, int(m), kernel.slots);

@@ -23,6 +23,7 @@ MOSS_SAME_FIELD(bias);
 MOSS_SAME_FIELD(c);
 MOSS_SAME_FIELD(beta);
 MOSS_SAME_FIELD(amax);
+MOSS_SAME_FIELD(workspace);
 #undef MOSS_SAME_FIELD
 static_assert(sizeof(detail::KernelArgs) == sizeof(gemm::Args));
 
@@ -76,22 +77,40 @@ detail::planFromTemplates(const compiler::KernelSource &source) {
   result.threads = unsigned(plan.threads);
   result.sharedBytes = unsigned(plan.sharedBytes);
   result.clusterSize = unsigned(plan.clusterSize);
-  result.boxRowsA = plan.boxA[1];
   result.boxRowsB = plan.boxB[1];
   result.n = params.n;
   result.tileM = params.tileM;
   result.tileN = params.tileN;
   result.clusterM = params.clusterM;
   result.clusterN = params.clusterN;
+  result.splitK = params.splitK;
   return result;
 }
 
-unsigned detail::getGridSize(const TemplatePlan &plan, int m, int smCount) {
+/// The parameters of `plan` that the launch geometry reads.
+static gemm::Params getGeometry(const detail::TemplatePlan &plan) {
   gemm::Params p;
   p.n = plan.n;
   p.tileM = plan.tileM;
   p.tileN = plan.tileN;
   p.clusterM = plan.clusterM;
   p.clusterN = plan.clusterN;
-  return unsigned(gemm::gridSize(p, m, smCount));
+  p.splitK = plan.splitK;
+  return p;
+}
+
+unsigned detail::getGridSize(const TemplatePlan &plan, int m, int smCount) {
+  return unsigned(gemm::gridSize(getGeometry(plan), m, smCount));
+}
+
+int detail::getBoxRowsA(const TemplatePlan &plan, int m) {
+  return gemm::boxRowsA(getGeometry(plan), m);
+}
+
+size_t detail::getWorkspaceBytes(const TemplatePlan &plan, int m) {
+  return size_t(gemm::splitKWorkspaceBytes(getGeometry(plan), m));
+}
+
+size_t detail::getWorkspaceZeroBytes(const TemplatePlan &plan, int m) {
+  return size_t(gemm::splitKCounterBytes(getGeometry(plan), m));
 }

@@ -14,6 +14,8 @@
 
 #include "llvm/Support/Error.h"
 
+#include <cstddef>
+
 namespace moss::detail {
 
 /// What a launch needs from `moss::gemm::plan` of a kernel's parameters.
@@ -21,11 +23,11 @@ struct TemplatePlan {
   unsigned threads = 0;
   unsigned sharedBytes = 0;
   unsigned clusterSize = 1;
-  /// Rows of the TMA boxes of A and B (docs/GEMM-KERNEL-ABI.md).
-  int boxRowsA = 0;
+  /// Rows of B's TMA box (docs/GEMM-KERNEL-ABI.md); A's depend on m
+  /// (getBoxRowsA).
   int boxRowsB = 0;
   /// The parameters gridSize() reads.
-  int n = 0, tileM = 0, tileN = 0, clusterM = 1, clusterN = 1;
+  int n = 0, tileM = 0, tileN = 0, clusterM = 1, clusterN = 1, splitK = 1;
 };
 
 /// The kernel's run-time argument struct, `moss::gemm::Args` (TemplatePlan.cpp
@@ -41,6 +43,7 @@ struct KernelArgs {
   const void *c;
   float beta;
   float *amax;
+  void *workspace;
 };
 
 /// The templates' plan for `source`; an error when the templates reject its
@@ -50,6 +53,14 @@ planFromTemplates(const compiler::KernelSource &source);
 
 /// `moss::gemm::gridSize` for `m` rows on `smCount` SMs.
 unsigned getGridSize(const TemplatePlan &plan, int m, int smCount);
+
+/// `moss::gemm::boxRowsA`: rows of A's TMA box for `m` rows.
+int getBoxRowsA(const TemplatePlan &plan, int m);
+
+/// The split-K workspace a launch of `m` rows needs (0 without split-K),
+/// and how much of its start must be zero before the first launch.
+size_t getWorkspaceBytes(const TemplatePlan &plan, int m);
+size_t getWorkspaceZeroBytes(const TemplatePlan &plan, int m);
 
 } // namespace moss::detail
 

@@ -356,6 +356,11 @@ std::vector<GemmCase> smallCases() {
       {"mossrow_x_mosstensor", 129, 257, 96, 128, 160, 5, kBF16, biasAmax},
       {"group_x_group128", 1000, 3000, 2048, 128, 192, 5, kF32, all},
       {"group_x_group128", 129, 257, 256, 128, 96, 7, kBF16, biasAmax},
+      // M below a tile: A's TMA box stops at M rounded up to 8 rows, and
+      // the smem rows past it hold stale data (several tiles per CTA here).
+      {"mossrow_x_tensor", 37, 9000, 256, 128, 32, 4, kF32, all},
+      {"tensor_x_tensor", 203, 3000, 512, 256, 64, 4, kBF16, biasAmax},
+      {"group_x_group128", 5, 3000, 512, 128, 64, 4, kF32, all},
   };
   for (const TilingCase &c : tilings) {
     GemmCase gc;
@@ -370,6 +375,38 @@ std::vector<GemmCase> smallCases() {
               "_tile" + std::to_string(c.tileM) + "x" +
               std::to_string(c.tileN) + "x" + std::to_string(c.stages) + "_" +
               shapeName(c.m, c.n, c.k);
+    cases.push_back(gc);
+  }
+
+  // Split-K: slices of K summed in the runner's workspace by the slice that
+  // finishes a tile last; every epilogue, a K tail-free slice of 256 to
+  // 1024, several units per CTA (1000 rows), one row.
+  struct SplitCase {
+    const char *scheme;
+    int m, n, k, tileN, stages, splitK, out;
+    Epilogue e;
+  };
+  const SplitCase splits[] = {
+      {"mossrow_x_tensor", 37, 4096, 4096, 128, 6, 4, kBF16, biasAmax},
+      {"tensor_x_tensor", 129, 257, 512, 64, 4, 2, kF32, all},
+      {"group_x_group128", 1000, 3000, 2048, 128, 6, 4, kF32, all},
+      {"mossrow_x_mosstensor", 16, 3000, 2048, 96, 7, 8, kF16, accum},
+      {"mx_x_mx", 1, 4096, 1024, 32, 8, 2, kBF16, plain},
+  };
+  for (const SplitCase &c : splits) {
+    GemmCase gc;
+    gc.params = makeParams(schemeNamed(c.scheme), c.n, c.k, c.out, c.e);
+    gc.params.tileM = 128;
+    gc.params.tileN = c.tileN;
+    gc.params.stages = c.stages;
+    gc.params.splitK = c.splitK;
+    gc.m = c.m;
+    gc.distA = c.out == kF16 ? Dist::Gaussian : Dist::LlmActivation;
+    gc.sampled = c.m == 1000;
+    gc.name = std::string(c.scheme) + "_" + typeName(c.out) + "_" + c.e.name +
+              "_tile128x" + std::to_string(c.tileN) + "x" +
+              std::to_string(c.stages) + "_split" + std::to_string(c.splitK) +
+              "_" + shapeName(c.m, c.n, c.k);
     cases.push_back(gc);
   }
 

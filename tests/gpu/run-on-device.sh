@@ -60,7 +60,8 @@ jitbench() {
 sanitize() {
   local jit="$bin/moss-jit"
   local cs="${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}"
-  local small="--m 129 --n 257 --k 256"
+  # K = 1024: eight 128-wide stages, so the shorter rings wrap around.
+  local small="--m 129 --n 257 --k 1024"
   local i=0
   while read -r variant; do
     i=$((i + 1))
@@ -78,6 +79,9 @@ sanitize() {
 --a-scheme per-tensor --b-scheme per-tensor --tiling 128x256x4x1x2 --bias bf16 --amax
 --a-scheme moss --a-global row --b-scheme per-tensor --tiling 128x192x5
 --a-scheme per-group --a-block 128 --b-scheme per-group --b-block 128x128 --tiling 128x192x5 --bias bf16
+--a-scheme moss --a-global row --b-scheme per-tensor --bias f32 --amax --tiling 128x64x8x1x1x2
+--a-scheme per-group --a-block 128 --b-scheme per-group --b-block 128x128 --out f32 --accumulate f32 --tiling 128x128x6x1x1x2
+--a-scheme per-tensor --b-scheme per-tensor --out f32 --tiling 128x32x8x1x1x2
 VARIANTS
 }
 

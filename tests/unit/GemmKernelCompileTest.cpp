@@ -188,6 +188,20 @@ std::vector<Variant> variants() {
   p.clusterM = 2;
   v.push_back({"group_cluster2x1", p});
 
+  // Split-K: slices of K summed in a workspace, direct and promoted loops.
+  p = withDefaultTiling(base);
+  p.splitK = 4;
+  v.push_back({"tensor_x_tensor_split4", p});
+  p = twoLevel(base, /*rowA=*/true);
+  p.amax = true;
+  p.splitK = 2;
+  v.push_back({"moss_forward_amax_split2", withDefaultTiling(p)});
+  p = perGroup(base);
+  p.tileN = 64;
+  p.stages = 8;
+  p.splitK = 8;
+  v.push_back({"group1x128_x_group128x128_128x64_split8", p});
+
   p = twoLevel(base, /*rowA=*/false);
   p.blockA = 64;
   p.scaleB = kPerGroup;
@@ -420,11 +434,42 @@ TEST(GemmKernelPlanTest, PlansFollowTheSchemes) {
   EXPECT_FALSE(q.multicastA);
   EXPECT_EQ(q.boxB[1], 64);
   EXPECT_EQ(q.boxA[1], 128);
-  EXPECT_EQ(q.emptyArrivals, 16);
+  EXPECT_EQ(q.emptyArrivals, 512); // 256 consumer threads per CTA
   EXPECT_EQ(gridSize(pair, 8192, 132), 132);
   EXPECT_EQ(gridSize(pair, 8192, 131), 130);
   EXPECT_EQ(gridSize(pair, 1, 132), 64); // 32 clusters of a real and an
                                          // empty M tile
+
+  // A's box stops at M (rounded up to 8 rows) when M is below a tile, and
+  // the stage's byte count follows it; a shared A stays in halves.
+  EXPECT_EQ(boxRowsA(moss, 1), 8);
+  EXPECT_EQ(boxRowsA(moss, 37), 40);
+  EXPECT_EQ(boxRowsA(moss, 128), 128);
+  EXPECT_EQ(boxRowsA(moss, 5000), 128);
+  EXPECT_EQ(stageTxBytes(moss, 1), (8 + 128) * 128);
+  EXPECT_EQ(stageTxBytes(moss, 8192), (128 + 128) * 128);
+  Params tall = moss;
+  tall.tileM = 256;
+  EXPECT_EQ(boxRowsA(tall, 129), 136);
+  Params sharedA = moss;
+  sharedA.clusterN = 2;
+  EXPECT_EQ(boxRowsA(sharedA, 1), 64);
+  EXPECT_EQ(stageTxBytes(sharedA, 1), (128 + 128) * 128);
+
+  // Split-K: units are tiles times slices; the workspace holds a counter
+  // per consumer warp and tile (256-byte padded), then FP32 partial tiles.
+  Params split = moss;
+  split.tileN = 64;
+  split.splitK = 2;
+  EXPECT_EQ(gridSize(split, 1, 132), 128); // 64 N tiles x 2 slices
+  EXPECT_EQ(plan(split).unitKStages, 32 / 2);
+  EXPECT_EQ(splitKCounterBytes(split, 1), 64 * 8 * 4);
+  EXPECT_EQ(splitKWorkspaceBytes(split, 1),
+            64 * 8 * 4 + 64LL * 2 * 128 * 64 * 4);
+  EXPECT_EQ(splitKCounterBytes(split, 200), 2 * 64 * 8 * 4);
+  EXPECT_EQ(splitKWorkspaceBytes(moss, 1), 0);
+  split.k = 4096 + 128; // 33 stages do not split in two
+  EXPECT_NE(validate(split), nullptr);
 }
 
 /// The persistent tile order visits every output tile exactly once, for

@@ -212,9 +212,18 @@ TEST(TilingHeuristicTest, SplitKOnlyWhenAllowedAndUseful) {
   TileConfig split = select(spec, {}, options);
   EXPECT_GT(split.splitK, 1);
   EXPECT_FALSE(llvm::errorToBool(checkTiling(spec, split, TargetInfo())));
-  // A bf16 output cannot be summed with atomics.
+  // The slices are summed in a workspace: any output and epilogue.
   spec.out = FloatType::BF16;
-  EXPECT_EQ(select(spec, {}, options).splitK, 1);
+  spec.amax = true;
+  EXPECT_GT(select(spec, {}, options).splitK, 1);
+  // ... but not across a cluster, nor into slices off the 128-wide stages.
+  TileConfig clustered = split;
+  clustered.clusterM = 2;
+  EXPECT_TRUE(llvm::errorToBool(checkTiling(spec, clustered, TargetInfo())));
+  TileConfig ragged = split;
+  spec.k = 16384 + 64;
+  ragged.splitK = 2;
+  EXPECT_TRUE(llvm::errorToBool(checkTiling(spec, ragged, TargetInfo())));
 }
 
 TEST(TilingHeuristicTest, ClustersForAStaticMOnly) {
@@ -340,11 +349,15 @@ TEST(TilingHeuristicTest, LaunchPlansSmallBatchesForTheirBucket) {
     EXPECT_TRUE(static_cast<bool>(tiling));
     return tiling ? *tiling : TileConfig();
   };
-  // Below the assumed M: planned for the bucket (100 -> 128), no cluster.
+  // Below the assumed M: planned for the bucket (100 -> 128), no cluster;
+  // launches may split K.
   TilingOptions bucket;
   bucket.assumedM = 128;
+  bucket.allowSplitK = true;
   EXPECT_EQ(forLaunch(100), select(dynamic, {}, bucket));
-  EXPECT_EQ(forLaunch(1), select(mossForward(1)));
+  TilingOptions split;
+  split.allowSplitK = true;
+  EXPECT_EQ(forLaunch(1), select(mossForward(1), {}, split));
   EXPECT_EQ(forLaunch(100).clusterM, 1);
   // At or above it: the assumed-M plan.
   EXPECT_EQ(forLaunch(4096), select(dynamic));
@@ -353,6 +366,34 @@ TEST(TilingHeuristicTest, LaunchPlansSmallBatchesForTheirBucket) {
   EXPECT_EQ(
       selectTilingForLaunch(mossForward(16384), 16384, TargetInfo())->clusterM,
       2);
+}
+
+TEST(TilingHeuristicTest, SplitKForShortBatchesOfLongChains) {
+  // One tile row over N = 4096: 128 tiles of 128x32 fill the SMs once, and
+  // 128 units of 128x64 in two K slices do too with half the chain each.
+  auto forLaunch = [](const GemmSpec &spec, int64_t m) {
+    llvm::Expected<TileConfig> tiling =
+        selectTilingForLaunch(spec, m, TargetInfo());
+    EXPECT_TRUE(static_cast<bool>(tiling));
+    return tiling ? *tiling : TileConfig();
+  };
+  GemmSpec moss = makeSpec(GemmSpec::kDynamic, 4096, 11008,
+                           ScalingScheme::twoLevel(GlobalScope::Row, 32),
+                           ScalingScheme::perTensor());
+  TileConfig small = forLaunch(moss, 16);
+  EXPECT_EQ(small.splitK, 2);
+  EXPECT_EQ(small.tileN, 64);
+  EXPECT_FALSE(llvm::errorToBool(checkTiling(moss, small, TargetInfo())));
+  // Not with many rows, nor where the N tiles already fill the SMs.
+  EXPECT_EQ(forLaunch(moss, 4096).splitK, 1);
+  EXPECT_EQ(forLaunch(mossForward(), 16).splitK, 1);
+  // Per-tensor only over a long K.
+  GemmSpec tensor =
+      makeSpec(GemmSpec::kDynamic, 4096, 4096, ScalingScheme::perTensor(),
+               ScalingScheme::perTensor());
+  EXPECT_EQ(forLaunch(tensor, 16).splitK, 1);
+  tensor.k = 11008;
+  EXPECT_EQ(forLaunch(tensor, 16).splitK, 2);
 }
 
 TEST(TilingHeuristicTest, PromoteKCostsAccumulatorSets) {

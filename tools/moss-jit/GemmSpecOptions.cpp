@@ -112,8 +112,9 @@ cl::opt<bool> staticM(
     cl::sub(getRunCommand()), cl::sub(getBenchCommand()), cl::cat(category));
 cl::opt<std::string>
     tiling("tiling",
-           cl::desc("run, bench: TMxTNxSTAGES[xCMxCN], e.g. 128x256x4 or "
-                    "128x128x6x2x1 (default: the compiler's choice)"),
+           cl::desc("run, bench: TMxTNxSTAGES[xCMxCN[xSPLITK]], e.g. "
+                    "128x256x4, 128x128x6x2x1 or 128x128x6x1x1x4 (default: "
+                    "the compiler's choice)"),
            cl::sub(getRunCommand()), cl::sub(getBenchCommand()),
            cl::cat(category));
 } // namespace
@@ -186,22 +187,24 @@ Expected<std::optional<compiler::TileConfig>> getTilingOverride() {
       return createStringError(inconvertibleErrorCode(),
                                "--tiling=" + tiling + ": '" + part +
                                    "' is not a positive integer; expected "
-                                   "TMxTNxSTAGES or TMxTNxSTAGESxCMxCN");
+                                   "TMxTNxSTAGES[xCMxCN[xSPLITK]]");
     values.push_back(value);
   }
-  if (values.size() != 3 && values.size() != 5)
+  if (values.size() != 3 && values.size() != 5 && values.size() != 6)
     return createStringError(inconvertibleErrorCode(),
                              "--tiling=" + tiling +
-                                 ": expected TMxTNxSTAGES or "
-                                 "TMxTNxSTAGESxCMxCN, e.g. 128x256x4");
+                                 ": expected TMxTNxSTAGES[xCMxCN[xSPLITK]], "
+                                 "e.g. 128x256x4");
   compiler::TileConfig config;
   config.tileM = values[0];
   config.tileN = values[1];
   config.stages = values[2];
-  if (values.size() == 5) {
+  if (values.size() >= 5) {
     config.clusterM = values[3];
     config.clusterN = values[4];
   }
+  if (values.size() == 6)
+    config.splitK = values[5];
   return config;
 }
 

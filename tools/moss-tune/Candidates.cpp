@@ -34,9 +34,12 @@ bool tune::sameKernel(const TileConfig &lhs, const TileConfig &rhs) {
 }
 
 std::string tune::getShortName(const TileConfig &t) {
-  return formatv("{0}x{1} s{2} c{3}x{4} {5}/{6}", t.tileM, t.tileN, t.stages,
-                 t.clusterM, t.clusterN,
-                 t.raster == RasterOrder::AlongM ? "m" : "n", t.swizzle);
+  std::string name = formatv(
+      "{0}x{1} s{2} c{3}x{4} {5}/{6}", t.tileM, t.tileN, t.stages, t.clusterM,
+      t.clusterN, t.raster == RasterOrder::AlongM ? "m" : "n", t.swizzle);
+  if (t.splitK > 1)
+    name += formatv(" k/{0}", t.splitK).str();
+  return name;
 }
 
 namespace {
@@ -270,7 +273,7 @@ tune::enumerateCandidates(const compiler::GemmSpec &spec, int64_t m,
     add(candidate.tiling);
   }
   counts.kept = int64_t(result.tilings.size());
-  // A heuristic choice outside the space (never, with today's heuristic)
+  // A heuristic choice outside the space (split-K: the space has none)
   // still counts as kept: keep the books balanced.
   counts.space +=
       counts.kept - (int64_t(ranked.size()) - counts.overCap) - forcedInSpace;

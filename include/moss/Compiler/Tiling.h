@@ -158,7 +158,10 @@ TilingScore scoreTiling(const GemmSpec &spec, const TileConfig &tiling,
 /// registers and leave room for `minStages` stages (fewer when K has fewer
 /// steps, never under 2) in shared memory, pick the one with the fewest
 /// waves over `target.smCount` SMs, then the fullest last wave, then the
-/// least padding, fewer K slices, the larger tile, the deeper pipeline;
+/// least padding, the shorter chain of K stages per work unit (between
+/// different K slicings, which are scored only for M up to 128 and
+/// promoted schemes or a K of at least 8192), the larger tile, the deeper
+/// pipeline;
 /// give it as many stages as fit (up to `maxStages` and the number of K
 /// steps), the raster order along the dimension with fewer tiles, a
 /// swizzle band of up to 8 tiles, and (when allowed) a 2x1 cluster when M
@@ -175,6 +178,7 @@ llvm::Expected<TileConfig> selectTiling(const GemmSpec &spec,
 /// for assumedM. Small batches get narrower tiles that fill the SMs (1.04 to
 /// 1.5x at M <= 128 on the H200, docs/PERFORMANCE.md); large ones keep the
 /// assumedM plan, which measured better there. A static M is planned as is.
+/// Split-K is allowed (the runtime provides its workspace).
 llvm::Expected<TileConfig> selectTilingForLaunch(const GemmSpec &spec,
                                                  int64_t m,
                                                  const TargetInfo &target,

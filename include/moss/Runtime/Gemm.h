@@ -173,6 +173,7 @@ public:
   };
   struct Kernel;
   struct TuningState;
+  struct Workspaces;
 
 private:
   GemmRunner(runtime::KernelCache &cache, compiler::TargetInfo target);
@@ -194,6 +195,8 @@ private:
   /// database: what the database (or the heuristic) gave.
   std::unordered_map<Key, Kernel *, KeyHash> resolved;
   std::unique_ptr<TuningState> tuning;
+  /// Split-K workspaces, one per stream.
+  std::unique_ptr<Workspaces> workspaces;
 };
 
 /// A GEMM's key: every field of the spec that changes the kernel (M only

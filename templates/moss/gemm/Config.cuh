@@ -51,6 +51,10 @@ struct Args {
   const void *c;        ///< [m, N] of the Accum type, or null
   float beta;           ///< multiplies c
   float *amax;          ///< max |output| (atomic max, caller zeroes), or null
+  /// SplitK > 1: splitKWorkspaceBytes(params, m) bytes whose first
+  /// splitKCounterBytes are zero before the first launch (each launch leaves
+  /// them zero again); else null.
+  void *workspace;
 };
 
 /// The template parameters of Config as a plain struct (ABI order).
@@ -111,17 +115,21 @@ struct Plan {
   int wgM;    ///< m64 wgmma tiles per consumer warpgroup
   int stageK; ///< K per pipeline stage (128: one swizzle row)
   int fullKStages, tailSteps, kStages;
+  /// Stages of one work unit: all of K, or one of SplitK slices of it.
+  int unitFullKStages, unitKStages;
   int stepsPerPromote; ///< k32 steps per promotion block
   int promotesPerStage;
   int loaderThreads; ///< producer warps 1..3
   int clusterSize;   ///< CTAs per cluster (ClusterM * ClusterN, 1 or 2)
   bool multicastA;   ///< ClusterN == 2: the two CTAs share A's tile
   bool multicastB;   ///< ClusterM == 2: the two CTAs share B's tile
-  int emptyArrivals; ///< consumer warps of the cluster releasing a stage
-  int boxA[2], boxB[2], boxD[2]; ///< TMA boxes {inner (K or N), rows}
+  int emptyArrivals; ///< consumer threads of the cluster releasing a stage
+  /// TMA boxes {inner (K or N), rows}; fewer rows of A when M is smaller
+  /// than a tile (boxRowsA).
+  int boxA[2], boxB[2], boxD[2];
   bool usesTmaD;                 ///< false: the epilogue stores directly
   // Shared memory (from a 1024-byte aligned base).
-  int stageABytes, stageBBytes, stageTxBytes;
+  int stageABytes, stageBBytes;
   int rowTableBytes, colTableBytes;
   int offsetA, offsetB, offsetRowTable, offsetColTable, offsetBarriers;
   int sharedBytes; ///< dynamic shared memory to launch with
@@ -190,13 +198,15 @@ constexpr MOSS_GEMM_HD Plan plan(const Params &p) {
   q.fullKStages = p.k / q.stageK;
   q.tailSteps = (p.k % q.stageK) / 32;
   q.kStages = q.fullKStages + (q.tailSteps > 0 ? 1 : 0);
+  q.unitFullKStages = q.fullKStages / p.splitK;
+  q.unitKStages = q.kStages / p.splitK;
   q.stepsPerPromote = q.promoteK / 32;
   q.promotesPerStage = q.promoteK > 0 ? q.stageK / q.promoteK : 1;
   q.loaderThreads = 96;
   q.clusterSize = p.clusterM * p.clusterN;
   q.multicastA = p.clusterN == 2;
   q.multicastB = p.clusterM == 2;
-  q.emptyArrivals = 4 * q.consumerWarpgroups * q.clusterSize;
+  q.emptyArrivals = 128 * q.consumerWarpgroups * q.clusterSize;
   // A multicast operand is loaded in halves, one per CTA of the pair.
   q.boxA[0] = q.stageK;
   q.boxA[1] = q.multicastA ? p.tileM / 2 : p.tileM;
@@ -208,7 +218,6 @@ constexpr MOSS_GEMM_HD Plan plan(const Params &p) {
 
   q.stageABytes = p.tileM * q.stageK;
   q.stageBBytes = p.tileN * q.stageK;
-  q.stageTxBytes = q.stageABytes + q.stageBBytes;
   q.rowTableBytes = q.rowFactor ? p.tileM * q.promotesPerStage * 4 : 0;
   q.colTableBytes = q.colFactor ? p.tileN * q.promotesPerStage * 4 : 0;
   q.offsetA = 0;
@@ -264,8 +273,12 @@ constexpr MOSS_GEMM_HD const char *validate(const Params &p) {
     return "shared memory exceeds 227 KiB: lower Stages";
   if (p.clusterM < 1 || p.clusterN < 1 || p.clusterM * p.clusterN > 2)
     return "clusters are 1x1, 2x1 (B shared) or 1x2 (A shared)";
-  if (p.splitK != 1)
-    return "split-K is not implemented: SplitK = 1";
+  if (p.splitK < 1)
+    return "SplitK must be at least 1";
+  if (p.splitK > 1 && p.k % (q.stageK * p.splitK) != 0)
+    return "SplitK > 1 needs K to be a multiple of 128 * SplitK";
+  if (p.splitK > 1 && p.clusterM * p.clusterN != 1)
+    return "SplitK > 1 needs 1x1 clusters";
   if (p.out != kBF16 && p.out != kF16 && p.out != kF32)
     return "Out must be kBF16, kF16 or kF32";
   if ((p.bias != kNone && p.bias != kBF16 && p.bias != kF16 &&
@@ -315,13 +328,55 @@ constexpr MOSS_GEMM_HD void tileOrigin(Params p, int m, int t, int rank,
   n0 = (nt * p.clusterN + rank / p.clusterM) * p.tileN;
 }
 
+/// SplitK > 1: the workspace's tile counters ([tiles][8] u32, one per
+/// consumer warp), rounded up to 256 bytes; the slices' partial sums follow
+/// them (SplitK.cuh).
+constexpr MOSS_GEMM_HD long long splitKCounterBytes(Params p, int m) {
+  return p.splitK > 1 ? (numTiles(p, m) * 32LL + 255) / 256 * 256 : 0;
+}
+
+/// SplitK > 1: the workspace an m-row launch needs (Args::workspace):
+/// the counters and [tiles][SplitK][TileM x TileN] FP32 partial sums.
+constexpr MOSS_GEMM_HD long long splitKWorkspaceBytes(Params p, int m) {
+  return p.splitK > 1 ? splitKCounterBytes(p, m) +
+                            4LL * numTiles(p, m) * p.splitK * p.tileM * p.tileN
+                      : 0;
+}
+
+/// Rows of A's TMA box for an m-row launch. A tile of TileM rows is loaded
+/// whole (half of it per CTA with ClusterN = 2), except when all of M fits
+/// in fewer rows: then the box stops at m rounded up to the 8-row swizzle
+/// atom. TMA fills the rows past M with zeros, and on the H200 that fill
+/// cost as much as reading the rows (M = 1 ran slower than M = 128); the
+/// rows the box leaves out only feed output rows past M, which are never
+/// stored.
+constexpr MOSS_GEMM_HD int boxRowsA(Params p, int m) {
+  if (p.clusterN == 2)
+    return p.tileM / 2;
+  const int rows = (m + 7) / 8 * 8;
+  return rows < p.tileM ? rows : p.tileM;
+}
+
+/// Bytes the TMA loads into one stage of an m-row launch (the "full"
+/// barrier's transaction count): A's box (both halves when multicast) and B.
+constexpr MOSS_GEMM_HD int stageTxBytes(Params p, int m) {
+  const int rowsA = p.clusterN == 2 ? p.tileM : boxRowsA(p, m);
+  return (rowsA + p.tileN) * 128;
+}
+
+/// Work units of an m-row problem: each cluster tile, or each of its
+/// SplitK slices of K.
+constexpr MOSS_GEMM_HD int numUnits(Params p, int m) {
+  return numTiles(p, m) * p.splitK;
+}
+
 /// The persistent grid (x; y = z = 1): one CTA per SM, fewer when there are
-/// fewer tiles, a multiple of the cluster size (launch with cluster dims
-/// (ClusterM * ClusterN, 1, 1)). 0 when m == 0 (nothing to launch).
+/// fewer work units, a multiple of the cluster size (launch with cluster
+/// dims (ClusterM * ClusterN, 1, 1)). 0 when m == 0 (nothing to launch).
 constexpr MOSS_GEMM_HD int gridSize(Params p, int m, int smCount) {
   const int size = p.clusterM * p.clusterN;
   const int slots = smCount / size;
-  return (numTiles(p, m) < slots ? numTiles(p, m) : slots) * size;
+  return (numUnits(p, m) < slots ? numUnits(p, m) : slots) * size;
 }
 
 /// The full GEMM configuration (docs/GEMM-KERNEL-ABI.md). The first 25
@@ -403,6 +458,9 @@ struct Config {
   static constexpr int kFullKStages = kPlan.fullKStages;
   static constexpr int kTailSteps = kPlan.tailSteps;
   static constexpr int kKStages = kPlan.kStages;
+  static constexpr int SplitK = SplitK_;
+  static constexpr int kUnitFullKStages = kPlan.unitFullKStages;
+  static constexpr int kUnitKStages = kPlan.unitKStages;
   static constexpr int kStepsPerPromote = kPlan.stepsPerPromote;
   static constexpr int kPromotesPerStage = kPlan.promotesPerStage;
   static constexpr int kLoaderThreads = kPlan.loaderThreads;
@@ -418,7 +476,6 @@ struct Config {
   static constexpr int kBoxD[2] = {kPlan.boxD[0], kPlan.boxD[1]};
   static constexpr int kStageABytes = kPlan.stageABytes;
   static constexpr int kStageBBytes = kPlan.stageBBytes;
-  static constexpr int kStageTxBytes = kPlan.stageTxBytes;
   static constexpr int kRowTableBytes = kPlan.rowTableBytes;
   static constexpr int kColTableBytes = kPlan.colTableBytes;
   static constexpr int kOffsetA = kPlan.offsetA;

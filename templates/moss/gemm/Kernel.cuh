@@ -3,7 +3,8 @@
 // The translation unit of docs/GEMM-KERNEL-ABI.md includes this header,
 // names a Config and calls moss::gemm::run<Config>() from its one kernel.
 // The design (docs/GEMM-KERNEL.md):
-//  - a persistent grid; each CTA walks tiles in a grouped (L2-friendly) order;
+//  - a persistent grid; each CTA walks tiles in a grouped (L2-friendly) order,
+//    or with SplitK > 1 slices of tiles' K, summed in a workspace (SplitK.cuh);
 //  - warpgroup 0 produces: warp 0 issues TMA loads into a ring of Stages
 //    shared-memory stages (128 of K each), warps 1..3 turn block scales into
 //    per-stage FP32 factor tables; it runs with 40 registers per thread;
@@ -22,6 +23,7 @@
 #include "moss/gemm/Mainloop.cuh"
 #include "moss/gemm/Pipeline.cuh"
 #include "moss/gemm/Producer.cuh"
+#include "moss/gemm/SplitK.cuh"
 #include "moss/ptx/mbarrier.cuh"
 #include "moss/ptx/sync.cuh"
 #include "moss/ptx/tma.cuh"
@@ -35,7 +37,21 @@ namespace detail {
 constexpr int kProducerRegisters = 40;
 constexpr int kConsumerRegisters = 232;
 
-/// A consumer warpgroup: all tiles of this CTA, main loop then epilogue.
+/// The end of a work unit: the epilogue, once a split-K tile's slices are
+/// all summed (by each warp whose part of the tile was finished last here).
+template <class Cfg>
+__device__ __forceinline__ void
+finishUnit(const TileOrder<Cfg> &order, int unit, const Args &args, int m,
+           int m0, int n0, Fragment<Cfg> &acc, const ConsumerPosition &pos) {
+  if constexpr (Cfg::SplitK > 1)
+    if (!sumSlices<Cfg>(args, m, m0, order.tile(unit), order.slice(unit), acc,
+                        pos))
+      return;
+  epilogue<Cfg>(args, m, m0, n0, acc, pos);
+}
+
+/// A consumer warpgroup: all work units of this CTA, main loop then
+/// epilogue.
 template <class Cfg>
 __device__ __forceinline__ void consumeTiles(const SharedStorage<Cfg> &smem,
                                              const Args &args, int m,
@@ -53,7 +69,7 @@ __device__ __forceinline__ void consumeTiles(const SharedStorage<Cfg> &smem,
       int m0, n0;
       order.coords(t, m0, n0);
       loop.run(ring);
-      epilogue<Cfg>(args, m, m0, n0, acc, pos);
+      finishUnit<Cfg>(order, t, args, m, m0, n0, acc, pos);
     }
   } else {
     Fragment<Cfg> part[Cfg::kPartialSets];
@@ -62,7 +78,7 @@ __device__ __forceinline__ void consumeTiles(const SharedStorage<Cfg> &smem,
       int m0, n0;
       order.coords(t, m0, n0);
       loop.run(ring);
-      epilogue<Cfg>(args, m, m0, n0, acc, pos);
+      finishUnit<Cfg>(order, t, args, m, m0, n0, acc, pos);
     }
   }
 }
@@ -88,7 +104,7 @@ __device__ __forceinline__ void run(const CUtensorMap &tmaA,
   if (threadIdx.x == 0) {
     for (int s = 0; s < Cfg::Stages; ++s) {
       ptx::mbarrierInit(smem.full(s),
-                        1 + (Cfg::kHasTables ? Cfg::kLoaderThreads / 32 : 0));
+                        1 + (Cfg::kHasTables ? Cfg::kLoaderThreads : 0));
       ptx::mbarrierInit(smem.empty(s), Cfg::kEmptyArrivals);
     }
     ptx::fenceBarrierInit();

@@ -77,20 +77,22 @@ __device__ __forceinline__ void issueSteps(Fragment<Cfg> &d, u64 descA,
   ptx::wgmmaCommit();
 }
 
-/// Frees a stage: one arrival per consumer warp, after all its lanes are
-/// done with the stage (their wgmmas completed, table reads consumed), on
-/// the stage's "empty" barrier of every CTA of the cluster (their producers
-/// multicast into this CTA's stage).
+/// Frees a stage: every consumer thread arrives once it is done with the
+/// stage (its wgmmas completed, its table reads consumed), on the stage's
+/// "empty" barrier of every CTA of the cluster (their producers multicast
+/// into this CTA's stage). One arrival per warp after a warp barrier would
+/// be as correct under the PTX memory model, but compute-sanitizer's
+/// racecheck does not follow it; on the H200 per-thread arrivals measured
+/// the same speed at 8192^3 (docs/PERFORMANCE.md, fourth session).
 template <class Cfg>
 __device__ __forceinline__ void releaseStage(const SharedStorage<Cfg> &smem,
-                                             u32 stage, int lane) {
-  ptx::syncWarp();
+                                             u32 stage) {
   if constexpr (Cfg::kClusterSize == 1) {
-    ptx::mbarrierArriveIf(smem.empty(stage), lane == 0);
+    ptx::mbarrierArrive(smem.empty(stage));
   } else {
 #pragma unroll
     for (int cta = 0; cta < Cfg::kClusterSize; ++cta)
-      ptx::mbarrierArriveClusterIf(smem.empty(stage), cta, lane == 0);
+      ptx::mbarrierArriveCluster(smem.empty(stage), cta);
   }
 }
 
@@ -169,7 +171,7 @@ promote(Fragment<Cfg> &acc, const Fragment<Cfg> &part,
 /// the compiler copy registers an in-flight wgmma writes. So the code
 /// between a wgmma and its wait has no loop back-edge and no branch: the
 /// group is unrolled by templates, barrier waits loop inside their asm
-/// statement, and the stage release is a predicated arrive.
+/// statement, and every thread arrives to release a stage (no branch).
 template <class Cfg> struct PromotedLoop {
   static constexpr int kPer = Cfg::kPromotesPerStage;
   /// Promotion blocks per group of straight-line code: the last of a group
@@ -237,7 +239,7 @@ template <class Cfg> struct PromotedLoop {
     if constexpr (kPartialSets == 1 && kG + 1 < kBlocks)
       issueNext<kG, kNext>(ring);
     if constexpr (kBlock == kPer - 1 || kG + 1 == kBlocks) {
-      releaseStage<Cfg>(smem, ring.stage, pos.lane);
+      releaseStage<Cfg>(smem, ring.stage);
       ring.advance();
     }
     if constexpr (kG + 1 < kBlocks)
@@ -265,15 +267,15 @@ template <class Cfg> struct PromotedLoop {
     step<kBlocks, 0>(ring);
   }
 
-  /// All of K for one tile.
+  /// All of a work unit's K for one tile.
   __device__ __forceinline__ void run(Ring<Cfg::Stages> &ring) {
 #pragma unroll
     for (int mm = 0; mm < Cfg::kWgM; ++mm)
 #pragma unroll
       for (int i = 0; i < Cfg::TileN / 2; ++i)
         acc[mm][i] = 0.0f;
-    constexpr int kGroups = Cfg::kFullKStages / kGroupStages;
-    constexpr int kRestBlocks = (Cfg::kFullKStages % kGroupStages) * kPer +
+    constexpr int kGroups = Cfg::kUnitFullKStages / kGroupStages;
+    constexpr int kRestBlocks = (Cfg::kUnitFullKStages % kGroupStages) * kPer +
                                 Cfg::kTailSteps / Cfg::kStepsPerPromote;
 #pragma unroll 1
     for (int g = 0; g < kGroups; ++g)
@@ -308,14 +310,14 @@ template <class Cfg> struct DirectLoop {
                                             u32 &previous) {
     issueStage<kSteps, false>(ring);
     ptx::wgmmaWait<1>();
-    releaseStage<Cfg>(smem, previous, pos.lane);
+    releaseStage<Cfg>(smem, previous);
     previous = ring.stage;
     ring.advance();
   }
 
-  /// All of K for one tile.
+  /// All of a work unit's K for one tile.
   __device__ __forceinline__ void run(Ring<Cfg::Stages> &ring) {
-    constexpr int kFull = Cfg::kFullKStages;
+    constexpr int kFull = Cfg::kUnitFullKStages;
     constexpr int kTail = Cfg::kTailSteps;
     u32 previous = ring.stage;
     if constexpr (kFull > 0) {
@@ -332,7 +334,7 @@ template <class Cfg> struct DirectLoop {
     }
     ptx::wgmmaWait<0>();
     fenceFragment<Cfg>(acc);
-    releaseStage<Cfg>(smem, previous, pos.lane);
+    releaseStage<Cfg>(smem, previous);
   }
 };
 

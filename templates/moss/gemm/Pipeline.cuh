@@ -38,7 +38,7 @@ template <class Cfg> struct SharedStorage {
   __device__ __forceinline__ u32 full(u32 stage) const {
     return base + Cfg::kOffsetBarriers + stage * 8;
   }
-  /// "Stage free": one arrival per consumer warp of the cluster.
+  /// "Stage free": one arrival per consumer thread of the cluster.
   __device__ __forceinline__ u32 empty(u32 stage) const {
     return base + Cfg::kOffsetBarriers + (Cfg::Stages + stage) * 8;
   }
@@ -62,10 +62,11 @@ template <int kStages> struct Ring {
   }
 };
 
-/// The persistent tile order (moss::gemm::tileOrigin): cluster c walks
-/// cluster tiles c, c + clusters, ...; a tile past the edge (odd tile
-/// counts) is still walked: its loads are zeros and its stores are
-/// predicated off, and its multicast partner needs its half.
+/// The persistent order of work units (moss::gemm::tileOrigin): cluster c
+/// walks units c, c + clusters, ...; unit u is slice u % SplitK of K of
+/// cluster tile u / SplitK, so a tile's slices run side by side. A tile
+/// past the edge (odd tile counts) is still walked: its loads are zeros and
+/// its stores are predicated off, and its multicast partner needs its half.
 template <class Cfg> struct TileOrder {
   int m;
   int total;
@@ -74,14 +75,21 @@ template <class Cfg> struct TileOrder {
   int rank;
 
   __device__ __forceinline__ TileOrder(int m, u32 rank)
-      : m(m), total(numTiles(Cfg::kParams, m)),
+      : m(m), total(numUnits(Cfg::kParams, m)),
         first(static_cast<int>(blockIdx.x) / Cfg::kClusterSize),
         stride(static_cast<int>(gridDim.x) / Cfg::kClusterSize),
         rank(static_cast<int>(rank)) {}
 
-  /// The first row and column of this CTA's tile in cluster tile `t`.
-  __device__ __forceinline__ void coords(int t, int &m0, int &n0) const {
-    tileOrigin(Cfg::kParams, m, t, rank, m0, n0);
+  __device__ __forceinline__ int tile(int u) const { return u / Cfg::SplitK; }
+  __device__ __forceinline__ int slice(int u) const { return u % Cfg::SplitK; }
+  /// Where unit `u`'s slice of K starts.
+  __device__ __forceinline__ int kBegin(int u) const {
+    return slice(u) * Cfg::kUnitKStages * Cfg::kStageK;
+  }
+
+  /// The first row and column of this CTA's tile in unit `u`.
+  __device__ __forceinline__ void coords(int u, int &m0, int &n0) const {
+    tileOrigin(Cfg::kParams, m, tile(u), rank, m0, n0);
   }
 };
 

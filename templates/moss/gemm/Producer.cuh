@@ -10,13 +10,14 @@
 namespace moss::gemm::detail {
 
 /// One thread of warp 0: for every tile and K stage, waits for the stage to
-/// be free, then loads A's [TileM x 128] and B's [TileN x 128] boxes into it.
-/// Rows past M or N and columns past K arrive as zeros (the box is always
-/// complete, so the expected byte count is constant). In a 2-CTA cluster the
-/// shared operand is loaded in halves, each CTA multicasting its half to
-/// both; a stage is then free once the consumers of both CTAs released it,
-/// and before exiting the thread waits until every stage has been released
-/// (peers arrive on this CTA's barriers until then).
+/// be free, then loads A's [TileM x 128] and B's [TileN x 128] boxes into it
+/// (A's box stops at M when all of M fits in fewer rows: boxRowsA). Rows
+/// past M or N and columns past K arrive as zeros (the box is always
+/// complete, so the expected byte count is the same for every stage). In a
+/// 2-CTA cluster the shared operand is loaded in halves, each CTA multicasting
+/// its half to both; a stage is then free once the consumers of both CTAs
+/// released it, and before exiting the thread waits until every stage has been
+/// released (peers arrive on this CTA's barriers until then).
 template <class Cfg>
 __device__ __forceinline__ void
 produceTiles(const SharedStorage<Cfg> &smem, const CUtensorMap &tmaA,
@@ -24,14 +25,16 @@ produceTiles(const SharedStorage<Cfg> &smem, const CUtensorMap &tmaA,
   Ring<Cfg::Stages> ring;
   TileOrder<Cfg> order(m, rank);
   constexpr int kHalfA = Cfg::TileM / 2, kHalfB = Cfg::TileN / 2;
+  const u32 txBytes = static_cast<u32>(stageTxBytes(Cfg::kParams, m));
   for (int t = order.first; t < order.total; t += order.stride) {
     int m0, n0;
     order.coords(t, m0, n0);
-    for (int ks = 0; ks < Cfg::kKStages; ++ks) {
-      const int k0 = ks * Cfg::kStageK;
+    const int kBegin = order.kBegin(t);
+    for (int ks = 0; ks < Cfg::kUnitKStages; ++ks) {
+      const int k0 = kBegin + ks * Cfg::kStageK;
       ptx::mbarrierWait(smem.empty(ring.stage), ring.phase ^ 1);
       const u32 full = smem.full(ring.stage);
-      ptx::mbarrierArriveExpectTx(full, Cfg::kStageTxBytes);
+      ptx::mbarrierArriveExpectTx(full, txBytes);
       if constexpr (Cfg::kMulticastA)
         ptx::tmaLoad2dMulticast(smem.tileA(ring.stage) + rank * kHalfA * 128,
                                 tmaA, k0, m0 + static_cast<int>(rank) * kHalfA,
@@ -93,7 +96,8 @@ __device__ __forceinline__ bool isAligned16(const void *p) {
 /// rows are then 128 words a row-length apart: a 32-byte sector each. So
 /// when rows are 16-byte aligned, the word of four stages comes in one
 /// 16-byte load (kChunked), at stages 0, 4, 8, ... of a tile, and the next
-/// three stages take theirs from registers: a quarter of the sectors. (On
+/// three stages take theirs from registers: a quarter of the sectors (a
+/// work unit's stages come in whole chunks: kUnitKStages % 4 == 0). (On
 /// the H200, per-group at 8192^3 measured 0-3% faster with it, MOSS the
 /// same: within the noise.)
 /// kMayChunk: whether this operand's rows can afford the three registers
@@ -105,14 +109,14 @@ struct ScaleRow {
   static constexpr int kCodeBytes = kE8M0 ? 1 : 4;
   static constexpr bool kWord =
       kBlock == Cfg::kPromoteK && kPer * kCodeBytes == 4 && kPerRow % kPer == 0;
-  static constexpr bool kChunked = kMayChunk && kWord &&
-                                   (kPerRow * kCodeBytes) % 16 == 0 &&
-                                   Cfg::kTailSteps == 0;
+  static constexpr bool kChunked =
+      kMayChunk && kWord && (kPerRow * kCodeBytes) % 16 == 0 &&
+      Cfg::kTailSteps == 0 && Cfg::kUnitKStages % 4 == 0;
   u32 bits[kWord ? 1 : kPer];
   u32 ahead[kChunked ? 3 : 1]; ///< the words of the chunk's next stages
 
-  /// Loads stage `ks` (at K offset k0) of `row`; `aligned`: the scales
-  /// pointer is 16-byte aligned.
+  /// Loads stage `ks` of a work unit (at K offset k0) of `row`; `aligned`:
+  /// the scales pointer is 16-byte aligned.
   __device__ __forceinline__ void load(const void *scales, int row, int ks,
                                        int k0, bool aligned) {
     const u32 base = static_cast<u32>(row / kBlockRows) * kPerRow;
@@ -158,7 +162,7 @@ struct ScaleRow {
 
 /// Warps 1..3 (thread `tid` in [0, 96)): for every tile and K stage, read
 /// the local scales the stage's promotion blocks need, decode them to FP32
-/// factors, and write the stage's tables once it is free; then each warp
+/// factors, and write the stage's tables once it is free; then each thread
 /// arrives on its "full" barrier. The global loads of a stage are issued before
 /// waiting for it to be free, so their latency hides behind the consumers'
 /// work. Thread t handles table rows t, t + 96, ...: one row of A (all the
@@ -200,8 +204,9 @@ __device__ __forceinline__ void produceTables(const SharedStorage<Cfg> &smem,
   for (int t = order.first; t < order.total; t += order.stride) {
     int m0, n0;
     order.coords(t, m0, n0);
-    for (int ks = 0; ks < Cfg::kKStages; ++ks) {
-      const int k0 = ks * Cfg::kStageK;
+    const int kBegin = order.kBegin(t);
+    for (int ks = 0; ks < Cfg::kUnitKStages; ++ks) {
+      const int k0 = kBegin + ks * Cfg::kStageK;
 #pragma unroll
       for (int i = 0; i < kRowIters; ++i) {
         const int r = tid + i * kThreads;
@@ -248,10 +253,11 @@ __device__ __forceinline__ void produceTables(const SharedStorage<Cfg> &smem,
             colTable[j * Cfg::TileN + c] = valid ? colsB[i].factor(j) : 0.0f;
         }
       }
-      // One arrival per warp: 96 arrivals on one word serialize.
-      ptx::syncWarp();
-      if (tid % 32 == 0)
-        ptx::mbarrierArrive(smem.full(ring.stage));
+      // Every thread arrives after its own writes. (One arrival per warp
+      // after a warp barrier is as correct under the PTX memory model and
+      // measured within the noise, but compute-sanitizer's racecheck does
+      // not follow it and reports the table writes as races.)
+      ptx::mbarrierArrive(smem.full(ring.stage));
       ring.advance();
     }
   }

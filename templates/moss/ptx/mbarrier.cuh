@@ -36,18 +36,6 @@ __device__ __forceinline__ void mbarrierArrive(u32 barrier) {
                : "memory");
 }
 
-/// mbarrier.arrive by the calling thread when `arrive` is true, predicated
-/// inside the asm: no branch, so no control-flow join in the caller (where
-/// the compiler would copy live accumulators of an in-flight wgmma).
-__device__ __forceinline__ void mbarrierArriveIf(u32 barrier, bool arrive) {
-  asm volatile(
-      "{ .reg .pred p;\n\t.reg .b64 state;\n\t"
-      "setp.ne.u32 p, %1, 0;\n\t"
-      "@p mbarrier.arrive.shared::cta.b64 state, [%0]; }" ::"r"(barrier),
-      "r"(static_cast<u32>(arrive))
-      : "memory");
-}
-
 /// mbarrier.arrive.expect_tx: one arrival, and `bytes` more transaction
 /// bytes expected in this phase (issued before the TMA copies that complete
 /// them).
@@ -60,23 +48,20 @@ __device__ __forceinline__ void mbarrierArriveExpectTx(u32 barrier, u32 bytes) {
       : "memory");
 }
 
-/// mbarrier.arrive, when `arrive` is true (predicated inside the asm: no
-/// branch in the caller), on the barrier at the same offset in CTA `cta` of
-/// the cluster. Used to free a stage that a multicast copy from another CTA
+/// mbarrier.arrive on the barrier at the same offset in CTA `cta` of the
+/// cluster. Used to free a stage that a multicast copy from another CTA
 /// fills. The arrival has the default semantics (release, CTA scope): the
 /// consumers only read the stage, and their reads are complete (the wgmma
 /// waited on) before they arrive. A release at cluster scope costs a
 /// cluster-wide memory fence per arrival (ncu: 14 of 23 cycles per issued
 /// instruction stalled on it in a 2x1-cluster GEMM).
-__device__ __forceinline__ void mbarrierArriveClusterIf(u32 barrier, u32 cta,
-                                                        bool arrive) {
-  asm volatile("{ .reg .pred p;\n\t.reg .b32 remote;\n\t"
-               "setp.ne.u32 p, %2, 0;\n\t"
-               "mapa.shared::cluster.u32 remote, %0, %1;\n\t"
-               "@p mbarrier.arrive.shared::cluster.b64 _, [remote]; }" ::"r"(
-                   barrier),
-               "r"(cta), "r"(static_cast<u32>(arrive))
-               : "memory");
+__device__ __forceinline__ void mbarrierArriveCluster(u32 barrier, u32 cta) {
+  asm volatile(
+      "{ .reg .b32 remote;\n\t"
+      "mapa.shared::cluster.u32 remote, %0, %1;\n\t"
+      "mbarrier.arrive.shared::cluster.b64 _, [remote]; }" ::"r"(barrier),
+      "r"(cta)
+      : "memory");
 }
 
 /// Waits until the phase with parity `parity` has completed. A barrier

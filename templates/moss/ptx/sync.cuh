@@ -67,4 +67,46 @@ __device__ __forceinline__ u32 shuffleXor(u32 value, u32 mask) {
   return out;
 }
 
+/// fence.acq_rel.gpu: this thread's earlier global writes are visible
+/// GPU-wide before its later ones (and reads after it see what a matching
+/// fence published).
+__device__ __forceinline__ void fenceGpu() {
+  asm volatile("fence.acq_rel.gpu;" ::: "memory");
+}
+
+/// atom.global.add.u32 (relaxed, GPU scope): adds and returns the old value.
+__device__ __forceinline__ u32 atomicAddU32(u32 *address, u32 value) {
+  u32 old;
+  asm volatile("atom.relaxed.gpu.global.add.u32 %0, [%1], %2;"
+               : "=r"(old)
+               : "l"(address), "r"(value)
+               : "memory");
+  return old;
+}
+
+/// st.relaxed.gpu.global.u32.
+__device__ __forceinline__ void storeRelaxedU32(u32 *address, u32 value) {
+  asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(address), "r"(value)
+               : "memory");
+}
+
+/// ld.global.cg.f32: a load served by L2 (not a possibly stale L1 line).
+__device__ __forceinline__ float loadGlobalL2(const float *address) {
+  float value;
+  asm volatile("ld.global.cg.f32 %0, [%1];"
+               : "=f"(value)
+               : "l"(address)
+               : "memory");
+  return value;
+}
+
+/// shfl.sync.idx: the value of lane `lane`.
+__device__ __forceinline__ u32 shuffleIdx(u32 value, u32 lane) {
+  u32 out;
+  asm volatile("shfl.sync.idx.b32 %0, %1, %2, 0x1f, 0xffffffff;"
+               : "=r"(out)
+               : "r"(value), "r"(lane));
+  return out;
+}
+
 } // namespace moss::ptx
