@@ -6,7 +6,7 @@
 // power draw); the output is bf16. Times are medians of CUDA-event timings
 // of back-to-back launches after warm-up.
 //
-//   moss-bench-gemm [--m M] [--n N] [--k K] [--repeat R] [--only NAME]
+//   moss-bench-gemm [--m M] [--n N] [--k K] [--repeat R] [--only NAME]...
 //                   [--no-cublaslt] [--nvrtc-flag FLAG]...
 //                   [--tiling TMxTNxSTAGES[xSPLITK]]...
 //
@@ -21,7 +21,9 @@
 // below ones from short bursts on an idle GPU.
 // --nvrtc-flag passes a flag to NVRTC (e.g. --Ofast-compile=mid).
 // --tiling adds every scheme at that tiling too (`_tMxNxS`, 1x1 and 2x1
-// clusters); a tiling the kernel does not take prints why and is skipped.
+// clusters; `_splitK` and no cluster with a fourth field); a tiling the
+// kernel does not take prints why and is skipped. --only keeps the variants
+// whose name contains one of its values.
 //
 // Above the kernel's rows it prints cuBLASLt baselines timed the same way in
 // the same process (CublasLtBaseline.h): BF16, FP8 per-tensor and FP8
@@ -42,6 +44,7 @@
 #include "moss/Runtime/KernelCache.h"
 #include "moss/Runtime/Module.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
@@ -121,7 +124,7 @@ struct Variant {
 
 int main(int argc, char **argv) {
   int m = 8192, n = 8192, k = 8192, repeat = 20;
-  std::string only;
+  std::vector<std::string> only; // name substrings, any of them
   bool cublasLt = true;
   std::vector<std::string> nvrtcFlags;
   std::vector<std::array<int, 4>> extraTilings;
@@ -141,7 +144,7 @@ int main(int argc, char **argv) {
     else if (a == "--repeat")
       repeat = std::atoi(next());
     else if (a == "--only")
-      only = next();
+      only.push_back(next());
     else if (a == "--no-cublaslt")
       cublasLt = false;
     else if (a == "--nvrtc-flag")
@@ -158,7 +161,7 @@ int main(int argc, char **argv) {
     } else
       die("unknown argument " + a +
           "; usage: moss-bench-gemm [--m M] [--n N] [--k K] [--repeat R] "
-          "[--only NAME] [--no-cublaslt] [--nvrtc-flag FLAG]... "
+          "[--only NAME]... [--no-cublaslt] [--nvrtc-flag FLAG]... "
           "[--tiling TMxTNxSTAGES[xSPLITK]]...");
   }
 
@@ -323,7 +326,9 @@ int main(int argc, char **argv) {
   };
   std::vector<std::unique_ptr<Prepared>> prepared;
   for (const Variant &v : variants) {
-    if (!only.empty() && v.name.find(only) == std::string::npos)
+    if (!only.empty() && llvm::none_of(only, [&](const std::string &part) {
+          return v.name.find(part) != std::string::npos;
+        }))
       continue;
     const Params &p = v.params;
     if (const char *error = validate(p)) {
@@ -366,11 +371,11 @@ int main(int argc, char **argv) {
                                           : nullptr;
     args.aGlobal = static_cast<const float *>(ptr(dGA));
     args.bGlobal = static_cast<const float *>(ptr(dGB));
-    if (long long bytes = splitKWorkspaceBytes(p, m)) {
+    if (long long bytes = workspaceBytes(p, m)) {
       CUdeviceptr workspace = 0;
       check(api->memAlloc(&workspace, size_t(bytes)), "cuMemAlloc");
       // The counters must start at zero; each launch leaves them so.
-      check(api->memsetD8(workspace, 0, size_t(splitKCounterBytes(p, m))),
+      check(api->memsetD8(workspace, 0, size_t(workspaceCounterBytes(p, m))),
             "cuMemsetD8");
       args.workspace = ptr(workspace);
     }

@@ -157,9 +157,10 @@ llvm::Error compiler::checkTiling(const GemmSpec &spec,
   auto error = [&](const llvm::Twine &message) {
     return llvm::createStringError("tiling " + tiling.str() + ": " + message);
   };
-  if (tiling.tileM != 128 && tiling.tileM != 256)
-    return error("tile_m must be 128 or 256 (two consumer warpgroups of "
-                 "64-row wgmma tiles), got " +
+  if (tiling.tileM != 64 && tiling.tileM != 128 && tiling.tileM != 256)
+    return error("tile_m must be 64, 128 or 256 (two consumer warpgroups of "
+                 "64-row wgmma tiles; at 64 they share the rows and split "
+                 "K), got " +
                  llvm::Twine(tiling.tileM));
   if (tiling.tileN < 32 || tiling.tileN > 256 || tiling.tileN % 32 != 0)
     return error("tile_n must be a multiple of 32 from 32 to 256, got " +
@@ -179,6 +180,16 @@ llvm::Error compiler::checkTiling(const GemmSpec &spec,
     return error(
         "a cluster of " + llvm::Twine(tiling.clusterM * tiling.clusterN) +
         " blocks does not fit on " + llvm::Twine(target.smCount) + " SMs");
+  if (tiling.tileM == 64) {
+    if (tiling.clusterM * tiling.clusterN != 1)
+      return error("tile_m = 64 needs 1x1 clusters");
+    if (spec.k % kBlockK != 0)
+      return error("tile_m = 64 needs K to be a multiple of 128, got " +
+                   llvm::Twine(spec.k));
+    if (spec.k / (kBlockK * tiling.splitK) < 2)
+      return error("tile_m = 64 needs at least two 128-wide K stages per "
+                   "work unit (one per consumer warpgroup)");
+  }
   if (tiling.splitK > 1) {
     if (tiling.clusterM * tiling.clusterN != 1)
       return error("split_k > 1 needs 1x1 clusters");
@@ -247,7 +258,20 @@ static bool considerSplitK(const GemmSpec &spec, const TilingOptions &options) {
 /// 128x64 in 2.
 static int64_t chainCost(const GemmSpec &spec, const TileConfig &tiling) {
   int64_t stages = llvm::divideCeil(spec.k / tiling.splitK, kBlockK);
+  // With tile_m 64 each consumer warpgroup walks every other stage.
+  if (tiling.tileM == 64)
+    stages = llvm::divideCeil(stages, 2);
   return stages * (tiling.tileN + 64) + 512 * (tiling.splitK - 1);
+}
+
+/// Whether 64-row tiles are worth scoring: both consumer warpgroups then
+/// work on the same rows over alternate K stages, which halves the chain
+/// of a promoted scheme at M up to 64 (where a 128-row tile's second
+/// warpgroup only computes rows past M).
+static bool considerTileM64(const GemmSpec &spec,
+                            const TilingOptions &options) {
+  return plannedM(spec, options) <= 64 && promoteK(spec) > 0 &&
+         spec.k % kBlockK == 0;
 }
 
 namespace {
@@ -294,7 +318,9 @@ compiler::selectTiling(const GemmSpec &spec, const TargetInfo &target,
   if (target.smCount == 0)
     return llvm::createStringError("the target has 0 SMs; expected at least 1");
 
-  static constexpr int64_t kTileMs[] = {128, 256};
+  std::vector<int64_t> tileMs = {128, 256};
+  if (considerTileM64(spec, options))
+    tileMs.insert(tileMs.begin(), 64);
   static constexpr int64_t kTileNs[] = {32, 64, 96, 128, 160, 192, 224, 256};
   std::vector<int64_t> splits = {1};
   if (considerSplitK(spec, options))
@@ -309,8 +335,10 @@ compiler::selectTiling(const GemmSpec &spec, const TargetInfo &target,
     int64_t kSteps = llvm::divideCeil(spec.k / splitK, kBlockK);
     int64_t requiredStages =
         std::max<int64_t>(2, std::min(options.minStages, kSteps));
-    for (int64_t tileM : kTileMs) {
+    for (int64_t tileM : tileMs) {
       for (int64_t tileN : kTileNs) {
+        if (tileM == 64 && kSteps < 2)
+          continue;
         TileConfig tiling;
         tiling.tileM = tileM;
         tiling.tileN = tileN;
@@ -366,9 +394,9 @@ compiler::selectTiling(const GemmSpec &spec, const TargetInfo &target,
   int64_t tilesN = llvm::divideCeil(spec.n, tiling.tileN);
   // Pair blocks along M to multicast their shared B tile, when M is known,
   // the pairs come out even and there is at least a full wave to keep the
-  // SMs busy.
-  if (options.allowClusters && !spec.isDynamicM() && tilesM % 2 == 0 &&
-      target.smCount % 2 == 0 &&
+  // SMs busy (not with split K or warpgroups, which take no clusters).
+  if (options.allowClusters && !spec.isDynamicM() && tiling.splitK == 1 &&
+      tiling.tileM != 64 && tilesM % 2 == 0 && target.smCount % 2 == 0 &&
       best->score.tiles >= static_cast<int64_t>(target.smCount))
     tiling.clusterM = 2;
   tiling.raster = tilesM <= tilesN ? RasterOrder::AlongM : RasterOrder::AlongN;

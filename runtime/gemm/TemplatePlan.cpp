@@ -108,9 +108,9 @@ int detail::getBoxRowsA(const TemplatePlan &plan, int m) {
 }
 
 size_t detail::getWorkspaceBytes(const TemplatePlan &plan, int m) {
-  return size_t(gemm::splitKWorkspaceBytes(getGeometry(plan), m));
+  return size_t(gemm::workspaceBytes(getGeometry(plan), m));
 }
 
 size_t detail::getWorkspaceZeroBytes(const TemplatePlan &plan, int m) {
-  return size_t(gemm::splitKCounterBytes(getGeometry(plan), m));
+  return size_t(gemm::workspaceCounterBytes(getGeometry(plan), m));
 }

@@ -381,22 +381,32 @@ std::vector<GemmCase> smallCases() {
   // Split-K: slices of K summed in the runner's workspace by the slice that
   // finishes a tile last; every epilogue, a K tail-free slice of 256 to
   // 1024, several units per CTA (1000 rows), one row.
+  // 64-row tiles: both consumer warpgroups on the same rows over alternate
+  // K stages, summed the same way; odd stage counts (33, 17, 3) make the
+  // warpgroups swap the lead from one unit to the next (several units per
+  // CTA at 200 x 9000).
   struct SplitCase {
     const char *scheme;
-    int m, n, k, tileN, stages, splitK, out;
+    int m, n, k, tileM, tileN, stages, splitK, out;
     Epilogue e;
   };
   const SplitCase splits[] = {
-      {"mossrow_x_tensor", 37, 4096, 4096, 128, 6, 4, kBF16, biasAmax},
-      {"tensor_x_tensor", 129, 257, 512, 64, 4, 2, kF32, all},
-      {"group_x_group128", 1000, 3000, 2048, 128, 6, 4, kF32, all},
-      {"mossrow_x_mosstensor", 16, 3000, 2048, 96, 7, 8, kF16, accum},
-      {"mx_x_mx", 1, 4096, 1024, 32, 8, 2, kBF16, plain},
+      {"mossrow_x_tensor", 37, 4096, 4096, 128, 128, 6, 4, kBF16, biasAmax},
+      {"tensor_x_tensor", 129, 257, 512, 128, 64, 4, 2, kF32, all},
+      {"group_x_group128", 1000, 3000, 2048, 128, 128, 6, 4, kF32, all},
+      {"mossrow_x_mosstensor", 16, 3000, 2048, 128, 96, 7, 8, kF16, accum},
+      {"mx_x_mx", 1, 4096, 1024, 128, 32, 8, 2, kBF16, plain},
+      {"mossrow_x_tensor", 37, 4096, 4096, 64, 64, 8, 2, kBF16, biasAmax},
+      {"mossrow_x_tensor", 64, 3000, 4224, 64, 32, 8, 1, kF32, all},
+      {"group_x_group128", 200, 9000, 2176, 64, 128, 6, 1, kF32, all},
+      {"tensor_x_tensor", 1, 4096, 1024, 64, 64, 8, 4, kF32, plain},
+      {"mx_x_mx", 16, 257, 384, 64, 32, 4, 1, kF16, accum},
+      {"mossrow_x_mosstensor", 5, 3000, 2176, 64, 96, 7, 1, kBF16, biasAmax},
   };
   for (const SplitCase &c : splits) {
     GemmCase gc;
     gc.params = makeParams(schemeNamed(c.scheme), c.n, c.k, c.out, c.e);
-    gc.params.tileM = 128;
+    gc.params.tileM = c.tileM;
     gc.params.tileN = c.tileN;
     gc.params.stages = c.stages;
     gc.params.splitK = c.splitK;
@@ -404,9 +414,10 @@ std::vector<GemmCase> smallCases() {
     gc.distA = c.out == kF16 ? Dist::Gaussian : Dist::LlmActivation;
     gc.sampled = c.m == 1000;
     gc.name = std::string(c.scheme) + "_" + typeName(c.out) + "_" + c.e.name +
-              "_tile128x" + std::to_string(c.tileN) + "x" +
-              std::to_string(c.stages) + "_split" + std::to_string(c.splitK) +
-              "_" + shapeName(c.m, c.n, c.k);
+              "_tile" + std::to_string(c.tileM) + "x" +
+              std::to_string(c.tileN) + "x" + std::to_string(c.stages) +
+              "_split" + std::to_string(c.splitK) + "_" +
+              shapeName(c.m, c.n, c.k);
     cases.push_back(gc);
   }
 

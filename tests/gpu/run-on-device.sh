@@ -82,6 +82,8 @@ sanitize() {
 --a-scheme moss --a-global row --b-scheme per-tensor --bias f32 --amax --tiling 128x64x8x1x1x2
 --a-scheme per-group --a-block 128 --b-scheme per-group --b-block 128x128 --out f32 --accumulate f32 --tiling 128x128x6x1x1x2
 --a-scheme per-tensor --b-scheme per-tensor --out f32 --tiling 128x32x8x1x1x2
+--a-scheme moss --a-global row --b-scheme per-tensor --bias f32 --amax --tiling 64x64x8
+--a-scheme per-group --a-block 128 --b-scheme per-group --b-block 128x128 --out f32 --tiling 64x128x6x1x1x2
 VARIANTS
 }
 

@@ -108,7 +108,8 @@ TEST(CompileGemmTest, ShapesGetSaneTiles) {
   GemmSpec row = cube;
   row.m = 1;
   KernelSource decode = compile(row);
-  EXPECT_EQ(decode.tiling.tileM, 128);
+  EXPECT_EQ(decode.tiling.tileM, 64); // both warpgroups on the row
+  EXPECT_TRUE(contains(decode.source, "/*TileM=*/64,"));
   EXPECT_LE(decode.tiling.tileN, 64);
   EXPECT_EQ(decode.getGridBlocks(1, 132), 128u); // 8192 / 64 N tiles
 }

@@ -202,6 +202,30 @@ std::vector<Variant> variants() {
   p.splitK = 8;
   v.push_back({"group1x128_x_group128x128_128x64_split8", p});
 
+  // 64-row tiles: both consumer warpgroups on the same rows over alternate
+  // K stages (an odd stage count per unit: 4224 / 128 = 33).
+  p = twoLevel(base, /*rowA=*/true);
+  p.tileM = 64;
+  p.tileN = 64;
+  p.stages = 8;
+  p.splitK = 2;
+  v.push_back({"moss_forward_64x64_split2", p});
+  p.tileN = 32;
+  p.splitK = 1;
+  p.k = 4224;
+  v.push_back({"moss_forward_64x32_odd_stages", p});
+  p = perGroup(base);
+  p.tileM = 64;
+  p.tileN = 128;
+  p.stages = 8;
+  v.push_back({"group1x128_x_group128x128_64x128", p});
+  p = withDefaultTiling(base);
+  p.tileM = 64;
+  p.tileN = 64;
+  p.stages = 8;
+  p.amax = true;
+  v.push_back({"tensor_x_tensor_64x64_amax", p});
+
   p = twoLevel(base, /*rowA=*/false);
   p.blockA = 64;
   p.scaleB = kPerGroup;
@@ -463,13 +487,30 @@ TEST(GemmKernelPlanTest, PlansFollowTheSchemes) {
   split.splitK = 2;
   EXPECT_EQ(gridSize(split, 1, 132), 128); // 64 N tiles x 2 slices
   EXPECT_EQ(plan(split).unitKStages, 32 / 2);
-  EXPECT_EQ(splitKCounterBytes(split, 1), 64 * 8 * 4);
-  EXPECT_EQ(splitKWorkspaceBytes(split, 1),
-            64 * 8 * 4 + 64LL * 2 * 128 * 64 * 4);
-  EXPECT_EQ(splitKCounterBytes(split, 200), 2 * 64 * 8 * 4);
-  EXPECT_EQ(splitKWorkspaceBytes(moss, 1), 0);
+  EXPECT_EQ(workspaceCounterBytes(split, 1), 64 * 8 * 4);
+  EXPECT_EQ(workspaceBytes(split, 1), 64 * 8 * 4 + 64LL * 2 * 128 * 64 * 4);
+  EXPECT_EQ(workspaceCounterBytes(split, 200), 2 * 64 * 8 * 4);
+  EXPECT_EQ(workspaceBytes(moss, 1), 0);
   split.k = 4096 + 128; // 33 stages do not split in two
   EXPECT_NE(validate(split), nullptr);
+
+  // 64-row tiles: one m64 tile per warpgroup, each stage released by one
+  // warpgroup, and a workspace even without split-K (the warpgroups' sums).
+  Params rows64 = moss;
+  rows64.tileM = 64;
+  q = plan(rows64);
+  EXPECT_TRUE(q.splitWarpgroups);
+  EXPECT_EQ(q.wgM, 1);
+  EXPECT_EQ(q.emptyArrivals, 128);
+  EXPECT_EQ(boxRowsA(rows64, 1000), 64);
+  // 32 tiles x 8 counters; 256 threads x 64 accumulators per tile.
+  EXPECT_EQ(workspaceCounterBytes(rows64, 1), 32 * 8 * 4);
+  EXPECT_EQ(workspaceBytes(rows64, 1), 32 * 8 * 4 + 32LL * 256 * 64 * 4);
+  rows64.k = 96; // a K tail
+  EXPECT_NE(validate(rows64), nullptr);
+  rows64.k = 4096;
+  rows64.clusterM = 2;
+  EXPECT_NE(validate(rows64), nullptr);
 }
 
 /// The persistent tile order visits every output tile exactly once, for

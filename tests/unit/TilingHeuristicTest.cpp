@@ -112,8 +112,10 @@ TEST(TilingHeuristicTest, SingleRowFillsOneWave) {
                ScalingScheme::perTensor());
   TileConfig tiling = select(spec);
   TilingScore score = scoreTiling(spec, tiling, TargetInfo());
-  // The smallest M tile, and N tiles narrow enough to cover the SMs once.
-  EXPECT_EQ(tiling.tileM, 128);
+  // The smallest M tile (64 rows: a promoted scheme, so both consumer
+  // warpgroups take the row over alternate K stages), and N tiles narrow
+  // enough to cover the SMs once.
+  EXPECT_EQ(tiling.tileM, 64);
   EXPECT_EQ(tiling.tileN, 64);
   EXPECT_EQ(score.waves, 1);
   EXPECT_GT(score.lastWaveUtilization, 0.9);
@@ -254,8 +256,17 @@ TEST(TilingHeuristicTest, RejectsWhatTheKernelCannotRun) {
 
   GemmSpec ok = mossForward(128);
   TileConfig bad;
-  bad.tileM = 64;
+  bad.tileM = 96;
   EXPECT_TRUE(llvm::errorToBool(checkTiling(ok, bad, TargetInfo())));
+  // 64-row tiles: no clusters, and a stage per consumer warpgroup at least.
+  bad.tileM = 64;
+  EXPECT_FALSE(llvm::errorToBool(checkTiling(ok, bad, TargetInfo())));
+  bad.clusterM = 2;
+  EXPECT_TRUE(llvm::errorToBool(checkTiling(ok, bad, TargetInfo())));
+  bad.clusterM = 1;
+  GemmSpec shortK = ok;
+  shortK.k = 128;
+  EXPECT_TRUE(llvm::errorToBool(checkTiling(shortK, bad, TargetInfo())));
   bad.tileM = 256;
   bad.tileN = 256; // three sets of 2 x 128 registers
   EXPECT_TRUE(llvm::errorToBool(checkTiling(ok, bad, TargetInfo())));
@@ -383,6 +394,8 @@ TEST(TilingHeuristicTest, SplitKForShortBatchesOfLongChains) {
   TileConfig small = forLaunch(moss, 16);
   EXPECT_EQ(small.splitK, 2);
   EXPECT_EQ(small.tileN, 64);
+  EXPECT_EQ(small.tileM, 64); // and the two warpgroups split K again
+  EXPECT_EQ(forLaunch(moss, 100).tileM, 128);
   EXPECT_FALSE(llvm::errorToBool(checkTiling(moss, small, TargetInfo())));
   // Not with many rows, nor where the N tiles already fill the SMs.
   EXPECT_EQ(forLaunch(moss, 4096).splitK, 1);

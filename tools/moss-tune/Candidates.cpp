@@ -44,7 +44,7 @@ std::string tune::getShortName(const TileConfig &t) {
 
 namespace {
 
-constexpr int64_t kTileMs[] = {128, 256};
+constexpr int64_t kTileMs[] = {64, 128, 256};
 constexpr int64_t kTileNs[] = {32, 64, 96, 128, 160, 192, 224, 256};
 constexpr int64_t kMaxStages = 8;
 constexpr std::pair<int64_t, int64_t> kClusters[] = {{1, 1}, {2, 1}, {1, 2}};

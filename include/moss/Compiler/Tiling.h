@@ -154,7 +154,8 @@ TilingScore scoreTiling(const GemmSpec &spec, const TileConfig &tiling,
                         const TilingOptions &options = {});
 
 /// The heuristic: among tile shapes {128, 256} x {32, 64, 96, ..., 256}
-/// (and split-K slices when allowed) that the kernel takes, that fit the
+/// (64-row tiles too for a promoted scheme at M up to 64, and split-K slices
+/// when allowed) that the kernel takes, that fit the
 /// registers and leave room for `minStages` stages (fewer when K has fewer
 /// steps, never under 2) in shared memory, pick the one with the fewest
 /// waves over `target.smCount` SMs, then the fullest last wave, then the

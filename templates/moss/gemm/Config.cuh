@@ -51,9 +51,10 @@ struct Args {
   const void *c;        ///< [m, N] of the Accum type, or null
   float beta;           ///< multiplies c
   float *amax;          ///< max |output| (atomic max, caller zeroes), or null
-  /// SplitK > 1: splitKWorkspaceBytes(params, m) bytes whose first
-  /// splitKCounterBytes are zero before the first launch (each launch leaves
-  /// them zero again); else null.
+  /// With sliced accumulators (SplitK > 1 or TileM = 64):
+  /// workspaceBytes(params, m) bytes whose first workspaceCounterBytes are
+  /// zero before the first launch (each launch leaves them zero again);
+  /// else null.
   void *workspace;
 };
 
@@ -113,6 +114,12 @@ struct Plan {
   int threads; ///< 3 warpgroups: producer + 2 consumers
   int consumerWarpgroups;
   int wgM;    ///< m64 wgmma tiles per consumer warpgroup
+  /// TileM = 64: both consumer warpgroups compute the tile's 64 rows, over
+  /// alternate K stages, and their sums meet in the workspace.
+  bool splitWarpgroups;
+  /// Accumulators summed across CTAs or warpgroups in Args::workspace
+  /// (SplitK > 1 or splitWarpgroups; SplitK.cuh).
+  bool slicedAccumulators;
   int stageK; ///< K per pipeline stage (128: one swizzle row)
   int fullKStages, tailSteps, kStages;
   /// Stages of one work unit: all of K, or one of SplitK slices of it.
@@ -184,7 +191,9 @@ constexpr MOSS_GEMM_HD Plan plan(const Params &p) {
   q.hasTables = q.rowFactor || q.colFactor;
   q.consumerWarpgroups = 2;
   q.threads = 128 * (1 + q.consumerWarpgroups);
-  q.wgM = p.tileM / (64 * q.consumerWarpgroups);
+  q.splitWarpgroups = p.tileM == 64;
+  q.slicedAccumulators = p.splitK > 1 || q.splitWarpgroups;
+  q.wgM = q.splitWarpgroups ? 1 : p.tileM / (64 * q.consumerWarpgroups);
   // Two partial sets let a warpgroup's next wgmma run while it promotes.
   // With per-element factors on both sides (two FP32 ops per accumulator,
   // issue-bound anyway) one set leaves room for the column factors; tiles
@@ -206,7 +215,10 @@ constexpr MOSS_GEMM_HD Plan plan(const Params &p) {
   q.clusterSize = p.clusterM * p.clusterN;
   q.multicastA = p.clusterN == 2;
   q.multicastB = p.clusterM == 2;
-  q.emptyArrivals = 128 * q.consumerWarpgroups * q.clusterSize;
+  // Each stage is consumed by both consumer warpgroups, or by one of them
+  // with split warpgroups.
+  q.emptyArrivals =
+      128 * (q.splitWarpgroups ? 1 : q.consumerWarpgroups) * q.clusterSize;
   // A multicast operand is loaded in halves, one per CTA of the pair.
   q.boxA[0] = q.stageK;
   q.boxA[1] = q.multicastA ? p.tileM / 2 : p.tileM;
@@ -260,8 +272,12 @@ constexpr MOSS_GEMM_HD const char *validate(const Params &p) {
     return "ForcePromoteK must be 0, 32, 64 or 128";
   if (q.promoteK != 0 && p.k % q.promoteK != 0)
     return "K must be a multiple of the scaling block";
-  if (p.tileM != 128 && p.tileM != 256)
-    return "TileM must be 128 or 256";
+  if (p.tileM != 64 && p.tileM != 128 && p.tileM != 256)
+    return "TileM must be 64, 128 or 256";
+  if (p.tileM == 64 &&
+      (p.clusterM * p.clusterN != 1 || q.tailSteps != 0 || q.unitKStages < 2))
+    return "TileM = 64 needs 1x1 clusters, K a multiple of 128 and at least "
+           "two stages per work unit";
   if (p.tileN % 32 != 0 || p.tileN < 32 || p.tileN > 256)
     return "TileN must be a multiple of 32 in [32, 256]";
   if (q.accumulatorRegisters > kMaxAccumulatorRegisters)
@@ -328,19 +344,24 @@ constexpr MOSS_GEMM_HD void tileOrigin(Params p, int m, int t, int rank,
   n0 = (nt * p.clusterN + rank / p.clusterM) * p.tileN;
 }
 
-/// SplitK > 1: the workspace's tile counters ([tiles][8] u32, one per
-/// consumer warp), rounded up to 256 bytes; the slices' partial sums follow
-/// them (SplitK.cuh).
-constexpr MOSS_GEMM_HD long long splitKCounterBytes(Params p, int m) {
-  return p.splitK > 1 ? (numTiles(p, m) * 32LL + 255) / 256 * 256 : 0;
+/// With sliced accumulators (SplitK > 1 or TileM = 64): the workspace's
+/// tile counters ([tiles][8] u32, one per consumer warp), rounded up to 256
+/// bytes; the slices' partial sums follow them (SplitK.cuh). 0 without.
+constexpr MOSS_GEMM_HD long long workspaceCounterBytes(Params p, int m) {
+  return plan(p).slicedAccumulators ? (numTiles(p, m) * 32LL + 255) / 256 * 256
+                                    : 0;
 }
 
-/// SplitK > 1: the workspace an m-row launch needs (Args::workspace):
-/// the counters and [tiles][SplitK][TileM x TileN] FP32 partial sums.
-constexpr MOSS_GEMM_HD long long splitKWorkspaceBytes(Params p, int m) {
-  return p.splitK > 1 ? splitKCounterBytes(p, m) +
-                            4LL * numTiles(p, m) * p.splitK * p.tileM * p.tileN
-                      : 0;
+/// The workspace an m-row launch needs (Args::workspace): the counters and,
+/// per tile and K slice, every consumer thread's FP32 accumulators. 0
+/// without sliced accumulators.
+constexpr MOSS_GEMM_HD long long workspaceBytes(Params p, int m) {
+  const Plan q = plan(p);
+  return q.slicedAccumulators
+             ? workspaceCounterBytes(p, m) + 4LL * numTiles(p, m) * p.splitK *
+                                                 128 * q.consumerWarpgroups *
+                                                 q.wgM * (p.tileN / 2)
+             : 0;
 }
 
 /// Rows of A's TMA box for an m-row launch. A tile of TileM rows is loaded
@@ -454,6 +475,8 @@ struct Config {
   static constexpr int kThreads = kPlan.threads;
   static constexpr int kConsumerWarpgroups = kPlan.consumerWarpgroups;
   static constexpr int kWgM = kPlan.wgM;
+  static constexpr bool kSplitWarpgroups = kPlan.splitWarpgroups;
+  static constexpr bool kSlicedAccumulators = kPlan.slicedAccumulators;
   static constexpr int kStageK = kPlan.stageK;
   static constexpr int kFullKStages = kPlan.fullKStages;
   static constexpr int kTailSteps = kPlan.tailSteps;

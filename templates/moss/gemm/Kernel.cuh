@@ -5,6 +5,8 @@
 // The design (docs/GEMM-KERNEL.md):
 //  - a persistent grid; each CTA walks tiles in a grouped (L2-friendly) order,
 //    or with SplitK > 1 slices of tiles' K, summed in a workspace (SplitK.cuh);
+//    with TileM = 64 both consumer warpgroups take the tile's rows over
+//    alternate K stages, their sums meeting the same way;
 //  - warpgroup 0 produces: warp 0 issues TMA loads into a ring of Stages
 //    shared-memory stages (128 of K each), warps 1..3 turn block scales into
 //    per-stage FP32 factor tables; it runs with 40 registers per thread;
@@ -37,13 +39,14 @@ namespace detail {
 constexpr int kProducerRegisters = 40;
 constexpr int kConsumerRegisters = 232;
 
-/// The end of a work unit: the epilogue, once a split-K tile's slices are
-/// all summed (by each warp whose part of the tile was finished last here).
+/// The end of a work unit: the epilogue, once a tile's slices (split-K,
+/// split warpgroups) are all summed, by each warp whose part of the tile
+/// was finished last here.
 template <class Cfg>
 __device__ __forceinline__ void
 finishUnit(const TileOrder<Cfg> &order, int unit, const Args &args, int m,
            int m0, int n0, Fragment<Cfg> &acc, const ConsumerPosition &pos) {
-  if constexpr (Cfg::SplitK > 1)
+  if constexpr (Cfg::kSlicedAccumulators)
     if (!sumSlices<Cfg>(args, m, m0, order.tile(unit), order.slice(unit), acc,
                         pos))
       return;
@@ -51,7 +54,28 @@ finishUnit(const TileOrder<Cfg> &order, int unit, const Args &args, int m,
 }
 
 /// A consumer warpgroup: all work units of this CTA, main loop then
-/// epilogue.
+/// epilogue. With split warpgroups the two take alternate stages; after a
+/// unit with an odd stage count the other one takes the next unit's first.
+template <class Cfg, class Loop>
+__device__ __forceinline__ void
+consumeUnits(Loop &loop, const Args &args, int m, u32 rank, Fragment<Cfg> &acc,
+             const ConsumerPosition &pos) {
+  ConsumerRing<Cfg> ring;
+  bool leads = pos.warpgroup == 0;
+  if constexpr (Cfg::kSplitWarpgroups)
+    if (!leads)
+      ring.step();
+  TileOrder<Cfg> order(m, rank);
+  for (int t = order.first; t < order.total; t += order.stride) {
+    int m0, n0;
+    order.coords(t, m0, n0);
+    loop.run(ring, warpgroupStages<Cfg>(leads));
+    if constexpr (Cfg::kSplitWarpgroups && Cfg::kUnitFullKStages % 2 != 0)
+      leads = !leads;
+    finishUnit<Cfg>(order, t, args, m, m0, n0, acc, pos);
+  }
+}
+
 template <class Cfg>
 __device__ __forceinline__ void consumeTiles(const SharedStorage<Cfg> &smem,
                                              const Args &args, int m,
@@ -60,26 +84,14 @@ __device__ __forceinline__ void consumeTiles(const SharedStorage<Cfg> &smem,
   pos.warpgroup = static_cast<int>(threadIdx.x / 128) - 1;
   pos.warp = static_cast<int>(threadIdx.x / 32) % 4;
   pos.lane = static_cast<int>(threadIdx.x % 32);
-  Ring<Cfg::Stages> ring;
-  TileOrder<Cfg> order(m, rank);
   Fragment<Cfg> acc;
   if constexpr (Cfg::kFactorMode == kFactorDirect) {
     DirectLoop<Cfg> loop{smem, pos, acc};
-    for (int t = order.first; t < order.total; t += order.stride) {
-      int m0, n0;
-      order.coords(t, m0, n0);
-      loop.run(ring);
-      finishUnit<Cfg>(order, t, args, m, m0, n0, acc, pos);
-    }
+    consumeUnits<Cfg>(loop, args, m, rank, acc, pos);
   } else {
     Fragment<Cfg> part[Cfg::kPartialSets];
     PromotedLoop<Cfg> loop{smem, pos, acc, part};
-    for (int t = order.first; t < order.total; t += order.stride) {
-      int m0, n0;
-      order.coords(t, m0, n0);
-      loop.run(ring);
-      finishUnit<Cfg>(order, t, args, m, m0, n0, acc, pos);
-    }
+    consumeUnits<Cfg>(loop, args, m, rank, acc, pos);
   }
 }
 

@@ -27,6 +27,17 @@ namespace moss::gemm::detail {
 /// Accumulators of one consumer thread: kWgM m64 tiles of TileN/2 floats.
 template <class Cfg> using Fragment = float[Cfg::kWgM][Cfg::TileN / 2];
 
+/// A consumer warpgroup's walk of the stage ring: every stage, or with split
+/// warpgroups every other one.
+template <class Cfg>
+using ConsumerRing = Ring<Cfg::Stages, Cfg::kSplitWarpgroups ? 2 : 1>;
+
+/// The first m64 tile of this warpgroup's rows: the warpgroups split the
+/// tile's rows, or with split warpgroups both take all 64.
+template <class Cfg> __device__ __forceinline__ int firstM64(int warpgroup) {
+  return Cfg::kSplitWarpgroups ? 0 : warpgroup * Cfg::kWgM;
+}
+
 /// Where this consumer thread sits in the tile.
 struct ConsumerPosition {
   int warpgroup; ///< 0 or 1
@@ -49,7 +60,7 @@ __device__ __forceinline__ u64 descriptorA(const SharedStorage<Cfg> &smem,
                                            u32 stage, int warpgroup) {
   // 64 rows of 128 bytes per m64 tile: 8192 bytes = 512 in units of 16.
   return ptx::makeSmemDescriptorSw128(smem.tileA(stage)) +
-         static_cast<u64>(warpgroup * Cfg::kWgM * 512);
+         static_cast<u64>(firstM64<Cfg>(warpgroup) * 512);
 }
 template <class Cfg>
 __device__ __forceinline__ u64 descriptorB(const SharedStorage<Cfg> &smem,
@@ -100,7 +111,7 @@ __device__ __forceinline__ void releaseStage(const SharedStorage<Cfg> &smem,
 template <class Cfg>
 __device__ __forceinline__ int fragmentRow(const ConsumerPosition &pos, int mm,
                                            int h) {
-  return (pos.warpgroup * Cfg::kWgM + mm) * 64 + pos.warp * 16 +
+  return (firstM64<Cfg>(pos.warpgroup) + mm) * 64 + pos.warp * 16 +
          (pos.lane >> 2) + 8 * h;
 }
 
@@ -155,6 +166,17 @@ promote(Fragment<Cfg> &acc, const Fragment<Cfg> &part,
         }
     }
   }
+}
+
+/// Full K stages of a work unit that a consumer warpgroup walks: all of
+/// them, or with split warpgroups its share of the alternating stages (the
+/// warpgroup that takes the unit's first stage, `leads`, takes the odd one).
+template <class Cfg>
+__device__ __forceinline__ int warpgroupStages(bool leads) {
+  if constexpr (Cfg::kSplitWarpgroups)
+    return (Cfg::kUnitFullKStages + (leads ? 1 : 0)) / 2;
+  else
+    return Cfg::kUnitFullKStages;
 }
 
 /// The state of one consumer thread's promoted main loop.
@@ -220,7 +242,7 @@ template <class Cfg> struct PromotedLoop {
   /// With two partial sets, block kG+1 is issued (after waiting for its
   /// stage when it starts one) before block kG is promoted; with one, after.
   template <int kBlocks, int kG>
-  __device__ __forceinline__ void step(Ring<Cfg::Stages> &ring) {
+  __device__ __forceinline__ void step(ConsumerRing<Cfg> &ring) {
     constexpr int kBlock = kG % kPer; // block within the stage
     constexpr int kDone = kPartialSets == 2 ? kG % 2 : 0;
     constexpr int kNext = kPartialSets == 2 ? 1 - kDone : 0;
@@ -248,9 +270,9 @@ template <class Cfg> struct PromotedLoop {
 
   /// Issues block kG+1 into part[kSet]; `ring` is at block kG's stage.
   template <int kG, int kSet>
-  __device__ __forceinline__ void issueNext(const Ring<Cfg::Stages> &ring) {
+  __device__ __forceinline__ void issueNext(const ConsumerRing<Cfg> &ring) {
     if constexpr ((kG + 1) % kPer == 0) {
-      Ring<Cfg::Stages> next = ring.next();
+      ConsumerRing<Cfg> next = ring.next();
       ptx::mbarrierWait(smem.full(next.stage), next.phase);
       issue<kSet>(next.stage, 0);
     } else {
@@ -261,27 +283,40 @@ template <class Cfg> struct PromotedLoop {
   /// A group of kBlocks consecutive promotion blocks starting at the stage
   /// `ring` is at (the last stage of the group may be a partial K tail).
   template <int kBlocks>
-  __device__ __forceinline__ void group(Ring<Cfg::Stages> &ring) {
+  __device__ __forceinline__ void group(ConsumerRing<Cfg> &ring) {
     ptx::mbarrierWait(smem.full(ring.stage), ring.phase);
     issue<0>(ring.stage, 0);
     step<kBlocks, 0>(ring);
   }
 
-  /// All of a work unit's K for one tile.
-  __device__ __forceinline__ void run(Ring<Cfg::Stages> &ring) {
+  /// This warpgroup's share of a work unit's K for one tile: `stages` full
+  /// stages (warpgroupStages) and the K tail.
+  __device__ __forceinline__ void run(ConsumerRing<Cfg> &ring, int stages) {
 #pragma unroll
     for (int mm = 0; mm < Cfg::kWgM; ++mm)
 #pragma unroll
       for (int i = 0; i < Cfg::TileN / 2; ++i)
         acc[mm][i] = 0.0f;
-    constexpr int kGroups = Cfg::kUnitFullKStages / kGroupStages;
-    constexpr int kRestBlocks = (Cfg::kUnitFullKStages % kGroupStages) * kPer +
-                                Cfg::kTailSteps / Cfg::kStepsPerPromote;
+    if constexpr (Cfg::kSplitWarpgroups) {
+      // A run-time share (no K tail): whole groups, then at most one stage.
+      static_assert(kGroupStages <= 2, "one stage left over at most");
 #pragma unroll 1
-    for (int g = 0; g < kGroups; ++g)
-      group<kGroupStages * kPer>(ring);
-    if constexpr (kRestBlocks > 0)
-      group<kRestBlocks>(ring);
+      for (int g = 0; g < stages / kGroupStages; ++g)
+        group<kGroupStages * kPer>(ring);
+      if constexpr (kGroupStages == 2)
+        if (stages % 2 != 0)
+          group<kPer>(ring);
+    } else {
+      constexpr int kGroups = Cfg::kUnitFullKStages / kGroupStages;
+      constexpr int kRestBlocks =
+          (Cfg::kUnitFullKStages % kGroupStages) * kPer +
+          Cfg::kTailSteps / Cfg::kStepsPerPromote;
+#pragma unroll 1
+      for (int g = 0; g < kGroups; ++g)
+        group<kGroupStages * kPer>(ring);
+      if constexpr (kRestBlocks > 0)
+        group<kRestBlocks>(ring);
+    }
   }
 };
 
@@ -297,7 +332,7 @@ template <class Cfg> struct DirectLoop {
 
   /// Waits for the stage at `ring` and issues its kSteps steps.
   template <int kSteps, bool kFirst>
-  __device__ __forceinline__ void issueStage(const Ring<Cfg::Stages> &ring) {
+  __device__ __forceinline__ void issueStage(const ConsumerRing<Cfg> &ring) {
     ptx::mbarrierWait(smem.full(ring.stage), ring.phase);
     issueSteps<Cfg, kSteps, kFirst>(
         acc, descriptorA<Cfg>(smem, ring.stage, pos.warpgroup),
@@ -306,7 +341,7 @@ template <class Cfg> struct DirectLoop {
 
   /// A stage after the first: issue it, then free the previous one.
   template <int kSteps>
-  __device__ __forceinline__ void nextStage(Ring<Cfg::Stages> &ring,
+  __device__ __forceinline__ void nextStage(ConsumerRing<Cfg> &ring,
                                             u32 &previous) {
     issueStage<kSteps, false>(ring);
     ptx::wgmmaWait<1>();
@@ -315,16 +350,17 @@ template <class Cfg> struct DirectLoop {
     ring.advance();
   }
 
-  /// All of a work unit's K for one tile.
-  __device__ __forceinline__ void run(Ring<Cfg::Stages> &ring) {
-    constexpr int kFull = Cfg::kUnitFullKStages;
+  /// This warpgroup's share of a work unit's K for one tile: `stages` full
+  /// stages (warpgroupStages, at least 1 when the unit has any) and the K
+  /// tail.
+  __device__ __forceinline__ void run(ConsumerRing<Cfg> &ring, int stages) {
     constexpr int kTail = Cfg::kTailSteps;
     u32 previous = ring.stage;
-    if constexpr (kFull > 0) {
+    if constexpr (Cfg::kUnitFullKStages > 0) {
       issueStage<4, true>(ring);
       ring.advance();
 #pragma unroll 1
-      for (int ks = 1; ks < kFull; ++ks)
+      for (int ks = 1; ks < stages; ++ks)
         nextStage<4>(ring, previous);
       if constexpr (kTail > 0)
         nextStage<kTail>(ring, previous);

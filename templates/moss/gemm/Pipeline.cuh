@@ -45,15 +45,24 @@ template <class Cfg> struct SharedStorage {
 };
 
 /// A position in the ring of Stages buffers: the stage index and the parity
-/// of its barriers' current phase. Every role walks the same sequence.
-template <int kStages> struct Ring {
+/// of its barriers' current phase. Every role walks the same sequence; a
+/// consumer warpgroup of split warpgroups (TileM = 64) takes every other
+/// stage of it (kStride 2, starting at its own).
+template <int kStages, int kStride = 1> struct Ring {
   u32 stage = 0;
   u32 phase = 0;
-  __device__ __forceinline__ void advance() {
+  /// One stage on.
+  __device__ __forceinline__ void step() {
     if (++stage == kStages) {
       stage = 0;
       phase ^= 1;
     }
+  }
+  /// To this role's next stage.
+  __device__ __forceinline__ void advance() {
+#pragma unroll
+    for (int i = 0; i < kStride; ++i)
+      step();
   }
   __device__ __forceinline__ Ring next() const {
     Ring r = *this;

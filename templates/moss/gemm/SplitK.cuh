@@ -3,19 +3,21 @@
 // With SplitK = S > 1 each tile's K is cut into S slices of whole stages,
 // each a work unit of its own, so S CTAs share the tile's chain of K
 // stages (at small M that chain's latency, not bandwidth, bounds a tile).
-// Each consumer warp of a unit writes its FP32 accumulators (16 rows of
-// the tile) to the workspace and counts itself in on its counter of the
-// tile. The warp that comes last sums the S slices in slice order, so the
-// result does not depend on which came last; it sets the counter back to
-// zero for the next launch and runs the epilogue of its rows. Warps work
-// alone (the epilogue is per warp too): no barrier between them. Only rows
-// below M are written and read.
+// With TileM = 64 (split warpgroups) the two consumer warpgroups of a CTA
+// take alternate stages of a unit for the same 64 rows: 2S slices.
+// Each consumer warp writes its FP32 accumulators (16 rows of the tile) to
+// the workspace and counts itself in on its counter of the tile. The warp
+// that comes last sums the slices in slice order, so the result does not
+// depend on which came last; it sets the counter back to zero for the next
+// launch and runs the epilogue of its rows. Warps work alone (the epilogue
+// is per warp too): no barrier between them. Only rows below M are written
+// and read.
 //
-// Workspace (Args::workspace): u32 counters[tiles][8 consumer warps], zero
-// between launches, padded to splitKCounterBytes; then
-// float partials[tiles][S][8 warps][R][32 lanes], R = kWgM * TileN / 2
-// accumulators per thread (coalesced: consecutive lanes, consecutive
-// words).
+// Workspace (Args::workspace): u32 counters[tiles][8], zero between
+// launches, padded to workspaceCounterBytes; then
+// float partials[tiles][slices][warps][R][32 lanes]: 8 warps, or 4 rows of
+// warps with split warpgroups; R = kWgM * TileN / 2 accumulators per
+// thread (coalesced: consecutive lanes, consecutive words).
 #pragma once
 
 #include "moss/gemm/Mainloop.cuh"
@@ -30,18 +32,25 @@ template <class Cfg>
 __device__ __forceinline__ bool
 sumSlices(const Args &args, int m, int m0, int tile, int slice,
           Fragment<Cfg> &acc, const ConsumerPosition &pos) {
-  constexpr int kSlices = Cfg::SplitK;
+  // With split warpgroups each K slice is two: one per warpgroup, whose
+  // warps hold the same rows.
+  constexpr bool kSplit = Cfg::kSplitWarpgroups;
+  constexpr int kSlices = Cfg::SplitK * (kSplit ? 2 : 1);
+  constexpr int kWarps = kSplit ? 4 : 8; // warps holding different rows
   constexpr int kRegs = Cfg::kWgM * (Cfg::TileN / 2);
-  const int warp = pos.warpgroup * 4 + pos.warp; // of the 8 consumer warps
+  const int warp = kSplit ? pos.warp : pos.warpgroup * 4 + pos.warp;
+  if constexpr (kSplit)
+    slice = 2 * slice + pos.warpgroup;
   u8 *workspace = static_cast<u8 *>(args.workspace);
   u32 *counter = reinterpret_cast<u32 *>(workspace) + 8 * tile + warp;
   float *partials = reinterpret_cast<float *>(
-                        workspace + splitKCounterBytes(Cfg::kParams, m)) +
+                        workspace + workspaceCounterBytes(Cfg::kParams, m)) +
                     pos.lane;
   // This warp's part of slice s, at this thread's lane.
   auto part = [&](int s) {
     return partials +
-           static_cast<long long>((tile * kSlices + s) * 8 + warp) * kRegs * 32;
+           static_cast<long long>((tile * kSlices + s) * kWarps + warp) *
+               kRegs * 32;
   };
   bool rowValid[Cfg::kWgM][2];
 #pragma unroll

@@ -28,10 +28,11 @@ func.func @per_tensor_8192(%a: tensor<8192x8192xf8E4M3FN>, %ag: tensor<1xf32>, %
 
 // -----
 
-// One row (decode): 128x64 tiles give 128 tiles, one wave at 97%; the
+// One row (decode): 64x64 tiles give 128 tiles, one wave at 97%, and a
+// promoted scheme's two consumer warpgroups split K over the 64 rows; the
 // swizzle band is 1 with a single M tile.
 // CHECK-LABEL: func.func @one_row
-// CHECK: tiling = #moss.tiling<tile_m = 128, tile_n = 64, stages = 8, source = heuristic>
+// CHECK: tiling = #moss.tiling<tile_m = 64, tile_n = 64, stages = 8, source = heuristic>
 func.func @one_row(%a: tensor<1x8192xf8E4M3FN>, %al: tensor<1x256xf8E8M0FNU>, %ag: tensor<1xf32>, %b: tensor<8192x8192xf8E4M3FN>, %bg: tensor<1xf32>) -> tensor<1x8192xbf16> {
   %c = moss.gemm %a scaling<two_level 32, global = row> local(%al) global(%ag), %b scaling<per_tensor> global(%bg)
       : (tensor<1x8192xf8E4M3FN>, tensor<1x256xf8E8M0FNU>, tensor<1xf32>, tensor<8192x8192xf8E4M3FN>, tensor<1xf32>) -> tensor<1x8192xbf16>
