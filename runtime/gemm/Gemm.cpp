@@ -353,8 +353,9 @@ struct GemmRunner::Kernel {
   int slots = 0;
 };
 
-/// The split-K workspaces (docs/GEMM-KERNEL-ABI.md), one per stream so that
-/// launches on different streams never share one. A workspace starts with
+/// The workspaces of kernels with sliced accumulators (split-K, 64-row
+/// tiles; docs/GEMM-KERNEL-ABI.md), one per stream so that launches on
+/// different streams never share one. A workspace starts with
 /// the kernel's tile counters, which each launch leaves zero; the partial
 /// sums after them dirty the rest. The layout depends on the launch (its
 /// tile count), so the runner tracks how many leading bytes are zero and
@@ -395,7 +396,7 @@ struct GemmRunner::Workspaces {
       size_t size = alignTo(bytes, size_t(1) << 20);
       if (Error e = runtime::checkCuda(api.memAlloc(&w.pointer, size),
                                        "cuMemAlloc (" + Twine(size) +
-                                           " bytes of split-K workspace)"))
+                                           " bytes of GEMM workspace)"))
         return std::move(e);
       w.bytes = size;
     }

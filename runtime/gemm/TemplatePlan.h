@@ -57,8 +57,9 @@ unsigned getGridSize(const TemplatePlan &plan, int m, int smCount);
 /// `moss::gemm::boxRowsA`: rows of A's TMA box for `m` rows.
 int getBoxRowsA(const TemplatePlan &plan, int m);
 
-/// The split-K workspace a launch of `m` rows needs (0 without split-K),
-/// and how much of its start must be zero before the first launch.
+/// The workspace a launch of `m` rows needs (0 unless the kernel splits K
+/// or has 64-row tiles), and how much of its start must be zero before the
+/// first launch.
 size_t getWorkspaceBytes(const TemplatePlan &plan, int m);
 size_t getWorkspaceZeroBytes(const TemplatePlan &plan, int m);
 

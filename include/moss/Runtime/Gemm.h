@@ -195,7 +195,7 @@ private:
   /// database: what the database (or the heuristic) gave.
   std::unordered_map<Key, Kernel *, KeyHash> resolved;
   std::unique_ptr<TuningState> tuning;
-  /// Split-K workspaces, one per stream.
+  /// Workspaces of split-K and 64-row-tile kernels, one per stream.
   std::unique_ptr<Workspaces> workspaces;
 };
 
