@@ -332,11 +332,14 @@ std::vector<GemmCase> smallCases() {
   }
 
   // Other tilings (what moss-select-tiling picks for some of these GEMMs):
-  // two m64 tiles per warpgroup, narrow and odd tile widths, short rings.
+  // two m64 tiles per warpgroup, narrow and odd tile widths, short rings,
+  // split-K and 64-row tiles.
   struct TilingCase {
     const char *scheme;
     int m, n, k, tileM, tileN, stages, out;
     Epilogue e;
+    int splitK = 1;
+    Dist distA = Dist::StudentT;
   };
   const TilingCase tilings[] = {
       {"tensor_x_tensor", 1000, 3000, 2048, 256, 192, 4, kF32, all},
@@ -361,6 +364,34 @@ std::vector<GemmCase> smallCases() {
       {"mossrow_x_tensor", 37, 9000, 256, 128, 32, 4, kF32, all},
       {"tensor_x_tensor", 203, 3000, 512, 256, 64, 4, kBF16, biasAmax},
       {"group_x_group128", 5, 3000, 512, 128, 64, 4, kF32, all},
+      // Split-K: slices of K summed in the runner's workspace by the slice
+      // that finishes a tile last; every epilogue, slices of 256 to 1024 of
+      // K, several units per CTA (1000 rows), one row.
+      {"mossrow_x_tensor", 37, 4096, 4096, 128, 128, 6, kBF16, biasAmax, 4,
+       Dist::LlmActivation},
+      {"tensor_x_tensor", 129, 257, 512, 128, 64, 4, kF32, all, 2,
+       Dist::LlmActivation},
+      {"group_x_group128", 1000, 3000, 2048, 128, 128, 6, kF32, all, 4,
+       Dist::LlmActivation},
+      {"mossrow_x_mosstensor", 16, 3000, 2048, 128, 96, 7, kF16, accum, 8,
+       Dist::Gaussian},
+      {"mx_x_mx", 1, 4096, 1024, 128, 32, 8, kBF16, plain, 2,
+       Dist::LlmActivation},
+      // 64-row tiles: both consumer warpgroups on the same rows over
+      // alternate K stages, summed the same way; odd stage counts (33, 17,
+      // 3) make the warpgroups swap the lead from one unit to the next
+      // (several units per CTA at 200 x 9000).
+      {"mossrow_x_tensor", 37, 4096, 4096, 64, 64, 8, kBF16, biasAmax, 2,
+       Dist::LlmActivation},
+      {"mossrow_x_tensor", 64, 3000, 4224, 64, 32, 8, kF32, all, 1,
+       Dist::LlmActivation},
+      {"group_x_group128", 200, 9000, 2176, 64, 128, 6, kF32, all, 1,
+       Dist::LlmActivation},
+      {"tensor_x_tensor", 1, 4096, 1024, 64, 64, 8, kF32, plain, 4,
+       Dist::LlmActivation},
+      {"mx_x_mx", 16, 257, 384, 64, 32, 4, kF16, accum, 1, Dist::Gaussian},
+      {"mossrow_x_mosstensor", 5, 3000, 2176, 64, 96, 7, kBF16, biasAmax, 1,
+       Dist::LlmActivation},
   };
   for (const TilingCase &c : tilings) {
     GemmCase gc;
@@ -368,55 +399,14 @@ std::vector<GemmCase> smallCases() {
     gc.params.tileM = c.tileM;
     gc.params.tileN = c.tileN;
     gc.params.stages = c.stages;
-    gc.m = c.m;
-    gc.distA = Dist::StudentT;
-    gc.sampled = c.m == 1000;
-    gc.name = std::string(c.scheme) + "_" + typeName(c.out) + "_" + c.e.name +
-              "_tile" + std::to_string(c.tileM) + "x" +
-              std::to_string(c.tileN) + "x" + std::to_string(c.stages) + "_" +
-              shapeName(c.m, c.n, c.k);
-    cases.push_back(gc);
-  }
-
-  // Split-K: slices of K summed in the runner's workspace by the slice that
-  // finishes a tile last; every epilogue, a K tail-free slice of 256 to
-  // 1024, several units per CTA (1000 rows), one row.
-  // 64-row tiles: both consumer warpgroups on the same rows over alternate
-  // K stages, summed the same way; odd stage counts (33, 17, 3) make the
-  // warpgroups swap the lead from one unit to the next (several units per
-  // CTA at 200 x 9000).
-  struct SplitCase {
-    const char *scheme;
-    int m, n, k, tileM, tileN, stages, splitK, out;
-    Epilogue e;
-  };
-  const SplitCase splits[] = {
-      {"mossrow_x_tensor", 37, 4096, 4096, 128, 128, 6, 4, kBF16, biasAmax},
-      {"tensor_x_tensor", 129, 257, 512, 128, 64, 4, 2, kF32, all},
-      {"group_x_group128", 1000, 3000, 2048, 128, 128, 6, 4, kF32, all},
-      {"mossrow_x_mosstensor", 16, 3000, 2048, 128, 96, 7, 8, kF16, accum},
-      {"mx_x_mx", 1, 4096, 1024, 128, 32, 8, 2, kBF16, plain},
-      {"mossrow_x_tensor", 37, 4096, 4096, 64, 64, 8, 2, kBF16, biasAmax},
-      {"mossrow_x_tensor", 64, 3000, 4224, 64, 32, 8, 1, kF32, all},
-      {"group_x_group128", 200, 9000, 2176, 64, 128, 6, 1, kF32, all},
-      {"tensor_x_tensor", 1, 4096, 1024, 64, 64, 8, 4, kF32, plain},
-      {"mx_x_mx", 16, 257, 384, 64, 32, 4, 1, kF16, accum},
-      {"mossrow_x_mosstensor", 5, 3000, 2176, 64, 96, 7, 1, kBF16, biasAmax},
-  };
-  for (const SplitCase &c : splits) {
-    GemmCase gc;
-    gc.params = makeParams(schemeNamed(c.scheme), c.n, c.k, c.out, c.e);
-    gc.params.tileM = c.tileM;
-    gc.params.tileN = c.tileN;
-    gc.params.stages = c.stages;
     gc.params.splitK = c.splitK;
     gc.m = c.m;
-    gc.distA = c.out == kF16 ? Dist::Gaussian : Dist::LlmActivation;
+    gc.distA = c.distA;
     gc.sampled = c.m == 1000;
     gc.name = std::string(c.scheme) + "_" + typeName(c.out) + "_" + c.e.name +
               "_tile" + std::to_string(c.tileM) + "x" +
               std::to_string(c.tileN) + "x" + std::to_string(c.stages) +
-              "_split" + std::to_string(c.splitK) + "_" +
+              (c.splitK > 1 ? "_split" + std::to_string(c.splitK) : "") + "_" +
               shapeName(c.m, c.n, c.k);
     cases.push_back(gc);
   }
