@@ -150,6 +150,9 @@ public:
   /// compiles or loads its kernel; later calls encode the operands' tensor
   /// maps (reused while the pointers and M stay the same) and launch.
   /// spec.beta (1 when unset) multiplies C. m = 0 launches nothing.
+  /// Kernels that split K or use 64-row tiles (small M) take a workspace
+  /// the runner keeps per stream; growing it synchronizes that stream once,
+  /// so under CUDA graph capture run each shape once before capturing.
   llvm::Error run(const compiler::GemmSpec &spec, int64_t m,
                   const GemmBuffers &buffers, CUstream stream,
                   const GemmOptions &options = {});
