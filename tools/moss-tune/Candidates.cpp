@@ -50,10 +50,14 @@ constexpr int64_t kMaxStages = 8;
 constexpr std::pair<int64_t, int64_t> kClusters[] = {{1, 1}, {2, 1}, {1, 2}};
 constexpr RasterOrder kRasters[] = {RasterOrder::AlongM, RasterOrder::AlongN};
 constexpr int64_t kSwizzles[] = {1, 2, 4, 8};
+constexpr int64_t kSplits[] = {1, 2, 4, 8};
+/// Split-K is searched where the heuristic would consider it: one row of
+/// 128-row tiles (docs/COMPILER.md).
+constexpr int64_t kMaxSplitM = 128;
 
-/// A tile shape that fits, with its score at this M.
+/// A tile shape and K slicing that fit, with its score at this M.
 struct TileShape {
-  int64_t tileM, tileN;
+  int64_t tileM, tileN, splitK;
   int64_t tilesM, tilesN;
   /// The deepest pipeline that fits (at most kMaxStages and the K steps).
   int64_t maxStages;
@@ -123,42 +127,51 @@ tune::enumerateCandidates(const compiler::GemmSpec &spec, int64_t m,
   result.heuristic = *heuristic;
   result.heuristicAtM = *heuristicAtM;
 
-  const int64_t kSteps = divideCeil(spec.k, compiler::kBlockK);
+  // K slicings searched at this M.
+  std::vector<int64_t> splits = {1};
+  if (m <= kMaxSplitM)
+    splits.assign(std::begin(kSplits), std::end(kSplits));
 
   // Tile shapes that fit at all, scored at this M.
   std::vector<TileShape> shapes;
-  for (int64_t tileM : kTileMs)
-    for (int64_t tileN : kTileNs) {
-      TileConfig probe;
-      probe.tileM = tileM;
-      probe.tileN = tileN;
-      probe.stages = 2;
-      if (Error e = compiler::checkTiling(spec, probe, target)) {
-        consumeError(std::move(e));
-        continue;
+  for (int64_t splitK : splits)
+    for (int64_t tileM : kTileMs)
+      for (int64_t tileN : kTileNs) {
+        TileConfig probe;
+        probe.tileM = tileM;
+        probe.tileN = tileN;
+        probe.splitK = splitK;
+        probe.stages = 2;
+        if (Error e = compiler::checkTiling(spec, probe, target)) {
+          consumeError(std::move(e));
+          continue;
+        }
+        const int64_t kSteps = divideCeil(spec.k / splitK, compiler::kBlockK);
+        compiler::ResourceUsage usage =
+            compiler::estimateResources(spec, probe, target);
+        int64_t fit = (int64_t(target.sharedMemoryPerBlock) - 1024 - 8) /
+                      (usage.stageBytes + 16);
+        TileShape shape;
+        shape.tileM = tileM;
+        shape.tileN = tileN;
+        shape.splitK = splitK;
+        shape.tilesM = divideCeil(m, tileM);
+        shape.tilesN = divideCeil(spec.n, tileN);
+        shape.maxStages =
+            std::max<int64_t>(2, std::min({fit, kMaxStages, kSteps}));
+        shape.score = compiler::scoreTiling(spec, probe, target, atM);
+        shape.utilization = double(shape.score.tiles) /
+                            double(shape.score.waves * shape.score.slots);
+        shapes.push_back(shape);
       }
-      compiler::ResourceUsage usage =
-          compiler::estimateResources(spec, probe, target);
-      int64_t fit = (int64_t(target.sharedMemoryPerBlock) - 1024 - 8) /
-                    (usage.stageBytes + 16);
-      TileShape shape;
-      shape.tileM = tileM;
-      shape.tileN = tileN;
-      shape.tilesM = divideCeil(m, tileM);
-      shape.tilesN = divideCeil(spec.n, tileN);
-      shape.maxStages =
-          std::max<int64_t>(2, std::min({fit, kMaxStages, kSteps}));
-      shape.score = compiler::scoreTiling(spec, probe, target, atM);
-      shape.utilization = double(shape.score.tiles) /
-                          double(shape.score.waves * shape.score.slots);
-      shapes.push_back(shape);
-    }
   std::stable_sort(shapes.begin(), shapes.end(), isBetter);
   for (size_t i = 0; i < shapes.size(); ++i)
     shapes[i].rank = int(i);
-  auto findShape = [&](int64_t tileM, int64_t tileN) -> const TileShape * {
+  auto findShape = [&](int64_t tileM, int64_t tileN,
+                       int64_t splitK) -> const TileShape * {
     for (const TileShape &shape : shapes)
-      if (shape.tileM == tileM && shape.tileN == tileN)
+      if (shape.tileM == tileM && shape.tileN == tileN &&
+          shape.splitK == splitK)
         return &shape;
     return nullptr;
   };
@@ -188,80 +201,87 @@ tune::enumerateCandidates(const compiler::GemmSpec &spec, int64_t m,
   };
   std::vector<Ranked> ranked;
   int64_t forcedInSpace = 0;
-  for (int64_t tileM : kTileMs)
-    for (int64_t tileN : kTileNs)
-      for (int64_t stages = 2; stages <= kMaxStages; ++stages)
-        for (auto [clusterM, clusterN] : kClusters)
-          for (RasterOrder order : kRasters)
-            for (int64_t band : kSwizzles) {
-              ++counts.space;
-              TileConfig t;
-              t.tileM = tileM;
-              t.tileN = tileN;
-              t.stages = stages;
-              t.clusterM = clusterM;
-              t.clusterN = clusterN;
-              t.raster = order;
-              t.swizzle = band;
-              if (isForced(t)) {
-                ++forcedInSpace;
-                continue;
-              }
-              const TileShape *shape = findShape(tileM, tileN);
-              if (!shape || stages > shape->maxStages) {
-                if (Error e = compiler::checkTiling(spec, t, target)) {
-                  consumeError(std::move(e));
+  for (int64_t splitK : splits)
+    for (int64_t tileM : kTileMs)
+      for (int64_t tileN : kTileNs)
+        for (int64_t stages = 2; stages <= kMaxStages; ++stages)
+          for (auto [clusterM, clusterN] : kClusters)
+            for (RasterOrder order : kRasters)
+              for (int64_t band : kSwizzles) {
+                ++counts.space;
+                TileConfig t;
+                t.tileM = tileM;
+                t.tileN = tileN;
+                t.stages = stages;
+                t.clusterM = clusterM;
+                t.clusterN = clusterN;
+                t.raster = order;
+                t.swizzle = band;
+                t.splitK = splitK;
+                if (isForced(t)) {
+                  ++forcedInSpace;
+                  continue;
+                }
+                const TileShape *shape = findShape(tileM, tileN, splitK);
+                // Clusters too: split-K and 64-row tiles take none.
+                if (!shape || stages > shape->maxStages ||
+                    clusterM * clusterN > 1) {
+                  if (Error e = compiler::checkTiling(spec, t, target)) {
+                    consumeError(std::move(e));
+                    ++counts.resources;
+                    continue;
+                  }
+                }
+                if (!shape) { // unreachable: a fitting tiling has a shape
                   ++counts.resources;
                   continue;
                 }
+                if (someBusy && shape->utilization < 0.5) {
+                  ++counts.idleSms;
+                  continue;
+                }
+                if (tileM == 256 &&
+                    int64_t(divideCeil(m, int64_t(128))) == shape->tilesM) {
+                  ++counts.padding;
+                  continue;
+                }
+                // Variants that run exactly like another one.
+                int64_t bandLimit = int64_t(bit_floor(
+                    uint64_t(std::min(divideCeil(shape->tilesM, clusterM),
+                                      divideCeil(shape->tilesN, clusterN)))));
+                // With one row or column of (cluster) tiles, both rasters
+                // walk the same order.
+                const RasterOrder raster = defaultRaster(*shape);
+                if (band > std::max<int64_t>(1, bandLimit) ||
+                    (bandLimit <= 1 && order != raster) ||
+                    (clusterM == 2 && shape->tilesM < 2) ||
+                    (clusterN == 2 && shape->tilesN < 2) ||
+                    stages >
+                        std::max<int64_t>(2, divideCeil(spec.k / splitK,
+                                                        compiler::kBlockK))) {
+                  ++counts.redundant;
+                  continue;
+                }
+                // Closeness to the heuristic's settings: fewer deviations
+                // first, then how far each one goes, then the tile shape.
+                const int64_t swizzle = defaultSwizzle(*shape);
+                int stagePreference = preference<int64_t>(
+                    stages, shape->maxStages,
+                    {4, shape->maxStages - 1, 3, 6, 5, 7, 2, 8});
+                int clusterPreference = clusterM == 1 && clusterN == 1 ? 0
+                                        : clusterM == 2                ? 1
+                                                                       : 2;
+                int rasterPreference = order == raster ? 0 : 1;
+                int swizzlePreference =
+                    preference<int64_t>(band, swizzle, {1, 8, 4, 2});
+                int deviations =
+                    (stagePreference > 0) + (clusterPreference > 0) +
+                    (rasterPreference > 0) + (swizzlePreference > 0);
+                int priority = 10 * deviations + stagePreference +
+                               clusterPreference + rasterPreference +
+                               swizzlePreference + 3 * shape->rank;
+                ranked.push_back({t, priority});
               }
-              if (!shape) { // unreachable: a fitting tiling has a shape
-                ++counts.resources;
-                continue;
-              }
-              if (someBusy && shape->utilization < 0.5) {
-                ++counts.idleSms;
-                continue;
-              }
-              if (tileM == 256 &&
-                  int64_t(divideCeil(m, int64_t(128))) == shape->tilesM) {
-                ++counts.padding;
-                continue;
-              }
-              // Variants that run exactly like another one.
-              int64_t bandLimit = int64_t(bit_floor(
-                  uint64_t(std::min(divideCeil(shape->tilesM, clusterM),
-                                    divideCeil(shape->tilesN, clusterN)))));
-              // With one row or column of (cluster) tiles, both rasters
-              // walk the same order.
-              const RasterOrder raster = defaultRaster(*shape);
-              if (band > std::max<int64_t>(1, bandLimit) ||
-                  (bandLimit <= 1 && order != raster) ||
-                  (clusterM == 2 && shape->tilesM < 2) ||
-                  (clusterN == 2 && shape->tilesN < 2) ||
-                  stages > std::max<int64_t>(2, kSteps)) {
-                ++counts.redundant;
-                continue;
-              }
-              // Closeness to the heuristic's settings: fewer deviations
-              // first, then how far each one goes, then the tile shape.
-              const int64_t swizzle = defaultSwizzle(*shape);
-              int stagePreference = preference<int64_t>(
-                  stages, shape->maxStages,
-                  {4, shape->maxStages - 1, 3, 6, 5, 7, 2, 8});
-              int clusterPreference = clusterM == 1 && clusterN == 1 ? 0
-                                      : clusterM == 2                ? 1
-                                                                     : 2;
-              int rasterPreference = order == raster ? 0 : 1;
-              int swizzlePreference =
-                  preference<int64_t>(band, swizzle, {1, 8, 4, 2});
-              int deviations = (stagePreference > 0) + (clusterPreference > 0) +
-                               (rasterPreference > 0) + (swizzlePreference > 0);
-              int priority = 10 * deviations + stagePreference +
-                             clusterPreference + rasterPreference +
-                             swizzlePreference + 3 * shape->rank;
-              ranked.push_back({t, priority});
-            }
   std::stable_sort(
       ranked.begin(), ranked.end(),
       [](const Ranked &l, const Ranked &r) { return l.priority < r.priority; });
@@ -273,8 +293,8 @@ tune::enumerateCandidates(const compiler::GemmSpec &spec, int64_t m,
     add(candidate.tiling);
   }
   counts.kept = int64_t(result.tilings.size());
-  // A heuristic choice outside the space (split-K: the space has none)
-  // still counts as kept: keep the books balanced.
+  // A heuristic choice outside the space (split-K at an M the search does
+  // not slice K for) still counts as kept: keep the books balanced.
   counts.space +=
       counts.kept - (int64_t(ranked.size()) - counts.overCap) - forcedInSpace;
   return result;

@@ -1,12 +1,14 @@
 //===- Candidates.h - The tile configurations moss-tune tries ---*- C++ -*-===//
 //
-// The search space of one shape: tile_m {128, 256} x tile_n {32, 64, ...,
-// 256} x stages {2..8} x cluster {1x1, 2x1, 1x2} x raster {along M, along N}
-// x swizzle {1, 2, 4, 8}. Split-K / stream-K and the number of consumer
-// warpgroups are not searched: the kernel has neither (split_k must be 1, two
-// consumer warpgroups are fixed). Pruned before compiling:
-//   - resources: the tiling does not fit the registers or shared memory
-//     (compiler::checkTiling), or B's per-group scales rule out tile_n;
+// The search space of one shape: tile_m {64, 128, 256} x tile_n {32, 64,
+// ..., 256} x stages {2..8} x cluster {1x1, 2x1, 1x2} x raster {along M,
+// along N} x swizzle {1, 2, 4, 8}, and at M up to 128 split_k {1, 2, 4, 8}.
+// Stream-K and the number of consumer warpgroups are not searched (two are
+// fixed). Pruned before compiling:
+//   - resources: the tiling does not fit the registers or shared memory,
+//     or the kernel does not take it (compiler::checkTiling: K slices, no
+//     cluster with split-K or tile_m 64), or B's per-group scales rule out
+//     tile_n;
 //   - idle SMs: the tile shape's waves keep fewer than half the SMs busy on
 //     average, while another tile shape keeps at least half busy;
 //   - redundant: a variant that runs exactly like another one (a swizzle

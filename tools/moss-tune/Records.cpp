@@ -62,10 +62,12 @@ Error tune::writeFileAtomically(StringRef path, StringRef text) {
 //===----------------------------------------------------------------------===//
 
 static constexpr const char *kColumns[] = {
-    "shape",  "label",  "arch",      "sm_count",  "a",      "b",
-    "out",    "m",      "n",         "k",         "kind",   "tile_m",
-    "tile_n", "stages", "cluster_m", "cluster_n", "raster", "swizzle",
-    "status", "ms",     "tflops",    "role",      "note"};
+    "shape",   "label",  "arch",      "sm_count",  "a",      "b",
+    "out",     "m",      "n",         "k",         "kind",   "tile_m",
+    "tile_n",  "stages", "cluster_m", "cluster_n", "raster", "swizzle",
+    "split_k", "status", "ms",        "tflops",    "role",   "note"};
+/// The column that CSVs written before split-K was searched lack.
+static constexpr size_t kSplitKColumn = 18;
 
 static std::string quote(StringRef field) {
   if (field.find_first_of(",\"\n") == StringRef::npos)
@@ -106,6 +108,7 @@ Error tune::writeCsv(StringRef path, ArrayRef<CandidateRecord> records) {
         tile(t.clusterN),
         moss ? (t.raster == RasterOrder::AlongM ? "along_m" : "along_n") : "",
         tile(t.swizzle),
+        tile(t.splitK),
         r.status,
         r.status == "ok" ? formatv("{0:f6}", r.milliseconds).str() : "",
         r.status == "ok" ? formatv("{0:f2}", r.tflops).str() : "",
@@ -152,9 +155,15 @@ Expected<std::vector<CandidateRecord>> tune::readCsv(StringRef path) {
   (*buffer)->getBuffer().split(lines, '\n', -1, /*KeepEmpty=*/false);
   std::vector<CandidateRecord> records;
   const size_t columns = std::size(kColumns);
+  bool withoutSplitK = false; // an older file: split_k is 1
   for (auto [index, line] : enumerate(lines)) {
     std::vector<std::string> f = splitCsv(line.rtrim("\r"));
     std::string where = (path + ":" + Twine(index + 1)).str();
+    if (index == 0)
+      withoutSplitK =
+          f.size() == columns - 1 && llvm::find(f, "split_k") == f.end();
+    if (withoutSplitK && f.size() == columns - 1)
+      f.insert(f.begin() + kSplitKColumn, "");
     if (f.size() != columns)
       return error(where + ": expected " + Twine(columns) + " fields, got " +
                    Twine(f.size()));
@@ -171,7 +180,7 @@ Expected<std::vector<CandidateRecord>> tune::readCsv(StringRef path) {
       return text.empty() || to_float(text, out);
     };
     int64_t sms = 0, tileM = 0, tileN = 0, stages = 0, cm = 1, cn = 1,
-            swizzle = 1;
+            swizzle = 1, splitK = 1;
     r.shape = f[0];
     r.label = f[1];
     r.arch = f[2];
@@ -179,15 +188,15 @@ Expected<std::vector<CandidateRecord>> tune::readCsv(StringRef path) {
     r.b = f[5];
     r.out = f[6];
     r.kind = f[10];
-    r.status = f[18];
-    r.roles = f[21];
-    r.note = f[22];
+    r.status = f[19];
+    r.roles = f[22];
+    r.note = f[23];
     bool ok = integer(f[3], sms) && integer(f[7], r.m) && integer(f[8], r.n) &&
               integer(f[9], r.k) && integer(f[11], tileM) &&
               integer(f[12], tileN) && integer(f[13], stages) &&
               integer(f[14], cm) && integer(f[15], cn) &&
-              integer(f[17], swizzle) && number(f[19], r.milliseconds) &&
-              number(f[20], r.tflops);
+              integer(f[17], swizzle) && integer(f[18], splitK) &&
+              number(f[20], r.milliseconds) && number(f[21], r.tflops);
     if (!ok)
       return error(where + ": a numeric field is not a number");
     r.smCount = unsigned(sms);
@@ -199,6 +208,7 @@ Expected<std::vector<CandidateRecord>> tune::readCsv(StringRef path) {
     r.tiling.raster =
         f[16] == "along_n" ? RasterOrder::AlongN : RasterOrder::AlongM;
     r.tiling.swizzle = swizzle;
+    r.tiling.splitK = splitK;
     records.push_back(std::move(r));
   }
   return records;

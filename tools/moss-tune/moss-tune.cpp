@@ -88,9 +88,9 @@ cl::opt<compiler::FloatType>
         cl::cat(shapeCategory));
 
 cl::OptionCategory searchCategory(
-    "Search (tile_m x tile_n x stages x cluster x raster x swizzle; split-K "
-    "is not searched beyond the heuristic's own choice, and the kernel has "
-    "a fixed two consumer warpgroups)");
+    "Search (tile_m x tile_n x stages x cluster x raster x swizzle, and "
+    "split-K at M up to 128; the kernel has a fixed two consumer "
+    "warpgroups)");
 cl::opt<unsigned> maxCandidates(
     "max-candidates",
     cl::desc("Candidates per shape after pruning, best-ranked first (the "
@@ -279,9 +279,8 @@ int main(int argc, char **argv) {
       "swizzle per shape, prunes what cannot fit or leaves most SMs idle, "
       "compiles the rest in parallel, verifies and times them on the GPU, "
       "and writes the fastest into the tuning database that the compiler "
-      "and the runtime read (docs/TUNING.md). Split-K is not searched: the "
-      "heuristic's split-K choice (small M) is timed as one more candidate. "
-      "The kernel has a fixed two consumer warpgroups.\n");
+      "and the runtime read (docs/TUNING.md). Split-K is searched at M up to "
+      "128. The kernel has a fixed two consumer warpgroups.\n");
 
   Expected<std::vector<TuneShape>> shapes = readShapes();
   if (!shapes)
