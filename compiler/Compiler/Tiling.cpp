@@ -247,7 +247,7 @@ TilingScore compiler::scoreTiling(const GemmSpec &spec,
 /// 2-8% faster at K = 4096 and 10-35% at K = 11008; per-tensor 17% faster
 /// at K = 11008 (M <= 64) but 0-10% slower at K = 4096.
 static bool considerSplitK(const GemmSpec &spec, const TilingOptions &options) {
-  return options.allowSplitK && plannedM(spec, options) <= 128 &&
+  return options.allowSplitK && plannedM(spec, options) <= kSplitKMaxRows &&
          (promoteK(spec) > 0 || spec.k >= 64 * kBlockK);
 }
 

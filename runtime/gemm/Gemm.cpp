@@ -618,10 +618,10 @@ Error GemmRunner::run(const GemmSpec &spec, int64_t m,
   args.c = pointer(buffers.c);
   args.beta = spec.beta.value_or(1.0f);
   args.amax = static_cast<float *>(pointer(buffers.amax));
-  if (size_t bytes = detail::getWorkspaceBytes(kernel.plan, int(m))) {
+  if (kernel.plan.slicedAccumulators) {
+    detail::WorkspaceSize size = detail::getWorkspaceSize(kernel.plan, int(m));
     Expected<CUdeviceptr> workspace =
-        workspaces->get(*api, stream, bytes,
-                        detail::getWorkspaceZeroBytes(kernel.plan, int(m)));
+        workspaces->get(*api, stream, size.bytes, size.zeroBytes);
     if (!workspace)
       return workspace.takeError();
     args.workspace = pointer(*workspace);

@@ -78,6 +78,7 @@ detail::planFromTemplates(const compiler::KernelSource &source) {
   result.sharedBytes = unsigned(plan.sharedBytes);
   result.clusterSize = unsigned(plan.clusterSize);
   result.boxRowsB = plan.boxB[1];
+  result.slicedAccumulators = plan.slicedAccumulators;
   result.n = params.n;
   result.tileM = params.tileM;
   result.tileN = params.tileN;
@@ -107,10 +108,9 @@ int detail::getBoxRowsA(const TemplatePlan &plan, int m) {
   return gemm::boxRowsA(getGeometry(plan), m);
 }
 
-size_t detail::getWorkspaceBytes(const TemplatePlan &plan, int m) {
-  return size_t(gemm::workspaceBytes(getGeometry(plan), m));
-}
-
-size_t detail::getWorkspaceZeroBytes(const TemplatePlan &plan, int m) {
-  return size_t(gemm::workspaceCounterBytes(getGeometry(plan), m));
+detail::WorkspaceSize detail::getWorkspaceSize(const TemplatePlan &plan,
+                                               int m) {
+  gemm::Params p = getGeometry(plan);
+  return {size_t(gemm::workspaceBytes(p, m)),
+          size_t(gemm::workspaceCounterBytes(p, m))};
 }

@@ -26,7 +26,9 @@ struct TemplatePlan {
   /// Rows of B's TMA box (docs/GEMM-KERNEL-ABI.md); A's depend on m
   /// (getBoxRowsA).
   int boxRowsB = 0;
-  /// The parameters gridSize() reads.
+  /// Whether launches need a workspace (split-K or 64-row tiles).
+  bool slicedAccumulators = false;
+  /// The parameters gridSize() and the workspace size read.
   int n = 0, tileM = 0, tileN = 0, clusterM = 1, clusterN = 1, splitK = 1;
 };
 
@@ -57,11 +59,13 @@ unsigned getGridSize(const TemplatePlan &plan, int m, int smCount);
 /// `moss::gemm::boxRowsA`: rows of A's TMA box for `m` rows.
 int getBoxRowsA(const TemplatePlan &plan, int m);
 
-/// The workspace a launch of `m` rows needs (0 unless the kernel splits K
-/// or has 64-row tiles), and how much of its start must be zero before the
-/// first launch.
-size_t getWorkspaceBytes(const TemplatePlan &plan, int m);
-size_t getWorkspaceZeroBytes(const TemplatePlan &plan, int m);
+/// The workspace of a launch of `m` rows (plan.slicedAccumulators): its
+/// size, and how much of its start must be zero before the first launch.
+struct WorkspaceSize {
+  size_t bytes = 0;
+  size_t zeroBytes = 0;
+};
+WorkspaceSize getWorkspaceSize(const TemplatePlan &plan, int m);
 
 } // namespace moss::detail
 

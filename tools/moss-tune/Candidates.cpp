@@ -51,9 +51,6 @@ constexpr std::pair<int64_t, int64_t> kClusters[] = {{1, 1}, {2, 1}, {1, 2}};
 constexpr RasterOrder kRasters[] = {RasterOrder::AlongM, RasterOrder::AlongN};
 constexpr int64_t kSwizzles[] = {1, 2, 4, 8};
 constexpr int64_t kSplits[] = {1, 2, 4, 8};
-/// Split-K is searched where the heuristic would consider it: one row of
-/// 128-row tiles (docs/COMPILER.md).
-constexpr int64_t kMaxSplitM = 128;
 
 /// A tile shape and K slicing that fit, with its score at this M.
 struct TileShape {
@@ -129,7 +126,8 @@ tune::enumerateCandidates(const compiler::GemmSpec &spec, int64_t m,
 
   // K slicings searched at this M.
   std::vector<int64_t> splits = {1};
-  if (m <= kMaxSplitM)
+  // Where the heuristic would consider it (docs/COMPILER.md).
+  if (m <= compiler::kSplitKMaxRows)
     splits.assign(std::begin(kSplits), std::end(kSplits));
 
   // Tile shapes that fit at all, scored at this M.

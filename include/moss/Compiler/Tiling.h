@@ -65,6 +65,9 @@ inline bool operator!=(const TileConfig &lhs, const TileConfig &rhs) {
 /// K elements (= bytes of FP8) each pipeline stage loads per row of A and B:
 /// one 128-byte swizzled TMA row (`Config::kStageK`).
 constexpr int64_t kBlockK = 128;
+/// The most rows (planned M) at which the heuristic, and moss-tune, slice K:
+/// above one row of 128-row tiles splitting measured no gain.
+constexpr int64_t kSplitKMaxRows = 128;
 
 /// What a configuration needs from the SM. This is the compiler's copy of
 /// the model in templates/moss/gemm/Config.cuh (keep the two in step): one

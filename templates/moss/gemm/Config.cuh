@@ -344,12 +344,19 @@ constexpr MOSS_GEMM_HD void tileOrigin(Params p, int m, int t, int rank,
   n0 = (nt * p.clusterN + rank / p.clusterM) * p.tileN;
 }
 
+namespace detail {
+/// The workspace's counters for `tiles` tiles: [tiles][8] u32, one per
+/// consumer warp, rounded up to 256 bytes.
+constexpr MOSS_GEMM_HD long long counterBytes(int tiles) {
+  return (tiles * 32LL + 255) / 256 * 256;
+}
+} // namespace detail
+
 /// With sliced accumulators (SplitK > 1 or TileM = 64): the workspace's
-/// tile counters ([tiles][8] u32, one per consumer warp), rounded up to 256
-/// bytes; the slices' partial sums follow them (SplitK.cuh). 0 without.
+/// tile counters; the slices' partial sums follow them (SplitK.cuh). 0
+/// without.
 constexpr MOSS_GEMM_HD long long workspaceCounterBytes(Params p, int m) {
-  return plan(p).slicedAccumulators ? (numTiles(p, m) * 32LL + 255) / 256 * 256
-                                    : 0;
+  return plan(p).slicedAccumulators ? detail::counterBytes(numTiles(p, m)) : 0;
 }
 
 /// The workspace an m-row launch needs (Args::workspace): the counters and,
@@ -357,11 +364,12 @@ constexpr MOSS_GEMM_HD long long workspaceCounterBytes(Params p, int m) {
 /// without sliced accumulators.
 constexpr MOSS_GEMM_HD long long workspaceBytes(Params p, int m) {
   const Plan q = plan(p);
-  return q.slicedAccumulators
-             ? workspaceCounterBytes(p, m) + 4LL * numTiles(p, m) * p.splitK *
-                                                 128 * q.consumerWarpgroups *
-                                                 q.wgM * (p.tileN / 2)
-             : 0;
+  if (!q.slicedAccumulators)
+    return 0;
+  const int tiles = numTiles(p, m);
+  return detail::counterBytes(tiles) + 4LL * tiles * p.splitK * 128 *
+                                           q.consumerWarpgroups * q.wgM *
+                                           (p.tileN / 2);
 }
 
 /// Rows of A's TMA box for an m-row launch. A tile of TileM rows is loaded
