@@ -78,20 +78,23 @@ sumSlices(const Args &args, int m, int m0, int tile, int slice,
   if (!ptx::shuffleIdx(last, 0))
     return false;
   ptx::fenceGpu();
-  // Slice by slice, in slice order: acc = ((p0 + p1) + p2) + ...
+  // Slice by slice, in slice order: acc = ((0 + p0) + p1) + ... The slice
+  // loop stays rolled: unrolled it tripled the compile time of 4 slices.
 #pragma unroll
+  for (int mm = 0; mm < Cfg::kWgM; ++mm)
+#pragma unroll
+    for (int i = 0; i < Cfg::TileN / 2; ++i)
+      acc[mm][i] = 0.0f;
+#pragma unroll 1
   for (int s = 0; s < kSlices; ++s) {
     const float *slicePart = part(s);
 #pragma unroll
     for (int mm = 0; mm < Cfg::kWgM; ++mm)
 #pragma unroll
-      for (int i = 0; i < Cfg::TileN / 2; ++i) {
-        if (!rowValid[mm][(i >> 1) & 1])
-          continue;
-        const float p =
-            ptx::loadGlobalL2(slicePart + (mm * (Cfg::TileN / 2) + i) * 32);
-        acc[mm][i] = s == 0 ? p : acc[mm][i] + p;
-      }
+      for (int i = 0; i < Cfg::TileN / 2; ++i)
+        if (rowValid[mm][(i >> 1) & 1])
+          acc[mm][i] += ptx::loadGlobalL2(slicePart +
+                                          (mm * (Cfg::TileN / 2) + i) * 32);
   }
   return true;
 }
