@@ -43,6 +43,7 @@
 #include "moss/Runtime/Driver.h"
 #include "moss/Runtime/KernelCache.h"
 #include "moss/Runtime/Module.h"
+#include "moss/Runtime/TensorMaps.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Format.h"
@@ -78,6 +79,11 @@ void check(CUresult result, const char *what) {
     die(toString(makeCudaError(result, what)));
 }
 
+void check(Error error) {
+  if (error)
+    die(toString(std::move(error)));
+}
+
 CUdeviceptr upload(const void *data, size_t bytes) {
   CUdeviceptr p = 0;
   if (bytes == 0)
@@ -99,19 +105,8 @@ std::vector<uint8_t> randomCodes(size_t count, std::mt19937_64 &rng) {
 
 CUtensorMap operandMap(CUdeviceptr codes, int rows, int k, int boxRows) {
   CUtensorMap map;
-  std::memset(&map, 0, sizeof(map));
-  cuuint64_t dims[2] = {static_cast<cuuint64_t>(k),
-                        static_cast<cuuint64_t>(rows)};
-  cuuint64_t strides[1] = {static_cast<cuuint64_t>(k)};
-  cuuint32_t box[2] = {128, static_cast<cuuint32_t>(boxRows)};
-  cuuint32_t elementStrides[2] = {1, 1};
-  check(api->tensorMapEncodeTiled(
-            &map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2,
-            reinterpret_cast<void *>(codes), dims, strides, box, elementStrides,
-            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-            CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
-        "cuTensorMapEncodeTiled");
+  check(moss::runtime::encodeOperandMap(*api, map, codes, rows, k, boxRows,
+                                        "A or B"));
   return map;
 }
 
@@ -359,6 +354,10 @@ int main(int argc, char **argv) {
     prep->mapA = operandMap(dA, m, k, boxRowsA(p, m));
     prep->mapB = operandMap(dB, n, k, q.boxB[1]);
     std::memset(&prep->mapD, 0, sizeof(prep->mapD));
+    if (q.usesTmaD)
+      check(moss::runtime::encodeOutputMap(*api, prep->mapD, dOut, m, n,
+                                           unsigned(elementBytes(p.out)),
+                                           q.boxD[0], q.boxD[1]));
     Args &args = prep->args;
     args.m = m;
     args.d = reinterpret_cast<void *>(dOut);

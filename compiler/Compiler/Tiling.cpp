@@ -52,6 +52,11 @@ static constexpr unsigned kConsumerWarpgroups = 2;
 static constexpr unsigned kProducerRegisters = 40;
 /// What setmaxnreg gives a consumer thread at most (a multiple of 8).
 static constexpr unsigned kMaxConsumerRegisters = 232;
+/// The dynamic shared memory of an sm_90 block (`kMaxSharedBytes`), which
+/// the templates fill with staging buffers as far as it goes.
+static constexpr int64_t kMaxSharedBytes = 232448;
+/// One staging buffer for each of the 8 consumer warps, 2 KiB each.
+static constexpr int64_t kStoreBufferSetBytes = 8 * 2048;
 
 /// The block length along K of a scheme's local scales (0 without).
 static int64_t localBlock(const ScalingScheme &scheme) {
@@ -124,8 +129,21 @@ ResourceUsage compiler::estimateResources(const GemmSpec &spec,
                             : 0;
   usage.stageBytes =
       tiling.tileM * kBlockK + tiling.tileN * kBlockK + rowTable + columnTable;
-  int64_t barrierOffset = llvm::alignTo(tiling.stages * usage.stageBytes, 8);
-  usage.sharedBytes = barrierOffset + 2 * tiling.stages * 8 + 1024;
+  int64_t stagesEnd = tiling.stages * usage.stageBytes;
+  int64_t fixedBytes = 2 * tiling.stages * 8 + 1024;
+  int64_t outBytes = getByteWidth(spec.out);
+  usage.storable =
+      spec.n * outBytes % 16 == 0 && tiling.tileN * outBytes % 128 == 0;
+  int64_t stagingOffset = llvm::alignTo(stagesEnd, 1024);
+  int64_t room = kMaxSharedBytes - stagingOffset - fixedBytes;
+  usage.storeBuffers = !usage.storable || room < kStoreBufferSetBytes ? 0
+                       : room >= 2 * kStoreBufferSetBytes             ? 2
+                                                                      : 1;
+  int64_t barrierOffset =
+      usage.storeBuffers > 0
+          ? stagingOffset + usage.storeBuffers * kStoreBufferSetBytes
+          : llvm::alignTo(stagesEnd, 8);
+  usage.sharedBytes = barrierOffset + fixedBytes;
   return usage;
 }
 
@@ -367,6 +385,16 @@ compiler::selectTiling(const GemmSpec &spec, const TargetInfo &target,
                       (usage.stageBytes + 16);
         tiling.stages = std::max(requiredStages,
                                  std::min({fit, options.maxStages, kSteps}));
+        // One stage less where that leaves room for the epilogue's TMA
+        // stores: storing from registers cost 8-12% of the cycles at
+        // 8192^3 on the H200 (docs/PERFORMANCE.md, fifth session).
+        if (usage.storable && tiling.stages > requiredStages) {
+          TileConfig fewer = tiling;
+          fewer.stages = tiling.stages - 1;
+          if (estimateResources(spec, tiling, target).storeBuffers == 0 &&
+              estimateResources(spec, fewer, target).storeBuffers > 0)
+            tiling.stages = fewer.stages;
+        }
         Candidate candidate{tiling, scoreTiling(spec, tiling, target, options),
                             chainCost(spec, tiling)};
         if (!best || isBetter(candidate, *best))

@@ -18,6 +18,7 @@
 #include "moss/Runtime/Device.h"
 #include "moss/Runtime/Driver.h"
 #include "moss/Runtime/Module.h"
+#include "moss/Runtime/TensorMaps.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/Twine.h"
@@ -242,26 +243,6 @@ static GemmRunner::Key makeResolvedKey(const GemmSpec &spec, int64_t m,
   return key;
 }
 
-/// A 2D K-major FP8 operand map: [rows, k] bytes, box {128, boxRows},
-/// 128-byte swizzle, zeros out of bounds (docs/GEMM-KERNEL-ABI.md).
-static Error encodeOperandMap(const runtime::DriverApi &api, CUtensorMap &map,
-                              CUdeviceptr codes, int64_t rows, int64_t k,
-                              int boxRows, const char *name) {
-  std::memset(&map, 0, sizeof(map));
-  cuuint64_t dims[2] = {cuuint64_t(k), cuuint64_t(rows)};
-  cuuint64_t strides[1] = {cuuint64_t(k)};
-  cuuint32_t box[2] = {128, cuuint32_t(boxRows)};
-  cuuint32_t elementStrides[2] = {1, 1};
-  return runtime::checkCuda(
-      api.tensorMapEncodeTiled(
-          &map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2,
-          reinterpret_cast<void *>(codes), dims, strides, box, elementStrides,
-          CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-          CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
-      Twine("cuTensorMapEncodeTiled (operand ") + name + ")");
-}
-
 //===----------------------------------------------------------------------===//
 // Tuning database
 //===----------------------------------------------------------------------===//
@@ -344,10 +325,11 @@ struct GemmRunner::Kernel {
   std::shared_ptr<const runtime::KernelEntry> entry;
   CUfunction function = nullptr;
   detail::TemplatePlan plan;
-  /// The maps are reused while the codes pointer and row count are the same.
+  /// The maps are reused while their pointer and row count are the same
+  /// (mapD is all zeros, unused, unless plan.usesTmaD).
   CUtensorMap mapA, mapB, mapD;
-  CUdeviceptr mapACodes = 0, mapBCodes = 0;
-  int64_t mapARows = -1;
+  CUdeviceptr mapACodes = 0, mapBCodes = 0, mapDPointer = 0;
+  int64_t mapARows = -1, mapDRows = -1;
   /// Thread blocks that run at once: the SMs, or for clusters the clusters
   /// that fit at once times their size (the persistent grid's limit).
   int slots = 0;
@@ -531,7 +513,7 @@ GemmRunner::compileKernel(const GemmSpec &spec,
                    Twine(source->launch.sharedBytes) +
                    " bytes of shared memory, the templates " +
                    Twine(plan->threads) + " and " + Twine(plan->sharedBytes));
-  std::memset(&kernel->mapD, 0, sizeof(kernel->mapD)); // unused (ABI)
+  std::memset(&kernel->mapD, 0, sizeof(kernel->mapD));
   if (Error e =
           runtime::setSharedMemoryLimit(kernel->function, plan->sharedBytes))
     return std::move(e);
@@ -591,19 +573,31 @@ Error GemmRunner::run(const GemmSpec &spec, int64_t m,
     return api.takeError();
   if (kernel.mapACodes != buffers.a.codes || kernel.mapARows != m) {
     kernel.mapACodes = 0;
-    if (Error e =
-            encodeOperandMap(*api, kernel.mapA, buffers.a.codes, m, spec.k,
-                             detail::getBoxRowsA(kernel.plan, int(m)), "A"))
+    if (Error e = runtime::encodeOperandMap(
+            *api, kernel.mapA, buffers.a.codes, m, spec.k,
+            detail::getBoxRowsA(kernel.plan, int(m)), "A"))
       return e;
     kernel.mapACodes = buffers.a.codes;
     kernel.mapARows = m;
   }
   if (kernel.mapBCodes != buffers.b.codes) {
     kernel.mapBCodes = 0;
-    if (Error e = encodeOperandMap(*api, kernel.mapB, buffers.b.codes, spec.n,
-                                   spec.k, kernel.plan.boxRowsB, "B"))
+    if (Error e = runtime::encodeOperandMap(*api, kernel.mapB, buffers.b.codes,
+                                            spec.n, spec.k,
+                                            kernel.plan.boxRowsB, "B"))
       return e;
     kernel.mapBCodes = buffers.b.codes;
+  }
+  if (kernel.plan.usesTmaD &&
+      (kernel.mapDPointer != buffers.d || kernel.mapDRows != m)) {
+    kernel.mapDPointer = 0;
+    if (Error e =
+            runtime::encodeOutputMap(*api, kernel.mapD, buffers.d, m, spec.n,
+                                     compiler::getByteWidth(spec.out),
+                                     kernel.plan.boxD[0], kernel.plan.boxD[1]))
+      return e;
+    kernel.mapDPointer = buffers.d;
+    kernel.mapDRows = m;
   }
 
   auto pointer = [](CUdeviceptr p) { return reinterpret_cast<void *>(p); };

@@ -79,6 +79,9 @@ detail::planFromTemplates(const compiler::KernelSource &source) {
   result.clusterSize = unsigned(plan.clusterSize);
   result.boxRowsB = plan.boxB[1];
   result.slicedAccumulators = plan.slicedAccumulators;
+  result.usesTmaD = plan.usesTmaD;
+  result.boxD[0] = plan.boxD[0];
+  result.boxD[1] = plan.boxD[1];
   result.n = params.n;
   result.tileM = params.tileM;
   result.tileN = params.tileN;

@@ -28,6 +28,10 @@ struct TemplatePlan {
   int boxRowsB = 0;
   /// Whether launches need a workspace (split-K or 64-row tiles).
   bool slicedAccumulators = false;
+  /// Whether the epilogue stores through D's tensor map, and its box
+  /// {columns, rows} (docs/GEMM-KERNEL-ABI.md).
+  bool usesTmaD = false;
+  int boxD[2] = {0, 0};
   /// The parameters gridSize() and the workspace size read.
   int n = 0, tileM = 0, tileN = 0, clusterM = 1, clusterN = 1, splitK = 1;
 };

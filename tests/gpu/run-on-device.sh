@@ -7,7 +7,7 @@
 #   quick  driver, quantizer and C API suites, GEMM on 129x257x96
 #   gemm   the GEMM suites and moss-jit run
 #   jitbench  moss-jit bench on the issue's shapes and schemes
-#   sanitize  compute-sanitizer memcheck and racecheck, one small GEMM per variant
+#   sanitize  compute-sanitizer memcheck and racecheck, one small GEMM per variant (both epilogue stores)
 #   bench  the benchmarks (quantizers, GEMM against cuBLASLt)
 #   all    (default) everything
 set -uo pipefail
@@ -61,29 +61,35 @@ sanitize() {
   local jit="$bin/moss-jit"
   local cs="${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}"
   # K = 1024: eight 128-wide stages, so the shorter rings wrap around.
-  local small="--m 129 --n 257 --k 1024"
+  # N = 257 stores from registers; N = 264 (16-byte output rows) through
+  # shared memory and TMA.
   local i=0
-  while read -r variant; do
+  while read -r n variant; do
     i=$((i + 1))
     for tool in memcheck racecheck; do
-      MOSS_TAIL=4 run "sanitize-$tool-$i" "$cs" --tool "$tool" --error-exitcode 9 "$jit" run $small $variant --check 16
+      MOSS_TAIL=4 run "sanitize-$tool-$i" "$cs" --tool "$tool" --error-exitcode 9 "$jit" run --m 129 --n "$n" --k 1024 $variant --check 16
     done
   done <<'VARIANTS'
---a-scheme moss --a-global row --b-scheme per-tensor --bias f32 --amax
---a-scheme moss --a-global tensor --b-scheme moss --b-global tensor --out f32 --accumulate f32
---a-scheme per-tensor --b-scheme per-tensor --out f16 --accumulate f16
---a-scheme per-row --b-scheme per-row --tiling 256x192x4
---a-scheme per-group --a-block 128 --b-scheme per-group --b-block 128x128 --out f32
---a-scheme mxfp8 --b-scheme mxfp8
---a-scheme moss --a-global row --b-scheme per-tensor --tiling 128x128x6x2x1
---a-scheme per-tensor --b-scheme per-tensor --tiling 128x256x4x1x2 --bias bf16 --amax
---a-scheme moss --a-global row --b-scheme per-tensor --tiling 128x192x5
---a-scheme per-group --a-block 128 --b-scheme per-group --b-block 128x128 --tiling 128x192x5 --bias bf16
---a-scheme moss --a-global row --b-scheme per-tensor --bias f32 --amax --tiling 128x64x8x1x1x2
---a-scheme per-group --a-block 128 --b-scheme per-group --b-block 128x128 --out f32 --accumulate f32 --tiling 128x128x6x1x1x2
---a-scheme per-tensor --b-scheme per-tensor --out f32 --tiling 128x32x8x1x1x2
---a-scheme moss --a-global row --b-scheme per-tensor --bias f32 --amax --tiling 64x64x8
---a-scheme per-group --a-block 128 --b-scheme per-group --b-block 128x128 --out f32 --tiling 64x128x6x1x1x2
+257 --a-scheme moss --a-global row --b-scheme per-tensor --bias f32 --amax
+257 --a-scheme moss --a-global tensor --b-scheme moss --b-global tensor --out f32 --accumulate f32
+257 --a-scheme per-tensor --b-scheme per-tensor --out f16 --accumulate f16
+257 --a-scheme per-row --b-scheme per-row --tiling 256x192x4
+257 --a-scheme per-group --a-block 128 --b-scheme per-group --b-block 128x128 --out f32
+257 --a-scheme mxfp8 --b-scheme mxfp8
+257 --a-scheme moss --a-global row --b-scheme per-tensor --tiling 128x128x6x2x1
+257 --a-scheme per-tensor --b-scheme per-tensor --tiling 128x256x4x1x2 --bias bf16 --amax
+257 --a-scheme moss --a-global row --b-scheme per-tensor --tiling 128x192x5
+257 --a-scheme per-group --a-block 128 --b-scheme per-group --b-block 128x128 --tiling 128x192x5 --bias bf16
+257 --a-scheme moss --a-global row --b-scheme per-tensor --bias f32 --amax --tiling 128x64x8x1x1x2
+257 --a-scheme per-group --a-block 128 --b-scheme per-group --b-block 128x128 --out f32 --accumulate f32 --tiling 128x128x6x1x1x2
+257 --a-scheme per-tensor --b-scheme per-tensor --out f32 --tiling 128x32x8x1x1x2
+257 --a-scheme moss --a-global row --b-scheme per-tensor --bias f32 --amax --tiling 64x64x8
+257 --a-scheme per-group --a-block 128 --b-scheme per-group --b-block 128x128 --out f32 --tiling 64x128x6x1x1x2
+264 --a-scheme per-tensor --b-scheme per-tensor --bias bf16 --amax
+264 --a-scheme moss --a-global row --b-scheme per-tensor --out f32 --accumulate f32
+264 --a-scheme per-group --a-block 128 --b-scheme per-group --b-block 128x128 --out f16 --tiling 128x128x6x2x1
+264 --a-scheme moss --a-global row --b-scheme per-tensor --amax --tiling 64x64x8
+264 --a-scheme per-tensor --b-scheme per-tensor --tiling 256x128x4x1x1x2
 VARIANTS
 }
 

@@ -96,8 +96,16 @@ struct ResourceUsage {
   bool partialSetsNarrowed = false;
   /// Shared memory per pipeline stage: A and B tiles plus factor tables.
   unsigned stageBytes = 0;
+  /// The epilogue's staging buffers per consumer warp for TMA stores
+  /// (`Config::kStoreBuffers`): 2 or 1 as fit in the 227 KiB a block may
+  /// have, 0 when the output or the tile does not allow TMA stores.
+  unsigned storeBuffers = 0;
+  /// Whether the output and the tile allow TMA stores (16-byte output rows,
+  /// tiles of whole 128-byte chunks).
+  bool storable = false;
   /// Dynamic shared memory of the block (`Config::kSharedBytes`): the
-  /// stages, their two mbarriers each, and 1 KiB to align the base.
+  /// stages, the staging buffers, two mbarriers per stage, and 1 KiB to
+  /// align the base.
   unsigned sharedBytes = 0;
 };
 

@@ -132,13 +132,18 @@ struct Plan {
   bool multicastB;   ///< ClusterM == 2: the two CTAs share B's tile
   int emptyArrivals; ///< consumer threads of the cluster releasing a stage
   /// TMA boxes {inner (K or N), rows}; fewer rows of A when M is smaller
-  /// than a tile (boxRowsA).
+  /// than a tile (boxRowsA). D's box is one 128-byte wide chunk of a
+  /// consumer warp's 16 rows.
   int boxA[2], boxB[2], boxD[2];
-  bool usesTmaD;                 ///< false: the epilogue stores directly
+  /// The epilogue stages each warp's output through shared memory and
+  /// stores it with TMA (usesTmaD), or stores from registers.
+  bool usesTmaD;
+  int storeBuffers; ///< 2 KiB staging buffers per consumer warp (usesTmaD)
   // Shared memory (from a 1024-byte aligned base).
   int stageABytes, stageBBytes;
   int rowTableBytes, colTableBytes;
-  int offsetA, offsetB, offsetRowTable, offsetColTable, offsetBarriers;
+  int offsetA, offsetB, offsetRowTable, offsetColTable, offsetStaging,
+      offsetBarriers;
   int sharedBytes; ///< dynamic shared memory to launch with
   /// Accumulator registers per consumer thread (checked against a budget).
   int accumulatorRegisters;
@@ -157,6 +162,10 @@ constexpr MOSS_GEMM_HD int minPositive(int a, int b) {
 constexpr int kMaxSharedBytes = 232448;
 /// Accumulator registers a consumer thread may hold (of 232).
 constexpr int kMaxAccumulatorRegisters = 192;
+/// A consumer warp's staging buffer for TMA stores: 16 rows of 128 bytes.
+constexpr int kStoreBufferBytes = 2048;
+/// Consumer warps of the kernel, each with its own staging buffers.
+constexpr int kConsumerWarps = 8;
 
 /// Derives the kernel's plan from its parameters.
 constexpr MOSS_GEMM_HD Plan plan(const Params &p) {
@@ -224,9 +233,8 @@ constexpr MOSS_GEMM_HD Plan plan(const Params &p) {
   q.boxA[1] = q.multicastA ? p.tileM / 2 : p.tileM;
   q.boxB[0] = q.stageK;
   q.boxB[1] = q.multicastB ? p.tileN / 2 : p.tileN;
-  q.boxD[0] = p.tileN;
-  q.boxD[1] = p.tileM;
-  q.usesTmaD = false;
+  q.boxD[0] = 128 / elementBytes(p.out);
+  q.boxD[1] = 16;
 
   q.stageABytes = p.tileM * q.stageK;
   q.stageBBytes = p.tileN * q.stageK;
@@ -236,10 +244,26 @@ constexpr MOSS_GEMM_HD Plan plan(const Params &p) {
   q.offsetB = q.offsetA + p.stages * q.stageABytes;
   q.offsetRowTable = q.offsetB + p.stages * q.stageBBytes;
   q.offsetColTable = q.offsetRowTable + p.stages * q.rowTableBytes;
-  q.offsetBarriers =
-      (q.offsetColTable + p.stages * q.colTableBytes + 7) / 8 * 8;
+  const int tablesEnd = q.offsetColTable + p.stages * q.colTableBytes;
   // Two barriers per stage, and 1 KiB to align the base to 1024 bytes.
-  q.sharedBytes = q.offsetBarriers + 2 * p.stages * 8 + 1024;
+  const int fixedBytes = 2 * p.stages * 8 + 1024;
+  // TMA stores need 16-byte aligned output rows and tiles of whole 128-byte
+  // chunks. Two staging buffers per warp when they fit, else one (each
+  // store then has to read its buffer before the next chunk is written),
+  // else the epilogue stores from registers. 128-byte swizzled buffers
+  // start at a 1024-byte boundary.
+  q.offsetStaging = (tablesEnd + 1023) / 1024 * 1024;
+  const int bufferSet = kConsumerWarps * kStoreBufferBytes;
+  const bool storable = (p.n * elementBytes(p.out)) % 16 == 0 &&
+                        (p.tileN * elementBytes(p.out)) % 128 == 0;
+  const int room = kMaxSharedBytes - q.offsetStaging - fixedBytes;
+  q.storeBuffers = !storable || room < bufferSet ? 0
+                   : room >= 2 * bufferSet       ? 2
+                                                 : 1;
+  q.usesTmaD = q.storeBuffers > 0;
+  q.offsetBarriers = q.usesTmaD ? q.offsetStaging + q.storeBuffers * bufferSet
+                                : (tablesEnd + 7) / 8 * 8;
+  q.sharedBytes = q.offsetBarriers + fixedBytes;
   q.accumulatorRegisters =
       q.wgM * (p.tileN / 2) * (q.promoteK > 0 ? 1 + q.partialSets : 1);
   return q;
@@ -501,6 +525,7 @@ struct Config {
   static constexpr bool kMulticastB = kPlan.multicastB;
   static constexpr int kEmptyArrivals = kPlan.emptyArrivals;
   static constexpr bool kUsesTmaD = kPlan.usesTmaD;
+  static constexpr int kStoreBuffers = kPlan.storeBuffers;
   /// TMA boxes {inner elements, rows} for the host's tensor maps.
   static constexpr int kBoxA[2] = {kPlan.boxA[0], kPlan.boxA[1]};
   static constexpr int kBoxB[2] = {kPlan.boxB[0], kPlan.boxB[1]};
@@ -513,6 +538,7 @@ struct Config {
   static constexpr int kOffsetB = kPlan.offsetB;
   static constexpr int kOffsetRowTable = kPlan.offsetRowTable;
   static constexpr int kOffsetColTable = kPlan.offsetColTable;
+  static constexpr int kOffsetStaging = kPlan.offsetStaging;
   static constexpr int kOffsetBarriers = kPlan.offsetBarriers;
   static constexpr int kSharedBytes = kPlan.sharedBytes;
 };

@@ -8,15 +8,26 @@
 // rounded once to the Out type (round to nearest even) and stored.
 // `amax` receives max |stored value| (NaN if any stored value is NaN).
 //
-// First version: each thread stores its fragment directly to global memory
-// (predicated on r < M, c < N; pairs of columns as one 4- or 8-byte store
-// when N is even). A shared-memory + TMA store epilogue is the next step
-// (docs/GEMM-KERNEL.md).
+// The store (Config::kUsesTmaD): each consumer warp writes its 16 rows of
+// an m64 tile, 128 bytes of columns at a time, into its own 128-byte
+// swizzled staging buffer (conflict-free: the 8 rows of one store land in
+// 8 different 16-byte bank groups) and hands each chunk to a TMA store,
+// which skips rows past M and columns past N. Warps work alone, so the
+// split-K epilogue (one warp at a time) takes the same path. The TMA store
+// runs on while the warp goes on to the next chunk or tile; on the H200
+// storing from registers instead (4-byte stores, 16 bytes per row per warp
+// instruction) cost 12% of the cycles of per-tensor 128x256 at 8192^3. When
+// the output rows are not 16-byte aligned, a tile is not whole chunks, or
+// no buffer fits, each thread stores its fragment directly (pairs of
+// columns as one 4- or 8-byte store when N is even), predicated on r < M
+// and c < N.
 #pragma once
 
 #include "moss/gemm/Mainloop.cuh"
 #include "moss/ptx/convert.cuh"
+#include "moss/ptx/shared.cuh"
 #include "moss/ptx/sync.cuh"
+#include "moss/ptx/tma.cuh"
 
 namespace moss::gemm::detail {
 
@@ -60,32 +71,91 @@ __device__ __forceinline__ void storeOne(void *d, long long index, u32 bits) {
     static_cast<unsigned short *>(d)[index] = static_cast<unsigned short>(bits);
 }
 
-/// The epilogue of one consumer thread for the tile at (m0, n0).
+/// The epilogue inputs that depend on the row: its row and gA * gB's row
+/// part.
+template <class Cfg> struct RowInputs {
+  int row[Cfg::kWgM][2];
+  float scale[Cfg::kWgM][2];
+
+  __device__ __forceinline__ RowInputs(const Args &args, int m, int m0,
+                                       const ConsumerPosition &pos) {
+    // The uniform part of gA * gB.
+    float uniform = 1.0f;
+    if constexpr (Cfg::kHasGlobalA && !Cfg::kGlobalRowA)
+      uniform *= args.aGlobal[0];
+    if constexpr (Cfg::kHasGlobalB && !Cfg::kGlobalRowB)
+      uniform *= args.bGlobal[0];
+#pragma unroll
+    for (int mm = 0; mm < Cfg::kWgM; ++mm)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        int r = m0 + fragmentRow<Cfg>(pos, mm, h);
+        row[mm][h] = r;
+        float s = uniform;
+        if constexpr (Cfg::kGlobalRowA)
+          s *= r < m ? args.aGlobal[r] : 0.0f;
+        scale[mm][h] = s;
+      }
+  }
+};
+
+/// The epilogue inputs of columns c and c + 1 (`second`: c + 1 < N).
+struct ColumnInputs {
+  float scale[2] = {1.0f, 1.0f};
+  float bias[2] = {0.0f, 0.0f};
+};
 template <class Cfg>
-__device__ __forceinline__ void epilogue(const Args &args, int m, int m0,
-                                         int n0, const Fragment<Cfg> &acc,
-                                         const ConsumerPosition &pos) {
-  constexpr int kOut = Cfg::Out;
-  // The uniform part of gA * gB.
-  float uniform = 1.0f;
-  if constexpr (Cfg::kHasGlobalA && !Cfg::kGlobalRowA)
-    uniform *= args.aGlobal[0];
-  if constexpr (Cfg::kHasGlobalB && !Cfg::kGlobalRowB)
-    uniform *= args.bGlobal[0];
-  int rows[Cfg::kWgM][2];
-  float rowScale[Cfg::kWgM][2];
+__device__ __forceinline__ ColumnInputs loadColumns(const Args &args, int c,
+                                                    bool second) {
+  ColumnInputs columns;
 #pragma unroll
-  for (int mm = 0; mm < Cfg::kWgM; ++mm)
+  for (int e = 0; e < 2; ++e) {
+    if (e == 1 && !second)
+      continue;
+    if constexpr (Cfg::kGlobalRowB)
+      columns.scale[e] = args.bGlobal[c + e];
+    if constexpr (Cfg::Bias != kNone)
+      columns.bias[e] = loadElement<Cfg::Bias>(args.bias, c + e);
+  }
+  return columns;
+}
+
+/// The Out bits of the elements (r, c) and (r, c + 1) at `index` = r * N +
+/// c, from their accumulators `a`; `valid` (r < M, c < N) gates the reads
+/// of C and amax (`second` the second element's).
+template <class Cfg>
+__device__ __forceinline__ void
+outputPair(const Args &args, const float (&a)[2], float rowScale,
+           const ColumnInputs &columns, long long index, bool valid,
+           bool second, u32 (&bits)[2], u32 &amaxBits) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      int r = m0 + fragmentRow<Cfg>(pos, mm, h);
-      rows[mm][h] = r;
-      float s = uniform;
-      if constexpr (Cfg::kGlobalRowA)
-        s *= r < m ? args.aGlobal[r] : 0.0f;
-      rowScale[mm][h] = s;
+  for (int e = 0; e < 2; ++e) {
+    const bool present = valid && (e == 0 || second);
+    float v = a[e] * rowScale;
+    if constexpr (Cfg::kGlobalRowB)
+      v *= columns.scale[e];
+    if constexpr (Cfg::Bias != kNone)
+      v += columns.bias[e];
+    if constexpr (Cfg::Accum != kNone)
+      if (present)
+        v = __fmaf_rn(args.beta, loadElement<Cfg::Accum>(args.c, index + e), v);
+    bits[e] = Rounded<Cfg::Out>::bits(v);
+    if constexpr (Cfg::Amax) {
+      u32 magnitude =
+          ptx::floatBits(Rounded<Cfg::Out>::value(bits[e])) & 0x7FFFFFFFu;
+      if (present)
+        amaxBits = magnitude > amaxBits ? magnitude : amaxBits;
     }
-  u32 amaxBits = 0;
+  }
+}
+
+/// Stores the fragment from registers (see the top of this file).
+template <class Cfg>
+__device__ __forceinline__ void
+storeDirect(const Args &args, int m, int n0, const Fragment<Cfg> &acc,
+            const RowInputs<Cfg> &rows, const ConsumerPosition &pos,
+            u32 &amaxBits) {
+  constexpr int kOut = Cfg::Out;
   const int colBase = n0 + 2 * (pos.lane & 3);
 #pragma unroll
   for (int j = 0; j < Cfg::TileN / 8; ++j) {
@@ -94,46 +164,19 @@ __device__ __forceinline__ void epilogue(const Args &args, int m, int m0,
       continue;
     // N even: c + 1 < N too, and the pair is 2-element aligned.
     const bool second = (Cfg::N % 2 == 0) || c + 1 < Cfg::N;
-    float colScale[2] = {1.0f, 1.0f};
-    float bias[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      if (e == 1 && !second)
-        continue;
-      if constexpr (Cfg::kGlobalRowB)
-        colScale[e] = args.bGlobal[c + e];
-      if constexpr (Cfg::Bias != kNone)
-        bias[e] = loadElement<Cfg::Bias>(args.bias, c + e);
-    }
+    const ColumnInputs columns = loadColumns<Cfg>(args, c, second);
 #pragma unroll
     for (int mm = 0; mm < Cfg::kWgM; ++mm)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int r = rows[mm][h];
+        const int r = rows.row[mm][h];
         if (r >= m)
           continue;
         const long long index = static_cast<long long>(r) * Cfg::N + c;
+        const float a[2] = {acc[mm][4 * j + 2 * h], acc[mm][4 * j + 2 * h + 1]};
         u32 bits[2];
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float v = acc[mm][4 * j + 2 * h + e] * rowScale[mm][h];
-          if constexpr (Cfg::kGlobalRowB)
-            v *= colScale[e];
-          if constexpr (Cfg::Bias != kNone)
-            v += bias[e];
-          if constexpr (Cfg::Accum != kNone) {
-            if (e == 0 || second)
-              v = __fmaf_rn(args.beta,
-                            loadElement<Cfg::Accum>(args.c, index + e), v);
-          }
-          bits[e] = Rounded<kOut>::bits(v);
-          if constexpr (Cfg::Amax) {
-            u32 magnitude =
-                ptx::floatBits(Rounded<kOut>::value(bits[e])) & 0x7FFFFFFFu;
-            if (e == 0 || second)
-              amaxBits = magnitude > amaxBits ? magnitude : amaxBits;
-          }
-        }
+        outputPair<Cfg>(args, a, rows.scale[mm][h], columns, index, true,
+                        second, bits, amaxBits);
         if constexpr (Cfg::N % 2 == 0) {
           if constexpr (kOut == kF32) {
             struct alignas(8) Pair {
@@ -151,6 +194,94 @@ __device__ __forceinline__ void epilogue(const Args &args, int m, int m0,
         }
       }
   }
+}
+
+/// Stores the fragment through the warp's staging buffers and TMA (see
+/// the top of this file). N is a multiple of 8 here (16-byte rows), so
+/// c < N implies c + 1 < N.
+template <class Cfg>
+__device__ __forceinline__ void
+storeStaged(const Args &args, int m, int n0, const Fragment<Cfg> &acc,
+            const RowInputs<Cfg> &rows, const ConsumerPosition &pos,
+            const SharedStorage<Cfg> &smem, const CUtensorMap &tmaD,
+            u32 &amaxBits) {
+  constexpr int kChunkCols = 128 / elementBytes(Cfg::Out);
+  constexpr int kGroups = kChunkCols / 8; // 8-column groups of a chunk
+  const int warp = pos.warpgroup * 4 + pos.warp;
+  const int quad = pos.lane >> 2; // the row within 8, and its swizzle
+  // Earlier stores may still read the buffers.
+  if (pos.lane == 0)
+    ptx::bulkWaitGroupRead<0>();
+  ptx::syncWarp();
+  int slot = 0; // stores issued by this epilogue
+#pragma unroll
+  for (int mm = 0; mm < Cfg::kWgM; ++mm) {
+    const int band = rows.row[mm][0] - quad; // the warp's first row
+    if (band >= m)
+      break; // so are the warp's later bands
+#pragma unroll
+    for (int chunk = 0; chunk < Cfg::TileN / kChunkCols; ++chunk) {
+      const int chunkCol = n0 + chunk * kChunkCols;
+      if (chunkCol >= Cfg::N)
+        break;
+      if (slot >= Cfg::kStoreBuffers) {
+        if (pos.lane == 0)
+          ptx::bulkWaitGroupRead<Cfg::kStoreBuffers - 1>();
+        ptx::syncWarp();
+      }
+      const u32 buffer =
+          smem.staging(warp, Cfg::kStoreBuffers == 2 ? (slot & 1) : 0);
+#pragma unroll
+      for (int g = 0; g < kGroups; ++g) {
+        const int j = chunk * kGroups + g;
+        const int c = n0 + 8 * j + 2 * (pos.lane & 3);
+        const ColumnInputs columns = loadColumns<Cfg>(args, c, c < Cfg::N);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = rows.row[mm][h];
+          const float a[2] = {acc[mm][4 * j + 2 * h],
+                              acc[mm][4 * j + 2 * h + 1]};
+          u32 bits[2];
+          outputPair<Cfg>(args, a, rows.scale[mm][h], columns,
+                          static_cast<long long>(r) * Cfg::N + c,
+                          r < m && c < Cfg::N, true, bits, amaxBits);
+          // Row quad + 8h of the buffer; its 16-byte units are swizzled
+          // with the row's index mod 8 (quad).
+          const u32 row = buffer + (quad + 8 * h) * 128;
+          if constexpr (Cfg::Out == kF32) {
+            const int unit = 2 * g + ((pos.lane & 3) >> 1);
+            ptx::storeShared64(row + ((unit ^ quad) << 4) + (pos.lane & 1) * 8,
+                               bits[0], bits[1]);
+          } else {
+            ptx::storeShared32(row + ((g ^ quad) << 4) + (pos.lane & 3) * 4,
+                               bits[0] | (bits[1] << 16));
+          }
+        }
+      }
+      // The TMA unit reads the buffer through the async proxy.
+      ptx::fenceProxyAsyncShared();
+      ptx::syncWarp();
+      if (pos.lane == 0) {
+        ptx::tmaStore2d(tmaD, chunkCol, band, buffer);
+        ptx::bulkCommitGroup();
+      }
+      ++slot;
+    }
+  }
+}
+
+/// The epilogue of one consumer thread for the tile at (m0, n0).
+template <class Cfg>
+__device__ __forceinline__ void
+epilogue(const Args &args, int m, int m0, int n0, const Fragment<Cfg> &acc,
+         const ConsumerPosition &pos, const SharedStorage<Cfg> &smem,
+         const CUtensorMap &tmaD) {
+  const RowInputs<Cfg> rows(args, m, m0, pos);
+  u32 amaxBits = 0;
+  if constexpr (Cfg::kUsesTmaD)
+    storeStaged<Cfg>(args, m, n0, acc, rows, pos, smem, tmaD, amaxBits);
+  else
+    storeDirect<Cfg>(args, m, n0, acc, rows, pos, amaxBits);
   if constexpr (Cfg::Amax) {
 #pragma unroll
     for (int offset = 16; offset > 0; offset >>= 1) {

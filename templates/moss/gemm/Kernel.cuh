@@ -13,7 +13,8 @@
 //  - warpgroups 1 and 2 consume (232 registers): each computes half the
 //    tile's rows with FP8 wgmma (m64nNk32), promotes block partial sums into
 //    FP32 accumulators when the scheme has block scales (Mainloop.cuh), and
-//    runs the epilogue (Epilogue.cuh).
+//    runs the epilogue (Epilogue.cuh), storing through shared memory and
+//    TMA where the output allows.
 // Host code may include Config.cuh alone; this header needs NVRTC or nvcc.
 #pragma once
 
@@ -45,12 +46,13 @@ constexpr int kConsumerRegisters = 232;
 template <class Cfg>
 __device__ __forceinline__ void
 finishUnit(const TileOrder<Cfg> &order, int unit, const Args &args, int m,
-           int m0, int n0, Fragment<Cfg> &acc, const ConsumerPosition &pos) {
+           int m0, int n0, Fragment<Cfg> &acc, const ConsumerPosition &pos,
+           const SharedStorage<Cfg> &smem, const CUtensorMap &tmaD) {
   if constexpr (Cfg::kSlicedAccumulators)
     if (!sumSlices<Cfg>(args, m, m0, order.tile(unit), order.slice(unit), acc,
                         pos))
       return;
-  epilogue<Cfg>(args, m, m0, n0, acc, pos);
+  epilogue<Cfg>(args, m, m0, n0, acc, pos, smem, tmaD);
 }
 
 /// A consumer warpgroup: all work units of this CTA, main loop then
@@ -59,7 +61,7 @@ finishUnit(const TileOrder<Cfg> &order, int unit, const Args &args, int m,
 template <class Cfg, class Loop>
 __device__ __forceinline__ void
 consumeUnits(Loop &loop, const Args &args, int m, u32 rank, Fragment<Cfg> &acc,
-             const ConsumerPosition &pos) {
+             const ConsumerPosition &pos, const CUtensorMap &tmaD) {
   ConsumerRing<Cfg> ring;
   bool leads = pos.warpgroup == 0;
   if constexpr (Cfg::kSplitWarpgroups)
@@ -72,14 +74,19 @@ consumeUnits(Loop &loop, const Args &args, int m, u32 rank, Fragment<Cfg> &acc,
     loop.run(ring, warpgroupStages<Cfg>(leads));
     if constexpr (Cfg::kSplitWarpgroups && Cfg::kUnitFullKStages % 2 != 0)
       leads = !leads;
-    finishUnit<Cfg>(order, t, args, m, m0, n0, acc, pos);
+    finishUnit<Cfg>(order, t, args, m, m0, n0, acc, pos, loop.smem, tmaD);
   }
+  // The output is complete when the kernel ends: no TMA store may still
+  // be running.
+  if constexpr (Cfg::kUsesTmaD)
+    if (pos.lane == 0)
+      ptx::bulkWaitGroupAll();
 }
 
 template <class Cfg>
 __device__ __forceinline__ void consumeTiles(const SharedStorage<Cfg> &smem,
-                                             const Args &args, int m,
-                                             u32 rank) {
+                                             const Args &args, int m, u32 rank,
+                                             const CUtensorMap &tmaD) {
   ConsumerPosition pos;
   pos.warpgroup = static_cast<int>(threadIdx.x / 128) - 1;
   pos.warp = static_cast<int>(threadIdx.x / 32) % 4;
@@ -87,11 +94,11 @@ __device__ __forceinline__ void consumeTiles(const SharedStorage<Cfg> &smem,
   Fragment<Cfg> acc;
   if constexpr (Cfg::kFactorMode == kFactorDirect) {
     DirectLoop<Cfg> loop{smem, pos, acc};
-    consumeUnits<Cfg>(loop, args, m, rank, acc, pos);
+    consumeUnits<Cfg>(loop, args, m, rank, acc, pos, tmaD);
   } else {
     Fragment<Cfg> part[Cfg::kPartialSets];
     PromotedLoop<Cfg> loop{smem, pos, acc, part};
-    consumeUnits<Cfg>(loop, args, m, rank, acc, pos);
+    consumeUnits<Cfg>(loop, args, m, rank, acc, pos, tmaD);
   }
 }
 
@@ -104,7 +111,6 @@ __device__ __forceinline__ void run(const CUtensorMap &tmaA,
                                     const CUtensorMap &tmaB,
                                     const CUtensorMap &tmaD, const Args &args) {
   using namespace detail;
-  (void)tmaD; // the epilogue stores directly (Cfg::kUsesTmaD is false)
   extern __shared__ u8 mossGemmSharedRaw[];
   const u32 raw = ptx::smemAddress(mossGemmSharedRaw);
   const u32 pad = (1024 - (raw & 1023)) & 1023;
@@ -123,6 +129,8 @@ __device__ __forceinline__ void run(const CUtensorMap &tmaA,
   } else if (threadIdx.x == 32) {
     ptx::prefetchTensorMap(tmaA);
     ptx::prefetchTensorMap(tmaB);
+    if constexpr (Cfg::kUsesTmaD)
+      ptx::prefetchTensorMap(tmaD);
   }
   // Peers arrive on this CTA's barriers and multicast into its stages: the
   // whole cluster must see them initialized.
@@ -142,7 +150,7 @@ __device__ __forceinline__ void run(const CUtensorMap &tmaA,
     }
   } else {
     ptx::setMaxRegistersIncrease<kConsumerRegisters>();
-    consumeTiles<Cfg>(smem, args, m, rank);
+    consumeTiles<Cfg>(smem, args, m, rank, tmaD);
   }
 }
 

@@ -34,6 +34,12 @@ template <class Cfg> struct SharedStorage {
     return reinterpret_cast<float *>(bytes + Cfg::kOffsetColTable +
                                      stage * Cfg::kColTableBytes);
   }
+  /// Staging buffer `buffer` of consumer warp `warp` (0..7) for the
+  /// epilogue's TMA stores: 16 rows of 128 bytes, 128-byte swizzled.
+  __device__ __forceinline__ u32 staging(int warp, int buffer) const {
+    return base + Cfg::kOffsetStaging +
+           (warp * Cfg::kStoreBuffers + buffer) * kStoreBufferBytes;
+  }
   /// "Stage filled": TMA bytes plus one arrival per table loader thread.
   __device__ __forceinline__ u32 full(u32 stage) const {
     return base + Cfg::kOffsetBarriers + stage * 8;

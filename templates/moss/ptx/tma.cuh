@@ -4,8 +4,8 @@
 // cuTensorMapEncodeTiled) describes a global tensor, a box shape and a
 // shared-memory swizzle. Kernels take it as a `const __grid_constant__`
 // parameter and pass its generic address to the copy instructions.
-// Out-of-bounds box elements are filled with zeros on loads, so edge tiles
-// need no predication.
+// Out-of-bounds box elements are filled with zeros on loads and skipped on
+// stores, so edge tiles need no predication.
 #pragma once
 
 #include "moss/ptx/types.cuh"
@@ -62,6 +62,35 @@ __device__ __forceinline__ void tmaLoad2dMulticast(u32 dst,
                "l"(tensorMapAddress(map)), "r"(c0), "r"(c1), "r"(barrier),
                "h"(ctaMask)
                : "memory");
+}
+
+/// A 2D tiled copy shared -> global of the box at element coordinates
+/// (c0 innermost, c1) from `src` (1024-byte aligned for 128-byte swizzle),
+/// in this thread's current bulk group. Box elements out of the tensor's
+/// bounds are not written.
+__device__ __forceinline__ void tmaStore2d(const CUtensorMap &map, i32 c0,
+                                           i32 c1, u32 src) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group"
+               " [%0, {%1, %2}], [%3];" ::"l"(tensorMapAddress(map)),
+               "r"(c0), "r"(c1), "r"(src)
+               : "memory");
+}
+
+/// Closes this thread's current bulk group of TMA stores.
+__device__ __forceinline__ void bulkCommitGroup() {
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+
+/// Waits until at most N of this thread's bulk groups still read their
+/// shared-memory source (the buffers of the others may be written again).
+template <int N> __device__ __forceinline__ void bulkWaitGroupRead() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+
+/// Waits until all of this thread's bulk groups are complete (their writes
+/// done).
+__device__ __forceinline__ void bulkWaitGroupAll() {
+  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 }
 
 } // namespace moss::ptx
