@@ -298,15 +298,38 @@ struct Candidate {
   TileConfig tiling;
   TilingScore score;
   int64_t chainCost;
+  bool storesThroughTma; ///< ResourceUsage::storeBuffers > 0
 };
 } // namespace
 
-/// Whether `lhs` is a better choice than `rhs`: fewer waves, then a fuller
-/// last wave, then less padding; between different K slicings the cheaper
-/// chain of K stages; then a larger tile, a deeper pipeline, and finally
-/// the smaller tile_m (a deterministic order).
+/// Whether `lhs` is a better choice than `rhs`: over several waves, TMA
+/// stores and then less work per SM between large tiles; fewer waves, then
+/// a fuller last wave, then less padding; between different K slicings the
+/// cheaper chain of K stages; then a larger tile, a deeper pipeline, and
+/// finally the smaller tile_m (a deterministic order).
 static bool isBetter(const Candidate &lhs, const Candidate &rhs) {
   const TilingScore &l = lhs.score, &r = rhs.score;
+  const TileConfig &a = lhs.tiling, &b = rhs.tiling;
+  if (l.waves > 1 && r.waves > 1) {
+    // Large problems. The epilogue's TMA stores first: storing from
+    // registers took 8-12% more cycles at 8192^3 on the H200.
+    if (lhs.storesThroughTma != rhs.storesThroughTma)
+      return lhs.storesThroughTma;
+    // Between tiles of at least 128x128 (about as efficient per FLOP):
+    // what one SM computes in all (waves x tile x K per unit), so that a
+    // larger tile does not win on fewer waves of more work. Per-tensor
+    // 256x192 in 11 waves at 8192^3 took 3.5% more cycles than 128x256 in
+    // 16, and ran 4-5% slower at 16384x11008x4096 (docs/PERFORMANCE.md,
+    // fifth session).
+    constexpr int64_t kEfficientTile = 128 * 128;
+    if (a.tileM * a.tileN >= kEfficientTile &&
+        b.tileM * b.tileN >= kEfficientTile) {
+      int64_t workL = l.waves * a.tileM * a.tileN * b.splitK;
+      int64_t workR = r.waves * b.tileM * b.tileN * a.splitK;
+      if (workL != workR)
+        return workL < workR;
+    }
+  }
   if (l.waves != r.waves)
     return l.waves < r.waves;
   // Compare last-wave utilizations exactly: lastL / slotsL vs lastR / slotsR.
@@ -316,7 +339,6 @@ static bool isBetter(const Candidate &lhs, const Candidate &rhs) {
     return lastL * r.slots > lastR * l.slots;
   if (l.paddedElements != r.paddedElements)
     return l.paddedElements < r.paddedElements;
-  const TileConfig &a = lhs.tiling, &b = rhs.tiling;
   if (a.splitK != b.splitK && lhs.chainCost != rhs.chainCost)
     return lhs.chainCost < rhs.chainCost;
   if (a.tileM * a.tileN != b.tileM * b.tileN)
@@ -395,8 +417,10 @@ compiler::selectTiling(const GemmSpec &spec, const TargetInfo &target,
               estimateResources(spec, fewer, target).storeBuffers > 0)
             tiling.stages = fewer.stages;
         }
-        Candidate candidate{tiling, scoreTiling(spec, tiling, target, options),
-                            chainCost(spec, tiling)};
+        Candidate candidate{
+            tiling, scoreTiling(spec, tiling, target, options),
+            chainCost(spec, tiling),
+            estimateResources(spec, tiling, target).storeBuffers > 0};
         if (!best || isBetter(candidate, *best))
           best = candidate;
       }

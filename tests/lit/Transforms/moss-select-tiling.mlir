@@ -15,12 +15,13 @@ func.func @moss_forward(%a: tensor<?x4096xf8E4M3FN>, %al: tensor<?x128xf8E8M0FNU
 
 // -----
 
-// 8192^3 per-tensor (no promotion, one accumulator set): 256x192 tiles make
-// 1376 tiles, 11 waves over 132 SMs, the fewest of all shapes that fit;
-// 3 stages, so that one set of the epilogue's TMA-store staging buffers
-// fits beside them; a static M whose 32 tiles pair up: 2x1 clusters.
+// 8192^3 per-tensor (no promotion, one accumulator set). Of the tiles that
+// store through TMA and are at least 128x128, 128x192 asks the least of one
+// SM: 21 waves of 128x192 against 16 of 128x256 and 11 of 256x192; as many
+// stages as fit beside a set of staging buffers; M tiles outnumber N tiles:
+// raster along N; a static M whose tiles pair up: 2x1 clusters.
 // CHECK-LABEL: func.func @per_tensor_8192
-// CHECK: tiling = #moss.tiling<tile_m = 256, tile_n = 192, stages = 3, cluster_m = 2, swizzle = 8, source = heuristic>
+// CHECK: tiling = #moss.tiling<tile_m = 128, tile_n = 192, stages = 5, cluster_m = 2, raster = along_n, swizzle = 8, source = heuristic>
 func.func @per_tensor_8192(%a: tensor<8192x8192xf8E4M3FN>, %ag: tensor<1xf32>, %b: tensor<8192x8192xf8E4M3FN>, %bg: tensor<1xf32>) -> tensor<8192x8192xbf16> {
   %c = moss.gemm %a scaling<per_tensor> global(%ag), %b scaling<per_tensor> global(%bg)
       : (tensor<8192x8192xf8E4M3FN>, tensor<1xf32>, tensor<8192x8192xf8E4M3FN>, tensor<1xf32>) -> tensor<8192x8192xbf16>
