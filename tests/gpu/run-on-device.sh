@@ -90,6 +90,7 @@ sanitize() {
 264 --a-scheme per-group --a-block 128 --b-scheme per-group --b-block 128x128 --out f16 --tiling 128x128x6x2x1
 264 --a-scheme moss --a-global row --b-scheme per-tensor --amax --tiling 64x64x8
 264 --a-scheme per-tensor --b-scheme per-tensor --tiling 256x128x4x1x1x2
+264 --a-scheme per-row --b-scheme per-row --bias f32 --amax --tiling 128x128x6
 VARIANTS
 }
 

@@ -235,7 +235,9 @@ storeStaged(const Args &args, int m, int n0, const Fragment<Cfg> &acc,
       for (int g = 0; g < kGroups; ++g) {
         const int j = chunk * kGroups + g;
         const int c = n0 + 8 * j + 2 * (pos.lane & 3);
-        const ColumnInputs columns = loadColumns<Cfg>(args, c, c < Cfg::N);
+        // Columns past N (in the tile's last chunk) are never stored.
+        const ColumnInputs columns =
+            c < Cfg::N ? loadColumns<Cfg>(args, c, true) : ColumnInputs();
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int r = rows.row[mm][h];
