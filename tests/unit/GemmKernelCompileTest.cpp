@@ -305,6 +305,10 @@ TEST_F(GemmKernelCompileTest, EveryVariantCompilesWithHopperInstructions) {
     EXPECT_NE(r.ptx.find("mbarrier.try_wait.parity"), std::string::npos);
     EXPECT_NE(r.ptx.find("setmaxnreg.inc.sync.aligned.u32"), std::string::npos);
     EXPECT_NE(r.ptx.find("setmaxnreg.dec.sync.aligned.u32"), std::string::npos);
+    // The epilogue stores through TMA exactly when the plan says so.
+    EXPECT_EQ(r.ptx.find("cp.async.bulk.tensor.2d.global.shared::cta") !=
+                  std::string::npos,
+              plan(variant.params).usesTmaD);
   }
 }
 
@@ -369,6 +373,118 @@ TEST(GemmKernelPlanTest, ValidateNamesWhatIsWrong) {
   p.scaleA = kPerGroup;
   p.blockA = 128;
   EXPECT_STREQ(validate(p), "K must be a multiple of the scaling block");
+}
+
+/// The epilogue's staging buffers: TMA stores need 16-byte output rows and
+/// tiles of whole 128-byte chunks, and take two buffer sets where they fit,
+/// else one, else none.
+TEST(GemmKernelPlanTest, StagingBuffersFollowTheOutputAndTheRoom) {
+  Params p;
+  p.n = 8192;
+  p.k = 8192;
+  p.tileM = 128;
+  p.tileN = 256;
+  p.stages = 4;
+  Plan q = plan(p);
+  EXPECT_TRUE(q.usesTmaD);
+  EXPECT_EQ(q.storeBuffers, 2);
+  EXPECT_EQ(q.boxD[0], 64); // 128 bytes of bf16
+  EXPECT_EQ(q.boxD[1], 16);
+  EXPECT_EQ(q.offsetStaging % 1024, 0);
+  EXPECT_EQ(q.offsetBarriers, q.offsetStaging + 2 * 8 * 2048);
+  // f32 out: 32 columns per chunk.
+  Params f32 = p;
+  f32.out = kF32;
+  EXPECT_EQ(plan(f32).boxD[0], 32);
+  // No room beside four 256x192 stages: direct stores; three leave room
+  // for both sets. 128x128 with MOSS's tables and six stages: one set.
+  Params wide = p;
+  wide.tileM = 256;
+  wide.tileN = 192;
+  EXPECT_EQ(plan(wide).storeBuffers, 0);
+  EXPECT_FALSE(plan(wide).usesTmaD);
+  wide.stages = 3;
+  EXPECT_EQ(plan(wide).storeBuffers, 2);
+  Params moss = twoLevel(p, true);
+  moss.tileN = 128;
+  moss.stages = 6;
+  EXPECT_EQ(plan(moss).storeBuffers, 1);
+  // Output rows not 16-byte aligned, or tiles not whole 128-byte chunks.
+  Params odd = p;
+  odd.n = 8196; // 16392 bytes of bf16 per row
+  EXPECT_FALSE(plan(odd).usesTmaD);
+  Params narrow = p;
+  narrow.tileN = 96; // 192 bytes of bf16
+  EXPECT_FALSE(plan(narrow).usesTmaD);
+  narrow.out = kF32; // 384 bytes
+  EXPECT_TRUE(plan(narrow).usesTmaD);
+  // Without staging the barriers follow the tables as before.
+  EXPECT_EQ(plan(odd).offsetBarriers, plan(odd).offsetStaging);
+}
+
+/// The compiler's resource model (Tiling.h) mirrors the templates' plan,
+/// staging buffers included: the runtime refuses a kernel whose shared
+/// memory the two compute differently.
+TEST(GemmKernelPlanTest, ResourceModelMatchesThePlan) {
+  namespace nm = moss::numerics;
+  using nm::GlobalScope;
+  using nm::ScalingScheme;
+  const ScalingScheme schemes[][2] = {
+      {ScalingScheme::perTensor(), ScalingScheme::perTensor()},
+      {ScalingScheme::twoLevel(GlobalScope::Row, 32),
+       ScalingScheme::perTensor()},
+      {ScalingScheme::perGroup(1, 128), ScalingScheme::perGroup(128, 128)},
+      {ScalingScheme::twoLevel(GlobalScope::Tensor, 32),
+       ScalingScheme::twoLevel(GlobalScope::Row, 32)},
+  };
+  moss::compiler::TargetInfo target;
+  int compared = 0;
+  for (const auto &pair : schemes)
+    for (int n : {257, 264, 3000, 8192})
+      for (moss::compiler::FloatType out :
+           {moss::compiler::FloatType::BF16, moss::compiler::FloatType::F32})
+        for (int tileM : {64, 128, 256})
+          for (int tileN = 32; tileN <= 256; tileN += 32)
+            for (int stages = 2; stages <= 8; ++stages) {
+              moss::compiler::GemmSpec spec;
+              spec.m = moss::compiler::GemmSpec::kDynamic;
+              spec.n = n;
+              spec.k = 4096;
+              spec.aScaling = pair[0];
+              spec.bScaling = pair[1];
+              spec.out = out;
+              moss::compiler::TileConfig tiling;
+              tiling.tileM = tileM;
+              tiling.tileN = tileN;
+              tiling.stages = stages;
+              Params p;
+              p.n = n;
+              p.k = 4096;
+              p.out = static_cast<int>(out);
+              auto side = [](const ScalingScheme &scheme, int &kind,
+                             int &blockRows, int &block, bool &globalRow) {
+                kind = static_cast<int>(scheme.kind);
+                blockRows = static_cast<int>(scheme.blockRows);
+                block = static_cast<int>(scheme.blockCols);
+                globalRow = scheme.globalPerRow();
+              };
+              side(pair[0], p.scaleA, p.blockRowsA, p.blockA, p.globalRowA);
+              side(pair[1], p.scaleB, p.blockRowsB, p.blockB, p.globalRowB);
+              p.tileM = tileM;
+              p.tileN = tileN;
+              p.stages = stages;
+              if (validate(p) != nullptr)
+                continue;
+              SCOPED_TRACE(describe(p));
+              moss::compiler::ResourceUsage usage =
+                  moss::compiler::estimateResources(spec, tiling, target);
+              EXPECT_EQ(usage.sharedBytes,
+                        static_cast<unsigned>(plan(p).sharedBytes));
+              EXPECT_EQ(usage.storeBuffers,
+                        static_cast<unsigned>(plan(p).storeBuffers));
+              ++compared;
+            }
+  EXPECT_GT(compared, 1000);
 }
 
 TEST(GemmKernelPlanTest, PlansFollowTheSchemes) {
