@@ -103,10 +103,11 @@ std::vector<uint8_t> randomCodes(size_t count, std::mt19937_64 &rng) {
   return v;
 }
 
-CUtensorMap operandMap(CUdeviceptr codes, int rows, int k, int boxRows) {
+CUtensorMap operandMap(CUdeviceptr codes, int rows, int k, int boxRows,
+                       const char *name) {
   CUtensorMap map;
   check(moss::runtime::encodeOperandMap(*api, map, codes, rows, k, boxRows,
-                                        "A or B"));
+                                        name));
   return map;
 }
 
@@ -351,8 +352,8 @@ int main(int argc, char **argv) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
             .count();
 
-    prep->mapA = operandMap(dA, m, k, boxRowsA(p, m));
-    prep->mapB = operandMap(dB, n, k, q.boxB[1]);
+    prep->mapA = operandMap(dA, m, k, boxRowsA(p, m), "A");
+    prep->mapB = operandMap(dB, n, k, q.boxB[1], "B");
     std::memset(&prep->mapD, 0, sizeof(prep->mapD));
     if (q.usesTmaD)
       check(moss::runtime::encodeOutputMap(*api, prep->mapD, dOut, m, n,

@@ -410,17 +410,19 @@ compiler::selectTiling(const GemmSpec &spec, const TargetInfo &target,
         // One stage less where that leaves room for the epilogue's TMA
         // stores: storing from registers cost 8-12% of the cycles at
         // 8192^3 on the H200 (docs/PERFORMANCE.md, fifth session).
-        if (usage.storable && tiling.stages > requiredStages) {
+        bool storesThroughTma =
+            estimateResources(spec, tiling, target).storeBuffers > 0;
+        if (usage.storable && !storesThroughTma &&
+            tiling.stages > requiredStages) {
           TileConfig fewer = tiling;
-          fewer.stages = tiling.stages - 1;
-          if (estimateResources(spec, tiling, target).storeBuffers == 0 &&
-              estimateResources(spec, fewer, target).storeBuffers > 0)
-            tiling.stages = fewer.stages;
+          --fewer.stages;
+          if (estimateResources(spec, fewer, target).storeBuffers > 0) {
+            tiling = fewer;
+            storesThroughTma = true;
+          }
         }
-        Candidate candidate{
-            tiling, scoreTiling(spec, tiling, target, options),
-            chainCost(spec, tiling),
-            estimateResources(spec, tiling, target).storeBuffers > 0};
+        Candidate candidate{tiling, scoreTiling(spec, tiling, target, options),
+                            chainCost(spec, tiling), storesThroughTma};
         if (!best || isBetter(candidate, *best))
           best = candidate;
       }
