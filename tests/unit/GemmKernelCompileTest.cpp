@@ -426,50 +426,24 @@ TEST(GemmKernelPlanTest, StagingBuffersFollowTheOutputAndTheRoom) {
 /// staging buffers included: the runtime refuses a kernel whose shared
 /// memory the two compute differently.
 TEST(GemmKernelPlanTest, ResourceModelMatchesThePlan) {
-  namespace nm = moss::numerics;
-  using nm::GlobalScope;
-  using nm::ScalingScheme;
-  const ScalingScheme schemes[][2] = {
-      {ScalingScheme::perTensor(), ScalingScheme::perTensor()},
-      {ScalingScheme::twoLevel(GlobalScope::Row, 32),
-       ScalingScheme::perTensor()},
-      {ScalingScheme::perGroup(1, 128), ScalingScheme::perGroup(128, 128)},
-      {ScalingScheme::twoLevel(GlobalScope::Tensor, 32),
-       ScalingScheme::twoLevel(GlobalScope::Row, 32)},
-  };
+  Params base;
+  base.k = 4096;
+  Params both = twoLevel(base, /*rowA=*/false);
+  both.scaleB = kTwoLevel;
+  both.blockB = 32;
+  both.globalRowB = true;
+  const Params schemes[] = {base, twoLevel(base, /*rowA=*/true), perGroup(base),
+                            both};
   moss::compiler::TargetInfo target;
   int compared = 0;
-  for (const auto &pair : schemes)
+  for (Params p : schemes)
     for (int n : {257, 264, 3000, 8192})
-      for (moss::compiler::FloatType out :
-           {moss::compiler::FloatType::BF16, moss::compiler::FloatType::F32})
+      for (int out : {kBF16, kF32})
         for (int tileM : {64, 128, 256})
           for (int tileN = 32; tileN <= 256; tileN += 32)
             for (int stages = 2; stages <= 8; ++stages) {
-              moss::compiler::GemmSpec spec;
-              spec.m = moss::compiler::GemmSpec::kDynamic;
-              spec.n = n;
-              spec.k = 4096;
-              spec.aScaling = pair[0];
-              spec.bScaling = pair[1];
-              spec.out = out;
-              moss::compiler::TileConfig tiling;
-              tiling.tileM = tileM;
-              tiling.tileN = tileN;
-              tiling.stages = stages;
-              Params p;
               p.n = n;
-              p.k = 4096;
-              p.out = static_cast<int>(out);
-              auto side = [](const ScalingScheme &scheme, int &kind,
-                             int &blockRows, int &block, bool &globalRow) {
-                kind = static_cast<int>(scheme.kind);
-                blockRows = static_cast<int>(scheme.blockRows);
-                block = static_cast<int>(scheme.blockCols);
-                globalRow = scheme.globalPerRow();
-              };
-              side(pair[0], p.scaleA, p.blockRowsA, p.blockA, p.globalRowA);
-              side(pair[1], p.scaleB, p.blockRowsB, p.blockB, p.globalRowB);
+              p.out = out;
               p.tileM = tileM;
               p.tileN = tileN;
               p.stages = stages;
@@ -477,7 +451,8 @@ TEST(GemmKernelPlanTest, ResourceModelMatchesThePlan) {
                 continue;
               SCOPED_TRACE(describe(p));
               moss::compiler::ResourceUsage usage =
-                  moss::compiler::estimateResources(spec, tiling, target);
+                  moss::compiler::estimateResources(specOf(p),
+                                                    tilingOfParams(p), target);
               EXPECT_EQ(usage.sharedBytes,
                         static_cast<unsigned>(plan(p).sharedBytes));
               EXPECT_EQ(usage.storeBuffers,
