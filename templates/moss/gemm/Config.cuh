@@ -126,7 +126,7 @@ struct Plan {
   int unitFullKStages, unitKStages;
   int stepsPerPromote; ///< k32 steps per promotion block
   int promotesPerStage;
-  int loaderThreads; ///< producer warps 1..3
+  int loaderThreads; ///< the producer warpgroup (tables)
   int clusterSize;   ///< CTAs per cluster (ClusterM * ClusterN, 1 or 2)
   bool multicastA;   ///< ClusterN == 2: the two CTAs share A's tile
   bool multicastB;   ///< ClusterM == 2: the two CTAs share B's tile
@@ -220,7 +220,7 @@ constexpr MOSS_GEMM_HD Plan plan(const Params &p) {
   q.unitKStages = q.kStages / p.splitK;
   q.stepsPerPromote = q.promoteK / 32;
   q.promotesPerStage = q.promoteK > 0 ? q.stageK / q.promoteK : 1;
-  q.loaderThreads = 96;
+  q.loaderThreads = 128;
   q.clusterSize = p.clusterM * p.clusterN;
   q.multicastA = p.clusterN == 2;
   q.multicastB = p.clusterM == 2;

@@ -7,9 +7,10 @@
 //    or with SplitK > 1 slices of tiles' K, summed in a workspace (SplitK.cuh);
 //    with TileM = 64 both consumer warpgroups take the tile's rows over
 //    alternate K stages, their sums meeting the same way;
-//  - warpgroup 0 produces: warp 0 issues TMA loads into a ring of Stages
-//    shared-memory stages (128 of K each), warps 1..3 turn block scales into
-//    per-stage FP32 factor tables; it runs with 40 registers per thread;
+//  - warpgroup 0 produces: one thread issues TMA loads into a ring of Stages
+//    shared-memory stages (128 of K each) and, with block scales, all 128
+//    threads turn them into per-stage FP32 factor tables; it runs with 40
+//    registers per thread;
 //  - warpgroups 1 and 2 consume (232 registers): each computes half the
 //    tile's rows with FP8 wgmma (m64nNk32), promotes block partial sums into
 //    FP32 accumulators when the scheme has block scales (Mainloop.cuh), and
@@ -141,13 +142,11 @@ __device__ __forceinline__ void run(const CUtensorMap &tmaA,
 
   if (threadIdx.x < 128) {
     ptx::setMaxRegistersDecrease<kProducerRegisters>();
-    if (threadIdx.x < 32) {
-      if (threadIdx.x == 0)
-        produceTiles<Cfg>(smem, tmaA, tmaB, m, rank);
-    } else if constexpr (Cfg::kHasTables) {
-      produceTables<Cfg>(smem, args, m, static_cast<int>(threadIdx.x) - 32,
-                         rank);
-    }
+    if constexpr (Cfg::kHasTables)
+      produceTables<Cfg>(smem, tmaA, tmaB, args, m,
+                         static_cast<int>(threadIdx.x), rank);
+    else if (threadIdx.x == 0)
+      produceTiles<Cfg>(smem, tmaA, tmaB, m, rank);
   } else {
     ptx::setMaxRegistersIncrease<kConsumerRegisters>();
     consumeTiles<Cfg>(smem, args, m, rank, tmaD);

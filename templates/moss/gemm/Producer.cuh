@@ -1,5 +1,5 @@
-// moss/gemm/Producer.cuh - the producer warpgroup: TMA loads (warp 0) and
-// the per-stage scale-factor tables (warps 1..3).
+// moss/gemm/Producer.cuh - the producer warpgroup: TMA loads and the
+// per-stage scale-factor tables.
 #pragma once
 
 #include "moss/gemm/Pipeline.cuh"
@@ -9,53 +9,68 @@
 
 namespace moss::gemm::detail {
 
-/// One thread of warp 0: for every tile and K stage, waits for the stage to
-/// be free, then loads A's [TileM x 128] and B's [TileN x 128] boxes into it
-/// (A's box stops at M when all of M fits in fewer rows: boxRowsA). Rows
-/// past M or N and columns past K arrive as zeros (the box is always
-/// complete, so the expected byte count is the same for every stage). In a
-/// 2-CTA cluster the shared operand is loaded in halves, each CTA multicasting
-/// its half to both; a stage is then free once the consumers of both CTAs
-/// released it, and before exiting the thread waits until every stage has been
-/// released (peers arrive on this CTA's barriers until then).
+/// Loads stage `stage` (K offset k0 of the tile at (m0, n0)): arms its
+/// "full" barrier with the stage's bytes and issues A's [TileM x 128] and
+/// B's [TileN x 128] boxes into it (A's box stops at M when all of M fits
+/// in fewer rows: boxRowsA). Rows past M or N and columns past K arrive as
+/// zeros (the box is always complete, so the expected byte count is the
+/// same for every stage). In a 2-CTA cluster the shared operand is loaded
+/// in halves, each CTA multicasting its half to both.
 template <class Cfg>
 __device__ __forceinline__ void
-produceTiles(const SharedStorage<Cfg> &smem, const CUtensorMap &tmaA,
-             const CUtensorMap &tmaB, int m, u32 rank) {
-  Ring<Cfg::Stages> ring;
-  TileOrder<Cfg> order(m, rank);
+loadStage(const SharedStorage<Cfg> &smem, const CUtensorMap &tmaA,
+          const CUtensorMap &tmaB, u32 stage, u32 txBytes, int k0, int m0,
+          int n0, u32 rank) {
   constexpr int kHalfA = Cfg::TileM / 2, kHalfB = Cfg::TileN / 2;
-  const u32 txBytes = static_cast<u32>(stageTxBytes(Cfg::kParams, m));
-  for (int t = order.first; t < order.total; t += order.stride) {
-    int m0, n0;
-    order.coords(t, m0, n0);
-    const int kBegin = order.kBegin(t);
-    for (int ks = 0; ks < Cfg::kUnitKStages; ++ks) {
-      const int k0 = kBegin + ks * Cfg::kStageK;
-      ptx::mbarrierWait(smem.empty(ring.stage), ring.phase ^ 1);
-      const u32 full = smem.full(ring.stage);
-      ptx::mbarrierArriveExpectTx(full, txBytes);
-      if constexpr (Cfg::kMulticastA)
-        ptx::tmaLoad2dMulticast(smem.tileA(ring.stage) + rank * kHalfA * 128,
-                                tmaA, k0, m0 + static_cast<int>(rank) * kHalfA,
-                                full, 0x3);
-      else
-        ptx::tmaLoad2d(smem.tileA(ring.stage), tmaA, k0, m0, full);
-      if constexpr (Cfg::kMulticastB)
-        ptx::tmaLoad2dMulticast(smem.tileB(ring.stage) + rank * kHalfB * 128,
-                                tmaB, k0, n0 + static_cast<int>(rank) * kHalfB,
-                                full, 0x3);
-      else
-        ptx::tmaLoad2d(smem.tileB(ring.stage), tmaB, k0, n0, full);
-      ring.advance();
-    }
-  }
+  const u32 full = smem.full(stage);
+  ptx::mbarrierArriveExpectTx(full, txBytes);
+  if constexpr (Cfg::kMulticastA)
+    ptx::tmaLoad2dMulticast(smem.tileA(stage) + rank * kHalfA * 128, tmaA, k0,
+                            m0 + static_cast<int>(rank) * kHalfA, full, 0x3);
+  else
+    ptx::tmaLoad2d(smem.tileA(stage), tmaA, k0, m0, full);
+  if constexpr (Cfg::kMulticastB)
+    ptx::tmaLoad2dMulticast(smem.tileB(stage) + rank * kHalfB * 128, tmaB, k0,
+                            n0 + static_cast<int>(rank) * kHalfB, full, 0x3);
+  else
+    ptx::tmaLoad2d(smem.tileB(stage), tmaB, k0, n0, full);
+}
+
+/// In a cluster, peers arrive on this CTA's "empty" barriers and multicast
+/// into its stages until every stage has been released: the loading thread
+/// waits for that before its CTA may exit.
+template <class Cfg>
+__device__ __forceinline__ void drainRing(const SharedStorage<Cfg> &smem,
+                                          Ring<Cfg::Stages> ring) {
   if constexpr (Cfg::kClusterSize > 1) {
     for (int s = 0; s < Cfg::Stages; ++s) {
       ptx::mbarrierWait(smem.empty(ring.stage), ring.phase ^ 1);
       ring.advance();
     }
   }
+}
+
+/// Without block scales, one thread of the producer warpgroup: for every
+/// tile and K stage, waits for the stage to be free and loads it.
+template <class Cfg>
+__device__ __forceinline__ void
+produceTiles(const SharedStorage<Cfg> &smem, const CUtensorMap &tmaA,
+             const CUtensorMap &tmaB, int m, u32 rank) {
+  Ring<Cfg::Stages> ring;
+  TileOrder<Cfg> order(m, rank);
+  const u32 txBytes = static_cast<u32>(stageTxBytes(Cfg::kParams, m));
+  for (int t = order.first; t < order.total; t += order.stride) {
+    int m0, n0;
+    order.coords(t, m0, n0);
+    const int kBegin = order.kBegin(t);
+    for (int ks = 0; ks < Cfg::kUnitKStages; ++ks) {
+      ptx::mbarrierWait(smem.empty(ring.stage), ring.phase ^ 1);
+      loadStage<Cfg>(smem, tmaA, tmaB, ring.stage, txBytes,
+                     kBegin + ks * Cfg::kStageK, m0, n0, rank);
+      ring.advance();
+    }
+  }
+  drainRing<Cfg>(smem, ring);
 }
 
 /// A local scale as a float: E8M0 codes decoded exactly, FP32 as stored.
@@ -94,13 +109,12 @@ __device__ __forceinline__ bool isAligned16(const void *p) {
 /// A stage's scales are 32 bits of a row when they are four E8M0 codes of
 /// 32-element blocks or one FP32 scale of a 128 block (kWord). The stage's
 /// rows are then 128 words a row-length apart: a 32-byte sector each. So
-/// when rows are 16-byte aligned, the word of four stages comes in one
-/// 16-byte load (kChunked), at stages 0, 4, 8, ... of a tile, and the next
-/// three stages take theirs from registers: a quarter of the sectors (a
-/// work unit's stages come in whole chunks: kUnitKStages % 4 == 0). (On
-/// the H200, per-group at 8192^3 measured 0-3% faster with it, MOSS the
-/// same: within the noise.)
-/// kMayChunk: whether this operand's rows can afford the three registers
+/// when rows are 16-byte aligned, the words of four stages (a chunk) come
+/// in one 16-byte load (kChunked; a work unit's stages come in whole
+/// chunks: kUnitKStages % 4 == 0), a quarter of the sectors, and each
+/// chunk is fetched while the one before it is used: four stages ahead.
+/// Otherwise each stage loads its own scales.
+/// kMayChunk: whether this operand's rows can afford the eight registers
 /// (the producer has 40).
 template <class Cfg, bool kE8M0, int kBlock, int kBlockRows, bool kMayChunk>
 struct ScaleRow {
@@ -112,44 +126,59 @@ struct ScaleRow {
   static constexpr bool kChunked =
       kMayChunk && kWord && (kPerRow * kCodeBytes) % 16 == 0 &&
       Cfg::kTailSteps == 0 && Cfg::kUnitKStages % 4 == 0;
-  u32 bits[kWord ? 1 : kPer];
-  u32 ahead[kChunked ? 3 : 1]; ///< the words of the chunk's next stages
+  static constexpr int kChunkWords = kChunked ? 4 : 1;
+  u32 bits[kWord ? 1 : kPer] = {}; ///< the stage's
+  u32 chunk[kChunkWords] = {};     ///< the current chunk's four stages
+  u32 next[kChunkWords] = {};      ///< the next chunk, on its way
 
-  /// Loads stage `ks` of a work unit (at K offset k0) of `row`; `aligned`:
-  /// the scales pointer is 16-byte aligned.
-  __device__ __forceinline__ void load(const void *scales, int row, int ks,
-                                       int k0, bool aligned) {
-    const u32 base = static_cast<u32>(row / kBlockRows) * kPerRow;
-    if constexpr (kChunked) {
-      if (aligned) {
-        if (ks % 4 == 0) {
-          const Word4 chunk = *reinterpret_cast<const Word4 *>(
-              static_cast<const u8 *>(scales) +
-              (base + k0 / kBlock) * kCodeBytes);
-          bits[0] = chunk.x;
-          ahead[0] = chunk.y;
-          ahead[1] = chunk.z;
-          ahead[2] = chunk.w;
-        } else {
-          bits[0] = ahead[0];
-          ahead[0] = ahead[1];
-          ahead[1] = ahead[2];
-        }
-        return;
-      }
-    }
+  /// Where `row`'s scales for the stage at K offset k0 start, in codes.
+  static __device__ __forceinline__ u32 index(int row, int k0) {
+    return static_cast<u32>(row / kBlockRows) * kPerRow + k0 / kBlock;
+  }
+
+  /// Loads the stage at K offset k0 of `row` into `bits`.
+  __device__ __forceinline__ void load(const void *scales, int row, int k0) {
     if constexpr (kWord) {
-      bits[0] = *reinterpret_cast<const u32 *>(
-          static_cast<const u8 *>(scales) + (base + k0 / kBlock) * kCodeBytes);
+      bits[0] = *reinterpret_cast<const u32 *>(static_cast<const u8 *>(scales) +
+                                               index(row, k0) * kCodeBytes);
     } else {
 #pragma unroll
       for (int j = 0; j < kPer; ++j) {
         const int k = k0 + j * Cfg::kPromoteK;
-        bits[j] =
-            k < Cfg::K ? loadScaleBits<kE8M0>(scales, base + k / kBlock) : 0u;
+        bits[j] = k < Cfg::K ? loadScaleBits<kE8M0>(scales, index(row, k)) : 0u;
       }
     }
   }
+
+  /// Issues the load of the chunk whose first stage is at K offset k0 into
+  /// `next` (kChunked only; the scales must be 16-byte aligned).
+  __device__ __forceinline__ void fetchChunk(const void *scales, int row,
+                                             int k0) {
+    if constexpr (kChunked) {
+      const Word4 words = *reinterpret_cast<const Word4 *>(
+          static_cast<const u8 *>(scales) + index(row, k0) * kCodeBytes);
+      next[0] = words.x;
+      next[1] = words.y;
+      next[2] = words.z;
+      next[3] = words.w;
+    }
+  }
+
+  /// At a chunk's first stage: the fetched chunk becomes the current one.
+  __device__ __forceinline__ void takeChunk() {
+#pragma unroll
+    for (int i = 0; i < kChunkWords; ++i)
+      chunk[i] = next[i];
+  }
+
+  /// Stage j (0..3) of the current chunk into `bits`. Called with a
+  /// constant j (an unrolled loop), so the chunk stays in registers and
+  /// each word dies once used.
+  __device__ __forceinline__ void pickStage(int j) {
+    if constexpr (kChunked)
+      bits[0] = chunk[j];
+  }
+
   __device__ __forceinline__ float factor(int j) const {
     if constexpr (kWord && kE8M0)
       return decodeScale<kE8M0>((bits[0] >> (8 * j)) & 0xFF);
@@ -160,30 +189,39 @@ struct ScaleRow {
   }
 };
 
-/// Warps 1..3 (thread `tid` in [0, 96)): for every tile and K stage, read
-/// the local scales the stage's promotion blocks need, decode them to FP32
-/// factors, and write the stage's tables once it is free; then each thread
-/// arrives on its "full" barrier. The global loads of a stage are issued before
-/// waiting for it to be free, so their latency hides behind the consumers'
-/// work. Thread t handles table rows t, t + 96, ...: one row of A (all the
-/// stage's blocks of it) and one column of B.
+/// With block scales, the whole producer warpgroup (thread `tid` in
+/// [0, 128)): for every tile and K stage, read the local scales the stage's
+/// promotion blocks need, decode them to FP32 factors, and once the stage is
+/// free write its tables; then each thread arrives on its "full" barrier.
+/// Thread 0 also loads the stage (loadStage) as soon as it is free. Thread
+/// t handles table rows t, t + 128, ...: one row of A (all the stage's
+/// blocks of it) and one column of B.
+///
+/// The scale loads must not pace the stages: a load issued right before
+/// its stage's table is written puts its whole latency between two stages
+/// whenever the consumers already freed the next one. So chunked scales
+/// are fetched three stages ahead, across work units too; the per-stage
+/// loads of the other cases go out before waiting for the stage to be
+/// free, which hides their latency only while the ring is full.
 ///
 /// Row table [TileM][kPer]: A's factor times B's tile-uniform one (per-group
 /// NxN B), 0 for rows past M. Column table [kPer][TileN]: B's factor, 0 for
 /// columns past N. Blocks past K (the tail stage) are never read.
 template <class Cfg>
-__device__ __forceinline__ void produceTables(const SharedStorage<Cfg> &smem,
-                                              const Args &args, int m, int tid,
-                                              u32 rank) {
+__device__ __forceinline__ void
+produceTables(const SharedStorage<Cfg> &smem, const CUtensorMap &tmaA,
+              const CUtensorMap &tmaB, const Args &args, int m, int tid,
+              u32 rank) {
   constexpr int kPer = Cfg::kPromotesPerStage;
   constexpr int kThreads = Cfg::kLoaderThreads;
   constexpr int kRowIters =
       Cfg::kRowFactor ? (Cfg::TileM + kThreads - 1) / kThreads : 0;
   constexpr int kColIters =
       Cfg::kColFactor ? (Cfg::TileN + kThreads - 1) / kThreads : 0;
+  constexpr bool kRowsA = Cfg::kHasLocalA && kRowIters > 0;
   constexpr bool kUniformB = Cfg::kHasLocalB && !Cfg::kColFactor;
-  // Chunked loads for the one table of one-sided factors (with both, the
-  // registers spill); a uniform B is one broadcast load per warp anyway.
+  // Chunks for the one table of one-sided factors (with both, the
+  // registers spill).
   constexpr int kBlockA = Cfg::kBlockA > 0 ? Cfg::kBlockA : 32;
   constexpr int kBlockB = Cfg::kBlockB > 0 ? Cfg::kBlockB : 32;
   constexpr bool kOneTable = !(Cfg::kRowFactor && Cfg::kColFactor);
@@ -191,76 +229,145 @@ __device__ __forceinline__ void produceTables(const SharedStorage<Cfg> &smem,
       ScaleRow<Cfg, Cfg::kLocalAE8M0, kBlockA, Cfg::kBlockRowsA, kOneTable>;
   using ColB =
       ScaleRow<Cfg, Cfg::kLocalBE8M0, kBlockB, Cfg::kBlockRowsB, kOneTable>;
-  using UniformB =
-      ScaleRow<Cfg, Cfg::kLocalBE8M0, kBlockB, Cfg::kBlockRowsB, false>;
-  const bool alignedA = isAligned16(args.aLocal);
-  const bool alignedB = isAligned16(args.bLocal);
+  // Every scale this thread reads comes in chunks, or none does.
+  constexpr bool kChunks = (!kRowsA || RowA::kChunked) &&
+                           ((!kUniformB && kColIters == 0) || ColB::kChunked);
+  const bool chunked =
+      kChunks && (!kRowsA || isAligned16(args.aLocal)) &&
+      ((!kUniformB && kColIters == 0) || isAligned16(args.bLocal));
   Ring<Cfg::Stages> ring;
   TileOrder<Cfg> order(m, rank);
-  // Kept across stages: chunked loads serve four.
+  const u32 txBytes = static_cast<u32>(stageTxBytes(Cfg::kParams, m));
   RowA rowsA[kRowIters > 0 ? kRowIters : 1];
-  UniformB uniformB;
+  ColB uniformB;
   ColB colsB[kColIters > 0 ? kColIters : 1];
+
+  // The scales of unit u from its stage ks: the chunk into `next` (fetch),
+  // or the one stage into `bits`. Rows past M and columns past N (a
+  // cluster's edge tile may lie wholly past N) are not read.
+  auto loadScales = [&](int u, int ks, bool fetch) {
+    int m0, n0;
+    order.coords(u, m0, n0);
+    const int k0 = order.kBegin(u) + ks * Cfg::kStageK;
+#pragma unroll
+    for (int i = 0; i < kRowIters; ++i) {
+      const int r = tid + i * kThreads;
+      if constexpr (kRowsA)
+        if (r < Cfg::TileM && m0 + r < m) {
+          if (fetch)
+            rowsA[i].fetchChunk(args.aLocal, m0 + r, k0);
+          else
+            rowsA[i].load(args.aLocal, m0 + r, k0);
+        }
+    }
+    if constexpr (kUniformB)
+      if (n0 < Cfg::N) {
+        if (fetch)
+          uniformB.fetchChunk(args.bLocal, n0, k0);
+        else
+          uniformB.load(args.bLocal, n0, k0);
+      }
+#pragma unroll
+    for (int i = 0; i < kColIters; ++i) {
+      const int c = tid + i * kThreads;
+      if (c < Cfg::TileN && n0 + c < Cfg::N) {
+        if (fetch)
+          colsB[i].fetchChunk(args.bLocal, n0 + c, k0);
+        else
+          colsB[i].load(args.bLocal, n0 + c, k0);
+      }
+    }
+  };
+  // Once the ring's stage is free: loads it (thread 0), writes its tables
+  // for the tile at (m0, n0) from the loaded scales and arrives.
+  auto writeStage = [&](int m0, int n0, int k0) {
+    ptx::mbarrierWait(smem.empty(ring.stage), ring.phase ^ 1);
+    if (tid == 0)
+      loadStage<Cfg>(smem, tmaA, tmaB, ring.stage, txBytes, k0, m0, n0, rank);
+    float *rowTable = smem.rowTable(ring.stage);
+    float *colTable = smem.colTable(ring.stage);
+#pragma unroll
+    for (int i = 0; i < kRowIters; ++i) {
+      const int r = tid + i * kThreads;
+      if (r < Cfg::TileM) {
+        const bool valid = m0 + r < m;
+#pragma unroll
+        for (int j = 0; j < kPer; ++j) {
+          float f = 1.0f;
+          if constexpr (Cfg::kHasLocalA)
+            f = rowsA[i].factor(j);
+          if constexpr (kUniformB)
+            f *= uniformB.factor(j);
+          rowTable[r * kPer + j] = valid ? f : 0.0f;
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kColIters; ++i) {
+      const int c = tid + i * kThreads;
+      if (c < Cfg::TileN) {
+        const bool valid = n0 + c < Cfg::N;
+#pragma unroll
+        for (int j = 0; j < kPer; ++j)
+          colTable[j * Cfg::TileN + c] = valid ? colsB[i].factor(j) : 0.0f;
+      }
+    }
+    // Every thread arrives after its own writes. (One arrival per warp
+    // after a warp barrier is as correct under the PTX memory model and
+    // measured within the noise, but compute-sanitizer's racecheck does
+    // not follow it and reports the table writes as races.)
+    ptx::mbarrierArrive(smem.full(ring.stage));
+    ring.advance();
+  };
+
+  if (chunked && order.first < order.total)
+    loadScales(order.first, 0, true);
   for (int t = order.first; t < order.total; t += order.stride) {
     int m0, n0;
     order.coords(t, m0, n0);
     const int kBegin = order.kBegin(t);
-    for (int ks = 0; ks < Cfg::kUnitKStages; ++ks) {
-      const int k0 = kBegin + ks * Cfg::kStageK;
+    if (chunked) {
+      for (int ks = 0; ks < Cfg::kUnitKStages; ks += 4) {
+        // Unrolled, so each stage's words are registers that die once
+        // written: the next chunk is fetched at the chunk's second stage
+        // (three stages ahead; at the first, eight words per row would be
+        // live and the producer's 40 registers spill).
 #pragma unroll
-      for (int i = 0; i < kRowIters; ++i) {
-        const int r = tid + i * kThreads;
-        if constexpr (Cfg::kHasLocalA)
-          if (r < Cfg::TileM && m0 + r < m)
-            rowsA[i].load(args.aLocal, m0 + r, ks, k0, alignedA);
-      }
-      if constexpr (kUniformB)
-        if (n0 < Cfg::N) // a cluster's edge tile may lie past N
-          uniformB.load(args.bLocal, n0, ks, k0, alignedB);
+        for (int j = 0; j < 4; ++j) {
+          if (j == 0) {
 #pragma unroll
-      for (int i = 0; i < kColIters; ++i) {
-        const int c = tid + i * kThreads;
-        if (c < Cfg::TileN && n0 + c < Cfg::N)
-          colsB[i].load(args.bLocal, n0 + c, ks, k0, alignedB);
-      }
-
-      ptx::mbarrierWait(smem.empty(ring.stage), ring.phase ^ 1);
-      float *rowTable = smem.rowTable(ring.stage);
-      float *colTable = smem.colTable(ring.stage);
+            for (int i = 0; i < kRowIters; ++i)
+              rowsA[i].takeChunk();
+            uniformB.takeChunk();
 #pragma unroll
-      for (int i = 0; i < kRowIters; ++i) {
-        const int r = tid + i * kThreads;
-        if (r < Cfg::TileM) {
-          const bool valid = m0 + r < m;
-#pragma unroll
-          for (int j = 0; j < kPer; ++j) {
-            float f = 1.0f;
-            if constexpr (Cfg::kHasLocalA)
-              f = rowsA[i].factor(j);
-            if constexpr (kUniformB)
-              f *= uniformB.factor(j);
-            rowTable[r * kPer + j] = valid ? f : 0.0f;
+            for (int i = 0; i < kColIters; ++i)
+              colsB[i].takeChunk();
           }
+          if (j == 1) {
+            if (ks + 4 < Cfg::kUnitKStages)
+              loadScales(t, ks + 4, true);
+            else if (t + order.stride < order.total)
+              loadScales(t + order.stride, 0, true);
+          }
+#pragma unroll
+          for (int i = 0; i < kRowIters; ++i)
+            rowsA[i].pickStage(j);
+          uniformB.pickStage(j);
+#pragma unroll
+          for (int i = 0; i < kColIters; ++i)
+            colsB[i].pickStage(j);
+          writeStage(m0, n0, kBegin + (ks + j) * Cfg::kStageK);
         }
       }
-#pragma unroll
-      for (int i = 0; i < kColIters; ++i) {
-        const int c = tid + i * kThreads;
-        if (c < Cfg::TileN) {
-          const bool valid = n0 + c < Cfg::N;
-#pragma unroll
-          for (int j = 0; j < kPer; ++j)
-            colTable[j * Cfg::TileN + c] = valid ? colsB[i].factor(j) : 0.0f;
-        }
+    } else {
+      for (int ks = 0; ks < Cfg::kUnitKStages; ++ks) {
+        loadScales(t, ks, false);
+        writeStage(m0, n0, kBegin + ks * Cfg::kStageK);
       }
-      // Every thread arrives after its own writes. (One arrival per warp
-      // after a warp barrier is as correct under the PTX memory model and
-      // measured within the noise, but compute-sanitizer's racecheck does
-      // not follow it and reports the table writes as races.)
-      ptx::mbarrierArrive(smem.full(ring.stage));
-      ring.advance();
     }
   }
+  if (tid == 0)
+    drainRing<Cfg>(smem, ring);
 }
 
 } // namespace moss::gemm::detail
