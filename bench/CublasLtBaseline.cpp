@@ -37,7 +37,6 @@
 
 #include <cublasLt.h>
 
-#include <cstring>
 #include <random>
 #include <vector>
 
@@ -144,9 +143,34 @@ Error setDesc(cublasLtMatmulDesc_t op, cublasLtMatmulDescAttributes_t attr,
                  Twine("cublasLtMatmulDescSetAttribute(") + name + ")");
 }
 
-Expected<double> runLt(const CublasLtProblem &p, const LtGemm &g,
-                       DeviceBuffers &buffers) {
-  LtObjects lt;
+/// One GEMM set up for cublasLtMatmul: its operands (`buffers`), objects
+/// and algorithm.
+struct PreparedLt final : CublasLtGemm {
+  PreparedLt(const DriverApi &api, CUstream stream)
+      : buffers(api, stream), stream(stream) {}
+
+  LtObjects lt; // destroyed after the buffers drained the stream
+  DeviceBuffers buffers;
+  LtGemm g;
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  CUdeviceptr workspace = 0;
+  CUstream stream;
+
+  Error run() override {
+    const float alpha = 1.0f, beta = 0.0f;
+    auto ptr = [](CUdeviceptr d) { return reinterpret_cast<void *>(d); };
+    return ltCheck(cublasLtMatmul(lt.handle, lt.op, &alpha, ptr(g.a), lt.a,
+                                  ptr(g.b), lt.b, &beta, ptr(g.d), lt.c,
+                                  ptr(g.d), lt.d, &heuristic.algo,
+                                  ptr(workspace), kWorkspaceBytes, stream),
+                   "cublasLtMatmul");
+  }
+};
+
+/// Creates the cuBLASLt objects of `prepared.g` and picks the algorithm.
+Error describeLt(const CublasLtProblem &p, PreparedLt &prepared) {
+  const LtGemm &g = prepared.g;
+  LtObjects &lt = prepared.lt;
   if (Error error = ltCheck(cublasLtCreate(&lt.handle), "cublasLtCreate"))
     return std::move(error);
   if (Error error = ltCheck(
@@ -198,9 +222,10 @@ Expected<double> runLt(const CublasLtProblem &p, const LtGemm &g,
                   "cublasLtMatrixLayoutCreate(D)"))
     return std::move(error);
 
-  Expected<CUdeviceptr> workspace = buffers.alloc(kWorkspaceBytes);
+  Expected<CUdeviceptr> workspace = prepared.buffers.alloc(kWorkspaceBytes);
   if (!workspace)
     return workspace.takeError();
+  prepared.workspace = *workspace;
   if (Error error = ltCheck(cublasLtMatmulPreferenceCreate(&lt.preference),
                             "cublasLtMatmulPreferenceCreate"))
     return std::move(error);
@@ -212,12 +237,10 @@ Expected<double> runLt(const CublasLtProblem &p, const LtGemm &g,
                             "cublasLtMatmulPreferenceSetAttribute"))
     return std::move(error);
 
-  cublasLtMatmulHeuristicResult_t heuristic;
-  std::memset(&heuristic, 0, sizeof(heuristic));
   int found = 0;
   cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
-      lt.handle, lt.op, lt.a, lt.b, lt.c, lt.d, lt.preference, 1, &heuristic,
-      &found);
+      lt.handle, lt.op, lt.a, lt.b, lt.c, lt.d, lt.preference, 1,
+      &prepared.heuristic, &found);
   if (status != CUBLAS_STATUS_SUCCESS)
     return ltError(status, "cublasLtMatmulAlgoGetHeuristic");
   if (found == 0)
@@ -225,22 +248,7 @@ Expected<double> runLt(const CublasLtProblem &p, const LtGemm &g,
                              "cublasLtMatmulAlgoGetHeuristic found no "
                              "algorithm");
 
-  float alpha = 1.0f, beta = 0.0f;
-  auto ptr = [](CUdeviceptr d) { return reinterpret_cast<void *>(d); };
-  auto body = [&]() -> Error {
-    return ltCheck(cublasLtMatmul(lt.handle, lt.op, &alpha, ptr(g.a), lt.a,
-                                  ptr(g.b), lt.b, &beta, ptr(g.d), lt.c,
-                                  ptr(g.d), lt.d, &heuristic.algo,
-                                  ptr(*workspace), workspaceBytes, p.stream),
-                   "cublasLtMatmul");
-  };
-  Expected<std::vector<float>> times =
-      runtime::timeWithEvents(body, p.warmup, p.repeat, p.stream);
-  if (!times)
-    return times.takeError();
-  if (times->empty())
-    return createStringError(inconvertibleErrorCode(), "no timed repeats");
-  return static_cast<double>((*times)[times->size() / 2]);
+  return Error::success();
 }
 
 /// Random finite E4M3 codes (no 0x7f/0xff NaN patterns), both signs.
@@ -335,50 +343,69 @@ Error uploadScales(const std::vector<float> &scaleA,
   return Error::success();
 }
 
-/// Inputs of one timed GEMM: `setup` uploads them and describes the GEMM.
+/// Inputs of one GEMM: `setup` uploads them and describes the GEMM.
 using LtSetup =
     function_ref<Error(std::mt19937_64 &, DeviceBuffers &, LtGemm &)>;
 
-/// Checks the problem, runs `setup` and times the GEMM.
-Expected<double> timeLt(const CublasLtProblem &p, LtSetup setup) {
+/// Checks the problem, runs `setup` and prepares the GEMM.
+Expected<std::unique_ptr<CublasLtGemm>> prepareLt(const CublasLtProblem &p,
+                                                  LtSetup setup) {
   if (Error error = checkProblem(p))
     return std::move(error);
   Expected<const DriverApi &> api = runtime::getDriverApi();
   if (!api)
     return api.takeError();
   std::mt19937_64 rng(p.seed);
-  DeviceBuffers buffers(*api, p.stream);
-  LtGemm g;
-  if (Error error = setup(rng, buffers, g))
+  auto prepared = std::make_unique<PreparedLt>(*api, p.stream);
+  if (Error error = setup(rng, prepared->buffers, prepared->g))
     return std::move(error);
-  return runLt(p, g, buffers);
+  if (Error error = describeLt(p, *prepared))
+    return std::move(error);
+  return std::unique_ptr<CublasLtGemm>(std::move(prepared));
+}
+
+/// The median of `repeat` timed runs after `warmup` untimed ones.
+Expected<double> timeLt(const CublasLtProblem &p,
+                        Expected<std::unique_ptr<CublasLtGemm>> gemm) {
+  if (!gemm)
+    return gemm.takeError();
+  Expected<std::vector<float>> times = runtime::timeWithEvents(
+      [&] { return (*gemm)->run(); }, p.warmup, p.repeat, p.stream);
+  if (!times)
+    return times.takeError();
+  if (times->empty())
+    return createStringError(inconvertibleErrorCode(), "no timed repeats");
+  return static_cast<double>((*times)[times->size() / 2]);
 }
 
 } // namespace
 
-Expected<double> timeCublasLtBf16(const CublasLtProblem &p) {
-  return timeLt(p, [&](std::mt19937_64 &rng, DeviceBuffers &buffers,
-                       LtGemm &g) {
-    std::vector<uint16_t> a = randomBf16(size_t(p.m) * p.k, rng);
-    std::vector<uint16_t> b = randomBf16(size_t(p.n) * p.k, rng);
-    return uploadOperands(p, a, b, CUDA_R_16BF, buffers, g);
-  });
+Expected<std::unique_ptr<CublasLtGemm>>
+prepareCublasLtBf16(const CublasLtProblem &p) {
+  return prepareLt(
+      p, [&](std::mt19937_64 &rng, DeviceBuffers &buffers, LtGemm &g) {
+        std::vector<uint16_t> a = randomBf16(size_t(p.m) * p.k, rng);
+        std::vector<uint16_t> b = randomBf16(size_t(p.n) * p.k, rng);
+        return uploadOperands(p, a, b, CUDA_R_16BF, buffers, g);
+      });
 }
 
-Expected<double> timeCublasLtFp8PerTensor(const CublasLtProblem &p) {
-  return timeLt(p, [&](std::mt19937_64 &rng, DeviceBuffers &buffers,
-                       LtGemm &g) -> Error {
-    if (Error error = uploadFp8Operands(p, rng, buffers, g))
-      return error;
-    // One FP32 scale per operand, on the device (SCALAR_32F, the default
-    // mode, so the mode attributes are left unset).
-    std::vector<float> scaleA = randomScales(1, rng);
-    std::vector<float> scaleB = randomScales(1, rng);
-    return uploadScales(scaleA, scaleB, buffers, g);
-  });
+Expected<std::unique_ptr<CublasLtGemm>>
+prepareCublasLtFp8PerTensor(const CublasLtProblem &p) {
+  return prepareLt(
+      p, [&](std::mt19937_64 &rng, DeviceBuffers &buffers, LtGemm &g) -> Error {
+        if (Error error = uploadFp8Operands(p, rng, buffers, g))
+          return error;
+        // One FP32 scale per operand, on the device (SCALAR_32F, the default
+        // mode, so the mode attributes are left unset).
+        std::vector<float> scaleA = randomScales(1, rng);
+        std::vector<float> scaleB = randomScales(1, rng);
+        return uploadScales(scaleA, scaleB, buffers, g);
+      });
 }
 
-Expected<double> timeCublasLtFp8BlockScaled(const CublasLtProblem &p) {
+Expected<std::unique_ptr<CublasLtGemm>>
+prepareCublasLtFp8BlockScaled(const CublasLtProblem &p) {
 #if !MOSS_HAVE_LT_BLOCK_SCALING
   if (Error error = checkProblem(p))
     return std::move(error);
@@ -386,38 +413,52 @@ Expected<double> timeCublasLtFp8BlockScaled(const CublasLtProblem &p) {
                            "built against cuBLASLt older than 12.9 (no "
                            "VEC128_32F/BLK128x128_32F scale modes)");
 #else
-  return timeLt(p, [&](std::mt19937_64 &rng, DeviceBuffers &buffers,
-                       LtGemm &g) -> Error {
-    if (p.k % 128 != 0)
-      return createStringError(inconvertibleErrorCode(),
-                               "K must be a multiple of 128");
-    if (Error error = uploadFp8Operands(p, rng, buffers, g))
-      return error;
-    // Scale tensors. Our A [M, K] has one FP32 scale per 1x128 block along
-    // K: M x K/128 values, stored (as we read the cuBLASLt documentation)
-    // with the M index fastest, i.e. scale[kb * M + m], leading dimension M
-    // padded to a multiple of 4 (16 bytes). Our B [N, K] has one FP32 scale
-    // per 128x128 block: ceil(N/128) x K/128 values, leading dimension
-    // padded to a multiple of 4. The buffers are over-allocated (both
-    // dimensions padded) and filled entirely with random values in [0.5,
-    // 2), so whichever of these orders the library uses, every scale it
-    // reads is a finite random value; timings do not depend on which scale
-    // lands on which block.
-    auto roundUp4 = [](size_t x) { return (x + 3) / 4 * 4; };
-    size_t kBlocks = size_t(p.k) / 128;
-    size_t nBlocks = (size_t(p.n) + 127) / 128;
-    std::vector<float> scaleA =
-        randomScales(roundUp4(p.m) * roundUp4(kBlocks), rng);
-    std::vector<float> scaleB =
-        randomScales(roundUp4(nBlocks) * roundUp4(kBlocks), rng);
-    if (Error error = uploadScales(scaleA, scaleB, buffers, g))
-      return error;
-    // cuBLASLt's A' is our B (128x128 blocks); its B' is our A (1x128).
-    g.aScaleMode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
-    g.bScaleMode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
-    return Error::success();
-  });
+  return prepareLt(
+      p, [&](std::mt19937_64 &rng, DeviceBuffers &buffers, LtGemm &g) -> Error {
+        if (p.k % 128 != 0)
+          return createStringError(inconvertibleErrorCode(),
+                                   "K must be a multiple of 128");
+        if (Error error = uploadFp8Operands(p, rng, buffers, g))
+          return error;
+        // Scale tensors. Our A [M, K] has one FP32 scale per 1x128 block along
+        // K: M x K/128 values, stored (as we read the cuBLASLt documentation)
+        // with the M index fastest, i.e. scale[kb * M + m], leading dimension M
+        // padded to a multiple of 4 (16 bytes). Our B [N, K] has one FP32 scale
+        // per 128x128 block: ceil(N/128) x K/128 values, leading dimension
+        // padded to a multiple of 4. The buffers are over-allocated (both
+        // dimensions padded) and filled entirely with random values in [0.5,
+        // 2), so whichever of these orders the library uses, every scale it
+        // reads is a finite random value; timings do not depend on which scale
+        // lands on which block.
+        auto roundUp4 = [](size_t x) { return (x + 3) / 4 * 4; };
+        size_t kBlocks = size_t(p.k) / 128;
+        size_t nBlocks = (size_t(p.n) + 127) / 128;
+        std::vector<float> scaleA =
+            randomScales(roundUp4(p.m) * roundUp4(kBlocks), rng);
+        std::vector<float> scaleB =
+            randomScales(roundUp4(nBlocks) * roundUp4(kBlocks), rng);
+        if (Error error = uploadScales(scaleA, scaleB, buffers, g))
+          return error;
+        // cuBLASLt's A' is our B (128x128 blocks); its B' is our A (1x128).
+        g.aScaleMode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+        g.bScaleMode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+        return Error::success();
+      });
 #endif
+}
+
+CublasLtGemm::~CublasLtGemm() = default;
+
+Expected<double> timeCublasLtBf16(const CublasLtProblem &p) {
+  return timeLt(p, prepareCublasLtBf16(p));
+}
+
+Expected<double> timeCublasLtFp8PerTensor(const CublasLtProblem &p) {
+  return timeLt(p, prepareCublasLtFp8PerTensor(p));
+}
+
+Expected<double> timeCublasLtFp8BlockScaled(const CublasLtProblem &p) {
+  return timeLt(p, prepareCublasLtFp8BlockScaled(p));
 }
 
 } // namespace moss::bench

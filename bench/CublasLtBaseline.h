@@ -2,10 +2,13 @@
 //
 // cuBLASLt GEMMs timed in the benchmark's own process, so that MOSS-JIT's
 // kernel is compared with the vendor library on the same GPU, clocks and
-// driver. Each function allocates its own random operands (never zeros),
-// times back-to-back cublasLtMatmul calls with CUDA events
-// (moss::runtime::timeWithEvents) and returns the median in milliseconds; every
-// allocation and handle is released before it returns.
+// driver. Each GEMM has its own random operands (never zeros). A prepared
+// GEMM (prepareCublasLt*) runs one cublasLtMatmul per run(), so a benchmark
+// can time it round-robin with its own kernels (under the power cap the
+// clocks depend on what ran just before); the timeCublasLt* functions time
+// back-to-back calls with CUDA events (moss::runtime::timeWithEvents) and
+// return the median in milliseconds. Everything is released with the
+// prepared GEMM.
 //
 // Operands follow the MOSS GEMM convention: A is [M, K] row-major, B is
 // [N, K] row-major (both K-major), D = A * B^T is [M, N] row-major bf16.
@@ -26,6 +29,7 @@
 #include <cuda.h>
 
 #include <cstdint>
+#include <memory>
 
 namespace moss::bench {
 
@@ -41,17 +45,31 @@ struct CublasLtProblem {
   uint64_t seed = 42;
 };
 
+/// One baseline GEMM with its operands, ready to run.
+class CublasLtGemm {
+public:
+  virtual ~CublasLtGemm();
+  /// Enqueues one cublasLtMatmul on the problem's stream.
+  virtual llvm::Error run() = 0;
+};
+
 /// BF16 A and B, FP32 compute, BF16 D.
+llvm::Expected<std::unique_ptr<CublasLtGemm>>
+prepareCublasLtBf16(const CublasLtProblem &problem);
 llvm::Expected<double> timeCublasLtBf16(const CublasLtProblem &problem);
 
 /// E4M3 A and B with one FP32 scale each (device scalars through
 /// CUBLASLT_MATMUL_DESC_{A,B}_SCALE_POINTER), FP32 compute, BF16 D.
+llvm::Expected<std::unique_ptr<CublasLtGemm>>
+prepareCublasLtFp8PerTensor(const CublasLtProblem &problem);
 llvm::Expected<double>
 timeCublasLtFp8PerTensor(const CublasLtProblem &problem);
 
 /// E4M3 A and B, A scaled per 1x128 block along K and B per 128x128 block
 /// (CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F / _BLK128x128_32F, CUDA 12.9+),
 /// FP32 compute, BF16 D. K must be a multiple of 128.
+llvm::Expected<std::unique_ptr<CublasLtGemm>>
+prepareCublasLtFp8BlockScaled(const CublasLtProblem &problem);
 llvm::Expected<double>
 timeCublasLtFp8BlockScaled(const CublasLtProblem &problem);
 

@@ -10,23 +10,24 @@
 //                   [--no-cublaslt] [--nvrtc-flag FLAG]...
 //                   [--tiling TMxTNxSTAGES[xSPLITK]]...
 //
-// Variants are compiled first and then timed round-robin (up to 5 rounds of
-// repeat/rounds launches each), so that clock drift during the run spreads
-// over all of them; the FP8 per-tensor baseline is timed again at the end
-// to show the drift. Defaults: 8192^3, 20 repeats, every scheme with the
-// tests' fixed tiling and the compiler's heuristic one (`_heuristic`), each
-// with 1x1 and 2x1 clusters (a cluster kernel's persistent grid is the
-// clusters that fit at once). Under this sustained load the H200 runs at
-// its power cap (700 W) with SM clocks of 1.6-1.8 GHz, so these figures sit
-// below ones from short bursts on an idle GPU.
+// Variants are compiled first and then timed round-robin with the cuBLASLt
+// baselines (up to 5 rounds of repeat/rounds launches each), so that clock
+// drift during the run spreads over all of them. Defaults: 8192^3, 20
+// repeats, every scheme with the tests' fixed tiling and the compiler's
+// heuristic one (`_heuristic`), each with 1x1 and 2x1 clusters (a cluster
+// kernel's persistent grid is the clusters that fit at once). Under this
+// sustained load the H200 runs at its power cap (700 W) with SM clocks of
+// 1.6-1.8 GHz, so these figures sit below ones from short bursts on an idle
+// GPU, and a kernel's clocks depend on what ran just before it: compare
+// rows of one run only.
 // --nvrtc-flag passes a flag to NVRTC (e.g. --Ofast-compile=mid).
 // --tiling adds every scheme at that tiling too (`_tMxNxS`, 1x1 and 2x1
 // clusters; `_splitK` and no cluster with a fourth field); a tiling the
 // kernel does not take prints why and is skipped. --only keeps the variants
 // whose name contains one of its values.
 //
-// Above the kernel's rows it prints cuBLASLt baselines timed the same way in
-// the same process (CublasLtBaseline.h): BF16, FP8 per-tensor and FP8
+// Above the kernel's rows it prints the cuBLASLt baselines of the same
+// round-robin (CublasLtBaseline.h): BF16, FP8 per-tensor and FP8
 // block-scaled 1x128 x 128x128; a configuration cuBLASLt rejects prints
 // "unsupported: <reason>". Each kernel row ends with its TFLOPS over the FP8
 // per-tensor baseline's and, for the per-group rows, over the block-scaled
@@ -264,39 +265,36 @@ int main(int argc, char **argv) {
     return 2.0 * m * double(n) * k / (ms * 1e-3) / 1e12;
   };
 
-  // cuBLASLt baselines, same problem, same stream, same timing. 0 when a
-  // baseline is unsupported or skipped (its ratio column then shows "-").
-  double ltFp8Tflops = 0, ltBlockTflops = 0;
-  outs() << format("%-46s %9s %9s %9s %9s\n", "baseline", "", "median_ms", "",
-                   "TFLOPS");
+  // cuBLASLt baselines, same problem, same stream, timed in the same
+  // round-robin as the kernels (the clocks under the power cap depend on
+  // what ran just before). A baseline cuBLASLt rejects prints why.
+  struct Baseline {
+    const char *name;
+    std::unique_ptr<moss::bench::CublasLtGemm> gemm;
+    std::vector<float> times;
+  };
+  std::vector<Baseline> baselines;
   moss::bench::CublasLtProblem problem;
   problem.m = m;
   problem.n = n;
   problem.k = k;
-  problem.warmup = 3;
-  problem.repeat = repeat;
   problem.stream = stream;
-  auto cublasRow = [&](const char *name,
-                       Expected<double> (*run)(
-                           const moss::bench::CublasLtProblem &)) -> double {
-    Expected<double> ms = run(problem);
-    if (!ms) {
-      outs() << format("%-46s ", name)
-             << "unsupported: " << toString(ms.takeError()) << "\n";
-      outs().flush();
-      return 0;
-    }
-    double tflops = tflopsOf(*ms);
-    outs() << format("%-46s %9s %9.4f %9s %9.1f\n", name, "", *ms, "", tflops);
-    outs().flush();
-    return tflops;
-  };
+  auto addBaseline =
+      [&](const char *name,
+          Expected<std::unique_ptr<moss::bench::CublasLtGemm>> gemm) {
+        if (!gemm) {
+          outs() << format("%-46s ", name)
+                 << "unsupported: " << toString(gemm.takeError()) << "\n";
+          return;
+        }
+        baselines.push_back({name, std::move(*gemm), {}});
+      };
   if (cublasLt) {
-    cublasRow("cublaslt_bf16", moss::bench::timeCublasLtBf16);
-    ltFp8Tflops = cublasRow("cublaslt_fp8_tensor_x_tensor",
-                            moss::bench::timeCublasLtFp8PerTensor);
-    ltBlockTflops = cublasRow("cublaslt_fp8_block1x128_x_128x128",
-                              moss::bench::timeCublasLtFp8BlockScaled);
+    addBaseline("cublaslt_bf16", moss::bench::prepareCublasLtBf16(problem));
+    addBaseline("cublaslt_fp8_tensor_x_tensor",
+                moss::bench::prepareCublasLtFp8PerTensor(problem));
+    addBaseline("cublaslt_fp8_block1x128_x_128x128",
+                moss::bench::prepareCublasLtFp8BlockScaled(problem));
   } else {
     outs() << "(cuBLASLt baselines skipped: --no-cublaslt)\n";
   }
@@ -397,40 +395,65 @@ int main(int argc, char **argv) {
     prepared.push_back(std::move(prep));
   }
 
-  errs() << "timing " << prepared.size() << " kernels round-robin...\n";
+  errs() << "timing " << baselines.size() << " baselines and "
+         << prepared.size() << " kernels round-robin...\n";
   const int rounds = std::min(repeat, 5);
-  for (int round = 0; round < rounds; ++round)
-    for (const std::unique_ptr<Prepared> &prep : prepared) {
-      int count = repeat / rounds + (round < repeat % rounds ? 1 : 0);
-      Expected<std::vector<float>> timed = moss::runtime::timeWithEvents(
+  auto timeRound = [&](int round, auto launch, std::vector<float> &times,
+                       const std::string &name) {
+    int count = repeat / rounds + (round < repeat % rounds ? 1 : 0);
+    Expected<std::vector<float>> timed = moss::runtime::timeWithEvents(
+        launch, /*warmup=*/round == 0 ? 3 : 1, count, stream);
+    if (!timed)
+      die(name + ": " + toString(timed.takeError()));
+    times.insert(times.end(), timed->begin(), timed->end());
+  };
+  for (int round = 0; round < rounds; ++round) {
+    for (Baseline &b : baselines)
+      timeRound(
+          round, [&] { return b.gemm->run(); }, b.times, b.name);
+    for (const std::unique_ptr<Prepared> &prep : prepared)
+      timeRound(
+          round,
           [&] {
             return launchKernel(prep->function, prep->launch,
                                 prep->kernelParams);
           },
-          /*warmup=*/round == 0 ? 3 : 1, count, stream);
-      if (!timed)
-        die(prep->name + ": " + toString(timed.takeError()));
-      prep->times.insert(prep->times.end(), timed->begin(), timed->end());
-    }
+          prep->times, prep->name);
+  }
+  auto median = [](std::vector<float> &times) {
+    std::sort(times.begin(), times.end());
+    return times[times.size() / 2];
+  };
+
+  // ratio()'s bases: 0 when a baseline is unsupported or skipped (its
+  // column then shows "-").
+  double ltFp8Tflops = 0, ltBlockTflops = 0;
+  outs() << format("%-46s %9s %9s %9s %9s\n", "baseline", "", "median_ms",
+                   "best_ms", "TFLOPS");
+  for (Baseline &b : baselines) {
+    float ms = median(b.times);
+    double tflops = tflopsOf(ms);
+    if (StringRef(b.name) == "cublaslt_fp8_tensor_x_tensor")
+      ltFp8Tflops = tflops;
+    if (StringRef(b.name) == "cublaslt_fp8_block1x128_x_128x128")
+      ltBlockTflops = tflops;
+    outs() << format("%-46s %9s %9.4f %9.4f %9.1f\n", b.name, "", ms,
+                     b.times.front(), tflops);
+  }
 
   outs() << format("%-46s %9s %9s %9s %9s %11s %11s\n", "kernel tile",
                    "compile_s", "median_ms", "best_ms", "TFLOPS", "vs_lt_fp8",
                    "vs_lt_block");
   for (const std::unique_ptr<Prepared> &prep : prepared) {
     std::vector<float> &times = prep->times;
-    std::sort(times.begin(), times.end());
-    float median = times[times.size() / 2];
-    double tflops = tflopsOf(median);
+    float ms = median(times);
+    double tflops = tflopsOf(ms);
     const Params &p = prep->params;
     bool perGroup = p.scaleA == kPerGroup && p.scaleB == kPerGroup;
     outs() << format("%-46s %9.3f %9.4f %9.4f %9.1f %11s %11s\n",
-                     prep->name.c_str(), prep->compileSeconds, median,
+                     prep->name.c_str(), prep->compileSeconds, ms,
                      times.front(), tflops, ratio(tflops, ltFp8Tflops).c_str(),
                      perGroup ? ratio(tflops, ltBlockTflops).c_str() : "");
   }
-  // The FP8 baseline again: how far the clocks drifted over the run.
-  if (cublasLt && ltFp8Tflops > 0)
-    cublasRow("cublaslt_fp8_tensor_x_tensor (after)",
-              moss::bench::timeCublasLtFp8PerTensor);
   return 0;
 }
