@@ -359,6 +359,10 @@ std::vector<GemmCase> smallCases() {
       {"mossrow_x_mosstensor", 129, 257, 96, 128, 160, 5, kBF16, biasAmax},
       {"group_x_group128", 1000, 3000, 2048, 128, 192, 5, kF32, all},
       {"group_x_group128", 129, 257, 256, 128, 96, 7, kBF16, biasAmax},
+      // Per-128 promotion in groups of four stages: 11 stages end in a
+      // group of three, 5 in a group of one.
+      {"group_x_group128", 129, 257, 1408, 128, 128, 6, kF32, all},
+      {"group_x_group128", 1000, 3000, 640, 128, 128, 6, kBF16, biasAmax},
       // M below a tile: A's TMA box stops at M rounded up to 8 rows, and
       // the smem rows past it hold stale data (several tiles per CTA here).
       {"mossrow_x_tensor", 37, 9000, 256, 128, 32, 4, kF32, all},

@@ -201,8 +201,13 @@ template <class Cfg> struct PromotedLoop {
   /// groups cost compile time. On the H200, groups of 4 instead of 8
   /// compiled 30% faster; they ran 3% slower for MOSS (two partial sets),
   /// as fast with one partial set (nothing overlaps within a warpgroup
-  /// there), and per-128 blocks (4 wgmmas each) ran as fast in 2 as in 4.
-  static constexpr int kGroupBlocks = kPer == 1                ? 2
+  /// there). Per-128 blocks (4 wgmmas each) with two partial sets took 3%
+  /// fewer cycles in groups of 4 than of 2 once the scale tables stopped
+  /// pacing the stages (sixth session), for 30% more compile time; split
+  /// warpgroups walk at most two stages per group.
+  static constexpr bool kLongPer128 =
+      Cfg::kPartialSets == 2 && !Cfg::kSplitWarpgroups;
+  static constexpr int kGroupBlocks = kPer == 1 ? (kLongPer128 ? 4 : 2)
                                       : Cfg::kPartialSets == 1 ? 4
                                                                : 8;
   static constexpr int kGroupStages = kGroupBlocks / kPer;
