@@ -397,6 +397,14 @@ compiler::selectTiling(const GemmSpec &spec, const TargetInfo &target,
           continue;
         if (spec.bScaling.blockRows > 1 && hasColumnFactor(spec, tileN))
           continue;
+        // 64-row tiles wider than 64 for a per-128 promotion (per-group):
+        // at N = 11008, K = 4096 and M = 1 to 64 on the H200, 128x128 took
+        // 18.6-19.2 us against 19.7-24.5 for 64x128 (docs/PERFORMANCE.md,
+        // sixth session), while at N = 4096 64x64 in two K slices wins. A
+        // per-32 promotion (MOSS) keeps them at every width: its longer
+        // promotion chain is what the alternating warpgroups halve.
+        if (tileM == 64 && promoteK(spec) >= 128 && tileN > 64)
+          continue;
         if (!smallest || usage.sharedBytes < smallest->second.sharedBytes)
           smallest = {tiling, usage};
         if (usage.sharedBytes > target.sharedMemoryPerBlock)

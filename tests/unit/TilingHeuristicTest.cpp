@@ -384,6 +384,30 @@ TEST(TilingHeuristicTest, LaunchPlansSmallBatchesForTheirBucket) {
       2);
 }
 
+TEST(TilingHeuristicTest, PerGroupSmallMTileRows) {
+  // Per-group at M <= 64: 128-row tiles where 128-wide tiles fill the SMs
+  // best (N = 11008), 64-row ones in two K slices over narrow tiles (N =
+  // 4096); both measured fastest on the H200.
+  auto forLaunch = [](int64_t n, int64_t m) {
+    GemmSpec spec =
+        makeSpec(GemmSpec::kDynamic, n, 4096, ScalingScheme::perGroup(1, 128),
+                 ScalingScheme::perGroup(128, 128));
+    llvm::Expected<TileConfig> tiling =
+        selectTilingForLaunch(spec, m, TargetInfo());
+    EXPECT_TRUE(static_cast<bool>(tiling));
+    return tiling ? *tiling : TileConfig();
+  };
+  for (int64_t m : {1, 16, 64}) {
+    TileConfig wide = forLaunch(11008, m);
+    EXPECT_EQ(wide.tileM, 128) << "m = " << m;
+    EXPECT_EQ(wide.tileN, 128) << "m = " << m;
+    TileConfig narrow = forLaunch(4096, m);
+    EXPECT_EQ(narrow.tileM, 64) << "m = " << m;
+    EXPECT_EQ(narrow.tileN, 64) << "m = " << m;
+    EXPECT_EQ(narrow.splitK, 2) << "m = " << m;
+  }
+}
+
 TEST(TilingHeuristicTest, SplitKForShortBatchesOfLongChains) {
   // One tile row over N = 4096: 128 tiles of 128x32 fill the SMs once, and
   // 128 units of 128x64 in two K slices do too with half the chain each.
