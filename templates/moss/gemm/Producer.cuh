@@ -112,7 +112,7 @@ __device__ __forceinline__ bool isAligned16(const void *p) {
 /// when rows are 16-byte aligned, the words of four stages (a chunk) come
 /// in one 16-byte load (kChunked; a work unit's stages come in whole
 /// chunks: kUnitKStages % 4 == 0), a quarter of the sectors, and each
-/// chunk is fetched while the one before it is used: four stages ahead.
+/// chunk is fetched while the one before it is used (produceTables).
 /// Otherwise each stage loads its own scales.
 /// kMayChunk: whether this operand's rows can afford the eight registers
 /// (the producer has 40).
@@ -227,6 +227,7 @@ produceTables(const SharedStorage<Cfg> &smem, const CUtensorMap &tmaA,
   constexpr bool kOneTable = !(Cfg::kRowFactor && Cfg::kColFactor);
   using RowA =
       ScaleRow<Cfg, Cfg::kLocalAE8M0, kBlockA, Cfg::kBlockRowsA, kOneTable>;
+  // B's scale rows: one per output column, or the tile's uniform one.
   using ColB =
       ScaleRow<Cfg, Cfg::kLocalBE8M0, kBlockB, Cfg::kBlockRowsB, kOneTable>;
   // Every scale this thread reads comes in chunks, or none does.
