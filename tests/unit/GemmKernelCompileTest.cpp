@@ -174,6 +174,18 @@ std::vector<Variant> variants() {
   p.stages = 5;
   v.push_back({"group1x128_x_group128x128_128x192", p});
 
+  // K = 11008 (86 stages): scale rows not in 16-byte chunks, so the
+  // producer loads each stage's scales on its own.
+  p = perGroup(base);
+  p.k = 11008;
+  v.push_back({"group1x128_x_group128x128_k11008", withDefaultTiling(p)});
+  p = twoLevel(base, /*rowA=*/true);
+  p.k = 11008;
+  p.tileM = 256;
+  p.tileN = 64;
+  p.stages = 5;
+  v.push_back({"moss_forward_256x64_k11008", p});
+
   // 2-CTA clusters with TMA multicast.
   p = withDefaultTiling(base);
   p.clusterM = 2;
