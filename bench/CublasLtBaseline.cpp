@@ -1,6 +1,6 @@
 //===- CublasLtBaseline.cpp - cuBLASLt GEMM baselines ---------------------===//
 //
-// See CublasLtBaseline.h. Only moss-bench-gemm compiles and links this file.
+// See CublasLtBaseline.h. Only moss-bench-gemm and moss-tune compile it.
 //
 // Layout. cuBLASLt is column-major and computes D = op(A') * op(B') with
 // D m' x n'. Our operands are both K-major:
@@ -364,20 +364,6 @@ Expected<std::unique_ptr<CublasLtGemm>> prepareLt(const CublasLtProblem &p,
   return std::unique_ptr<CublasLtGemm>(std::move(prepared));
 }
 
-/// The median of `repeat` timed runs after `warmup` untimed ones.
-Expected<double> timeLt(const CublasLtProblem &p,
-                        Expected<std::unique_ptr<CublasLtGemm>> gemm) {
-  if (!gemm)
-    return gemm.takeError();
-  Expected<std::vector<float>> times = runtime::timeWithEvents(
-      [&] { return (*gemm)->run(); }, p.warmup, p.repeat, p.stream);
-  if (!times)
-    return times.takeError();
-  if (times->empty())
-    return createStringError(inconvertibleErrorCode(), "no timed repeats");
-  return static_cast<double>((*times)[times->size() / 2]);
-}
-
 } // namespace
 
 Expected<std::unique_ptr<CublasLtGemm>>
@@ -449,16 +435,17 @@ prepareCublasLtFp8BlockScaled(const CublasLtProblem &p) {
 
 CublasLtGemm::~CublasLtGemm() = default;
 
-Expected<double> timeCublasLtBf16(const CublasLtProblem &p) {
-  return timeLt(p, prepareCublasLtBf16(p));
-}
-
-Expected<double> timeCublasLtFp8PerTensor(const CublasLtProblem &p) {
-  return timeLt(p, prepareCublasLtFp8PerTensor(p));
-}
-
-Expected<double> timeCublasLtFp8BlockScaled(const CublasLtProblem &p) {
-  return timeLt(p, prepareCublasLtFp8BlockScaled(p));
+Expected<double> timeCublasLt(const CublasLtProblem &p,
+                              Expected<std::unique_ptr<CublasLtGemm>> gemm) {
+  if (!gemm)
+    return gemm.takeError();
+  Expected<std::vector<float>> times = runtime::timeWithEvents(
+      [&] { return (*gemm)->run(); }, p.warmup, p.repeat, p.stream);
+  if (!times)
+    return times.takeError();
+  if (times->empty())
+    return createStringError(inconvertibleErrorCode(), "no timed repeats");
+  return static_cast<double>((*times)[times->size() / 2]);
 }
 
 } // namespace moss::bench

@@ -5,10 +5,9 @@
 // driver. Each GEMM has its own random operands (never zeros). A prepared
 // GEMM (prepareCublasLt*) runs one cublasLtMatmul per run(), so a benchmark
 // can time it round-robin with its own kernels (under the power cap the
-// clocks depend on what ran just before); the timeCublasLt* functions time
-// back-to-back calls with CUDA events (moss::runtime::timeWithEvents) and
-// return the median in milliseconds. Everything is released with the
-// prepared GEMM.
+// clocks depend on what ran just before); timeCublasLt times back-to-back
+// calls with CUDA events (moss::runtime::timeWithEvents) and returns the
+// median in milliseconds. Everything is released with the prepared GEMM.
 //
 // Operands follow the MOSS GEMM convention: A is [M, K] row-major, B is
 // [N, K] row-major (both K-major), D = A * B^T is [M, N] row-major bf16.
@@ -17,7 +16,7 @@
 // CUBLAS_STATUS_SUCCESS, an allocation failure -- comes back as an error
 // whose message says why, and the caller prints "unsupported: <reason>".
 //
-// Only moss-bench-gemm links cuBLASLt.
+// Only moss-bench-gemm and moss-tune (its cuBLASLt row) link cuBLASLt.
 //
 //===----------------------------------------------------------------------===//
 
@@ -56,22 +55,24 @@ public:
 /// BF16 A and B, FP32 compute, BF16 D.
 llvm::Expected<std::unique_ptr<CublasLtGemm>>
 prepareCublasLtBf16(const CublasLtProblem &problem);
-llvm::Expected<double> timeCublasLtBf16(const CublasLtProblem &problem);
 
 /// E4M3 A and B with one FP32 scale each (device scalars through
 /// CUBLASLT_MATMUL_DESC_{A,B}_SCALE_POINTER), FP32 compute, BF16 D.
 llvm::Expected<std::unique_ptr<CublasLtGemm>>
 prepareCublasLtFp8PerTensor(const CublasLtProblem &problem);
-llvm::Expected<double>
-timeCublasLtFp8PerTensor(const CublasLtProblem &problem);
 
 /// E4M3 A and B, A scaled per 1x128 block along K and B per 128x128 block
 /// (CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F / _BLK128x128_32F, CUDA 12.9+),
 /// FP32 compute, BF16 D. K must be a multiple of 128.
 llvm::Expected<std::unique_ptr<CublasLtGemm>>
 prepareCublasLtFp8BlockScaled(const CublasLtProblem &problem);
+
+/// The median time in milliseconds of `problem.repeat` runs of `gemm` (a
+/// prepareCublasLt* result; its error passes through) after
+/// `problem.warmup` untimed ones.
 llvm::Expected<double>
-timeCublasLtFp8BlockScaled(const CublasLtProblem &problem);
+timeCublasLt(const CublasLtProblem &problem,
+             llvm::Expected<std::unique_ptr<CublasLtGemm>> gemm);
 
 } // namespace moss::bench
 

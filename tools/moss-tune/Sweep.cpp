@@ -317,7 +317,8 @@ Expected<ShapeResult> SpecTimer::run(const ShapePlan &plan,
     problem.k = int(spec.k);
     problem.warmup = options.warmup;
     problem.repeat = options.repeat;
-    Expected<double> ms = bench::timeCublasLtFp8PerTensor(problem);
+    Expected<double> ms = bench::timeCublasLt(
+        problem, bench::prepareCublasLtFp8PerTensor(problem));
     if (ms) {
       record.milliseconds = *ms;
       record.tflops = flops / (*ms * 1e-3) / 1e12;
