@@ -147,6 +147,13 @@ ResourceUsage compiler::estimateResources(const GemmSpec &spec,
   return usage;
 }
 
+int64_t compiler::getStagesThatFit(const ResourceUsage &usage,
+                                   const TargetInfo &target) {
+  // stages * (stageBytes + 16) + 1024 + alignment padding (< 8).
+  return (int64_t(target.sharedMemoryPerBlock) - 1024 - 8) /
+         (usage.stageBytes + 16);
+}
+
 llvm::Error compiler::checkKernelSupport(const GemmSpec &spec) {
   for (auto [name, scheme] :
        {std::pair{"A", &spec.aScaling}, std::pair{"B", &spec.bScaling}}) {
@@ -410,11 +417,9 @@ compiler::selectTiling(const GemmSpec &spec, const TargetInfo &target,
         if (usage.sharedBytes > target.sharedMemoryPerBlock)
           continue;
         // As many stages as fit, up to maxStages and the number of K steps.
-        // stages * (stageBytes + 16) + 1024 + alignment padding (< 8).
-        int64_t fit = (int64_t(target.sharedMemoryPerBlock) - 1024 - 8) /
-                      (usage.stageBytes + 16);
-        tiling.stages = std::max(requiredStages,
-                                 std::min({fit, options.maxStages, kSteps}));
+        tiling.stages =
+            std::max(requiredStages, std::min({getStagesThatFit(usage, target),
+                                               options.maxStages, kSteps}));
         // One stage less where that leaves room for the epilogue's TMA
         // stores: storing from registers cost 8-12% of the cycles at
         // 8192^3 on the H200 (docs/PERFORMANCE.md, fifth session).

@@ -98,8 +98,9 @@ TEST(TilingHeuristicTest, Large8192CubeIsSane) {
       TilingScore otherScore = scoreTiling(spec, other, target);
       const int64_t otherWork = otherScore.waves * other.tileM * other.tileN;
       EXPECT_GE(otherWork, work) << other.str();
-      if (otherWork == work)
+      if (otherWork == work) {
         EXPECT_GE(otherScore.waves, score.waves) << other.str();
+      }
     }
   }
   // Without promotion, one accumulator set: 128x192 tiles, 21 waves (256x192

@@ -145,10 +145,8 @@ tune::enumerateCandidates(const compiler::GemmSpec &spec, int64_t m,
           continue;
         }
         const int64_t kSteps = divideCeil(spec.k / splitK, compiler::kBlockK);
-        compiler::ResourceUsage usage =
-            compiler::estimateResources(spec, probe, target);
-        int64_t fit = (int64_t(target.sharedMemoryPerBlock) - 1024 - 8) /
-                      (usage.stageBytes + 16);
+        int64_t fit = compiler::getStagesThatFit(
+            compiler::estimateResources(spec, probe, target), target);
         TileShape shape;
         shape.tileM = tileM;
         shape.tileN = tileN;

@@ -121,6 +121,11 @@ llvm::Error checkKernelSupport(const GemmSpec &spec);
 ResourceUsage estimateResources(const GemmSpec &spec, const TileConfig &tiling,
                                 const TargetInfo &target);
 
+/// The most pipeline stages of `usage.stageBytes` that fit in `target`'s
+/// shared memory with their barriers and the base's alignment (the
+/// epilogue's staging buffers take what the stages leave).
+int64_t getStagesThatFit(const ResourceUsage &usage, const TargetInfo &target);
+
 /// Checks `tiling` against `target`'s limits (shared memory, registers) and
 /// the kernel's structural rules; the error says what does not fit and
 /// what the limit is.
