@@ -66,8 +66,6 @@ static constexpr const char *kColumns[] = {
     "out",     "m",      "n",         "k",         "kind",   "tile_m",
     "tile_n",  "stages", "cluster_m", "cluster_n", "raster", "swizzle",
     "split_k", "status", "ms",        "tflops",    "role",   "note"};
-/// The column that CSVs written before split-K was searched lack.
-static constexpr size_t kSplitKColumn = 18;
 
 static std::string quote(StringRef field) {
   if (field.find_first_of(",\"\n") == StringRef::npos)
@@ -155,7 +153,10 @@ Expected<std::vector<CandidateRecord>> tune::readCsv(StringRef path) {
   (*buffer)->getBuffer().split(lines, '\n', -1, /*KeepEmpty=*/false);
   std::vector<CandidateRecord> records;
   const size_t columns = std::size(kColumns);
-  bool withoutSplitK = false; // an older file: split_k is 1
+  // Files written before split-K was searched lack its column: split_k 1.
+  const size_t splitKColumn =
+      llvm::find(kColumns, StringRef("split_k")) - std::begin(kColumns);
+  bool withoutSplitK = false;
   for (auto [index, line] : enumerate(lines)) {
     std::vector<std::string> f = splitCsv(line.rtrim("\r"));
     std::string where = (path + ":" + Twine(index + 1)).str();
@@ -163,7 +164,7 @@ Expected<std::vector<CandidateRecord>> tune::readCsv(StringRef path) {
       withoutSplitK =
           f.size() == columns - 1 && llvm::find(f, "split_k") == f.end();
     if (withoutSplitK && f.size() == columns - 1)
-      f.insert(f.begin() + kSplitKColumn, "");
+      f.insert(f.begin() + splitKColumn, "");
     if (f.size() != columns)
       return error(where + ": expected " + Twine(columns) + " fields, got " +
                    Twine(f.size()));
