@@ -709,14 +709,7 @@ TEST(GemmKernelPlanTest, HeuristicTilingsCompileClean) {
     };
     side(s.a, p.scaleA, p.blockRowsA, p.blockA, p.globalRowA);
     side(s.b, p.scaleB, p.blockRowsB, p.blockB, p.globalRowB);
-    p.tileM = static_cast<int>(tiling->tileM);
-    p.tileN = static_cast<int>(tiling->tileN);
-    p.stages = static_cast<int>(tiling->stages);
-    p.clusterM = static_cast<int>(tiling->clusterM);
-    p.clusterN = static_cast<int>(tiling->clusterN);
-    p.rasterAlongN = tiling->raster == moss::compiler::RasterOrder::AlongN;
-    p.swizzle = static_cast<int>(tiling->swizzle);
-    p.splitK = static_cast<int>(tiling->splitK);
+    p = withTiling(p, *tiling);
     SCOPED_TRACE(tiling->str() + ": " + describe(p));
     const char *error = validate(p);
     ASSERT_EQ(error, nullptr) << error;
