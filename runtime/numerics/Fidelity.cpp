@@ -104,3 +104,27 @@ std::vector<double> moss::numerics::referenceGemm(llvm::ArrayRef<double> a,
     }
   return c;
 }
+
+double moss::numerics::tensorCoreUnit(int64_t interval) {
+  return std::ldexp(1.0, -13) * std::sqrt(double(interval) / 32.0);
+}
+
+double moss::numerics::gemmEntryAllowance(llvm::ArrayRef<double> a,
+                                          llvm::ArrayRef<double> b,
+                                          int64_t interval) {
+  assert(a.size() == b.size() && interval > 0 &&
+         "gemmEntryAllowance needs rows of one length and an interval");
+  const int64_t k = int64_t(a.size());
+  double productSquares = 0, intervalSquares = 0, intervalSum = 0;
+  for (int64_t i = 0; i < k; ++i) {
+    const double product = a[i] * b[i];
+    productSquares += product * product;
+    intervalSum += product;
+    if ((i + 1) % interval == 0 || i + 1 == k) {
+      intervalSquares += intervalSum * intervalSum;
+      intervalSum = 0;
+    }
+  }
+  return 12 * tensorCoreUnit(interval) *
+         std::sqrt(productSquares + intervalSquares);
+}

@@ -159,19 +159,15 @@ TEST(GemmCApiGpu, QuantizeThenGemmMatchesReference) {
       QuantizeOptions{ScalingScheme::perTensor(), Fp8Format::E4M3, false}));
   std::vector<double> da = dequantize(qa), db = dequantize(qb);
   std::vector<double> ref = referenceGemm(da, db, m, n, k);
-  const double unit = std::ldexp(1.0, -13); // promotion every 32
   int64_t bad = 0;
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
-      double norm = 0;
-      for (int64_t kk = 0; kk < k; ++kk) {
-        double p = da[i * k + kk] * db[j * k + kk];
-        norm += p * p;
-      }
       double expected = ref[i * n + j] + bias[j];
       double got = bf16ToFloat(out[i * n + j]);
       double allowed = std::ldexp(1.0, -8) * std::fabs(expected) +
-                       16 * unit * std::sqrt(norm);
+                       gemmEntryAllowance(llvm::ArrayRef(&da[i * k], k),
+                                          llvm::ArrayRef(&db[j * k], k),
+                                          /*interval=*/32);
       if (!(std::fabs(got - expected) <= allowed) && bad++ < 5)
         ADD_FAILURE() << "(" << i << ", " << j << "): got " << got
                       << ", expected " << expected;

@@ -14,7 +14,8 @@
 // u(P) = 2^-13 sqrt(P/32), P the K elements the tensor cores sum before a
 // promotion to FP32, the relative Frobenius error of f32 output is at most
 // 4 u(P) and each entry is within its output rounding plus
-// 16 u(P) sqrt(sum_k (a b)^2).
+// 12 u(P) sqrt(sum_k (a b)^2 + sum_j S_j^2), S_j the sum of promotion
+// interval j's products (numerics::gemmEntryAllowance).
 // Every entry must be written (no poison / NaN left), amax must equal the
 // largest stored magnitude, and a second launch must be bitwise identical.
 // Large shapes compare a random 64 x 64 grid of entries (plus the first and
@@ -1124,14 +1125,12 @@ TEST_P(GemmCorrectness, MatchesFp64Reference) {
   // cores add FP8 products with about 13 bits of alignment precision; the
   // error grows with the number P of products summed before a promotion
   // into FP32 (the scheme's promotion block, else all of K):
-  //   u(P) = 2^-13 * sqrt(P / 32)
   //   relative Frobenius error     <= 4 u(P)      (f32 output)
   //   |error(i, j)|                <= rounding of the output type
-  //                                   + 16 u(P) * sqrt(sum_k (a_ik b_jk)^2)
+  //                                   + gemmEntryAllowance(...)
   const int promoteK = moss::gemm::plan(p).promoteK;
-  const double unit =
-      std::ldexp(1.0, -13) * std::sqrt((promoteK > 0 ? promoteK : k) / 32.0);
-  const double relFrobeniusLimit = 4 * unit;
+  const int64_t interval = promoteK > 0 ? promoteK : k;
+  const double relFrobeniusLimit = 4 * tensorCoreUnit(interval);
   const double outRounding = p.out == kBF16  ? std::ldexp(1.0, -8)
                              : p.out == kF16 ? std::ldexp(1.0, -11)
                                              : std::ldexp(1.0, -23);
@@ -1149,12 +1148,6 @@ TEST_P(GemmCorrectness, MatchesFp64Reference) {
         ++skippedOverflow;
         continue;
       }
-      double productNorm = 0;
-      for (int64_t kk = 0; kk < k; ++kk) {
-        double product = dqA[i * k + kk] * dqB[j * k + kk];
-        productNorm += product * product;
-      }
-      productNorm = std::sqrt(productNorm);
       double got =
           decodeAt(p.out, result, static_cast<size_t>(rows[i]) * n + cols[j]);
       double error = got - expected;
@@ -1163,9 +1156,11 @@ TEST_P(GemmCorrectness, MatchesFp64Reference) {
       ++compared;
       // Output rounding (relative, worst case just above a power of two),
       // the tensor cores' share, half an f16 subnormal.
-      double allowed = outRounding * std::fabs(expected) +
-                       16 * unit * productNorm +
-                       (p.out == kF16 ? std::ldexp(1.0, -25) : 0.0);
+      double allowed =
+          outRounding * std::fabs(expected) +
+          gemmEntryAllowance(llvm::ArrayRef(&dqA[i * k], k),
+                             llvm::ArrayRef(&dqB[j * k], k), interval) +
+          (p.out == kF16 ? std::ldexp(1.0, -25) : 0.0);
       double ratio = std::fabs(error) / allowed;
       if (!(ratio <= worstRatio)) {
         worstRatio = ratio;

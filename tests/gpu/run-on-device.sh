@@ -100,6 +100,7 @@ benches() {
   run quantize-bench "$bin/moss-bench-quantize"
   run quantize-bench-disk "$bin/moss-bench-quantize" --first-calls-only
   run gemm-bench "$bin/moss-bench-gemm"
+  run overlap-bench "$bin/moss-bench-overlap"
 }
 
 case "$mode" in

@@ -207,3 +207,28 @@ TEST(FidelityTest, ReferenceGemmRandom) {
       EXPECT_NEAR(c[i * n + j], double(want), double(mag) * 1e-13);
     }
 }
+
+// The contract's per-entry allowance (docs/NUMERICS-CONTRACT.md section 7),
+// worked out by hand from its formula 12 u(P) sqrt(sum (a b)^2 + sum S_j^2).
+TEST(FidelityTest, GemmEntryAllowanceHandChecked) {
+  EXPECT_EQ(tensorCoreUnit(32), std::ldexp(1.0, -13));
+  EXPECT_EQ(tensorCoreUnit(128), std::ldexp(1.0, -12));
+  const double u32 = std::ldexp(1.0, -13);
+  // Products all 1, K = 64 in two intervals of 32: 64 + 32^2 + 32^2.
+  std::vector<double> ones(64, 1.0);
+  EXPECT_DOUBLE_EQ(gemmEntryAllowance(ones, ones, 32),
+                   12 * u32 * std::sqrt(64.0 + 2 * 32 * 32));
+  // Alternating signs cancel in every interval: only sum (a b)^2 is left.
+  std::vector<double> alternating(64);
+  for (size_t i = 0; i < alternating.size(); ++i)
+    alternating[i] = i % 2 ? -3.0 : 3.0;
+  EXPECT_DOUBLE_EQ(gemmEntryAllowance(alternating, ones, 32),
+                   12 * u32 * std::sqrt(64 * 9.0));
+  // A last, shorter interval counts on its own: K = 80 at P = 32 is
+  // 32 + 32 + 16; at P = K, one sum of 80.
+  std::vector<double> twos(80, 2.0), one80(80, 1.0);
+  EXPECT_DOUBLE_EQ(gemmEntryAllowance(twos, one80, 32),
+                   12 * u32 * std::sqrt(80 * 4.0 + 2 * 64.0 * 64 + 32 * 32));
+  EXPECT_DOUBLE_EQ(gemmEntryAllowance(twos, one80, 80),
+                   12 * tensorCoreUnit(80) * std::sqrt(80 * 4.0 + 160 * 160));
+}

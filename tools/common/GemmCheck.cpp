@@ -90,7 +90,8 @@ jit::checkGemmOutput(const GemmProblem &problem, int64_t m,
                             MutableArrayRef<double>(&dqB[j * k], k));
   std::vector<double> ref = numerics::referenceGemm(
       dqA, dqB, int64_t(pickRows.size()), int64_t(cols.size()), k);
-  const double unit = getTensorCoreUnit(spec, nullptr);
+  int64_t interval = 0;
+  getTensorCoreUnit(spec, &interval);
   const double rounding = spec.out == FloatType::BF16  ? 0x1p-8
                           : spec.out == FloatType::F16 ? 0x1p-11
                                                        : 0x1p-23;
@@ -99,18 +100,16 @@ jit::checkGemmOutput(const GemmProblem &problem, int64_t m,
   for (size_t i = 0; i < pickRows.size(); ++i) {
     int64_t row = rows[pickRows[i]];
     for (size_t j = 0; j < cols.size(); ++j) {
-      double expected = ref[i * cols.size() + j], norm = 0;
-      for (int64_t kk = 0; kk < k; ++kk) {
-        double product = dqA[i * k + kk] * dqB[j * k + kk];
-        norm += product * product;
-      }
+      double expected = ref[i * cols.size() + j];
       if (spec.bias)
         expected += problem.bias[cols[j]];
       if (spec.accumulate)
         expected += beta * problem.c[row * n + cols[j]];
       double got = output[size_t(pickRows[i]) * size_t(n) + cols[j]];
       double allowed =
-          rounding * std::fabs(expected) + 16 * unit * std::sqrt(norm);
+          rounding * std::fabs(expected) +
+          numerics::gemmEntryAllowance(ArrayRef(&dqA[i * k], k),
+                                       ArrayRef(&dqB[j * k], k), interval);
       if (spec.out == FloatType::F16)
         allowed += 0x1p-25;
       double ratio = std::fabs(got - expected) / allowed;

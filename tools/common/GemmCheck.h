@@ -4,8 +4,8 @@
 // Compares sampled entries of a GemmProblem's output on the GPU with the
 // FP64 reference over the dequantized operands, under the accuracy contract
 // (docs/NUMERICS-CONTRACT.md, "GEMM"): an entry may differ from the
-// reference by the output rounding times |reference| plus 16 u(P) sqrt(sum
-// (a b)^2), u(P) = 2^-13 sqrt(P / 32). Only the sampled rows are
+// reference by the output rounding times |reference| plus the tensor cores'
+// share (numerics::gemmEntryAllowance). Only the sampled rows are
 // downloaded, so checking a 16384-row output costs little; every entry of
 // those rows must have been written (the output is poisoned beforehand).
 //

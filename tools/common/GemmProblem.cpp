@@ -2,6 +2,7 @@
 
 #include "GemmProblem.h"
 
+#include "moss/Numerics/Fidelity.h"
 #include "moss/Runtime/Driver.h"
 
 #include "llvm/ADT/bit.h"
@@ -250,5 +251,5 @@ double jit::getTensorCoreUnit(const compiler::GemmSpec &spec,
       p = std::min(p, s->blockCols);
   if (interval)
     *interval = p;
-  return std::ldexp(1.0, -13) * std::sqrt(double(p) / 32.0);
+  return numerics::tensorCoreUnit(p);
 }

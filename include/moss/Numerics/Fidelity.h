@@ -46,6 +46,25 @@ std::vector<double> referenceGemm(llvm::ArrayRef<double> a,
                                   llvm::ArrayRef<double> b, int64_t m,
                                   int64_t n, int64_t k);
 
+/// u(P) = 2^-13 sqrt(P / 32): the relative precision of the tensor cores'
+/// sums of P FP8 products between promotions into FP32
+/// (docs/NUMERICS-CONTRACT.md section 7).
+double tensorCoreUnit(int64_t interval);
+
+/// The tensor cores' share of one GEMM entry's allowed error
+/// (docs/NUMERICS-CONTRACT.md section 7):
+///   12 u(P) sqrt(sum_k (a_k b_k)^2 + sum_j S_j^2)
+/// with S_j the sum of the products of promotion interval j (K cut into
+/// intervals of P from 0). `a` and `b` are the entry's row of A and row of
+/// B (dequantized, the same length K).
+///
+/// The first term is the typical size of a sum of products with random
+/// signs; the second follows the partial sums where the products add up
+/// coherently: the tensor cores align each product to the running sum, so
+/// their error grows with it.
+double gemmEntryAllowance(llvm::ArrayRef<double> a, llvm::ArrayRef<double> b,
+                          int64_t interval);
+
 } // namespace moss::numerics
 
 #endif // MOSS_NUMERICS_FIDELITY_H
