@@ -1,0 +1,384 @@
+//===- IssueOverlapBench.cpp - FFMA issue next to running FP8 wgmma -------===//
+//
+// How far CUDA-core FFMAs overlap with the tensor cores on one SM: the
+// question behind MOSS two-level's speed (docs/GEMM-KERNEL.md). Its exact
+// promotion issues one FFMA per accumulator per 32 of K, as many warp
+// instructions per SM sub-partition as the tensor core needs cycles for the
+// same work at its peak (1024 FP8 MACs per cycle), so it runs near cuBLASLt
+// only if both go on at once.
+//
+//   moss-bench-overlap [--chunks N]
+//
+// One CTA per SM, each warpgroup with one role, all starting together:
+//   W   m64nNk32 wgmmas from shared memory, one per commit group, at most
+//       two in flight (the MOSS main loop without its FFMAs)
+//   W4  the same in commit groups of four (the per-tensor main loop)
+//   F   FFMAs only: acc += s * part, N/2 per thread per block
+//   M   the MOSS main loop: issue block b+1, wait for block b, promote it
+//   MA  the same with acc += part (FADD: a factor of 1, one operand less)
+// Each warpgroup runs 16 blocks (one wgmma or one promotion each) per chunk.
+// Per configuration it prints the cycles (clock64, median over the CTAs) and
+// what they imply per sub-partition: the tensor pipe's busy share at 1024
+// MACs per cycle, and the share of issue slots taken by FFMAs (or FADDs).
+//
+//===----------------------------------------------------------------------===//
+
+#include "moss/Runtime/Device.h"
+#include "moss/Runtime/Driver.h"
+#include "moss/Runtime/Module.h"
+#include "moss/Runtime/Nvrtc.h"
+
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+using namespace moss::runtime;
+using namespace llvm;
+
+namespace {
+
+// The kernels. Roles are template arguments, so each configuration gets the
+// registers its own roles need.
+const char *const kSource = R"cuda(
+#include "moss/ptx/sync.cuh"
+#include "moss/ptx/wgmma.cuh"
+using namespace moss::ptx;
+
+enum Role { kIdle, kWgmma, kWgmma4, kFfma, kMoss, kMossAdd };
+constexpr int kBlocks = 16;
+
+template <int N> struct Registers {
+  float part[2][N / 2];
+  float acc[N / 2];
+};
+
+// The first step's scale-d is `first` (0: overwrite d), the others 1.
+template <int N>
+__device__ __forceinline__ void issue(float (&d)[N / 2], u64 descA, u64 descB,
+                                      int block, int steps, u32 first) {
+  wgmmaFence();
+#pragma unroll
+  for (int s = 0; s < steps; ++s) {
+    // 32 bytes of K per step (2 descriptor units); the tiles hold 128.
+    const u64 k = 2 * ((block * steps + s) & 3);
+    WgmmaFp8<N>::template mma<kFp8E4M3, kFp8E4M3>(d, descA + k, descB + k,
+                                                  s == 0 ? first : 1u);
+  }
+  wgmmaCommit();
+}
+
+template <int N>
+__device__ __forceinline__ void fence(float (&d)[N / 2]) {
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i)
+    fenceOperand(d[i]);
+}
+
+template <int N>
+__device__ __forceinline__ void promote(Registers<N> &r, int set, float s) {
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i)
+    r.acc[i] = __fmaf_rn(r.part[set][i], s, r.acc[i]);
+}
+
+template <int N>
+__device__ __forceinline__ void promoteAdd(Registers<N> &r, int set) {
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i)
+    r.acc[i] += r.part[set][i];
+}
+
+/// Runs role kRole; returns a sum of its registers (to keep them live).
+template <int N, int kRole>
+__device__ float run(u64 descA, u64 descB, int chunks, float s, u32 zero) {
+  // Each role its own registers, so a configuration's count is its
+  // largest role's.
+  Registers<N> r;
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) {
+    r.acc[i] = 0.0f;
+    r.part[0][i] = s * (i + threadIdx.x);
+    r.part[1][i] = s * (i - threadIdx.x);
+  }
+  // Scale-d of a block's first step. The MOSS loop, like the GEMM, uses a
+  // constant 0 (the wgmma does not read d). Its results unread, the wgmma
+  // role's would be dropped by ptxas at a constant 0, and reading one of
+  // them makes ptxas serialize the wgmmas; so that role overwrites d with a
+  // scale-d it cannot see (`zero`, 0 at run time), as do the groups of four.
+  const u32 first = kRole == kMoss || kRole == kMossAdd ? 0u : zero;
+  if constexpr (kRole == kWgmma || kRole == kMoss || kRole == kMossAdd) {
+#pragma unroll 1
+    for (int c = 0; c < chunks; ++c) {
+      issue<N>(r.part[0], descA, descB, 0, 1, first);
+#pragma unroll
+      for (int b = 0; b < kBlocks; ++b) {
+        if (b + 1 < kBlocks) {
+          issue<N>(r.part[(b + 1) & 1], descA, descB, b + 1, 1, first);
+          wgmmaWait<1>();
+        } else {
+          wgmmaWait<0>();
+        }
+        fence<N>(r.part[b & 1]);
+        if constexpr (kRole == kMoss)
+          promote<N>(r, b & 1, s);
+        else if constexpr (kRole == kMossAdd)
+          promoteAdd<N>(r, b & 1);
+      }
+    }
+  } else if constexpr (kRole == kWgmma4) {
+#pragma unroll 1
+    for (int c = 0; c < chunks; ++c) {
+      issue<N>(r.part[0], descA, descB, 0, 4, first);
+#pragma unroll
+      for (int b = 0; b < kBlocks / 4; ++b) {
+        if (b + 1 < kBlocks / 4) {
+          issue<N>(r.part[(b + 1) & 1], descA, descB, b + 1, 4, first);
+          wgmmaWait<1>();
+        } else {
+          wgmmaWait<0>();
+        }
+        fence<N>(r.part[b & 1]);
+      }
+    }
+  } else if constexpr (kRole == kFfma) {
+#pragma unroll 1
+    for (int c = 0; c < chunks; ++c) {
+      // One partial set: the registers fit three warpgroups at N = 128.
+#pragma unroll
+      for (int b = 0; b < kBlocks; ++b)
+        promote<N>(r, 0, s);
+      fence<N>(r.acc);
+    }
+  }
+  float sum = 0;
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i)
+    sum += r.acc[i] + r.part[0][i] + r.part[1][i];
+  return sum;
+}
+
+template <int N, int R0, int R1, int R2, int R3>
+__device__ void overlap(unsigned long long *cycles, int chunks, float s,
+                        int zero) {
+  extern __shared__ __align__(1024) unsigned char smemRaw[];
+  // 128-byte swizzle wants 1024-byte aligned tiles: A 64x128 B, B Nx128 B.
+  unsigned char *tiles = reinterpret_cast<unsigned char *>(
+      (reinterpret_cast<unsigned long long>(smemRaw) + 1023) & ~1023ull);
+  const int bytes = (64 + N) * 128;
+  for (int i = threadIdx.x; i < bytes / 4; i += blockDim.x) // finite e4m3
+    reinterpret_cast<u32 *>(tiles)[i] = (i * 2654435761u) & 0x77777777u;
+  fenceProxyAsyncShared();
+  __syncthreads();
+
+  const u64 descA = makeSmemDescriptorSw128(smemAddress(tiles));
+  const u64 descB = makeSmemDescriptorSw128(smemAddress(tiles + 64 * 128));
+  const int wg = threadIdx.x / 128;
+  const long long start = clock64();
+  float sum;
+  if (wg == 0)
+    sum = run<N, R0>(descA, descB, chunks, s, zero);
+  else if (wg == 1)
+    sum = run<N, R1>(descA, descB, chunks, s, zero);
+  else if (wg == 2)
+    sum = run<N, R2>(descA, descB, chunks, s, zero);
+  else
+    sum = run<N, R3>(descA, descB, chunks, s, zero);
+  const long long stop = clock64();
+  if (threadIdx.x % 128 == 0)
+    cycles[blockIdx.x * 4 + wg] = stop - start;
+  if (zero) // never at run time: keeps the registers live
+    cycles[gridDim.x * 4 + threadIdx.x] = __float_as_uint(sum);
+}
+)cuda";
+
+enum Role { kIdle, kWgmma, kWgmma4, kFfma, kMoss, kMossAdd };
+
+struct Config {
+  const char *name;
+  int n;
+  std::vector<Role> roles; // one per warpgroup, at most four
+};
+
+const char *roleName(Role role) {
+  switch (role) {
+  case kIdle:
+    return "-";
+  case kWgmma:
+    return "W";
+  case kWgmma4:
+    return "W4";
+  case kFfma:
+    return "F";
+  case kMoss:
+    return "M";
+  case kMossAdd:
+    return "MA";
+  }
+  return "?";
+}
+
+std::string kernelName(const Config &config) {
+  std::string name = "overlap_n" + std::to_string(config.n);
+  for (Role role : config.roles)
+    name += std::string("_") + roleName(role);
+  return name;
+}
+
+/// An extern "C" entry point per configuration.
+std::string entryPoint(const Config &config) {
+  std::string args = std::to_string(config.n);
+  for (size_t w = 0; w < 4; ++w)
+    args += ", " +
+            std::to_string(w < config.roles.size() ? config.roles[w] : kIdle);
+  return "extern \"C\" __global__ void __launch_bounds__(" +
+         std::to_string(128 * config.roles.size()) + ", 1) " +
+         kernelName(config) +
+         "(unsigned long long *cycles, int chunks, float s, int zero) {\n"
+         "  overlap<" +
+         args + ">(cycles, chunks, s, zero);\n}\n";
+}
+
+[[noreturn]] void die(Error error) {
+  errs() << "moss-bench-overlap: " << toString(std::move(error)) << "\n";
+  std::exit(1);
+}
+
+template <class T> T orDie(Expected<T> value) {
+  if (!value)
+    die(value.takeError());
+  return std::move(*value);
+}
+
+void check(CUresult result, const char *what) {
+  if (Error error = checkCuda(result, what))
+    die(std::move(error));
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  int chunks = 4000;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--chunks" && i + 1 < argc) {
+      chunks = std::atoi(argv[++i]);
+    } else {
+      errs() << "usage: moss-bench-overlap [--chunks N]\n";
+      return 2;
+    }
+  }
+  if (chunks < 1) {
+    errs() << "moss-bench-overlap: --chunks must be positive\n";
+    return 2;
+  }
+
+  const std::vector<Config> configs = {
+      {"tensor pipe, one warp per sub-partition", 128, {kWgmma}},
+      {"tensor pipe, two warps", 128, {kWgmma, kWgmma}},
+      {"tensor pipe, commit groups of 4", 128, {kWgmma4, kWgmma4}},
+      {"FFMA, one warp", 128, {kFfma}},
+      {"FFMA, two warps", 128, {kFfma, kFfma}},
+      {"wgmma next to FFMA", 128, {kWgmma, kFfma}},
+      {"wgmma (groups of 4) next to FFMA", 128, {kWgmma4, kFfma}},
+      {"two wgmma warps next to FFMA", 128, {kWgmma, kWgmma, kFfma}},
+      {"MOSS loop, one warp", 128, {kMoss}},
+      {"MOSS loop, two warps", 128, {kMoss, kMoss}},
+      {"MOSS loop with FADD, two warps", 128, {kMossAdd, kMossAdd}},
+      {"MOSS loop n64, two warps", 64, {kMoss, kMoss}},
+      {"MOSS loop n64, three warps", 64, {kMoss, kMoss, kMoss}},
+      {"MOSS loop n64, four warps", 64, {kMoss, kMoss, kMoss, kMoss}},
+  };
+
+  // Compiled first (for device 0's arch, else sm_90a): compile errors and
+  // warnings show even without a GPU.
+  std::string source = kSource;
+  for (const Config &config : configs)
+    source += entryPoint(config);
+  CompileOptions options;
+  options.programName = "moss_overlap_bench.cu";
+  CompileResult compiled = orDie(compileCuda(source, options));
+  if (!compiled.log.empty())
+    outs() << "NVRTC log:\n" << compiled.log << "\n";
+
+  Device device = orDie(Device::open(0));
+  if (Error error = device.makeCurrent())
+    die(std::move(error));
+  const DriverApi &api = orDie(getDriverApi());
+  const int sms = device.getSmCount();
+  outs() << "device: " << device.getName() << " (" << device.getArch() << ", "
+         << sms << " SMs), " << chunks << " chunks of 16 blocks\n";
+  Module module = orDie(Module::load(compiled.cubin));
+
+  CUdeviceptr cycles = 0;
+  check(api.memAlloc(&cycles, (sms * 4 + 512) * sizeof(uint64_t)),
+        "cuMemAlloc");
+  outs() << format("\n%-42s %-12s %10s %8s %8s %6s  %s\n", "configuration",
+                   "roles", "cycles", "tensor", "FFMA", "regs",
+                   "Mcycles per warpgroup");
+  for (const Config &config : configs) {
+    CUfunction function = orDie(module.getFunction(kernelName(config)));
+    int regs = 0;
+    check(api.funcGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, function),
+          "cuFuncGetAttribute");
+    LaunchConfig launch;
+    launch.grid[0] = sms;
+    launch.block[0] = 128 * config.roles.size();
+    launch.sharedMemoryBytes = (64 + config.n) * 128 + 1024;
+    float s = 0.5f;
+    int zero = 0; // the kernels' run-time zero
+    std::vector<uint64_t> all;
+    std::vector<std::vector<uint64_t>> perWarpgroup(config.roles.size());
+    for (int rep = 0; rep < 3; ++rep) { // the first warms up
+      void *args[] = {&cycles, &chunks, &s, &zero};
+      if (Error error = launchKernel(function, launch, args))
+        die(std::move(error));
+      check(api.streamSynchronize(nullptr), "cuStreamSynchronize");
+      std::vector<uint64_t> host(sms * 4);
+      check(api.memcpyDtoH(host.data(), cycles, host.size() * 8),
+            "cuMemcpyDtoH");
+      if (rep == 0)
+        continue;
+      // A CTA's time is its slowest warpgroup's.
+      for (int cta = 0; cta < sms; ++cta) {
+        uint64_t slowest = 0;
+        for (size_t w = 0; w < config.roles.size(); ++w) {
+          slowest = std::max(slowest, host[cta * 4 + w]);
+          perWarpgroup[w].push_back(host[cta * 4 + w]);
+        }
+        all.push_back(slowest);
+      }
+    }
+    auto median = [](std::vector<uint64_t> v) {
+      std::sort(v.begin(), v.end());
+      return double(v[v.size() / 2]);
+    };
+    const double cyclesAll = median(all);
+    // Per sub-partition: an m64nN k32 wgmma is 16 x N x 32 MACs of its
+    // warp; a promotion block is N/2 FFMA instructions of the warp.
+    double tensorCycles = 0, ffmas = 0;
+    for (Role role : config.roles) {
+      if (role == kWgmma || role == kWgmma4 || role == kMoss ||
+          role == kMossAdd)
+        tensorCycles += 16.0 * chunks * (16.0 * config.n * 32 / 1024);
+      if (role == kFfma || role == kMoss || role == kMossAdd)
+        ffmas += 16.0 * chunks * (config.n / 2);
+    }
+    std::string roles;
+    for (Role role : config.roles)
+      roles += std::string(roles.empty() ? "" : " ") + roleName(role);
+    std::string each;
+    for (const std::vector<uint64_t> &cycles : perWarpgroup)
+      each += formatv(" {0:f2}", median(cycles) / 1e6).str();
+    outs() << format("%-42s %-12s %10.0f %7.1f%% %7.1f%% %6d ", config.name,
+                     roles.c_str(), cyclesAll, 100 * tensorCycles / cyclesAll,
+                     100 * ffmas / cyclesAll, regs)
+           << each << "\n";
+  }
+  api.memFree(cycles);
+  return 0;
+}
