@@ -95,6 +95,10 @@ struct alignas(16) Word4 {
   u32 x, y, z, w;
 };
 
+/// A row table's row: the row's factors of a stage's kPer promotion blocks
+/// (16, 8 or 4 bytes, at a multiple of its size), for one vector store.
+template <int kPer> struct alignas(4 * kPer) TableRow { float f[kPer]; };
+
 /// Whether `p` is 16-byte aligned (block scales only need their element
 /// alignment; the vector loads below are taken when they can be).
 __device__ __forceinline__ bool isAligned16(const void *p) {
@@ -292,6 +296,7 @@ produceTables(const SharedStorage<Cfg> &smem, const CUtensorMap &tmaA,
       const int r = tid + i * kThreads;
       if (r < Cfg::TileM) {
         const bool valid = m0 + r < m;
+        TableRow<kPer> row; // one vector store
 #pragma unroll
         for (int j = 0; j < kPer; ++j) {
           float f = 1.0f;
@@ -299,8 +304,9 @@ produceTables(const SharedStorage<Cfg> &smem, const CUtensorMap &tmaA,
             f = rowsA[i].factor(j);
           if constexpr (kUniformB)
             f *= uniformB.factor(j);
-          rowTable[r * kPer + j] = valid ? f : 0.0f;
+          row.f[j] = valid ? f : 0.0f;
         }
+        reinterpret_cast<TableRow<kPer> *>(rowTable)[r] = row;
       }
     }
 #pragma unroll
