@@ -90,8 +90,7 @@ jit::checkGemmOutput(const GemmProblem &problem, int64_t m,
                             MutableArrayRef<double>(&dqB[j * k], k));
   std::vector<double> ref = numerics::referenceGemm(
       dqA, dqB, int64_t(pickRows.size()), int64_t(cols.size()), k);
-  int64_t interval = 0;
-  getTensorCoreUnit(spec, &interval);
+  const int64_t interval = getPromotionInterval(spec);
   const double rounding = spec.out == FloatType::BF16  ? 0x1p-8
                           : spec.out == FloatType::F16 ? 0x1p-11
                                                        : 0x1p-23;

@@ -2,7 +2,6 @@
 
 #include "GemmProblem.h"
 
-#include "moss/Numerics/Fidelity.h"
 #include "moss/Runtime/Driver.h"
 
 #include "llvm/ADT/bit.h"
@@ -243,13 +242,10 @@ Expected<float> GemmProblem::downloadAmax() const {
   return amax;
 }
 
-double jit::getTensorCoreUnit(const compiler::GemmSpec &spec,
-                              int64_t *interval) {
+int64_t jit::getPromotionInterval(const compiler::GemmSpec &spec) {
   int64_t p = spec.promoteK ? spec.promoteK : spec.k;
   for (const numerics::ScalingScheme *s : {&spec.aScaling, &spec.bScaling})
     if (s->hasLocalScales())
       p = std::min(p, s->blockCols);
-  if (interval)
-    *interval = p;
-  return numerics::tensorCoreUnit(p);
+  return p;
 }

@@ -57,10 +57,10 @@ private:
 /// One element of an output of `type` (bf16, f16 or f32 bytes) as a float.
 float decodeOutputElement(const uint8_t *bytes, compiler::FloatType type);
 
-/// The relative precision u(P) = 2^-13 sqrt(P / 32) of the tensor cores'
-/// sums for the spec's promotion interval P (docs/NUMERICS-CONTRACT.md,
-/// "GEMM"), and P itself.
-double getTensorCoreUnit(const compiler::GemmSpec &spec, int64_t *interval);
+/// The K elements P the tensor cores sum before each promotion into FP32
+/// for `spec` (docs/NUMERICS-CONTRACT.md, "GEMM"): promoteK, else the
+/// smallest local block along K, else all of K.
+int64_t getPromotionInterval(const compiler::GemmSpec &spec);
 
 } // namespace moss::jit
 

@@ -15,6 +15,7 @@
 #include "GemmSpecOptions.h"
 #include "ToolDevice.h"
 
+#include "moss/Numerics/Fidelity.h"
 #include "moss/Numerics/Samples.h"
 #include "moss/Runtime/Device.h"
 #include "moss/Runtime/Driver.h"
@@ -149,8 +150,8 @@ int runRun() {
   Expected<GemmCheckResult> check = checkGemmOutput(**problem, m, checkOptions);
   if (!check)
     return fail(check.takeError());
-  int64_t interval = 0;
-  const double unit = getTensorCoreUnit(spec, &interval);
+  const int64_t interval = getPromotionInterval(spec);
+  const double unit = tensorCoreUnit(interval);
   outs() << format("check   %lld entries: relative Frobenius error %.3e; "
                    "worst entry at %.3f of its allowance (tensor-core sums "
                    "of %lld products, u = %.2e)\n",
