@@ -28,6 +28,8 @@
 #include "moss/Runtime/Module.h"
 #include "moss/Runtime/Nvrtc.h"
 
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
@@ -294,16 +296,22 @@ int main(int argc, char **argv) {
       {"MOSS loop n64, four warps", 64, {kMoss, kMoss, kMoss, kMoss}},
   };
 
-  // Compiled first (for device 0's arch, else sm_90a): compile errors and
-  // warnings show even without a GPU.
+  // Compiled first (for device 0's arch, else sm_90a), so that compile
+  // errors and ptxas's advisories show even without a GPU: a wgmma that
+  // ptxas serializes voids its configuration's figures.
   std::string source = kSource;
   for (const Config &config : configs)
     source += entryPoint(config);
   CompileOptions options;
   options.programName = "moss_overlap_bench.cu";
+  options.flags = {"--ptxas-options=-v"};
   CompileResult compiled = orDie(compileCuda(source, options));
-  if (!compiled.log.empty())
-    outs() << "NVRTC log:\n" << compiled.log << "\n";
+  SmallVector<StringRef> lines;
+  StringRef(compiled.log).split(lines, '\n');
+  for (StringRef line : lines)
+    if (line.contains("Potential Performance Loss") ||
+        line.contains("warning") || line.contains("error"))
+      outs() << "NVRTC: " << line << "\n";
 
   Device device = orDie(Device::open(0));
   if (Error error = device.makeCurrent())
