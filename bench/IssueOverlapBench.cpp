@@ -16,6 +16,12 @@
 //   F   FFMAs only: acc += s * part, N/2 per thread per block
 //   M   the MOSS main loop: issue block b+1, wait for block b, promote it
 //   MA  the same with acc += part (FADD: a factor of 1, one operand less)
+//   ML  the MOSS loop with the GEMM's factors: two per block (the thread's
+//       two rows), each loaded from a shared table right before the wait
+//   MP  the same factors as packed bf16 powers of two, one 16-byte load per
+//       row per 8 blocks, each factor unpacked by one integer instruction
+//   MI  the MOSS loop plus 16 integer instructions per block
+//   M2  the MOSS loop with two factors (one per row) in registers
 // Each warpgroup runs 16 blocks (one wgmma or one promotion each) per chunk.
 // Per configuration it prints the cycles (clock64, median over the CTAs) and
 // what they imply per sub-partition: the tensor pipe's busy share at 1024
@@ -51,8 +57,21 @@ const char *const kSource = R"cuda(
 #include "moss/ptx/wgmma.cuh"
 using namespace moss::ptx;
 
-enum Role { kIdle, kWgmma, kWgmma4, kFfma, kMoss, kMossAdd };
+enum Role {
+  kIdle,
+  kWgmma,
+  kWgmma4,
+  kFfma,
+  kMoss,
+  kMossAdd,
+  kMossLoaded,
+  kMossPacked,
+  kMossExtra,
+  kMossTwo
+};
 constexpr int kBlocks = 16;
+// Factor tables follow the tiles: f32 [block / 4][64 rows][4] (the GEMM's
+// layout, 4 KiB), then bf16 [64 rows][16 blocks] (2 KiB).
 
 template <int N> struct Registers {
   float part[2][N / 2];
@@ -89,6 +108,14 @@ __device__ __forceinline__ void promote(Registers<N> &r, int set, float s) {
 }
 
 template <int N>
+__device__ __forceinline__ void promoteRows(Registers<N> &r, int set,
+                                            float f0, float f1) {
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i)
+    r.acc[i] = __fmaf_rn(r.part[set][i], (i >> 1) & 1 ? f1 : f0, r.acc[i]);
+}
+
+template <int N>
 __device__ __forceinline__ void promoteAdd(Registers<N> &r, int set) {
 #pragma unroll
   for (int i = 0; i < N / 2; ++i)
@@ -97,7 +124,11 @@ __device__ __forceinline__ void promoteAdd(Registers<N> &r, int set) {
 
 /// Runs role kRole; returns a sum of its registers (to keep them live).
 template <int N, int kRole>
-__device__ float run(u64 descA, u64 descB, int chunks, float s, u32 zero) {
+__device__ float run(u64 descA, u64 descB, int chunks, float s, u32 zero,
+                     const float *table, const uint4 *packed) {
+  // This thread's two accumulator rows, as in the GEMM.
+  const int row = (threadIdx.x % 128) / 32 * 16 + (threadIdx.x % 32) / 4;
+  u32 extra = threadIdx.x;
   // Each role its own registers, so a configuration's count is its
   // largest role's.
   Registers<N> r;
@@ -112,24 +143,51 @@ __device__ float run(u64 descA, u64 descB, int chunks, float s, u32 zero) {
   // role's would be dropped by ptxas at a constant 0, and reading one of
   // them makes ptxas serialize the wgmmas; so that role overwrites d with a
   // scale-d it cannot see (`zero`, 0 at run time), as do the groups of four.
-  const u32 first = kRole == kMoss || kRole == kMossAdd ? 0u : zero;
-  if constexpr (kRole == kWgmma || kRole == kMoss || kRole == kMossAdd) {
+  const u32 first = kRole == kWgmma ? zero : 0u;
+  if constexpr (kRole == kWgmma || kRole == kMoss || kRole == kMossAdd ||
+                kRole == kMossLoaded || kRole == kMossPacked ||
+                kRole == kMossExtra || kRole == kMossTwo) {
 #pragma unroll 1
     for (int c = 0; c < chunks; ++c) {
       issue<N>(r.part[0], descA, descB, 0, 1, first);
+      uint4 codes[2];
 #pragma unroll
       for (int b = 0; b < kBlocks; ++b) {
-        if (b + 1 < kBlocks) {
+        if (b + 1 < kBlocks)
           issue<N>(r.part[(b + 1) & 1], descA, descB, b + 1, 1, first);
-          wgmmaWait<1>();
-        } else {
-          wgmmaWait<0>();
+        // Two registers even for M2 (`zero` is 0 at run time).
+        float f[2] = {s, s + zero};
+        if constexpr (kRole == kMossLoaded) {
+          const float *t = table + (b / 4) * 256 + row * 4 + b % 4;
+          f[0] = t[0];
+          f[1] = t[32];
+        } else if constexpr (kRole == kMossPacked) {
+          if (b % 8 == 0) {
+            codes[0] = packed[row * 2 + b / 8];
+            codes[1] = packed[(row + 8) * 2 + b / 8];
+          }
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const u32 word = (&codes[h].x)[(b % 8) / 2];
+            f[h] = __uint_as_float(b % 2 ? word & 0xffff0000u : word << 16);
+          }
+        } else if constexpr (kRole == kMossExtra) {
+#pragma unroll
+          for (int i = 0; i < 16; ++i)
+            asm volatile("add.u32 %0, %0, %1;" : "+r"(extra) : "r"(b));
         }
+        if (b + 1 < kBlocks)
+          wgmmaWait<1>();
+        else
+          wgmmaWait<0>();
         fence<N>(r.part[b & 1]);
-        if constexpr (kRole == kMoss)
-          promote<N>(r, b & 1, s);
-        else if constexpr (kRole == kMossAdd)
+        if constexpr (kRole == kMossAdd)
           promoteAdd<N>(r, b & 1);
+        else if constexpr (kRole == kMossLoaded || kRole == kMossPacked ||
+                           kRole == kMossTwo)
+          promoteRows<N>(r, b & 1, f[0], f[1]);
+        else if constexpr (kRole != kWgmma)
+          promote<N>(r, b & 1, s);
       }
     }
   } else if constexpr (kRole == kWgmma4) {
@@ -157,7 +215,7 @@ __device__ float run(u64 descA, u64 descB, int chunks, float s, u32 zero) {
       fence<N>(r.acc);
     }
   }
-  float sum = 0;
+  float sum = __uint_as_float(extra);
 #pragma unroll
   for (int i = 0; i < N / 2; ++i)
     sum += r.acc[i] + r.part[0][i] + r.part[1][i];
@@ -169,11 +227,19 @@ __device__ void overlap(unsigned long long *cycles, int chunks, float s,
                         int zero) {
   extern __shared__ __align__(1024) unsigned char smemRaw[];
   // 128-byte swizzle wants 1024-byte aligned tiles: A 64x128 B, B Nx128 B.
-  unsigned char *tiles = reinterpret_cast<unsigned char *>(
-      (reinterpret_cast<unsigned long long>(smemRaw) + 1023) & ~1023ull);
+  // (An offset from smemRaw, so the compiler knows the tables are shared
+  // memory and loads them with LDS, as the GEMM does.)
+  unsigned char *tiles = smemRaw + ((1024 - (smemAddress(smemRaw) & 1023)) & 1023);
   const int bytes = (64 + N) * 128;
   for (int i = threadIdx.x; i < bytes / 4; i += blockDim.x) // finite e4m3
     reinterpret_cast<u32 *>(tiles)[i] = (i * 2654435761u) & 0x77777777u;
+  // Factors 1 and 2, as FP32 and as packed bf16.
+  float *table = reinterpret_cast<float *>(tiles + bytes);
+  for (int i = threadIdx.x; i < 1024; i += blockDim.x)
+    table[i] = 1.0f + (i & 1);
+  uint4 *packed = reinterpret_cast<uint4 *>(tiles + bytes + 4096);
+  for (int i = threadIdx.x; i < 128; i += blockDim.x)
+    packed[i] = make_uint4(0x40003f80u, 0x40003f80u, 0x40003f80u, 0x40003f80u);
   fenceProxyAsyncShared();
   __syncthreads();
 
@@ -183,13 +249,13 @@ __device__ void overlap(unsigned long long *cycles, int chunks, float s,
   const long long start = clock64();
   float sum;
   if (wg == 0)
-    sum = run<N, R0>(descA, descB, chunks, s, zero);
+    sum = run<N, R0>(descA, descB, chunks, s, zero, table, packed);
   else if (wg == 1)
-    sum = run<N, R1>(descA, descB, chunks, s, zero);
+    sum = run<N, R1>(descA, descB, chunks, s, zero, table, packed);
   else if (wg == 2)
-    sum = run<N, R2>(descA, descB, chunks, s, zero);
+    sum = run<N, R2>(descA, descB, chunks, s, zero, table, packed);
   else
-    sum = run<N, R3>(descA, descB, chunks, s, zero);
+    sum = run<N, R3>(descA, descB, chunks, s, zero, table, packed);
   const long long stop = clock64();
   if (threadIdx.x % 128 == 0)
     cycles[blockIdx.x * 4 + wg] = stop - start;
@@ -198,7 +264,21 @@ __device__ void overlap(unsigned long long *cycles, int chunks, float s,
 }
 )cuda";
 
-enum Role { kIdle, kWgmma, kWgmma4, kFfma, kMoss, kMossAdd };
+enum Role {
+  kIdle,
+  kWgmma,
+  kWgmma4,
+  kFfma,
+  kMoss,
+  kMossAdd,
+  kMossLoaded,
+  kMossPacked,
+  kMossExtra,
+  kMossTwo
+};
+
+/// The kernels' factor tables, behind their tiles.
+constexpr int kTableBytes = 4096 + 2048;
 
 struct Config {
   const char *name;
@@ -220,6 +300,14 @@ const char *roleName(Role role) {
     return "M";
   case kMossAdd:
     return "MA";
+  case kMossLoaded:
+    return "ML";
+  case kMossPacked:
+    return "MP";
+  case kMossExtra:
+    return "MI";
+  case kMossTwo:
+    return "M2";
   }
   return "?";
 }
@@ -291,6 +379,12 @@ int main(int argc, char **argv) {
       {"MOSS loop, one warp", 128, {kMoss}},
       {"MOSS loop, two warps", 128, {kMoss, kMoss}},
       {"MOSS loop with FADD, two warps", 128, {kMossAdd, kMossAdd}},
+      {"MOSS loop, two factors", 128, {kMossTwo, kMossTwo}},
+      {"MOSS loop, factors loaded per block", 128, {kMossLoaded, kMossLoaded}},
+      {"MOSS loop, packed bf16 factors", 128, {kMossPacked, kMossPacked}},
+      {"MOSS loop, 16 more instructions a block",
+       128,
+       {kMossExtra, kMossExtra}},
       {"MOSS loop n64, two warps", 64, {kMoss, kMoss}},
       {"MOSS loop n64, three warps", 64, {kMoss, kMoss, kMoss}},
       {"MOSS loop n64, four warps", 64, {kMoss, kMoss, kMoss, kMoss}},
@@ -336,7 +430,7 @@ int main(int argc, char **argv) {
     LaunchConfig launch;
     launch.grid[0] = sms;
     launch.block[0] = 128 * config.roles.size();
-    launch.sharedMemoryBytes = (64 + config.n) * 128 + 1024;
+    launch.sharedMemoryBytes = (64 + config.n) * 128 + 1024 + kTableBytes;
     float s = 0.5f;
     int zero = 0; // the kernels' run-time zero
     std::vector<uint64_t> all;
@@ -370,10 +464,12 @@ int main(int argc, char **argv) {
     // warp; a promotion block is N/2 FFMA instructions of the warp.
     double tensorCycles = 0, ffmas = 0;
     for (Role role : config.roles) {
-      if (role == kWgmma || role == kWgmma4 || role == kMoss ||
-          role == kMossAdd)
+      const bool moss = role == kMoss || role == kMossAdd ||
+                        role == kMossLoaded || role == kMossPacked ||
+                        role == kMossExtra || role == kMossTwo;
+      if (role == kWgmma || role == kWgmma4 || moss)
         tensorCycles += 16.0 * chunks * (16.0 * config.n * 32 / 1024);
-      if (role == kFfma || role == kMoss || role == kMossAdd)
+      if (role == kFfma || moss)
         ffmas += 16.0 * chunks * (config.n / 2);
     }
     std::string roles;
