@@ -7,7 +7,7 @@
 // of back-to-back launches after warm-up.
 //
 //   moss-bench-gemm [--m M] [--n N] [--k K] [--repeat R] [--only NAME]...
-//                   [--no-cublaslt] [--nvrtc-flag FLAG]...
+//                   [--no-cublaslt] [--baseline NAME]... [--nvrtc-flag FLAG]...
 //                   [--tiling TMxTNxSTAGES[xSPLITK]]...
 //
 // Variants are compiled first and then timed round-robin with the cuBLASLt
@@ -31,7 +31,9 @@
 // block-scaled 1x128 x 128x128; a configuration cuBLASLt rejects prints
 // "unsupported: <reason>". Each kernel row ends with its TFLOPS over the FP8
 // per-tensor baseline's and, for the per-group rows, over the block-scaled
-// baseline's. --no-cublaslt skips the baselines.
+// baseline's. --no-cublaslt skips the baselines; --baseline keeps those
+// whose name contains one of its values (e.g. to run one kernel alone while
+// reading its power draw).
 //
 //===----------------------------------------------------------------------===//
 
@@ -122,6 +124,7 @@ struct Variant {
 int main(int argc, char **argv) {
   int m = 8192, n = 8192, k = 8192, repeat = 20;
   std::vector<std::string> only; // name substrings, any of them
+  std::vector<std::string> onlyBaselines; // the same for the baselines
   bool cublasLt = true;
   std::vector<std::string> nvrtcFlags;
   std::vector<std::array<int, 4>> extraTilings;
@@ -144,6 +147,8 @@ int main(int argc, char **argv) {
       only.push_back(next());
     else if (a == "--no-cublaslt")
       cublasLt = false;
+    else if (a == "--baseline")
+      onlyBaselines.push_back(next());
     else if (a == "--nvrtc-flag")
       nvrtcFlags.push_back(next());
     else if (a == "--tiling") {
@@ -158,7 +163,8 @@ int main(int argc, char **argv) {
     } else
       die("unknown argument " + a +
           "; usage: moss-bench-gemm [--m M] [--n N] [--k K] [--repeat R] "
-          "[--only NAME]... [--no-cublaslt] [--nvrtc-flag FLAG]... "
+          "[--only NAME]... [--no-cublaslt] [--baseline NAME]... "
+          "[--nvrtc-flag FLAG]... "
           "[--tiling TMxTNxSTAGES[xSPLITK]]...");
   }
 
@@ -282,6 +288,11 @@ int main(int argc, char **argv) {
   auto addBaseline =
       [&](const char *name,
           Expected<std::unique_ptr<moss::bench::CublasLtGemm>> gemm) {
+        if (!onlyBaselines.empty() &&
+            llvm::none_of(onlyBaselines, [&](const std::string &part) {
+              return StringRef(name).contains(part);
+            }))
+          return;
         if (!gemm) {
           outs() << format("%-46s ", name)
                  << "unsupported: " << toString(gemm.takeError()) << "\n";
