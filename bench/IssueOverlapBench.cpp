@@ -42,6 +42,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -57,18 +58,8 @@ const char *const kSource = R"cuda(
 #include "moss/ptx/wgmma.cuh"
 using namespace moss::ptx;
 
-enum Role {
-  kIdle,
-  kWgmma,
-  kWgmma4,
-  kFfma,
-  kMoss,
-  kMossAdd,
-  kMossLoaded,
-  kMossPacked,
-  kMossExtra,
-  kMossTwo
-};
+// The roles (enum Role: kIdle, kWgmma, ...) come ahead of this source, from
+// the host's table.
 constexpr int kBlocks = 16;
 // Factor tables follow the tiles: f32 [block / 4][64 rows][4] (the GEMM's
 // layout, 4 KiB), then bf16 [64 rows][16 blocks] (2 KiB).
@@ -286,30 +277,26 @@ struct Config {
   std::vector<Role> roles; // one per warpgroup, at most four
 };
 
-const char *roleName(Role role) {
-  switch (role) {
-  case kIdle:
-    return "-";
-  case kWgmma:
-    return "W";
-  case kWgmma4:
-    return "W4";
-  case kFfma:
-    return "F";
-  case kMoss:
-    return "M";
-  case kMossAdd:
-    return "MA";
-  case kMossLoaded:
-    return "ML";
-  case kMossPacked:
-    return "MP";
-  case kMossExtra:
-    return "MI";
-  case kMossTwo:
-    return "M2";
-  }
-  return "?";
+/// Each role's identifier in the kernel source and its short name.
+struct RoleNames {
+  const char *identifier, *name;
+};
+constexpr RoleNames kRoleNames[] = {
+    {"kIdle", "-"},        {"kWgmma", "W"},       {"kWgmma4", "W4"},
+    {"kFfma", "F"},        {"kMoss", "M"},        {"kMossAdd", "MA"},
+    {"kMossLoaded", "ML"}, {"kMossPacked", "MP"}, {"kMossExtra", "MI"},
+    {"kMossTwo", "M2"}};
+static_assert(std::size(kRoleNames) == kMossTwo + 1, "one entry per role");
+
+const char *roleName(Role role) { return kRoleNames[role].name; }
+
+/// The roles as an enum of the kernel source.
+std::string roleEnum() {
+  std::string text = "enum Role {";
+  for (size_t r = 0; r < std::size(kRoleNames); ++r)
+    text += std::string(r ? ", " : " ") + kRoleNames[r].identifier + " = " +
+            std::to_string(r);
+  return text + " };\n";
 }
 
 std::string kernelName(const Config &config) {
@@ -393,7 +380,7 @@ int main(int argc, char **argv) {
   // Compiled first (for device 0's arch, else sm_90a), so that compile
   // errors and ptxas's advisories show even without a GPU: a wgmma that
   // ptxas serializes voids its configuration's figures.
-  std::string source = kSource;
+  std::string source = roleEnum() + kSource;
   for (const Config &config : configs)
     source += entryPoint(config);
   CompileOptions options;
