@@ -8,7 +8,7 @@
 //
 //   moss-bench-gemm [--m M] [--n N] [--k K] [--repeat R] [--only NAME]...
 //                   [--no-cublaslt] [--baseline NAME]... [--nvrtc-flag FLAG]...
-//                   [--tiling TMxTNxSTAGES[xSPLITK]]...
+//                   [--tiling TMxTNxSTAGES[xSPLITK]]... [--sustained MS]
 //
 // Variants are compiled first and then timed round-robin with the cuBLASLt
 // baselines (up to 5 rounds of repeat/rounds launches each), so that clock
@@ -20,6 +20,11 @@
 // 1.6-1.8 GHz, so these figures sit below ones from short bursts on an idle
 // GPU, and a kernel's clocks depend on what ran just before it: compare
 // rows of one run only.
+// --sustained MS times each baseline and kernel alone instead, for MS
+// milliseconds after a warm-up of MS/4, in two passes (the second in
+// reverse order): each then runs at the clock its own power draw allows at
+// the cap, as when a GPU runs one kind of GEMM back to back; --repeat is
+// ignored.
 // --nvrtc-flag passes a flag to NVRTC (e.g. --Ofast-compile=mid).
 // --tiling adds every scheme at that tiling too (`_tMxNxS`, 1x1 and 2x1
 // clusters; `_splitK` and no cluster with a fourth field); a tiling the
@@ -59,6 +64,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -122,7 +128,7 @@ struct Variant {
 } // namespace
 
 int main(int argc, char **argv) {
-  int m = 8192, n = 8192, k = 8192, repeat = 20;
+  int m = 8192, n = 8192, k = 8192, repeat = 20, sustainedMs = 0;
   std::vector<std::string> only; // name substrings, any of them
   std::vector<std::string> onlyBaselines; // the same for the baselines
   bool cublasLt = true;
@@ -143,6 +149,8 @@ int main(int argc, char **argv) {
       k = std::atoi(next());
     else if (a == "--repeat")
       repeat = std::atoi(next());
+    else if (a == "--sustained")
+      sustainedMs = std::atoi(next());
     else if (a == "--only")
       only.push_back(next());
     else if (a == "--no-cublaslt")
@@ -165,11 +173,13 @@ int main(int argc, char **argv) {
           "; usage: moss-bench-gemm [--m M] [--n N] [--k K] [--repeat R] "
           "[--only NAME]... [--no-cublaslt] [--baseline NAME]... "
           "[--nvrtc-flag FLAG]... "
-          "[--tiling TMxTNxSTAGES[xSPLITK]]...");
+          "[--tiling TMxTNxSTAGES[xSPLITK]]... [--sustained MS]");
   }
 
   if (repeat < 1)
     die("--repeat must be at least 1");
+  if (sustainedMs < 0)
+    die("--sustained takes a positive number of milliseconds");
   Expected<Device> device = Device::open(0);
   if (!device)
     die(toString(device.takeError()));
@@ -407,8 +417,44 @@ int main(int argc, char **argv) {
   }
 
   errs() << "timing " << baselines.size() << " baselines and "
-         << prepared.size() << " kernels round-robin...\n";
-  const int rounds = std::min(repeat, 5);
+         << prepared.size() << " kernels "
+         << (sustainedMs > 0 ? "one at a time" : "round-robin") << "...\n";
+  // Alone for sustainedMs: the launch count from a short probe.
+  auto timeAlone = [&](auto launch, std::vector<float> &times,
+                       const std::string &name) {
+    Expected<std::vector<float>> probe =
+        moss::runtime::timeWithEvents(launch, 3, 10, stream);
+    if (!probe)
+      die(name + ": " + toString(probe.takeError()));
+    const float ms = std::max((*probe)[probe->size() / 2], 1e-3f);
+    const int count = std::max(10, static_cast<int>(sustainedMs / ms));
+    Expected<std::vector<float>> timed =
+        moss::runtime::timeWithEvents(launch, count / 4, count, stream);
+    if (!timed)
+      die(name + ": " + toString(timed.takeError()));
+    times.insert(times.end(), timed->begin(), timed->end());
+  };
+  if (sustainedMs > 0) {
+    std::vector<std::function<void()>> items;
+    for (Baseline &b : baselines)
+      items.push_back([&, base = &b] {
+        timeAlone([&] { return base->gemm->run(); }, base->times, base->name);
+      });
+    for (const std::unique_ptr<Prepared> &prep : prepared)
+      items.push_back([&, kernel = prep.get()] {
+        timeAlone(
+            [&] {
+              return launchKernel(kernel->function, kernel->launch,
+                                  kernel->kernelParams);
+            },
+            kernel->times, kernel->name);
+      });
+    for (const std::function<void()> &item : items)
+      item();
+    for (auto it = items.rbegin(); it != items.rend(); ++it)
+      (*it)();
+  }
+  const int rounds = sustainedMs > 0 ? 0 : std::min(repeat, 5);
   auto timeRound = [&](int round, auto launch, std::vector<float> &times,
                        const std::string &name) {
     int count = repeat / rounds + (round < repeat % rounds ? 1 : 0);
