@@ -295,27 +295,28 @@ int main(int argc, char **argv) {
   problem.n = n;
   problem.k = k;
   problem.stream = stream;
-  auto addBaseline =
-      [&](const char *name,
-          Expected<std::unique_ptr<moss::bench::CublasLtGemm>> gemm) {
-        if (!onlyBaselines.empty() &&
-            llvm::none_of(onlyBaselines, [&](const std::string &part) {
-              return StringRef(name).contains(part);
-            }))
-          return;
-        if (!gemm) {
-          outs() << format("%-46s ", name)
-                 << "unsupported: " << toString(gemm.takeError()) << "\n";
-          return;
-        }
-        baselines.push_back({name, std::move(*gemm), {}});
-      };
+  // Prepared only when kept: preparing uploads the baseline's operands.
+  auto addBaseline = [&](const char *name, auto prepare) {
+    if (!onlyBaselines.empty() &&
+        llvm::none_of(onlyBaselines, [&](const std::string &part) {
+          return StringRef(name).contains(part);
+        }))
+      return;
+    Expected<std::unique_ptr<moss::bench::CublasLtGemm>> gemm =
+        prepare(problem);
+    if (!gemm) {
+      outs() << format("%-46s ", name)
+             << "unsupported: " << toString(gemm.takeError()) << "\n";
+      return;
+    }
+    baselines.push_back({name, std::move(*gemm), {}});
+  };
   if (cublasLt) {
-    addBaseline("cublaslt_bf16", moss::bench::prepareCublasLtBf16(problem));
+    addBaseline("cublaslt_bf16", moss::bench::prepareCublasLtBf16);
     addBaseline("cublaslt_fp8_tensor_x_tensor",
-                moss::bench::prepareCublasLtFp8PerTensor(problem));
+                moss::bench::prepareCublasLtFp8PerTensor);
     addBaseline("cublaslt_fp8_block1x128_x_128x128",
-                moss::bench::prepareCublasLtFp8BlockScaled(problem));
+                moss::bench::prepareCublasLtFp8BlockScaled);
   } else {
     outs() << "(cuBLASLt baselines skipped: --no-cublaslt)\n";
   }
