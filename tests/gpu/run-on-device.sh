@@ -45,6 +45,7 @@ gemm() {
 }
 
 jitbench() {
+  fresh_caches
   local jit="$bin/moss-jit"
   for shape in "8192 8192 8192" "16384 4096 4096" "16384 11008 4096" "16384 4096 11008" "16384 12288 4096" "1 4096 4096" "128 11008 4096"; do
     set -- $shape
@@ -94,9 +95,15 @@ sanitize() {
 VARIANTS
 }
 
+# Empty kernel caches, so that compile times are cold: ours, and the
+# driver's compute cache, where NVRTC keeps compiles of its own.
+fresh_caches() {
+  export MOSS_CACHE_DIR=/tmp/moss-bench-cache CUDA_CACHE_PATH=/tmp/moss-bench-nv-cache
+  rm -rf "$MOSS_CACHE_DIR" "$CUDA_CACHE_PATH"
+}
+
 benches() {
-  export MOSS_CACHE_DIR=/tmp/moss-bench-cache
-  rm -rf "$MOSS_CACHE_DIR"
+  fresh_caches
   run quantize-bench "$bin/moss-bench-quantize"
   run quantize-bench-disk "$bin/moss-bench-quantize" --first-calls-only
   run gemm-bench "$bin/moss-bench-gemm"
