@@ -100,6 +100,19 @@ __device__ __forceinline__ float loadGlobalL2(const float *address) {
   return value;
 }
 
+/// vote.sync.any over the active lanes: whether `p` holds in any of them.
+__device__ __forceinline__ bool anyActiveLane(bool p) {
+  u32 any;
+  asm volatile("{\n\t.reg .pred q, a;\n\t.reg .b32 lanes;\n\t"
+               "activemask.b32 lanes;\n\t"
+               "setp.ne.u32 q, %1, 0;\n\t"
+               "vote.sync.any.pred a, q, lanes;\n\t"
+               "selp.u32 %0, 1, 0, a;\n}"
+               : "=r"(any)
+               : "r"(static_cast<u32>(p)));
+  return any != 0;
+}
+
 /// shfl.sync.idx: the value of lane `lane`.
 __device__ __forceinline__ u32 shuffleIdx(u32 value, u32 lane) {
   u32 out;
