@@ -1197,7 +1197,8 @@ TEST_P(GemmCorrectness, MatchesFp64Reference) {
           gemmEntryAllowance(llvm::ArrayRef(&dqA[i * k], k),
                              llvm::ArrayRef(&dqB[j * k], k), interval) +
           (p.out == kF16 ? std::ldexp(1.0, -25) : 0.0);
-      // An exact zero (a zero row or column) is allowed no error at all.
+      // An exact result scores 0, also where no error is allowed (an entry
+      // that must be exactly 0: a zero row or column, no bias).
       double ratio = error == 0 ? 0.0 : std::fabs(error) / allowed;
       if (!(ratio <= worstRatio)) {
         worstRatio = ratio;

@@ -111,7 +111,8 @@ jit::checkGemmOutput(const GemmProblem &problem, int64_t m,
                                        ArrayRef(&dqB[j * k], k), interval);
       if (spec.out == FloatType::F16)
         allowed += 0x1p-25;
-      // An exact zero (a zero row or column) is allowed no error at all.
+      // An exact result scores 0, also where no error is allowed (an entry
+      // that must be exactly 0: a zero row or column, no bias).
       double ratio =
           got == expected ? 0.0 : std::fabs(got - expected) / allowed;
       errorSquared += (got - expected) * (got - expected);
