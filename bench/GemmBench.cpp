@@ -13,9 +13,10 @@
 // Variants are compiled first and then timed round-robin with the cuBLASLt
 // baselines (up to 5 rounds of repeat/rounds launches each), so that clock
 // drift during the run spreads over all of them. Defaults: 8192^3, 20
-// repeats, every scheme with the tests' fixed tiling and the compiler's
-// heuristic one (`_heuristic`), each with 1x1 and 2x1 clusters (a cluster
-// kernel's persistent grid is the clusters that fit at once). Under this
+// repeats, every scheme with the tests' fixed tiling and the one the
+// runtime launches for this M without a tuning database (`_heuristic`),
+// each with 1x1 and 2x1 clusters (a cluster kernel's persistent grid is the
+// clusters that fit at once; split-K and 64-row tiles take none). Under this
 // sustained load the H200 runs at its power cap (700 W) with SM clocks of
 // 1.6-1.8 GHz, so these figures sit below ones from short bursts on an idle
 // GPU, and a kernel's clocks depend on what ran just before it: compare
@@ -190,9 +191,9 @@ int main(int argc, char **argv) {
          << device->getSmCount() << " SMs; m=" << m << " n=" << n << " k=" << k
          << ", out bf16\n";
 
-  // The schemes, each with the tests' fixed tiling and the compiler's
-  // heuristic one (what moss::gemm picks without a tuning database), each
-  // with 1x1 and 2x1 clusters.
+  // The schemes, each with the tests' fixed tiling and the heuristic's for
+  // this M (what moss::gemm launches without a tuning database: the plan
+  // for M's bucket, split-K allowed), each with 1x1 and 2x1 clusters.
   moss::compiler::TargetInfo target;
   target.smCount = unsigned(device->getSmCount());
   target.sharedMemoryPerBlock =
@@ -205,7 +206,7 @@ int main(int argc, char **argv) {
     p.k = k;
     Params fixed = withDefaultTiling(p);
     Expected<moss::compiler::TileConfig> chosen =
-        moss::compiler::selectTiling(specOf(p), target);
+        moss::compiler::selectTilingForLaunch(specOf(p), m, target);
     if (!chosen)
       die(std::string(name) + ": " + toString(chosen.takeError()));
     std::vector<std::pair<std::string, Params>> tilings = {
@@ -222,8 +223,8 @@ int main(int argc, char **argv) {
     }
     for (const auto &[tiling, q] : tilings)
       for (int cluster : {1, 2}) {
-        if (cluster == 2 && q.splitK > 1)
-          continue; // split-K runs without clusters
+        if (cluster == 2 && (q.splitK > 1 || q.tileM == 64))
+          continue; // split-K and 64-row tiles run without clusters
         Params r = q;
         r.clusterM = cluster;
         variants.push_back(
@@ -353,7 +354,8 @@ int main(int argc, char **argv) {
     }
     auto prep = std::make_unique<Prepared>();
     prep->name = v.name + " " + std::to_string(p.tileM) + "x" +
-                 std::to_string(p.tileN) + "x" + std::to_string(p.stages);
+                 std::to_string(p.tileN) + "x" + std::to_string(p.stages) +
+                 (p.splitK > 1 ? " s" + std::to_string(p.splitK) : "");
     prep->params = p;
     Plan q = plan(p);
     CompileOptions options;
