@@ -30,6 +30,18 @@ const char *compiler::getName(FloatType type) {
   return "?";
 }
 
+numerics::OutputRounding compiler::getOutputRounding(FloatType type) {
+  switch (type) {
+  case FloatType::BF16:
+    return {0x1p-8, 0};
+  case FloatType::F16:
+    return {0x1p-11, 0x1p-25};
+  case FloatType::F32:
+    return {0x1p-23, 0};
+  }
+  return {0x1p-8, 0};
+}
+
 static const char *getName(numerics::Fp8Format format) {
   return format == numerics::Fp8Format::E4M3 ? "e4m3" : "e5m2";
 }

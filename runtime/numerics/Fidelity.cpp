@@ -128,3 +128,20 @@ double moss::numerics::gemmEntryAllowance(llvm::ArrayRef<double> a,
   return 12 * tensorCoreUnit(interval) *
          std::sqrt(productSquares + intervalSquares);
 }
+
+double moss::numerics::gemmEntryAllowedError(double expected,
+                                             const OutputRounding &rounding,
+                                             llvm::ArrayRef<double> a,
+                                             llvm::ArrayRef<double> b,
+                                             int64_t interval) {
+  return rounding.relative * std::fabs(expected) + rounding.absolute +
+         gemmEntryAllowance(a, b, interval);
+}
+
+double moss::numerics::gemmEntryErrorRatio(double got, double expected,
+                                           double allowed) {
+  if (got == expected)
+    return 0;
+  double ratio = std::fabs(got - expected) / allowed;
+  return std::isnan(ratio) ? std::numeric_limits<double>::infinity() : ratio;
+}

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "moss/Compiler/GemmSpec.h"
 #include "moss/Numerics/Fidelity.h"
 #include "moss/Numerics/Quantize.h"
 #include "moss/Numerics/Samples.h"
@@ -164,10 +165,10 @@ TEST(GemmCApiGpu, QuantizeThenGemmMatchesReference) {
     for (int64_t j = 0; j < n; ++j) {
       double expected = ref[i * n + j] + bias[j];
       double got = bf16ToFloat(out[i * n + j]);
-      double allowed = std::ldexp(1.0, -8) * std::fabs(expected) +
-                       gemmEntryAllowance(llvm::ArrayRef(&da[i * k], k),
-                                          llvm::ArrayRef(&db[j * k], k),
-                                          /*interval=*/32);
+      double allowed = gemmEntryAllowedError(
+          expected, compiler::getOutputRounding(compiler::FloatType::BF16),
+          llvm::ArrayRef(&da[i * k], k), llvm::ArrayRef(&db[j * k], k),
+          /*interval=*/32);
       if (!(std::fabs(got - expected) <= allowed) && bad++ < 5)
         ADD_FAILURE() << "(" << i << ", " << j << "): got " << got
                       << ", expected " << expected;

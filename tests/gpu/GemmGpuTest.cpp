@@ -1167,9 +1167,8 @@ TEST_P(GemmCorrectness, MatchesFp64Reference) {
   const int promoteK = moss::gemm::plan(p).promoteK;
   const int64_t interval = promoteK > 0 ? promoteK : k;
   const double relFrobeniusLimit = 4 * tensorCoreUnit(interval);
-  const double outRounding = p.out == kBF16  ? std::ldexp(1.0, -8)
-                             : p.out == kF16 ? std::ldexp(1.0, -11)
-                                             : std::ldexp(1.0, -23);
+  const OutputRounding outRounding =
+      compiler::getOutputRounding(static_cast<compiler::FloatType>(p.out));
   double errorSquared = 0, refSquared = 0, worstRatio = 0;
   int64_t compared = 0, skippedOverflow = 0;
   for (size_t i = 0; i < rows.size(); ++i)
@@ -1190,16 +1189,10 @@ TEST_P(GemmCorrectness, MatchesFp64Reference) {
       errorSquared += error * error;
       refSquared += expected * expected;
       ++compared;
-      // Output rounding (relative, worst case just above a power of two),
-      // the tensor cores' share, half an f16 subnormal.
-      double allowed =
-          outRounding * std::fabs(expected) +
-          gemmEntryAllowance(llvm::ArrayRef(&dqA[i * k], k),
-                             llvm::ArrayRef(&dqB[j * k], k), interval) +
-          (p.out == kF16 ? std::ldexp(1.0, -25) : 0.0);
-      // An exact result scores 0, also where no error is allowed (an entry
-      // that must be exactly 0: a zero row or column, no bias).
-      double ratio = error == 0 ? 0.0 : std::fabs(error) / allowed;
+      double allowed = gemmEntryAllowedError(
+          expected, outRounding, llvm::ArrayRef(&dqA[i * k], k),
+          llvm::ArrayRef(&dqB[j * k], k), interval);
+      double ratio = gemmEntryErrorRatio(got, expected, allowed);
       if (!(ratio <= worstRatio)) {
         worstRatio = ratio;
         if (!(ratio <= 1.0))

@@ -232,3 +232,20 @@ TEST(FidelityTest, GemmEntryAllowanceHandChecked) {
   EXPECT_DOUBLE_EQ(gemmEntryAllowance(twos, one80, 80),
                    12 * tensorCoreUnit(80) * std::sqrt(80 * 4.0 + 160 * 160));
 }
+
+// The whole allowance of an entry and the share of it an error uses.
+TEST(FidelityTest, GemmEntryErrorRatio) {
+  std::vector<double> ones(32, 1.0);
+  const OutputRounding f16{std::ldexp(1.0, -11), std::ldexp(1.0, -25)};
+  EXPECT_DOUBLE_EQ(gemmEntryAllowedError(-4.0, f16, ones, ones, 32),
+                   4 * std::ldexp(1.0, -11) + std::ldexp(1.0, -25) +
+                       gemmEntryAllowance(ones, ones, 32));
+  EXPECT_DOUBLE_EQ(gemmEntryErrorRatio(1.5, 1.0, 2.0), 0.25);
+  EXPECT_DOUBLE_EQ(gemmEntryErrorRatio(0.5, 1.0, 2.0), 0.25);
+  // Exact is 0 even with nothing allowed; any error then is infinite.
+  EXPECT_EQ(gemmEntryErrorRatio(0.0, 0.0, 0.0), 0.0);
+  EXPECT_EQ(gemmEntryErrorRatio(1e-40, 0.0, 0.0),
+            std::numeric_limits<double>::infinity());
+  EXPECT_EQ(gemmEntryErrorRatio(std::nan(""), 1.0, 1.0),
+            std::numeric_limits<double>::infinity());
+}

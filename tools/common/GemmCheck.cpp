@@ -15,7 +15,6 @@
 using namespace llvm;
 using namespace moss;
 using namespace moss::jit;
-using compiler::FloatType;
 
 /// `want` sorted distinct indices below `count`, spread evenly, with the
 /// first and the last (all when count <= want).
@@ -91,9 +90,8 @@ jit::checkGemmOutput(const GemmProblem &problem, int64_t m,
   std::vector<double> ref = numerics::referenceGemm(
       dqA, dqB, int64_t(pickRows.size()), int64_t(cols.size()), k);
   const int64_t interval = getPromotionInterval(spec);
-  const double rounding = spec.out == FloatType::BF16  ? 0x1p-8
-                          : spec.out == FloatType::F16 ? 0x1p-11
-                                                       : 0x1p-23;
+  const numerics::OutputRounding rounding =
+      compiler::getOutputRounding(spec.out);
   const double beta = spec.beta.value_or(1.0f);
   double errorSquared = 0, refSquared = 0;
   for (size_t i = 0; i < pickRows.size(); ++i) {
@@ -105,23 +103,17 @@ jit::checkGemmOutput(const GemmProblem &problem, int64_t m,
       if (spec.accumulate)
         expected += beta * problem.c[row * n + cols[j]];
       double got = output[size_t(pickRows[i]) * size_t(n) + cols[j]];
-      double allowed =
-          rounding * std::fabs(expected) +
-          numerics::gemmEntryAllowance(ArrayRef(&dqA[i * k], k),
-                                       ArrayRef(&dqB[j * k], k), interval);
-      if (spec.out == FloatType::F16)
-        allowed += 0x1p-25;
-      // An exact result scores 0, also where no error is allowed (an entry
-      // that must be exactly 0: a zero row or column, no bias).
-      double ratio =
-          got == expected ? 0.0 : std::fabs(got - expected) / allowed;
+      double ratio = numerics::gemmEntryErrorRatio(
+          got, expected,
+          numerics::gemmEntryAllowedError(expected, rounding,
+                                          ArrayRef(&dqA[i * k], k),
+                                          ArrayRef(&dqB[j * k], k), interval));
       errorSquared += (got - expected) * (got - expected);
       refSquared += expected * expected;
       ++result.compared;
       if (!(ratio <= 1.0))
         ++result.bad;
-      result.worst =
-          std::max(result.worst, std::isnan(ratio) ? INFINITY : ratio);
+      result.worst = std::max(result.worst, ratio);
     }
   }
   result.relFrobenius = refSquared > 0 ? std::sqrt(errorSquared / refSquared)

@@ -12,6 +12,7 @@
 #define MOSS_COMPILER_GEMMSPEC_H
 
 #include "moss/Numerics/FP8.h"
+#include "moss/Numerics/Fidelity.h"
 #include "moss/Numerics/Quantize.h"
 
 #include "llvm/Support/Error.h"
@@ -31,6 +32,11 @@ unsigned getByteWidth(FloatType type);
 
 /// "bf16", "f16" or "f32".
 const char *getName(FloatType type);
+
+/// The rounding the accuracy contract allows an output of `type`
+/// (docs/NUMERICS-CONTRACT.md section 7): 2^-8 |x| for bf16, 2^-11 |x| plus
+/// half the smallest subnormal (2^-25) for f16, 2^-23 |x| for f32.
+numerics::OutputRounding getOutputRounding(FloatType type);
 
 /// One GEMM `D[M, N] = epilogue(sum_k dqA[m, k] * dqB[n, k])` with K-major
 /// operands A [M, K] and B [N, K] (MOSS.md section 2).

@@ -65,6 +65,26 @@ double tensorCoreUnit(int64_t interval);
 double gemmEntryAllowance(llvm::ArrayRef<double> a, llvm::ArrayRef<double> b,
                           int64_t interval);
 
+/// The output type's share of a GEMM entry's allowed error
+/// (docs/NUMERICS-CONTRACT.md section 7): `relative` times |reference| plus
+/// `absolute`.
+struct OutputRounding {
+  double relative = 0;
+  double absolute = 0;
+};
+
+/// The whole allowed error of one GEMM entry whose FP64 reference is
+/// `expected`: the output's rounding plus gemmEntryAllowance(a, b,
+/// interval).
+double gemmEntryAllowedError(double expected, const OutputRounding &rounding,
+                             llvm::ArrayRef<double> a, llvm::ArrayRef<double> b,
+                             int64_t interval);
+
+/// |got - expected| / allowed, the share of its allowance an entry's error
+/// uses: 0 for an exact result (also where nothing is allowed: an entry that
+/// must be exactly 0), +inf when `got` is NaN.
+double gemmEntryErrorRatio(double got, double expected, double allowed);
+
 } // namespace moss::numerics
 
 #endif // MOSS_NUMERICS_FIDELITY_H
