@@ -3,6 +3,7 @@
 #include "GemmCheck.h"
 
 #include "moss/Numerics/Fidelity.h"
+#include "moss/Numerics/TensorCoreModel.h"
 #include "moss/Runtime/Driver.h"
 
 #include "llvm/ADT/bit.h"
@@ -90,6 +91,8 @@ jit::checkGemmOutput(const GemmProblem &problem, int64_t m,
   std::vector<double> ref = numerics::referenceGemm(
       dqA, dqB, int64_t(pickRows.size()), int64_t(cols.size()), k);
   const int64_t interval = getPromotionInterval(spec);
+  const int64_t promoteK = getKernelPromoteK(spec);
+  result.againstModel = promoteK > 0;
   const numerics::OutputRounding rounding =
       compiler::getOutputRounding(spec.out);
   const double beta = spec.beta.value_or(1.0f);
@@ -97,17 +100,25 @@ jit::checkGemmOutput(const GemmProblem &problem, int64_t m,
   for (size_t i = 0; i < pickRows.size(); ++i) {
     int64_t row = rows[pickRows[i]];
     for (size_t j = 0; j < cols.size(); ++j) {
-      double expected = ref[i * cols.size() + j];
-      if (spec.bias)
-        expected += problem.bias[cols[j]];
-      if (spec.accumulate)
-        expected += beta * problem.c[row * n + cols[j]];
+      const double bias = spec.bias ? problem.bias[cols[j]] : 0.0;
+      const double betaC =
+          spec.accumulate ? beta * problem.c[row * n + cols[j]] : 0.0;
+      const double expected = ref[i * cols.size() + j] + bias + betaC;
       double got = output[size_t(pickRows[i]) * size_t(n) + cols[j]];
-      double ratio = numerics::gemmEntryErrorRatio(
-          got, expected,
-          numerics::gemmEntryAllowedError(expected, rounding,
-                                          ArrayRef(&dqA[i * k], k),
-                                          ArrayRef(&dqB[j * k], k), interval));
+      double ratio;
+      if (promoteK > 0) {
+        numerics::ModelledGemmEntry entry = numerics::modelPromotedGemmEntry(
+            problem.qa, row, problem.qb, cols[j], promoteK, bias, betaC);
+        ratio = numerics::gemmEntryErrorRatio(
+            got, entry.value,
+            numerics::modelledEntryAllowedError(entry, rounding));
+      } else {
+        ratio = numerics::gemmEntryErrorRatio(
+            got, expected,
+            numerics::gemmEntryAllowedError(
+                expected, rounding, ArrayRef(&dqA[i * k], k),
+                ArrayRef(&dqB[j * k], k), interval));
+      }
       errorSquared += (got - expected) * (got - expected);
       refSquared += expected * expected;
       ++result.compared;

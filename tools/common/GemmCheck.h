@@ -1,13 +1,15 @@
-//===- GemmCheck.h - A GEMM output against the accuracy contract -*- C++
-//-*-===//
+//===- GemmCheck.h - A GEMM output against the contract -------*- C++ -*-===//
 //
-// Compares sampled entries of a GemmProblem's output on the GPU with the
-// FP64 reference over the dequantized operands, under the accuracy contract
-// (docs/NUMERICS-CONTRACT.md, "GEMM"): an entry may differ from the
-// reference by the output rounding times |reference| plus the tensor cores'
-// share (numerics::gemmEntryAllowance). Only the sampled rows are
-// downloaded, so checking a 16384-row output costs little; every entry of
-// those rows must have been written (the output is poisoned beforehand).
+// Compares sampled entries of a GemmProblem's output on the GPU under the
+// accuracy contract (docs/NUMERICS-CONTRACT.md section 7): a promoted
+// kernel's entry may differ from the tensor-core model
+// (numerics::modelPromotedGemmEntry) by the output's rounding and FP32's,
+// an unpromoted one from the FP64 reference over the dequantized operands
+// by the output's rounding plus the tensor cores' typical share
+// (numerics::gemmEntryAllowance). The relative Frobenius error is against
+// the FP64 reference. Only the sampled rows are downloaded, so checking a
+// 16384-row output costs little; every entry of those rows must have been
+// written (the output is poisoned beforehand).
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,6 +44,9 @@ struct GemmCheckResult {
   int64_t unwritten = 0;
   /// The largest error as a fraction of its allowance.
   double worst = 0;
+  /// Whether entries were held to the tensor-core model (a promoted kernel)
+  /// rather than the FP64 reference.
+  bool againstModel = false;
   /// The relative Frobenius error over the compared entries.
   double relFrobenius = 0;
 

@@ -242,6 +242,14 @@ Expected<float> GemmProblem::downloadAmax() const {
   return amax;
 }
 
+int64_t jit::getKernelPromoteK(const compiler::GemmSpec &spec) {
+  int64_t p = spec.promoteK;
+  for (const numerics::ScalingScheme *s : {&spec.aScaling, &spec.bScaling})
+    if (s->hasLocalScales())
+      p = p ? std::min(p, s->blockCols) : s->blockCols;
+  return p;
+}
+
 int64_t jit::getPromotionInterval(const compiler::GemmSpec &spec) {
   int64_t p = spec.promoteK ? spec.promoteK : spec.k;
   for (const numerics::ScalingScheme *s : {&spec.aScaling, &spec.bScaling})

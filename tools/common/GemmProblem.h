@@ -62,6 +62,10 @@ float decodeOutputElement(const uint8_t *bytes, compiler::FloatType type);
 /// smallest local block along K, else all of K.
 int64_t getPromotionInterval(const compiler::GemmSpec &spec);
 
+/// Every how many K the kernel promotes its tensor-core sums into FP32 (the
+/// smallest block along K, or spec.promoteK), 0 for never.
+int64_t getKernelPromoteK(const compiler::GemmSpec &spec);
+
 } // namespace moss::jit
 
 #endif // MOSS_TOOLS_COMMON_GEMMPROBLEM_H

@@ -22,6 +22,7 @@
 #include "moss/Support/Npy.h"
 
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -151,12 +152,17 @@ int runRun() {
   if (!check)
     return fail(check.takeError());
   const int64_t interval = getPromotionInterval(spec);
-  const double unit = tensorCoreUnit(interval);
+  const std::string basis =
+      check->againstModel
+          ? std::string("against the tensor-core model")
+          : formatv("against FP64, tensor-core sums of {0} products, "
+                    "u = {1:e2}",
+                    interval, tensorCoreUnit(interval))
+                .str();
   outs() << format("check   %lld entries: relative Frobenius error %.3e; "
-                   "worst entry at %.3f of its allowance (tensor-core sums "
-                   "of %lld products, u = %.2e)\n",
+                   "worst entry at %.3f of its allowance (%s)\n",
                    (long long)check->compared, check->relFrobenius,
-                   check->worst, (long long)interval, unit);
+                   check->worst, basis.c_str());
 
   // The whole output, for amax and -o.
   Expected<std::vector<float>> d = (*problem)->downloadOutput();
