@@ -15,7 +15,8 @@
 // drift during the run spreads over all of them. Defaults: 8192^3, 20
 // repeats, every scheme with the tests' fixed tiling and the one the
 // runtime launches for this M without a tuning database (`_heuristic`),
-// each with 1x1 and 2x1 clusters (a cluster kernel's persistent grid is the
+// each also with the other cluster shape of 1x1 and 2x1 (`_cluster2x1`,
+// `_heuristic_cluster1x1`; a cluster kernel's persistent grid is the
 // clusters that fit at once; split-K and 64-row tiles take none). Under this
 // sustained load the H200 runs at its power cap (700 W) with SM clocks of
 // 1.6-1.8 GHz, so these figures sit below ones from short bursts on an idle
@@ -193,7 +194,8 @@ int main(int argc, char **argv) {
 
   // The schemes, each with the tests' fixed tiling and the heuristic's for
   // this M (what moss::gemm launches without a tuning database: the plan
-  // for M's bucket, split-K allowed), each with 1x1 and 2x1 clusters.
+  // for M's bucket, split-K allowed), each with 1x1 and 2x1 clusters (the
+  // heuristic's own choice unsuffixed).
   moss::compiler::TargetInfo target;
   target.smCount = unsigned(device->getSmCount());
   target.sharedMemoryPerBlock =
@@ -227,8 +229,11 @@ int main(int argc, char **argv) {
           continue; // split-K and 64-row tiles run without clusters
         Params r = q;
         r.clusterM = cluster;
+        const int usual = tiling == "_heuristic" ? q.clusterM : 1;
         variants.push_back(
-            {std::string(name) + tiling + (cluster == 2 ? "_cluster2x1" : ""),
+            {std::string(name) + tiling +
+                 (cluster == usual ? ""
+                                   : formatv("_cluster{0}x1", cluster).str()),
              r});
       }
   };

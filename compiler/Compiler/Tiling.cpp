@@ -459,11 +459,16 @@ compiler::selectTiling(const GemmSpec &spec, const TargetInfo &target,
   int64_t m = plannedM(spec, options);
   int64_t tilesM = llvm::divideCeil(m, tiling.tileM);
   int64_t tilesN = llvm::divideCeil(spec.n, tiling.tileN);
-  // Pair blocks along M to multicast their shared B tile, when M is known,
-  // the pairs come out even and there is at least a full wave to keep the
-  // SMs busy (not with split K or warpgroups, which take no clusters).
-  if (options.allowClusters && !spec.isDynamicM() && tiling.splitK == 1 &&
-      tiling.tileM != 64 && tilesM % 2 == 0 && target.smCount % 2 == 0 &&
+  // Pair blocks along M to multicast their shared B tile, when the planned
+  // M's pairs come out even and there is at least a full wave to keep the
+  // SMs busy (not with split K or warpgroups, which take no clusters). A
+  // dynamic M is planned for a power of two (TilingOptions::assumedM, or
+  // the launch's bucket); an odd number of tiles at launch leaves one block
+  // of the last pair idle. Each kernel alone at the power cap on the H200,
+  // 2x1 clusters ran 0-4% faster than 1x1 for every scheme at the issue's
+  // large shapes (docs/PERFORMANCE.md, eighth and ninth sessions).
+  if (options.allowClusters && tiling.splitK == 1 && tiling.tileM != 64 &&
+      tilesM % 2 == 0 && target.smCount % 2 == 0 &&
       best->score.tiles >= static_cast<int64_t>(target.smCount))
     tiling.clusterM = 2;
   tiling.raster = tilesM <= tilesN ? RasterOrder::AlongM : RasterOrder::AlongN;

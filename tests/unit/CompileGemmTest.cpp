@@ -62,7 +62,7 @@ TEST(CompileGemmTest, MossForwardSource) {
                             "/*GlobalRowA=*/true,\n"))
       << src;
   EXPECT_TRUE(contains(src, "/*TileM=*/128, /*TileN=*/128, /*Stages=*/6, "
-                            "/*ClusterM=*/1, /*ClusterN=*/1,"))
+                            "/*ClusterM=*/2, /*ClusterN=*/1,"))
       << src;
   EXPECT_TRUE(contains(src, "extern \"C\" __global__ "
                             "__launch_bounds__(MossGemmConfig::kThreads, 1) "
@@ -83,13 +83,16 @@ TEST(CompileGemmTest, MossForwardSource) {
   EXPECT_EQ(kernel.launch.sharedBytesExpr, "MossGemmConfig::kSharedBytes");
   // Six 128x128 stages with their tables, and one set of staging buffers.
   EXPECT_EQ(kernel.launch.sharedBytes, 226400u);
-  EXPECT_EQ(kernel.launch.cluster[0], 1u);
+  EXPECT_EQ(kernel.launch.cluster[0], 2u); // the planned 32 M tiles pair up
   EXPECT_EQ(kernel.launch.grid, GridPolicy::Persistent);
   EXPECT_EQ(kernel.tiling.source, TilingSource::Heuristic);
   EXPECT_EQ(kernel.spec.n, 11008);
   // Persistent grid: one block per SM, fewer when there are fewer tiles.
+  // With 2x1 clusters a tile row of 86 tiles is 86 pairs, so even one row
+  // fills the 132 SMs (their second blocks lie past M).
   EXPECT_EQ(kernel.getGridBlocks(16384, 132), 132u);
-  EXPECT_EQ(kernel.getGridBlocks(1, 132), 86u);
+  EXPECT_EQ(kernel.getGridBlocks(1, 132), 132u);
+  EXPECT_EQ(kernel.getGridBlocks(1, 200), 172u);
 }
 
 TEST(CompileGemmTest, ShapesGetSaneTiles) {

@@ -134,11 +134,8 @@ TEST(TilingHeuristicTest, SingleRowFillsOneWave) {
 TEST(TilingHeuristicTest, DynamicMPlansForAssumedM) {
   TileConfig dynamic = select(mossForward(GemmSpec::kDynamic));
   TileConfig fixed = select(mossForward(TilingOptions().assumedM));
-  // The same but the cluster, which only a static M gets.
-  EXPECT_EQ(dynamic.clusterM, 1);
-  EXPECT_EQ(fixed.clusterM, 2);
-  fixed.clusterM = 1;
   EXPECT_EQ(dynamic, fixed);
+  EXPECT_EQ(dynamic.clusterM, 2); // 32 tiles of 128 rows pair up
   TilingOptions small;
   small.assumedM = 1;
   TileConfig decode = select(mossForward(GemmSpec::kDynamic), {}, small);
@@ -234,14 +231,16 @@ TEST(TilingHeuristicTest, SplitKOnlyWhenAllowedAndUseful) {
   EXPECT_TRUE(llvm::errorToBool(checkTiling(spec, ragged, TargetInfo())));
 }
 
-TEST(TilingHeuristicTest, ClustersForAStaticMOnly) {
+TEST(TilingHeuristicTest, ClustersWhereThePlannedTilesPairUp) {
   GemmSpec spec = mossForward(16384);
   EXPECT_EQ(select(spec).clusterM, 2);
   TilingOptions options;
   options.allowClusters = false;
   EXPECT_EQ(select(spec, {}, options).clusterM, 1);
-  // Dynamic M: the pairing is unknown.
-  EXPECT_EQ(select(mossForward(GemmSpec::kDynamic)).clusterM, 1);
+  // Dynamic M: planned for the assumed M's tiles.
+  EXPECT_EQ(select(mossForward(GemmSpec::kDynamic)).clusterM, 2);
+  // An odd number of M tiles: no pairs.
+  EXPECT_EQ(select(mossForward(3 * 128)).clusterM, 1);
   // Less than a wave of tiles (2 x 32): no pairs.
   EXPECT_EQ(select(makeSpec(256, 4096, 4096,
                             ScalingScheme::twoLevel(GlobalScope::Row, 32),

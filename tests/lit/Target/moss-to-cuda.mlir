@@ -13,7 +13,7 @@
 // CHECK-NEXT:     /*ScaleB=*/moss::gemm::kPerTensor, /*BlockRowsB=*/1, /*BlockB=*/0, /*GlobalRowB=*/false,
 // CHECK-NEXT:     /*Out=*/moss::gemm::kBF16, /*Bias=*/moss::gemm::kNone, /*Accum=*/moss::gemm::kNone,
 // CHECK-NEXT:     /*Amax=*/false,
-// CHECK-NEXT:     /*TileM=*/128, /*TileN=*/128, /*Stages=*/6, /*ClusterM=*/1, /*ClusterN=*/1,
+// CHECK-NEXT:     /*TileM=*/128, /*TileN=*/128, /*Stages=*/6, /*ClusterM=*/2, /*ClusterN=*/1,
 // CHECK-NEXT:     /*RasterAlongN=*/false, /*Swizzle=*/8, /*SplitK=*/1>;
 // CHECK-EMPTY:
 // CHECK-NEXT: extern "C" __global__ __launch_bounds__(MossGemmConfig::kThreads, 1) void [[NAME:moss_gemm_[0-9a-f]{16}]](const __grid_constant__ CUtensorMap [[A:v[0-9]+]], const __grid_constant__ CUtensorMap [[B:v[0-9]+]], const __grid_constant__ CUtensorMap [[D:v[0-9]+]], const moss::gemm::Args [[ARGS:v[0-9]+]]) {

@@ -23,7 +23,7 @@
 // NOTE132: remark: no tuning database entry for sm_90a/114 SMs: e4m3 two-level(row, 32) x e4m3 per-tensor -> bf16, N=11008 K=4096 M<=4096; using the heuristic
 // CORRUPT: warning: ignoring the tuning database: tuning database '{{.*}}corrupt.json': not valid JSON
 // HEURISTIC-LABEL: func.func @moss_forward
-// HEURISTIC: tiling = #moss.tiling<tile_m = 128, tile_n = 128, stages = 6, swizzle = 8, source = heuristic>
+// HEURISTIC: tiling = #moss.tiling<tile_m = 128, tile_n = 128, stages = 6, cluster_m = 2, swizzle = 8, source = heuristic>
 // VERSION: warning: ignoring the tuning database: tuning database '{{.*}}v7.json': format version 7; this build reads version 1
 // MISSING: warning: ignoring the tuning database: cannot read the tuning database '{{.*}}missing.json'
 func.func @moss_forward(%a: tensor<?x4096xf8E4M3FN>, %al: tensor<?x128xf8E8M0FNU>, %ag: tensor<?xf32>,

@@ -1,10 +1,11 @@
 // RUN: moss-opt %s -split-input-file -moss-select-tiling -verify-diagnostics | FileCheck %s
 
 // The MOSS forward GEMM, M dynamic (planned as 4096): 128x128 tiles, as many
-// stages as fit in 227 KiB, walked along M (32 M tiles < 86 N tiles).
+// stages as fit in 227 KiB, walked along M (32 M tiles < 86 N tiles), whose
+// 32 M tiles pair up: 2x1 clusters.
 // CHECK-LABEL: func.func @moss_forward
 // CHECK: moss.gemm
-// CHECK-SAME: tiling = #moss.tiling<tile_m = 128, tile_n = 128, stages = 6, swizzle = 8, source = heuristic>
+// CHECK-SAME: tiling = #moss.tiling<tile_m = 128, tile_n = 128, stages = 6, cluster_m = 2, swizzle = 8, source = heuristic>
 func.func @moss_forward(%a: tensor<?x4096xf8E4M3FN>, %al: tensor<?x128xf8E8M0FNU>, %ag: tensor<?xf32>,
                         %b: tensor<11008x4096xf8E4M3FN>, %bg: tensor<1xf32>) -> tensor<?x11008xbf16> {
   %c = moss.gemm %a scaling<two_level 32, global = row> local(%al) global(%ag),
@@ -45,7 +46,7 @@ func.func @one_row(%a: tensor<1x8192xf8E4M3FN>, %al: tensor<1x256xf8E8M0FNU>, %a
 
 // Per-group 128x128 weights: tile_n must divide 128.
 // CHECK-LABEL: func.func @per_group
-// CHECK: tiling = #moss.tiling<tile_m = 128, tile_n = 128, stages = 6, swizzle = 8, source = heuristic>
+// CHECK: tiling = #moss.tiling<tile_m = 128, tile_n = 128, stages = 6, cluster_m = 2, swizzle = 8, source = heuristic>
 func.func @per_group(%a: tensor<?x4096xf8E4M3FN>, %al: tensor<?x32xf32>, %b: tensor<4096x4096xf8E4M3FN>, %bl: tensor<32x32xf32>) -> tensor<?x4096xf16> {
   %c = moss.gemm %a scaling<per_group 1x128> local(%al), %b scaling<per_group 128x128> local(%bl)
       : (tensor<?x4096xf8E4M3FN>, tensor<?x32xf32>, tensor<4096x4096xf8E4M3FN>, tensor<32x32xf32>) -> tensor<?x4096xf16>
