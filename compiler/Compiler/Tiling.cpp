@@ -91,6 +91,30 @@ static bool hasRowFactor(const GemmSpec &spec, int64_t tileN) {
           (spec.bScaling.hasLocalScales() && !hasColumnFactor(spec, tileN)));
 }
 
+std::vector<numerics::MmaChain>
+compiler::getTensorCoreChains(int64_t k, const TileConfig &tiling) {
+  // A split warpgroup needs K a multiple of 128, split K a multiple of 128
+  // per slice; otherwise the last stage may be a tail of 32-element steps.
+  const int64_t sliceK = tiling.splitK > 1 ? k / tiling.splitK : k;
+  const bool alternate = tiling.tileM == 64;
+  std::vector<numerics::MmaChain> chains;
+  for (int64_t begin = 0; begin < k; begin += sliceK) {
+    const int64_t end = std::min(k, begin + sliceK);
+    if (!alternate) {
+      chains.push_back({{begin, end}});
+      continue;
+    }
+    numerics::MmaChain even, odd;
+    for (int64_t s = begin; s < end; s += kBlockK)
+      (((s - begin) / kBlockK) % 2 == 0 ? even : odd)
+          .push_back({s, std::min(end, s + kBlockK)});
+    chains.push_back(std::move(even));
+    if (!odd.empty())
+      chains.push_back(std::move(odd));
+  }
+  return chains;
+}
+
 ResourceUsage compiler::estimateResources(const GemmSpec &spec,
                                           const TileConfig &tiling,
                                           const TargetInfo &target) {

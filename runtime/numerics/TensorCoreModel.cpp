@@ -166,6 +166,42 @@ ModelledGemmEntry moss::numerics::modelPromotedGemmEntry(
   return entry;
 }
 
+ModelledGemmEntry moss::numerics::modelDirectGemmEntry(
+    const QuantizedTensor &a, int64_t row, const QuantizedTensor &b,
+    int64_t col, llvm::ArrayRef<MmaChain> chains, double bias, double betaC) {
+  assert(a.cols == b.cols && !a.transposed && !b.transposed &&
+         !a.scheme.hasLocalScales() && !b.scheme.hasLocalScales() &&
+         "modelDirectGemmEntry needs K-major operands without block scales");
+  const int64_t k = a.cols;
+  const llvm::ArrayRef<uint8_t> rowA(&a.codes[row * k], k);
+  const llvm::ArrayRef<uint8_t> rowB(&b.codes[col * k], k);
+  double sum = 0, magnitudes = 0;
+  for (const MmaChain &chain : chains) {
+    double c = 0;
+    for (auto [begin, end] : chain) {
+      assert(begin >= 0 && begin <= end && end <= k && "a chain leaves K");
+      for (int64_t k0 = begin; k0 < end; k0 += 32) {
+        const int64_t len = std::min<int64_t>(32, end - k0);
+        c = fp8MmaStep(rowA.slice(k0, len), a.format, rowB.slice(k0, len),
+                       b.format, c);
+      }
+    }
+    sum += c;
+    magnitudes += std::fabs(c);
+  }
+  const double global = globalFactor(a, row) * globalFactor(b, col);
+  ModelledGemmEntry entry;
+  entry.value = sum * global + bias + betaC;
+  // Each FP32 addition of the chains (in any order) rounds relative to a
+  // partial sum of at most `magnitudes`; then the epilogue, as above.
+  const double epilogue =
+      4 * (std::fabs(sum * global) + std::fabs(bias) + std::fabs(betaC));
+  entry.fp32Error =
+      std::ldexp(1.0 + std::ldexp(1.0, -20), -24) *
+      (std::fabs(global) * double(chains.size()) * magnitudes + epilogue);
+  return entry;
+}
+
 double
 moss::numerics::modelledEntryAllowedError(const ModelledGemmEntry &entry,
                                           const OutputRounding &rounding) {

@@ -21,17 +21,19 @@ static llvm::Expected<GemmRunner &> getRunner() {
 }
 
 llvm::Error
-gemmtest::prepareThroughApi(const compiler::GemmSpec &spec,
+gemmtest::prepareThroughApi(const compiler::GemmSpec &spec, int64_t m,
                             const std::optional<compiler::TileConfig> &tiling,
-                            std::string &description) {
+                            std::string &description,
+                            compiler::TileConfig &planned) {
   llvm::Expected<GemmRunner &> runner = getRunner();
   if (!runner)
     return runner.takeError();
   llvm::Expected<const GemmKernelInfo *> info =
-      runner->prepare(spec, GemmOptions{tiling});
+      runner->prepare(spec, m, GemmOptions{tiling});
   if (!info)
     return info.takeError();
   description = (*info)->kernelName + " " + (*info)->tiling.str();
+  planned = (*info)->tiling;
   return llvm::Error::success();
 }
 

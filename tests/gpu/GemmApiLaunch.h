@@ -30,11 +30,13 @@ struct ApiBuffers {
   CUdeviceptr d = 0, bias = 0, c = 0, amax = 0;
 };
 
-/// Compiles (or loads) the kernel of `spec` through the test's GemmRunner;
-/// `description` receives its name and tiling.
-llvm::Error prepareThroughApi(const compiler::GemmSpec &spec,
+/// Compiles (or loads) the kernel that runThroughApi launches for `spec` at
+/// `m` rows through the test's GemmRunner; `description` receives its name
+/// and tiling, `planned` the tiling.
+llvm::Error prepareThroughApi(const compiler::GemmSpec &spec, int64_t m,
                               const std::optional<compiler::TileConfig> &tiling,
-                              std::string &description);
+                              std::string &description,
+                              compiler::TileConfig &planned);
 
 /// GemmRunner::run with the test's runner (one per process, on the current
 /// context, with the default kernel cache).

@@ -6,16 +6,18 @@
 // upload codes and scales, poison the output (0xFF bytes), run the GEMM
 // through moss::GemmRunner (compiler, kernel cache, launch; the case's
 // tiling or, for *_heuristic_* cases, the compiler's), and compare with
+// the tensor-core model of each entry (numerics/TensorCoreModel.h) and with
 // referenceGemm over the dequantized operands (plus bias and beta * C), in
 // FP64. Cases with promoteK (the `*_promote128_*` ones) show what an
 // earlier promotion buys for per-tensor operands.
 //
-// The limits are the accuracy contract of docs/NUMERICS-CONTRACT.md: with
-// u(P) = 2^-13 sqrt(P/32), P the K elements the tensor cores sum before a
-// promotion to FP32, the relative Frobenius error of f32 output is at most
-// 4 u(P) and each entry is within its output rounding plus
-// 12 u(P) sqrt(sum_k (a b)^2 + sum_j S_j^2), S_j the sum of promotion
-// interval j's products (numerics::gemmEntryAllowance).
+// The limits are the accuracy contract of docs/NUMERICS-CONTRACT.md section
+// 7: each entry is the tensor-core model's value to within its output
+// rounding and a bound on the kernel's FP32 roundings; with u(P) =
+// 2^-13 sqrt(P/32), P the K elements the tensor cores sum before a
+// promotion to FP32, the relative Frobenius error of f32 output against
+// FP64 is at most 4 u(P). Each case also reports how much of the typical
+// allowance (numerics::gemmEntryAllowance) its entries use.
 // Every entry must be written (no poison / NaN left), amax must equal the
 // largest stored magnitude, and a second launch must be bitwise identical.
 // Large shapes compare a random 64 x 64 grid of entries (plus the first and
@@ -834,14 +836,19 @@ EntryAddends addendsOf(const Params &p, const std::vector<float> &bias,
   return e;
 }
 
-/// modelPromotedGemmEntry of every (rows[i], cols[j]), row-major, on all
-/// cores (a few seconds of one core on the largest cases).
+/// The tensor-core model of every (rows[i], cols[j]), row-major, for the
+/// kernel tiled by `tiling`, on all cores (a few seconds of one core on the
+/// largest cases).
 std::vector<ModelledGemmEntry>
-modelEntries(const Params &p, const QuantizedTensor &qa,
-             const QuantizedTensor &qb, const std::vector<float> &bias,
-             const std::vector<float> &accum, float beta,
-             const std::vector<int64_t> &rows, const std::vector<int64_t> &cols,
-             int promoteK) {
+modelEntries(const Params &p, const compiler::TileConfig &tiling,
+             const QuantizedTensor &qa, const QuantizedTensor &qb,
+             const std::vector<float> &bias, const std::vector<float> &accum,
+             float beta, const std::vector<int64_t> &rows,
+             const std::vector<int64_t> &cols) {
+  const int promoteK = moss::gemm::plan(p).promoteK;
+  const std::vector<MmaChain> chains =
+      promoteK > 0 ? std::vector<MmaChain>()
+                   : compiler::getTensorCoreChains(p.k, tiling);
   std::vector<ModelledGemmEntry> out(rows.size() * cols.size());
   std::atomic<size_t> next{0};
   std::vector<std::thread> pool;
@@ -851,8 +858,11 @@ modelEntries(const Params &p, const QuantizedTensor &qa,
       for (size_t i = next++; i < rows.size(); i = next++)
         for (size_t j = 0; j < cols.size(); ++j) {
           EntryAddends e = addendsOf(p, bias, accum, beta, rows[i], cols[j]);
-          out[i * cols.size() + j] = modelPromotedGemmEntry(
-              qa, rows[i], qb, cols[j], promoteK, e.bias, e.betaC);
+          out[i * cols.size() + j] =
+              promoteK > 0 ? modelPromotedGemmEntry(qa, rows[i], qb, cols[j],
+                                                    promoteK, e.bias, e.betaC)
+                           : modelDirectGemmEntry(qa, rows[i], qb, cols[j],
+                                                  chains, e.bias, e.betaC);
         }
     });
   for (std::thread &t : pool)
@@ -870,6 +880,7 @@ struct RunResult {
   float amax = 0;                     ///< after the first launch
   float milliseconds = 0;             ///< the second launch
   double compileSeconds = 0;
+  compiler::TileConfig tiling; ///< the kernel's
 };
 
 /// Uploads the operands, compiles and launches the kernel twice (output
@@ -935,7 +946,7 @@ void runOnDevice(const GemmCase &gc, const QuantizedTensor *qa,
   buffers.amax = p.amax ? amax.pointer : 0;
   auto tc0 = std::chrono::steady_clock::now();
   std::string description;
-  Error prepared = prepareThroughApi(spec, tiling, description);
+  Error prepared = prepareThroughApi(spec, m, tiling, description, run.tiling);
   ASSERT_FALSE(bool(prepared)) << toString(std::move(prepared));
   std::printf("         kernel %s\n", description.c_str());
   auto tc1 = std::chrono::steady_clock::now();
@@ -977,10 +988,10 @@ void runOnDevice(const GemmCase &gc, const QuantizedTensor *qa,
 }
 
 /// MOSS_GEMM_TEST_HOST=1: checks this harness without a GPU. The "kernel"
-/// is, for the compared entries, the tensor-core model's result of a
-/// promoted case, else the FP64 reference (from the full dequantization),
-/// rounded to FP32 and the Out type, zeros elsewhere, so every check must
-/// pass. Large/* is skipped (host time).
+/// is, for the compared entries, the tensor-core model's result (for the
+/// tiling the runtime would plan on an H200) rounded to FP32 and the Out
+/// type, zeros elsewhere, so every check must pass. Large/* is skipped (host
+/// time).
 bool hostSelfCheck() {
   const char *v = std::getenv("MOSS_GEMM_TEST_HOST");
   return v && *v && std::string(v) != "0";
@@ -992,26 +1003,22 @@ void runOnHost(const GemmCase &gc, const QuantizedTensor *qa,
                const std::vector<int64_t> &rows,
                const std::vector<int64_t> &cols, RunResult &run) {
   const Params &p = gc.params;
-  const int n = p.n, k = p.k;
-  const int promoteK = moss::gemm::plan(p).promoteK;
-  std::vector<ModelledGemmEntry> model;
-  if (promoteK > 0)
-    model = modelEntries(p, *qa, *qb, bias, accum, beta, rows, cols, promoteK);
-  // The full dequantization (not selectRows, which the checker uses).
-  std::vector<double> a = dequantize(*qa), b = dequantize(*qb);
+  const int n = p.n;
+  std::optional<compiler::TileConfig> tiling = tilingOf(gc);
+  if (!tiling) {
+    Expected<compiler::TileConfig> planned = compiler::selectTilingForLaunch(
+        specOf(p, beta), gc.m, compiler::TargetInfo());
+    ASSERT_TRUE(bool(planned)) << toString(planned.takeError());
+    tiling = *planned;
+  }
+  run.tiling = *tiling;
+  std::vector<ModelledGemmEntry> model =
+      modelEntries(p, run.tiling, *qa, *qb, bias, accum, beta, rows, cols);
   std::vector<float> out(static_cast<size_t>(gc.m) * n, 0.0f);
   for (size_t i = 0; i < rows.size(); ++i)
-    for (size_t j = 0; j < cols.size(); ++j) {
-      const int64_t r = rows[i], c = cols[j];
-      EntryAddends e = addendsOf(p, bias, accum, beta, r, c);
-      double v = e.bias + e.betaC;
-      if (promoteK > 0)
-        v = model[i * cols.size() + j].value;
-      else
-        for (int64_t l = 0; l < k; ++l)
-          v += a[r * k + l] * b[c * k + l];
-      out[r * n + c] = static_cast<float>(v);
-    }
+    for (size_t j = 0; j < cols.size(); ++j)
+      out[rows[i] * n + cols[j]] =
+          static_cast<float>(model[i * cols.size() + j].value);
   run.first = encodeAs(p.out, out);
   run.second = run.first;
   float largest = 0;
@@ -1206,23 +1213,19 @@ TEST_P(GemmCorrectness, MatchesFp64Reference) {
       referenceGemm(dqA, dqB, static_cast<int64_t>(rows.size()),
                     static_cast<int64_t>(cols.size()), k);
   const int promoteK = moss::gemm::plan(p).promoteK;
-  std::vector<ModelledGemmEntry> model;
-  if (promoteK > 0)
-    model = modelEntries(p, *qa, *qb, bias, accum, beta, rows, cols, promoteK);
+  std::vector<ModelledGemmEntry> model =
+      modelEntries(p, run.tiling, *qa, *qb, bias, accum, beta, rows, cols);
   auto tr1 = std::chrono::steady_clock::now();
 
-  // The accuracy contract (docs/NUMERICS-CONTRACT.md section 7): the tensor
-  // cores add FP8 products with 13 bits of alignment precision; the error
-  // grows with the number P of products summed before a promotion into FP32
-  // (the scheme's promotion block, else all of K):
+  // The accuracy contract (docs/NUMERICS-CONTRACT.md section 7): each entry
+  // is the tensor-core model's value (TensorCoreModel.h; the kernel's tiling
+  // decides where an unpromoted kernel's sums restart) to within the output
+  // type's rounding and the FP32 arithmetic's bound. The tensor cores add
+  // FP8 products with 13 bits of alignment precision, so the error against
+  // FP64 grows with the number P of products summed before a promotion into
+  // FP32 (the scheme's promotion block, else all of K):
   //   relative Frobenius error     <= 4 u(P)      (f32 output)
-  // and each entry
-  //   promoted: the tensor-core model's value (TensorCoreModel.h), to the
-  //     output type's rounding and the FP32 arithmetic's bound;
-  //   unpromoted (where the kernel's tiling decides how the tensor cores'
-  //     sums are cut): the FP64 reference, to the output type's rounding
-  //     plus gemmEntryAllowance(...), the sums' typical error.
-  // Promoted cases also report how much of the typical allowance they use.
+  // The typical allowance (gemmEntryAllowance) is reported, not enforced.
   const int64_t interval = promoteK > 0 ? promoteK : k;
   const double relFrobeniusLimit = 4 * tensorCoreUnit(interval);
   const OutputRounding outRounding =
@@ -1248,23 +1251,18 @@ TEST_P(GemmCorrectness, MatchesFp64Reference) {
       const double typicalAllowed = gemmEntryAllowedError(
           expected, outRounding, llvm::ArrayRef(&dqA[i * k], k),
           llvm::ArrayRef(&dqB[j * k], k), interval);
-      double target = expected, allowed = typicalAllowed;
-      if (promoteK > 0) {
-        worstTypical = std::max(
-            worstTypical, gemmEntryErrorRatio(got, expected, typicalAllowed));
-        const ModelledGemmEntry &entry = model[i * cols.size() + j];
-        target = entry.value;
-        allowed = modelledEntryAllowedError(entry, outRounding);
-      }
-      double ratio = gemmEntryErrorRatio(got, target, allowed);
+      worstTypical = std::max(
+          worstTypical, gemmEntryErrorRatio(got, expected, typicalAllowed));
+      const ModelledGemmEntry &entry = model[i * cols.size() + j];
+      const double allowed = modelledEntryAllowedError(entry, outRounding);
+      double ratio = gemmEntryErrorRatio(got, entry.value, allowed);
       if (!(ratio <= worstRatio)) {
         worstRatio = ratio;
         if (!(ratio <= 1.0))
           ADD_FAILURE() << "entry (" << rows[i] << ", " << cols[j] << "): got "
-                        << got << ", expected " << target
-                        << (promoteK > 0 ? " (tensor-core model)" : "")
-                        << " (allowed error " << allowed << ", FP64 "
-                        << expected << ")";
+                        << got << ", expected " << entry.value
+                        << " (tensor-core model; allowed error " << allowed
+                        << ", FP64 " << expected << ")";
       }
     }
   const double relFrobenius =
@@ -1272,15 +1270,11 @@ TEST_P(GemmCorrectness, MatchesFp64Reference) {
   const double tflops = 2.0 * m * double(n) * k / (milliseconds * 1e-3) / 1e12;
   std::printf(
       "         rel_frobenius=%.3e (limit %.2e, promotion %d) "
-      "worst_entry/allowed=%.3f (%s) compared=%lld"
+      "worst_entry/allowed=%.3f (model; typical %.3f) compared=%lld"
       "%s  kernel=%.3f ms (%.0f TFLOPS, second launch, not a "
       "benchmark)  host: data %.1fs compile %.2fs ref %.1fs\n",
       relFrobenius, relFrobeniusLimit, promoteK > 0 ? promoteK : k, worstRatio,
-      promoteK > 0
-          ? ("model; typical " + std::to_string(worstTypical).substr(0, 5))
-                .c_str()
-          : "typical",
-      static_cast<long long>(compared),
+      worstTypical, static_cast<long long>(compared),
       skippedOverflow
           ? (" f16_overflow_skipped=" + std::to_string(skippedOverflow)).c_str()
           : "",

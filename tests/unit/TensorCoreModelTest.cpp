@@ -194,3 +194,42 @@ TEST(TensorCoreModel, PromotedEntryAppliesTheScales) {
       }
   }
 }
+
+// An unpromoted entry is the sum of its chains' tensor-core sums: where the
+// chains cut K changes the result only through the tensor cores' rounding.
+TEST(TensorCoreModel, DirectEntrySumsItsChains) {
+  std::mt19937_64 rng(std::random_device{}());
+  const int64_t k = 512;
+  auto perTensor = [&](float global) {
+    QuantizedTensor q;
+    q.scheme = ScalingScheme::perTensor();
+    q.rows = 1;
+    q.cols = k;
+    for (int64_t i = 0; i < k; ++i) {
+      uint8_t code;
+      do
+        code = uint8_t(rng());
+      while ((code & 0x7F) == 0x7F);
+      q.codes.push_back(code);
+    }
+    q.global.push_back(global);
+    return q;
+  };
+  const QuantizedTensor a = perTensor(0.75f), b = perTensor(1.5f);
+  const Fp8Format e4m3 = Fp8Format::E4M3;
+  const llvm::ArrayRef<uint8_t> rowA(a.codes), rowB(b.codes);
+  const double whole = fp8MmaSum(rowA, e4m3, rowB, e4m3);
+  const double halves =
+      fp8MmaSum(rowA.take_front(256), e4m3, rowB.take_front(256), e4m3) +
+      fp8MmaSum(rowA.drop_front(256), e4m3, rowB.drop_front(256), e4m3);
+  ModelledGemmEntry one = modelDirectGemmEntry(a, 0, b, 0, {{{0, k}}}, 2.0);
+  EXPECT_EQ(one.value, whole * 0.75 * 1.5 + 2.0);
+  ModelledGemmEntry two =
+      modelDirectGemmEntry(a, 0, b, 0, {{{0, 256}}, {{256, k}}}, 2.0);
+  EXPECT_EQ(two.value, halves * 0.75 * 1.5 + 2.0);
+  // Two ranges of one chain are one running sum.
+  ModelledGemmEntry joined =
+      modelDirectGemmEntry(a, 0, b, 0, {{{0, 256}, {256, k}}}, 2.0);
+  EXPECT_EQ(joined.value, one.value);
+  EXPECT_GE(two.fp32Error, std::ldexp(std::fabs(two.value), -24));
+}

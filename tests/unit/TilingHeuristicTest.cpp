@@ -454,3 +454,29 @@ TEST(TilingHeuristicTest, PromoteKCostsAccumulatorSets) {
   wide.stages = 4;
   EXPECT_TRUE(llvm::errorToBool(checkTiling(spec, wide, TargetInfo())));
 }
+
+TEST(TilingHeuristicTest, TensorCoreChainsFollowTheKernelsWalk) {
+  using Chains = std::vector<numerics::MmaChain>;
+  auto tiling = [](int64_t tileM, int64_t splitK) {
+    TileConfig t;
+    t.tileM = tileM;
+    t.splitK = splitK;
+    return t;
+  };
+  // One running sum over K, the tail's 32-element steps included.
+  EXPECT_EQ(getTensorCoreChains(96, tiling(128, 1)), Chains({{{0, 96}}}));
+  EXPECT_EQ(getTensorCoreChains(4096 + 96, tiling(256, 1)),
+            Chains({{{0, 4096 + 96}}}));
+  // One per split-K slice.
+  EXPECT_EQ(getTensorCoreChains(1024, tiling(128, 2)),
+            Chains({{{0, 512}}, {{512, 1024}}}));
+  // 64-row tiles: the two warpgroups take alternate stages of each slice.
+  EXPECT_EQ(
+      getTensorCoreChains(640, tiling(64, 1)),
+      Chains({{{0, 128}, {256, 384}, {512, 640}}, {{128, 256}, {384, 512}}}));
+  EXPECT_EQ(getTensorCoreChains(1024, tiling(64, 2)),
+            Chains({{{0, 128}, {256, 384}},
+                    {{128, 256}, {384, 512}},
+                    {{512, 640}, {768, 896}},
+                    {{640, 768}, {896, 1024}}}));
+}

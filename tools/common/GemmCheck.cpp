@@ -92,7 +92,11 @@ jit::checkGemmOutput(const GemmProblem &problem, int64_t m,
       dqA, dqB, int64_t(pickRows.size()), int64_t(cols.size()), k);
   const int64_t interval = getPromotionInterval(spec);
   const int64_t promoteK = getKernelPromoteK(spec);
-  result.againstModel = promoteK > 0;
+  result.againstModel = promoteK > 0 || options.tiling;
+  const std::vector<numerics::MmaChain> chains =
+      promoteK == 0 && options.tiling
+          ? compiler::getTensorCoreChains(k, *options.tiling)
+          : std::vector<numerics::MmaChain>();
   const numerics::OutputRounding rounding =
       compiler::getOutputRounding(spec.out);
   const double beta = spec.beta.value_or(1.0f);
@@ -106,9 +110,14 @@ jit::checkGemmOutput(const GemmProblem &problem, int64_t m,
       const double expected = ref[i * cols.size() + j] + bias + betaC;
       double got = output[size_t(pickRows[i]) * size_t(n) + cols[j]];
       double ratio;
-      if (promoteK > 0) {
-        numerics::ModelledGemmEntry entry = numerics::modelPromotedGemmEntry(
-            problem.qa, row, problem.qb, cols[j], promoteK, bias, betaC);
+      if (result.againstModel) {
+        numerics::ModelledGemmEntry entry =
+            promoteK > 0
+                ? numerics::modelPromotedGemmEntry(problem.qa, row, problem.qb,
+                                                   cols[j], promoteK, bias,
+                                                   betaC)
+                : numerics::modelDirectGemmEntry(problem.qa, row, problem.qb,
+                                                 cols[j], chains, bias, betaC);
         ratio = numerics::gemmEntryErrorRatio(
             got, entry.value,
             numerics::modelledEntryAllowedError(entry, rounding));

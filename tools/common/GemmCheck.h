@@ -1,15 +1,15 @@
 //===- GemmCheck.h - A GEMM output against the contract -------*- C++ -*-===//
 //
 // Compares sampled entries of a GemmProblem's output on the GPU under the
-// accuracy contract (docs/NUMERICS-CONTRACT.md section 7): a promoted
-// kernel's entry may differ from the tensor-core model
-// (numerics::modelPromotedGemmEntry) by the output's rounding and FP32's,
-// an unpromoted one from the FP64 reference over the dequantized operands
-// by the output's rounding plus the tensor cores' typical share
-// (numerics::gemmEntryAllowance). The relative Frobenius error is against
-// the FP64 reference. Only the sampled rows are downloaded, so checking a
-// 16384-row output costs little; every entry of those rows must have been
-// written (the output is poisoned beforehand).
+// accuracy contract (docs/NUMERICS-CONTRACT.md section 7): an entry may
+// differ from the tensor-core model (numerics/TensorCoreModel.h) by the
+// output's rounding and FP32's. An unpromoted kernel's model needs its
+// tiling; without one its entries are held to the FP64 reference over the
+// dequantized operands, to the output's rounding plus the tensor cores'
+// typical share (numerics::gemmEntryAllowance). The relative Frobenius
+// error is against the FP64 reference. Only the sampled rows are downloaded, so
+// checking a 16384-row output costs little; every entry of those rows must have
+// been written (the output is poisoned beforehand).
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,9 +18,12 @@
 
 #include "GemmProblem.h"
 
+#include "moss/Compiler/Tiling.h"
+
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
+#include <optional>
 
 namespace moss::jit {
 
@@ -33,6 +36,9 @@ struct GemmCheckOptions {
   unsigned compareRows = 16;
   unsigned compareCols = 48;
   uint64_t seed = 1;
+  /// The kernel's tiling (where an unpromoted kernel's tensor-core sums
+  /// restart).
+  std::optional<compiler::TileConfig> tiling;
 };
 
 /// The outcome of a check.
@@ -44,8 +50,8 @@ struct GemmCheckResult {
   int64_t unwritten = 0;
   /// The largest error as a fraction of its allowance.
   double worst = 0;
-  /// Whether entries were held to the tensor-core model (a promoted kernel)
-  /// rather than the FP64 reference.
+  /// Whether entries were held to the tensor-core model rather than the
+  /// FP64 reference.
   bool againstModel = false;
   /// The relative Frobenius error over the compared entries.
   double relFrobenius = 0;

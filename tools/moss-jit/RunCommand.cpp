@@ -148,6 +148,7 @@ int runRun() {
   checkOptions.compareRows = sampleSize == 0 ? unsigned(m) : sampleSize;
   checkOptions.compareCols = sampleSize == 0 ? unsigned(spec.n) : sampleSize;
   checkOptions.seed = seed + 3;
+  checkOptions.tiling = (*info)->tiling;
   Expected<GemmCheckResult> check = checkGemmOutput(**problem, m, checkOptions);
   if (!check)
     return fail(check.takeError());

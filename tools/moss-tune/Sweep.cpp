@@ -267,6 +267,7 @@ Expected<ShapeResult> SpecTimer::run(const ShapePlan &plan,
     }
     jit::GemmCheckOptions checkOptions;
     checkOptions.seed = uint64_t(m) * 31 + 7;
+    checkOptions.tiling = tiling;
     Expected<jit::GemmCheckResult> check =
         jit::checkGemmOutput(problem, m, checkOptions);
     if (!check)

@@ -12,12 +12,14 @@
 #define MOSS_COMPILER_TILING_H
 
 #include "moss/Compiler/GemmSpec.h"
+#include "moss/Numerics/TensorCoreModel.h"
 
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace moss::compiler {
 
@@ -120,6 +122,15 @@ llvm::Error checkKernelSupport(const GemmSpec &spec);
 /// The resource model for `spec` tiled by `tiling` on `target`.
 ResourceUsage estimateResources(const GemmSpec &spec, const TileConfig &tiling,
                                 const TargetInfo &target);
+
+/// How an unpromoted kernel (no block scales, no promoteK) tiled by `tiling`
+/// cuts a K of `k` into the tensor cores' running sums: one per split-K
+/// slice, and with 64-row tiles (split warpgroups) one per warpgroup of each
+/// slice, taking alternate 128-wide stages. A copy of the kernel's walk
+/// (templates/moss/gemm/Kernel.cuh consumeUnits, Mainloop.cuh DirectLoop):
+/// keep the two in step.
+std::vector<numerics::MmaChain> getTensorCoreChains(int64_t k,
+                                                    const TileConfig &tiling);
 
 /// The most pipeline stages of `usage.stageBytes` that fit in `target`'s
 /// shared memory with their barriers and the base's alignment (the

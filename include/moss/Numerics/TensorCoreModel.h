@@ -15,8 +15,10 @@
 #include "moss/Numerics/Quantize.h"
 
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
 
 #include <cstdint>
+#include <utility>
 
 namespace moss::numerics {
 
@@ -56,7 +58,21 @@ ModelledGemmEntry modelPromotedGemmEntry(const QuantizedTensor &a, int64_t row,
                                          int64_t promoteK, double bias = 0,
                                          double betaC = 0);
 
-/// What a promoted entry may differ from `entry.value` by: the output's
+/// K ranges [begin, end) (multiples of 32 long) that the tensor cores sum,
+/// in this order, into one accumulator.
+using MmaChain = llvm::SmallVector<std::pair<int64_t, int64_t>, 4>;
+
+/// Entry (row, col) of an unpromoted GEMM (operands without block scales)
+/// under the model: the tensor cores' sum of each chain (which between them
+/// cover K once), added up, times the global scales, plus `bias` and
+/// `betaC`, all exact; `fp32Error` bounds the FP32 sum of the chains and
+/// the epilogue.
+ModelledGemmEntry modelDirectGemmEntry(const QuantizedTensor &a, int64_t row,
+                                       const QuantizedTensor &b, int64_t col,
+                                       llvm::ArrayRef<MmaChain> chains,
+                                       double bias = 0, double betaC = 0);
+
+/// What a modelled entry may differ from `entry.value` by: the output's
 /// rounding and the FP32 bound.
 double modelledEntryAllowedError(const ModelledGemmEntry &entry,
                                  const OutputRounding &rounding);
