@@ -126,6 +126,21 @@ static double globalFactor(const QuantizedTensor &q, int64_t r) {
   return q.global[q.scheme.globalPerRow() ? r : 0];
 }
 
+/// The entry from the sum of its tensor-core terms and their FP32 error
+/// terms (`fp32Terms`, before the global scales): the epilogue adds the
+/// global scales, bias and beta * C, about four roundings.
+static ModelledGemmEntry finishEntry(double sum, double fp32Terms,
+                                     double global, double bias, double betaC) {
+  ModelledGemmEntry entry;
+  entry.value = sum * global + bias + betaC;
+  const double epilogue =
+      4 * (std::fabs(sum * global) + std::fabs(bias) + std::fabs(betaC));
+  // u = 2^-24; (1 + 2^-20) covers the bound's own second-order terms.
+  entry.fp32Error = std::ldexp(1.0 + std::ldexp(1.0, -20), -24) *
+                    (std::fabs(global) * fp32Terms + epilogue);
+  return entry;
+}
+
 ModelledGemmEntry moss::numerics::modelPromotedGemmEntry(
     const QuantizedTensor &a, int64_t row, const QuantizedTensor &b,
     int64_t col, int64_t promoteK, double bias, double betaC) {
@@ -154,16 +169,8 @@ ModelledGemmEntry moss::numerics::modelPromotedGemmEntry(
     largestRunning = std::max(largestRunning, std::fabs(running));
     fp32Terms += 2 * std::fabs(term) + 4 * largestRunning;
   }
-  const double global = globalFactor(a, row) * globalFactor(b, col);
-  ModelledGemmEntry entry;
-  entry.value = running * global + bias + betaC;
-  // The epilogue: the global scales, bias and beta * C, about four roundings.
-  const double epilogue =
-      4 * (std::fabs(running * global) + std::fabs(bias) + std::fabs(betaC));
-  // (1 + 2^-20) covers the bound's own second-order terms.
-  entry.fp32Error = std::ldexp(1.0 + std::ldexp(1.0, -20), -24) *
-                    (std::fabs(global) * fp32Terms + epilogue);
-  return entry;
+  return finishEntry(running, fp32Terms,
+                     globalFactor(a, row) * globalFactor(b, col), bias, betaC);
 }
 
 ModelledGemmEntry moss::numerics::modelDirectGemmEntry(
@@ -189,17 +196,10 @@ ModelledGemmEntry moss::numerics::modelDirectGemmEntry(
     sum += c;
     magnitudes += std::fabs(c);
   }
-  const double global = globalFactor(a, row) * globalFactor(b, col);
-  ModelledGemmEntry entry;
-  entry.value = sum * global + bias + betaC;
   // Each FP32 addition of the chains (in any order) rounds relative to a
-  // partial sum of at most `magnitudes`; then the epilogue, as above.
-  const double epilogue =
-      4 * (std::fabs(sum * global) + std::fabs(bias) + std::fabs(betaC));
-  entry.fp32Error =
-      std::ldexp(1.0 + std::ldexp(1.0, -20), -24) *
-      (std::fabs(global) * double(chains.size()) * magnitudes + epilogue);
-  return entry;
+  // partial sum of at most `magnitudes`.
+  return finishEntry(sum, double(chains.size()) * magnitudes,
+                     globalFactor(a, row) * globalFactor(b, col), bias, betaC);
 }
 
 double

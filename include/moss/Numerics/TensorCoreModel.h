@@ -2,8 +2,8 @@
 //
 // How sm_90's FP8 wgmma adds its products, as fitted on the H200
 // (tools/studies/fp8_mma_rounding_probe.py; docs/NUMERICS-CONTRACT.md
-// section 7), and what a promoted GEMM entry is under that model. The GPU
-// tests hold the kernel to it.
+// section 7), and what a GEMM entry is under that model. The GPU tests hold
+// the kernel to it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -41,18 +41,21 @@ double fp8MmaStep(llvm::ArrayRef<uint8_t> a, Fp8Format formatA,
 double fp8MmaSum(llvm::ArrayRef<uint8_t> a, Fp8Format formatA,
                  llvm::ArrayRef<uint8_t> b, Fp8Format formatB);
 
-/// Entry (row, col) of a promoted GEMM (A [m, K], B [n, K], both K-major)
-/// under the model: every `promoteK` of K (32, 64 or 128, within which both
-/// operands' block scales are constant) the tensor cores' sum times the
-/// block factors, added up, times the global scales, plus `bias` and
-/// `betaC`, all exact.
+/// A GEMM entry under the model.
 struct ModelledGemmEntry {
+  /// In exact arithmetic after the tensor cores' sums.
   double value = 0;
   /// A bound on what the kernel's FP32 arithmetic (the promotions, factor
   /// products, split-K and epilogue) may add to |D - value| before the
   /// output's own rounding.
   double fp32Error = 0;
 };
+
+/// Entry (row, col) of a promoted GEMM (A [m, K], B [n, K], both K-major)
+/// under the model: every `promoteK` of K (32, 64 or 128, within which both
+/// operands' block scales are constant) the tensor cores' sum times the
+/// block factors, added up, times the global scales, plus `bias` and
+/// `betaC`.
 ModelledGemmEntry modelPromotedGemmEntry(const QuantizedTensor &a, int64_t row,
                                          const QuantizedTensor &b, int64_t col,
                                          int64_t promoteK, double bias = 0,
@@ -65,8 +68,7 @@ using MmaChain = llvm::SmallVector<std::pair<int64_t, int64_t>, 4>;
 /// Entry (row, col) of an unpromoted GEMM (operands without block scales)
 /// under the model: the tensor cores' sum of each chain (which between them
 /// cover K once), added up, times the global scales, plus `bias` and
-/// `betaC`, all exact; `fp32Error` bounds the FP32 sum of the chains and
-/// the epilogue.
+/// `betaC`.
 ModelledGemmEntry modelDirectGemmEntry(const QuantizedTensor &a, int64_t row,
                                        const QuantizedTensor &b, int64_t col,
                                        llvm::ArrayRef<MmaChain> chains,
