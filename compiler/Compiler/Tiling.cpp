@@ -65,9 +65,7 @@ static int64_t localBlock(const ScalingScheme &scheme) {
   return scheme.kind == numerics::ScalingKind::MXFP8 ? 32 : scheme.blockCols;
 }
 
-/// K elements between promotions (`Config::kPromoteK`): the smallest of
-/// the operands' local blocks and the spec's promoteK, 0 when none is set.
-static int64_t promoteK(const GemmSpec &spec) {
+int64_t compiler::getPromoteK(const GemmSpec &spec) {
   int64_t result = 0;
   for (int64_t k :
        {localBlock(spec.aScaling), localBlock(spec.bScaling), spec.promoteK})
@@ -86,7 +84,7 @@ static bool hasColumnFactor(const GemmSpec &spec, int64_t tileN) {
 /// Whether there is a per-row factor table (A's scales, or B's per-group
 /// NxN scales folded into it).
 static bool hasRowFactor(const GemmSpec &spec, int64_t tileN) {
-  return promoteK(spec) > 0 &&
+  return getPromoteK(spec) > 0 &&
          (spec.aScaling.hasLocalScales() ||
           (spec.bScaling.hasLocalScales() && !hasColumnFactor(spec, tileN)));
 }
@@ -115,6 +113,15 @@ compiler::getTensorCoreChains(int64_t k, const TileConfig &tiling) {
   return chains;
 }
 
+numerics::MmaSchedule compiler::getMmaSchedule(const GemmSpec &spec,
+                                               const TileConfig &tiling) {
+  numerics::MmaSchedule schedule;
+  schedule.promoteK = getPromoteK(spec);
+  if (schedule.promoteK == 0)
+    schedule.chains = getTensorCoreChains(spec.k, tiling);
+  return schedule;
+}
+
 ResourceUsage compiler::estimateResources(const GemmSpec &spec,
                                           const TileConfig &tiling,
                                           const TargetInfo &target) {
@@ -136,7 +143,7 @@ ResourceUsage compiler::estimateResources(const GemmSpec &spec,
   int64_t perSet = wgmmaTiles * (tiling.tileN / 2);
   bool rowAndColumn =
       hasRowFactor(spec, tiling.tileN) && hasColumnFactor(spec, tiling.tileN);
-  if (promoteK(spec) > 0) {
+  if (getPromoteK(spec) > 0) {
     usage.partialSetsNarrowed =
         !rowAndColumn && 3 * perSet > usage.accumulatorRegisterLimit;
     usage.partialSets = rowAndColumn || usage.partialSetsNarrowed ? 1 : 2;
@@ -144,7 +151,8 @@ ResourceUsage compiler::estimateResources(const GemmSpec &spec,
   usage.accumulatorRegisters = perSet * (1 + usage.partialSets);
 
   int64_t promotesPerStage =
-      promoteK(spec) > 0 ? std::max<int64_t>(1, kBlockK / promoteK(spec)) : 1;
+      getPromoteK(spec) > 0 ? std::max<int64_t>(1, kBlockK / getPromoteK(spec))
+                            : 1;
   int64_t rowTable = hasRowFactor(spec, tiling.tileN)
                          ? tiling.tileM * promotesPerStage * 4
                          : 0;
@@ -297,7 +305,7 @@ TilingScore compiler::scoreTiling(const GemmSpec &spec,
 /// at K = 11008 (M <= 64) but 0-10% slower at K = 4096.
 static bool considerSplitK(const GemmSpec &spec, const TilingOptions &options) {
   return options.allowSplitK && plannedM(spec, options) <= kSplitKMaxRows &&
-         (promoteK(spec) > 0 || spec.k >= 64 * kBlockK);
+         (getPromoteK(spec) > 0 || spec.k >= 64 * kBlockK);
 }
 
 /// A work unit's chain of K stages in arbitrary units: its stages times a
@@ -319,7 +327,7 @@ static int64_t chainCost(const GemmSpec &spec, const TileConfig &tiling) {
 /// warpgroup only computes rows past M).
 static bool considerTileM64(const GemmSpec &spec,
                             const TilingOptions &options) {
-  return plannedM(spec, options) <= 64 && promoteK(spec) > 0 &&
+  return plannedM(spec, options) <= 64 && getPromoteK(spec) > 0 &&
          spec.k % kBlockK == 0;
 }
 
@@ -434,7 +442,7 @@ compiler::selectTiling(const GemmSpec &spec, const TargetInfo &target,
         // sixth session), while at N = 4096 64x64 in two K slices wins. A
         // per-32 promotion (MOSS) keeps them at every width: its longer
         // promotion chain is what the alternating warpgroups halve.
-        if (tileM == 64 && promoteK(spec) >= 128 && tileN > 64)
+        if (tileM == 64 && getPromoteK(spec) >= 128 && tileN > 64)
           continue;
         if (!smallest || usage.sharedBytes < smallest->second.sharedBytes)
           smallest = {tiling, usage};

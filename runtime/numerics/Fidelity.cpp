@@ -134,8 +134,7 @@ double moss::numerics::gemmEntryAllowedError(double expected,
                                              llvm::ArrayRef<double> a,
                                              llvm::ArrayRef<double> b,
                                              int64_t interval) {
-  return rounding.relative * std::fabs(expected) + rounding.absolute +
-         gemmEntryAllowance(a, b, interval);
+  return rounding.of(expected) + gemmEntryAllowance(a, b, interval);
 }
 
 double moss::numerics::gemmEntryErrorRatio(double got, double expected,

@@ -202,9 +202,17 @@ ModelledGemmEntry moss::numerics::modelDirectGemmEntry(
                      globalFactor(a, row) * globalFactor(b, col), bias, betaC);
 }
 
+ModelledGemmEntry moss::numerics::modelGemmEntry(
+    const QuantizedTensor &a, int64_t row, const QuantizedTensor &b,
+    int64_t col, const MmaSchedule &schedule, double bias, double betaC) {
+  if (schedule.promoteK > 0)
+    return modelPromotedGemmEntry(a, row, b, col, schedule.promoteK, bias,
+                                  betaC);
+  return modelDirectGemmEntry(a, row, b, col, schedule.chains, bias, betaC);
+}
+
 double
 moss::numerics::modelledEntryAllowedError(const ModelledGemmEntry &entry,
                                           const OutputRounding &rounding) {
-  return rounding.relative * std::fabs(entry.value) + rounding.absolute +
-         entry.fp32Error * (1 + rounding.relative);
+  return rounding.of(entry.value) + entry.fp32Error * (1 + rounding.relative);
 }

@@ -845,10 +845,8 @@ modelEntries(const Params &p, const compiler::TileConfig &tiling,
              const std::vector<float> &bias, const std::vector<float> &accum,
              float beta, const std::vector<int64_t> &rows,
              const std::vector<int64_t> &cols) {
-  const int promoteK = moss::gemm::plan(p).promoteK;
-  const std::vector<MmaChain> chains =
-      promoteK > 0 ? std::vector<MmaChain>()
-                   : compiler::getTensorCoreChains(p.k, tiling);
+  const MmaSchedule schedule =
+      compiler::getMmaSchedule(specOf(p, beta), tiling);
   std::vector<ModelledGemmEntry> out(rows.size() * cols.size());
   std::atomic<size_t> next{0};
   std::vector<std::thread> pool;
@@ -858,11 +856,8 @@ modelEntries(const Params &p, const compiler::TileConfig &tiling,
       for (size_t i = next++; i < rows.size(); i = next++)
         for (size_t j = 0; j < cols.size(); ++j) {
           EntryAddends e = addendsOf(p, bias, accum, beta, rows[i], cols[j]);
-          out[i * cols.size() + j] =
-              promoteK > 0 ? modelPromotedGemmEntry(qa, rows[i], qb, cols[j],
-                                                    promoteK, e.bias, e.betaC)
-                           : modelDirectGemmEntry(qa, rows[i], qb, cols[j],
-                                                  chains, e.bias, e.betaC);
+          out[i * cols.size() + j] = modelGemmEntry(qa, rows[i], qb, cols[j],
+                                                    schedule, e.bias, e.betaC);
         }
     });
   for (std::thread &t : pool)

@@ -91,12 +91,13 @@ jit::checkGemmOutput(const GemmProblem &problem, int64_t m,
   std::vector<double> ref = numerics::referenceGemm(
       dqA, dqB, int64_t(pickRows.size()), int64_t(cols.size()), k);
   const int64_t interval = getPromotionInterval(spec);
-  const int64_t promoteK = getKernelPromoteK(spec);
-  result.againstModel = promoteK > 0 || options.tiling;
-  const std::vector<numerics::MmaChain> chains =
-      promoteK == 0 && options.tiling
-          ? compiler::getTensorCoreChains(k, *options.tiling)
-          : std::vector<numerics::MmaChain>();
+  // The model needs an unpromoted kernel's tiling (where its sums restart).
+  std::optional<numerics::MmaSchedule> schedule;
+  if (options.tiling)
+    schedule = compiler::getMmaSchedule(spec, *options.tiling);
+  else if (int64_t promoteK = compiler::getPromoteK(spec))
+    schedule = numerics::MmaSchedule{promoteK, {}};
+  result.againstModel = schedule.has_value();
   const numerics::OutputRounding rounding =
       compiler::getOutputRounding(spec.out);
   const double beta = spec.beta.value_or(1.0f);
@@ -110,14 +111,9 @@ jit::checkGemmOutput(const GemmProblem &problem, int64_t m,
       const double expected = ref[i * cols.size() + j] + bias + betaC;
       double got = output[size_t(pickRows[i]) * size_t(n) + cols[j]];
       double ratio;
-      if (result.againstModel) {
-        numerics::ModelledGemmEntry entry =
-            promoteK > 0
-                ? numerics::modelPromotedGemmEntry(problem.qa, row, problem.qb,
-                                                   cols[j], promoteK, bias,
-                                                   betaC)
-                : numerics::modelDirectGemmEntry(problem.qa, row, problem.qb,
-                                                 cols[j], chains, bias, betaC);
+      if (schedule) {
+        numerics::ModelledGemmEntry entry = numerics::modelGemmEntry(
+            problem.qa, row, problem.qb, cols[j], *schedule, bias, betaC);
         ratio = numerics::gemmEntryErrorRatio(
             got, entry.value,
             numerics::modelledEntryAllowedError(entry, rounding));

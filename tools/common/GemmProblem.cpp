@@ -2,10 +2,12 @@
 
 #include "GemmProblem.h"
 
+#include "moss/Compiler/Tiling.h"
 #include "moss/Runtime/Driver.h"
 
 #include "llvm/ADT/bit.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -242,18 +244,7 @@ Expected<float> GemmProblem::downloadAmax() const {
   return amax;
 }
 
-int64_t jit::getKernelPromoteK(const compiler::GemmSpec &spec) {
-  int64_t p = spec.promoteK;
-  for (const numerics::ScalingScheme *s : {&spec.aScaling, &spec.bScaling})
-    if (s->hasLocalScales())
-      p = p ? std::min(p, s->blockCols) : s->blockCols;
-  return p;
-}
-
 int64_t jit::getPromotionInterval(const compiler::GemmSpec &spec) {
-  int64_t p = spec.promoteK ? spec.promoteK : spec.k;
-  for (const numerics::ScalingScheme *s : {&spec.aScaling, &spec.bScaling})
-    if (s->hasLocalScales())
-      p = std::min(p, s->blockCols);
-  return p;
+  const int64_t promoteK = compiler::getPromoteK(spec);
+  return promoteK > 0 ? std::min(promoteK, spec.k) : spec.k;
 }

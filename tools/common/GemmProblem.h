@@ -58,13 +58,9 @@ private:
 float decodeOutputElement(const uint8_t *bytes, compiler::FloatType type);
 
 /// The K elements P the tensor cores sum before each promotion into FP32
-/// for `spec` (docs/NUMERICS-CONTRACT.md, "GEMM"): promoteK, else the
-/// smallest local block along K, else all of K.
+/// for `spec` (docs/NUMERICS-CONTRACT.md section 7): compiler::getPromoteK,
+/// at most K, or all of K without promotion.
 int64_t getPromotionInterval(const compiler::GemmSpec &spec);
-
-/// Every how many K the kernel promotes its tensor-core sums into FP32 (the
-/// smallest block along K, or spec.promoteK), 0 for never.
-int64_t getKernelPromoteK(const compiler::GemmSpec &spec);
 
 } // namespace moss::jit
 

@@ -123,6 +123,11 @@ llvm::Error checkKernelSupport(const GemmSpec &spec);
 ResourceUsage estimateResources(const GemmSpec &spec, const TileConfig &tiling,
                                 const TargetInfo &target);
 
+/// K elements between the kernel's promotions into FP32
+/// (`Config::kPromoteK`): the smallest of the operands' local blocks along K
+/// and the spec's promoteK, 0 when none is set.
+int64_t getPromoteK(const GemmSpec &spec);
+
 /// How an unpromoted kernel (no block scales, no promoteK) tiled by `tiling`
 /// cuts a K of `k` into the tensor cores' running sums: one per split-K
 /// slice, and with 64-row tiles (split warpgroups) one per warpgroup of each
@@ -131,6 +136,11 @@ ResourceUsage estimateResources(const GemmSpec &spec, const TileConfig &tiling,
 /// keep the two in step.
 std::vector<numerics::MmaChain> getTensorCoreChains(int64_t k,
                                                     const TileConfig &tiling);
+
+/// How the kernel of `spec` tiled by `tiling` cuts K into tensor-core sums:
+/// its promotion interval, or (unpromoted) getTensorCoreChains.
+numerics::MmaSchedule getMmaSchedule(const GemmSpec &spec,
+                                     const TileConfig &tiling);
 
 /// The most pipeline stages of `usage.stageBytes` that fit in `target`'s
 /// shared memory with their barriers and the base's alignment (the

@@ -7,6 +7,7 @@
 
 #include "llvm/ADT/ArrayRef.h"
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -71,6 +72,9 @@ double gemmEntryAllowance(llvm::ArrayRef<double> a, llvm::ArrayRef<double> b,
 struct OutputRounding {
   double relative = 0;
   double absolute = 0;
+
+  /// The rounding allowed an output of value `x`.
+  double of(double x) const { return relative * std::fabs(x) + absolute; }
 };
 
 /// The whole allowed error of one GEMM entry whose FP64 reference is

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 namespace moss::numerics {
 
@@ -73,6 +74,20 @@ ModelledGemmEntry modelDirectGemmEntry(const QuantizedTensor &a, int64_t row,
                                        const QuantizedTensor &b, int64_t col,
                                        llvm::ArrayRef<MmaChain> chains,
                                        double bias = 0, double betaC = 0);
+
+/// How a kernel's tensor cores cut K: a promotion into FP32 every
+/// `promoteK` of K (32, 64 or 128) or, with 0, the running sums `chains`.
+struct MmaSchedule {
+  int64_t promoteK = 0;
+  std::vector<MmaChain> chains;
+};
+
+/// Entry (row, col) of a GEMM whose kernel follows `schedule`:
+/// modelPromotedGemmEntry or modelDirectGemmEntry.
+ModelledGemmEntry modelGemmEntry(const QuantizedTensor &a, int64_t row,
+                                 const QuantizedTensor &b, int64_t col,
+                                 const MmaSchedule &schedule, double bias = 0,
+                                 double betaC = 0);
 
 /// What a modelled entry may differ from `entry.value` by: the output's
 /// rounding and the FP32 bound.
