@@ -9,6 +9,7 @@
 //   moss-bench-gemm [--m M] [--n N] [--k K] [--repeat R] [--only NAME]...
 //                   [--no-cublaslt] [--baseline NAME]... [--nvrtc-flag FLAG]...
 //                   [--tiling TMxTNxSTAGES[xSPLITK]]... [--sustained MS]
+//                   [--quick-compile]
 //
 // Variants are compiled first and then timed round-robin with the cuBLASLt
 // baselines (up to 5 rounds of repeat/rounds launches each), so that clock
@@ -28,6 +29,9 @@
 // the cap, as when a GPU runs one kind of GEMM back to back; --repeat is
 // ignored.
 // --nvrtc-flag passes a flag to NVRTC (e.g. --Ofast-compile=mid).
+// --quick-compile adds each promoted kernel's quick-compile variant (the
+// first kernel of a tiered compile, on its narrower tiles; `_quick`), next
+// to the full one.
 // --tiling adds every scheme at that tiling too (`_tMxNxS`, 1x1 and 2x1
 // clusters; `_splitK` and no cluster with a fourth field); a tiling the
 // kernel does not take prints why and is skipped. --only keeps the variants
@@ -133,7 +137,7 @@ int main(int argc, char **argv) {
   int m = 8192, n = 8192, k = 8192, repeat = 20, sustainedMs = 0;
   std::vector<std::string> only; // name substrings, any of them
   std::vector<std::string> onlyBaselines; // the same for the baselines
-  bool cublasLt = true;
+  bool cublasLt = true, quickCompile = false;
   std::vector<std::string> nvrtcFlags;
   std::vector<std::array<int, 4>> extraTilings;
   for (int i = 1; i < argc; ++i) {
@@ -161,6 +165,8 @@ int main(int argc, char **argv) {
       onlyBaselines.push_back(next());
     else if (a == "--nvrtc-flag")
       nvrtcFlags.push_back(next());
+    else if (a == "--quick-compile")
+      quickCompile = true;
     else if (a == "--tiling") {
       std::array<int, 4> t{0, 0, 0, 1};
       const char *text = next();
@@ -175,7 +181,8 @@ int main(int argc, char **argv) {
           "; usage: moss-bench-gemm [--m M] [--n N] [--k K] [--repeat R] "
           "[--only NAME]... [--no-cublaslt] [--baseline NAME]... "
           "[--nvrtc-flag FLAG]... "
-          "[--tiling TMxTNxSTAGES[xSPLITK]]... [--sustained MS]");
+          "[--tiling TMxTNxSTAGES[xSPLITK]]... [--sustained MS] "
+          "[--quick-compile]");
   }
 
   if (repeat < 1)
@@ -255,6 +262,18 @@ int main(int argc, char **argv) {
   both.scaleB = kTwoLevel;
   both.blockB = 32;
   add("twolevel_x_twolevel", both);
+  if (quickCompile)
+    for (size_t i = 0, count = variants.size(); i < count; ++i) {
+      // What GemmRunner compiles first: the variant on narrowed tiles.
+      const Params &full = variants[i].params;
+      Params quick =
+          withTiling(full, moss::compiler::getQuickCompileTiling(
+                               specOf(full), tilingOfParams(full), target));
+      quick.quickCompile = true;
+      if (plan(quick).groupBlocks != plan(full).groupBlocks ||
+          quick.tileN != full.tileN)
+        variants.push_back({variants[i].name + "_quick", quick});
+    }
 
   std::mt19937_64 rng(42);
   std::vector<uint8_t> a = randomCodes(static_cast<size_t>(m) * k, rng);

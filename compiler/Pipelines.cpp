@@ -47,7 +47,8 @@ void mlir::moss::buildGemmPipeline(OpPassManager &pm,
   tiling.arch = options.arch;
   pm.addPass(createSelectTiling(tiling));
   // 3. Lowering: each kernel function becomes an emitc.file.
-  pm.addPass(createConvertGemmToEmitC());
+  pm.addPass(createConvertGemmToEmitC(
+      ConvertGemmToEmitCOptions{options.quickCompile}));
   // 4. (translateToCudaUnits) MLIR's C++ emitter prints the files.
 }
 
@@ -136,6 +137,19 @@ compiler::compileGemm(const GemmSpec &spec, const TargetInfo &target,
             options.onTuningNote(note.str());
         });
   }
+  // The quick-compile variant narrows the tiling it would otherwise get.
+  if (options.quickCompile) {
+    if (!tiling) {
+      TilingOptions heuristic;
+      heuristic.assumedM = options.assumedM;
+      heuristic.allowSplitK = options.allowSplitK;
+      llvm::Expected<TileConfig> chosen = selectTiling(spec, target, heuristic);
+      if (!chosen)
+        return fail(llvm::toString(chosen.takeError()));
+      tiling = *chosen;
+    }
+    tiling = getQuickCompileTiling(spec, *tiling, target);
+  }
   if (tiling) {
     if (llvm::Error error = checkTiling(spec, *tiling, target))
       return fail(llvm::toString(std::move(error)));
@@ -159,6 +173,7 @@ compiler::compileGemm(const GemmSpec &spec, const TargetInfo &target,
   pipeline.sharedMemoryBytes = target.sharedMemoryPerBlock;
   pipeline.assumedM = options.assumedM;
   pipeline.allowSplitK = options.allowSplitK;
+  pipeline.quickCompile = options.quickCompile;
   PassManager pm = PassManager::on<ModuleOp>(&context);
   buildGemmPipeline(pm, pipeline);
   if (options.onStage)
@@ -180,6 +195,7 @@ compiler::compileGemm(const GemmSpec &spec, const TargetInfo &target,
   kernel.kernelName = std::move(units->front().kernelName);
   kernel.tiling = getTileConfig(units->front().tiling);
   kernel.spec = spec;
+  kernel.quickCompile = options.quickCompile;
   ResourceUsage usage = estimateResources(spec, kernel.tiling, target);
   kernel.launch.threads = usage.threads;
   kernel.launch.sharedBytes = usage.sharedBytes;

@@ -208,6 +208,25 @@ static int64_t kSliceGranularity(const GemmSpec &spec) {
   return granularity;
 }
 
+TileConfig compiler::getQuickCompileTiling(const GemmSpec &spec,
+                                           const TileConfig &tiling,
+                                           const TargetInfo &target) {
+  if (getPromoteK(spec) == 0 || tiling.tileN <= kQuickCompileTileN)
+    return tiling;
+  TileConfig quick = tiling;
+  quick.tileN = kQuickCompileTileN;
+  const int64_t kSteps =
+      std::max<int64_t>(2, llvm::divideCeil(spec.k, kBlockK));
+  quick.stages = std::min<int64_t>(
+      {getStagesThatFit(estimateResources(spec, quick, target), target),
+       TilingOptions().maxStages, kSteps});
+  if (llvm::Error error = checkTiling(spec, quick, target)) {
+    llvm::consumeError(std::move(error));
+    return tiling;
+  }
+  return quick;
+}
+
 llvm::Error compiler::checkTiling(const GemmSpec &spec,
                                   const TileConfig &tiling,
                                   const TargetInfo &target) {

@@ -158,6 +158,17 @@ void KernelCache::insertMemory(const EntryPtr &entry) {
 Expected<std::shared_ptr<const KernelEntry>>
 KernelCache::getOrCompile(StringRef source,
                           const CompileOptions &compileOptions) {
+  return get(source, compileOptions, /*compile=*/true);
+}
+
+Expected<std::shared_ptr<const KernelEntry>>
+KernelCache::find(StringRef source, const CompileOptions &compileOptions) {
+  return get(source, compileOptions, /*compile=*/false);
+}
+
+Expected<KernelCache::EntryPtr>
+KernelCache::get(StringRef source, const CompileOptions &compileOptions,
+                 bool compile) {
   CompileOptions resolved = resolveCompileOptions(compileOptions);
   Expected<CacheKey> key = getKey(source, resolved);
   if (!key)
@@ -180,8 +191,8 @@ KernelCache::getOrCompile(StringRef source,
     inFlightDone.notify_all();
   });
 
-  Expected<EntryPtr> entry = loadOrCompile(source, resolved, *key);
-  if (entry) {
+  Expected<EntryPtr> entry = loadOrCompile(source, resolved, *key, compile);
+  if (entry && *entry) {
     std::lock_guard<std::mutex> lock(mutex);
     insertMemory(*entry);
   }
@@ -190,7 +201,7 @@ KernelCache::getOrCompile(StringRef source,
 
 Expected<KernelCache::EntryPtr>
 KernelCache::loadOrCompile(StringRef source, const CompileOptions &resolved,
-                           const CacheKey &key) {
+                           const CacheKey &key, bool compile) {
   std::string directory = getDirectory();
   uint64_t cap = 0;
   if (!directory.empty()) {
@@ -201,6 +212,8 @@ KernelCache::loadOrCompile(StringRef source, const CompileOptions &resolved,
     if (EntryPtr entry = readFromDisk(getCacheEntryPath(directory, key), key))
       return entry;
   }
+  if (!compile)
+    return nullptr;
 
   Expected<CompileResult> compiled = getCompiler().compile(source, resolved);
   if (!compiled)

@@ -32,6 +32,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <future>
 #include <limits>
 
 using namespace llvm;
@@ -216,7 +217,8 @@ static GemmRunner::Key makeKey(const GemmSpec &spec,
               packOperand(spec.b, spec.bScaling) << 24 |
               uint64_t(spec.out) << 48 | packType(spec.bias) << 50 |
               packType(spec.accumulate) << 52 | uint64_t(spec.amax) << 54 |
-              uint64_t(spec.promoteK >> 5) << 55); // 0, 1, 2 or 4
+              uint64_t(spec.promoteK >> 5) << 55 | // 0, 1, 2 or 4
+              uint64_t(options.compileMode == GemmCompileMode::Quick) << 58);
   if (const std::optional<compiler::TileConfig> &t = options.tiling)
     key.words[3] =
         int64_t(1 | uint64_t(t->tileM) << 1 | uint64_t(t->tileN) << 10 |
@@ -231,7 +233,9 @@ static GemmRunner::Key makeKey(const GemmSpec &spec,
 /// bucket (the database may hold a tiling per bucket) and which database.
 static GemmRunner::Key makeResolvedKey(const GemmSpec &spec, int64_t m,
                                        const GemmOptions &options) {
-  GemmRunner::Key key = makeKey(spec, GemmOptions());
+  GemmOptions keyOptions;
+  keyOptions.compileMode = options.compileMode;
+  GemmRunner::Key key = makeKey(spec, keyOptions);
   uint64_t bucket = Log2_64(
       uint64_t(compiler::getTuningBucket(compiler::getTuningM(spec, m))));
   // The database: the default (0), none (1) or a path given (2, hashed).
@@ -319,12 +323,24 @@ GemmRunner::lookUpDatabase(const GemmSpec &spec, int64_t m,
   return tiling;
 }
 
+/// A background compile of a tiered compile's full kernel.
+struct FullCompile {
+  std::shared_ptr<const runtime::KernelEntry> entry;
+  std::string error;
+  double seconds = 0;
+};
+
 /// A loaded kernel and the tensor maps of its last launch.
 struct GemmRunner::Kernel {
   GemmKernelInfo info;
   std::shared_ptr<const runtime::KernelEntry> entry;
   CUfunction function = nullptr;
   detail::TemplatePlan plan;
+  /// While `function` is the quick-compile variant of a tiered compile: the
+  /// full kernel's source and its compile (whose future's destructor waits
+  /// for it, so the thread never outlives the runner and its cache).
+  std::optional<compiler::KernelSource> fullSource;
+  std::future<FullCompile> fullCompile;
   /// The maps are reused while their pointer and row count are the same
   /// (mapD is all zeros, unused, unless plan.usesTmaD).
   CUtensorMap mapA, mapB, mapD;
@@ -439,7 +455,7 @@ Expected<GemmRunner::Kernel *>
 GemmRunner::getKernel(const GemmSpec &spec, int64_t m,
                       const GemmOptions &options) {
   if (options.tiling)
-    return compileKernel(spec, options.tiling, "");
+    return compileKernel(spec, options.tiling, "", options.compileMode);
   Key key = makeResolvedKey(spec, m, options);
   if (auto it = resolved.find(key); it != resolved.end())
     return it->second;
@@ -461,7 +477,8 @@ GemmRunner::getKernel(const GemmSpec &spec, int64_t m,
       return planned.takeError();
     tiling = *planned;
   }
-  Expected<Kernel *> kernel = compileKernel(spec, tiling, path);
+  Expected<Kernel *> kernel =
+      compileKernel(spec, tiling, path, options.compileMode);
   if (!kernel)
     return kernel.takeError();
   resolved[key] = *kernel;
@@ -471,9 +488,10 @@ GemmRunner::getKernel(const GemmSpec &spec, int64_t m,
 Expected<GemmRunner::Kernel *>
 GemmRunner::compileKernel(const GemmSpec &spec,
                           const std::optional<compiler::TileConfig> &tiling,
-                          const std::string &database) {
+                          const std::string &database, GemmCompileMode mode) {
   GemmOptions keyOptions;
   keyOptions.tiling = tiling;
+  keyOptions.compileMode = mode;
   Key key = makeKey(spec, keyOptions);
   if (auto it = kernels.find(key); it != kernels.end())
     return it->second.get();
@@ -482,60 +500,151 @@ GemmRunner::compileKernel(const GemmSpec &spec,
   auto t0 = Clock::now();
   compiler::CompileOptions compileOptions;
   compileOptions.tiling = tiling;
+  compileOptions.quickCompile = mode == GemmCompileMode::Quick;
   Expected<compiler::KernelSource> source =
       compiler::compileGemm(spec, target, compileOptions);
   if (!source)
     return source.takeError();
-  auto t1 = Clock::now();
   runtime::CompileOptions nvrtc;
   nvrtc.arch = target.arch;
+
+  // A tiered compile starts with the quick variant when the full kernel is
+  // not cached and the variant differs from it (kernels that promote;
+  // docs/COMPILER.md).
+  std::optional<compiler::KernelSource> quick;
+  if (mode == GemmCompileMode::Tiered) {
+    Expected<std::shared_ptr<const runtime::KernelEntry>> cached =
+        cache.find(source->source, nvrtc);
+    if (!cached)
+      return cached.takeError();
+    if (!*cached) {
+      compileOptions.quickCompile = true;
+      Expected<compiler::KernelSource> variant =
+          compiler::compileGemm(spec, target, compileOptions);
+      if (!variant)
+        return variant.takeError();
+      Expected<detail::TemplatePlan> fullPlan =
+          detail::planFromTemplates(*source);
+      Expected<detail::TemplatePlan> quickPlan =
+          detail::planFromTemplates(*variant);
+      if (!fullPlan)
+        return fullPlan.takeError();
+      if (!quickPlan)
+        return quickPlan.takeError();
+      if (quickPlan->groupBlocks != fullPlan->groupBlocks ||
+          variant->tiling != source->tiling)
+        quick = std::move(*variant);
+    }
+  }
+  const compiler::KernelSource &first = quick ? *quick : *source;
+  auto t1 = Clock::now();
   Expected<std::shared_ptr<const runtime::KernelEntry>> entry =
-      cache.getOrCompile(source->source, nvrtc);
+      cache.getOrCompile(first.source, nvrtc);
   if (!entry)
     return entry.takeError();
-  Expected<CUfunction> function = (*entry)->getFunction(source->kernelName);
-  if (!function)
-    return function.takeError();
 
   auto kernel = std::make_unique<Kernel>();
-  kernel->entry = std::move(*entry);
-  kernel->function = *function;
-  Expected<detail::TemplatePlan> plan = detail::planFromTemplates(*source);
+  std::memset(&kernel->mapD, 0, sizeof(kernel->mapD));
+  if (Error e = loadKernel(*kernel, first, std::move(*entry)))
+    return std::move(e);
+  GemmKernelInfo &info = kernel->info;
+  info.tuningDatabase = database;
+  info.quickCompile = first.quickCompile;
+  info.pipelineSeconds = std::chrono::duration<double>(t1 - t0).count();
+  info.cacheSeconds = std::chrono::duration<double>(Clock::now() - t1).count();
+  if (quick) {
+    // NVRTC and the disk cache only: the module is loaded on the caller's
+    // thread, in its context, when the runner switches (switchToFullKernel).
+    info.fullCompilePending = true;
+    kernel->fullSource = std::move(*source);
+    kernel->fullCompile = std::async(
+        std::launch::async,
+        [&cache = cache, text = kernel->fullSource->source, nvrtc] {
+          auto start = Clock::now();
+          Expected<std::shared_ptr<const runtime::KernelEntry>> compiled =
+              cache.getOrCompile(text, nvrtc);
+          FullCompile result;
+          if (compiled)
+            result.entry = std::move(*compiled);
+          else
+            result.error = toString(compiled.takeError());
+          result.seconds =
+              std::chrono::duration<double>(Clock::now() - start).count();
+          return result;
+        });
+  }
+  return (kernels[key] = std::move(kernel)).get();
+}
+
+/// Loads `entry`, the cubin of `source`, as `kernel`'s function and fills in
+/// its plan, persistent grid limit and info (all but the timings).
+Error GemmRunner::loadKernel(
+    Kernel &kernel, const compiler::KernelSource &source,
+    std::shared_ptr<const runtime::KernelEntry> entry) {
+  Expected<CUfunction> function = entry->getFunction(source.kernelName);
+  if (!function)
+    return function.takeError();
+  Expected<detail::TemplatePlan> plan = detail::planFromTemplates(source);
   if (!plan)
     return plan.takeError();
-  kernel->plan = *plan;
   // The compiler's resource model duplicates the templates' plan; a drift
   // would launch with the wrong geometry.
-  if (plan->threads != source->launch.threads ||
-      plan->sharedBytes != source->launch.sharedBytes)
+  if (plan->threads != source.launch.threads ||
+      plan->sharedBytes != source.launch.sharedBytes)
     return invalid("internal error: the compiler planned " +
-                   Twine(source->launch.threads) + " threads and " +
-                   Twine(source->launch.sharedBytes) +
+                   Twine(source.launch.threads) + " threads and " +
+                   Twine(source.launch.sharedBytes) +
                    " bytes of shared memory, the templates " +
                    Twine(plan->threads) + " and " + Twine(plan->sharedBytes));
-  std::memset(&kernel->mapD, 0, sizeof(kernel->mapD));
-  if (Error e =
-          runtime::setSharedMemoryLimit(kernel->function, plan->sharedBytes))
-    return std::move(e);
+  if (Error e = runtime::setSharedMemoryLimit(*function, plan->sharedBytes))
+    return e;
   runtime::LaunchConfig config;
   config.block[0] = plan->threads;
   config.cluster[0] = plan->clusterSize;
   config.sharedMemoryBytes = plan->sharedBytes;
-  Expected<int> slots = runtime::getPersistentSlots(kernel->function, config,
-                                                    int(target.smCount));
+  Expected<int> slots =
+      runtime::getPersistentSlots(*function, config, int(target.smCount));
   if (!slots)
     return slots.takeError();
-  kernel->slots = *slots;
-  GemmKernelInfo &info = kernel->info;
-  info.kernelName = source->kernelName;
-  info.tiling = source->tiling;
-  info.tuningDatabase = database;
+  kernel.entry = std::move(entry);
+  kernel.function = *function;
+  kernel.plan = *plan;
+  kernel.slots = *slots;
+  GemmKernelInfo &info = kernel.info;
+  info.kernelName = source.kernelName;
+  info.tiling = source.tiling;
   info.threads = plan->threads;
   info.sharedBytes = plan->sharedBytes;
   info.clusterSize = plan->clusterSize;
-  info.pipelineSeconds = std::chrono::duration<double>(t1 - t0).count();
-  info.cacheSeconds = std::chrono::duration<double>(Clock::now() - t1).count();
-  return (kernels[key] = std::move(kernel)).get();
+  return Error::success();
+}
+
+/// Switches a tiered compile's kernel to the full one once its background
+/// compile is done, or waits for it (`wait`). If that compile failed, the
+/// quick variant (the same arithmetic) stays, with a warning.
+Error GemmRunner::switchToFullKernel(Kernel &kernel, bool wait) {
+  if (!kernel.fullCompile.valid() ||
+      (!wait && kernel.fullCompile.wait_for(std::chrono::seconds(0)) !=
+                    std::future_status::ready))
+    return Error::success();
+  FullCompile done = kernel.fullCompile.get();
+  compiler::KernelSource source = std::move(*kernel.fullSource);
+  kernel.fullSource.reset();
+  kernel.info.fullCompilePending = false;
+  if (!done.entry) {
+    errs() << "moss: warning: keeping the quick-compile kernel "
+           << kernel.info.kernelName
+           << ": its full kernel failed to compile: " << done.error << "\n";
+    return Error::success();
+  }
+  // The variant's tiles may be narrower: the next launch encodes the
+  // tensor maps for the full kernel's boxes.
+  if (Error e = loadKernel(kernel, source, std::move(done.entry)))
+    return e;
+  kernel.mapACodes = kernel.mapBCodes = kernel.mapDPointer = 0;
+  kernel.info.quickCompile = false;
+  kernel.info.fullCompileSeconds = done.seconds;
+  return Error::success();
 }
 
 Expected<const GemmKernelInfo *>
@@ -546,6 +655,9 @@ GemmRunner::prepare(const GemmSpec &spec, int64_t m,
   Expected<Kernel *> kernel = getKernel(spec, m, options);
   if (!kernel)
     return kernel.takeError();
+  if (Error e = switchToFullKernel(**kernel, options.compileMode ==
+                                                 GemmCompileMode::Full))
+    return std::move(e);
   return &(*kernel)->info;
 }
 
@@ -565,6 +677,10 @@ Error GemmRunner::run(const GemmSpec &spec, int64_t m,
   if (!found)
     return found.takeError();
   Kernel &kernel = **found;
+  if (kernel.fullCompile.valid())
+    if (Error e = switchToFullKernel(kernel, options.compileMode ==
+                                                 GemmCompileMode::Full))
+      return e;
   if (m == 0)
     return Error::success();
 

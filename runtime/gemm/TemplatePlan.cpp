@@ -61,6 +61,7 @@ static gemm::Params getParams(const compiler::KernelSource &source) {
   p.swizzle = int(t.swizzle);
   p.splitK = int(t.splitK);
   p.forcePromoteK = int(spec.promoteK);
+  p.quickCompile = source.quickCompile;
   return p;
 }
 
@@ -88,6 +89,7 @@ detail::planFromTemplates(const compiler::KernelSource &source) {
   result.clusterM = params.clusterM;
   result.clusterN = params.clusterN;
   result.splitK = params.splitK;
+  result.groupBlocks = plan.groupBlocks;
   return result;
 }
 

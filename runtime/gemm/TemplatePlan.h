@@ -32,6 +32,10 @@ struct TemplatePlan {
   /// {columns, rows} (docs/GEMM-KERNEL-ABI.md).
   bool usesTmaD = false;
   int boxD[2] = {0, 0};
+  /// Promotion blocks per group of straight-line code (0: no promotion);
+  /// the quick-compile variant differs from the full kernel exactly when
+  /// this does.
+  int groupBlocks = 0;
   /// The parameters gridSize() and the workspace size read.
   int n = 0, tileM = 0, tileN = 0, clusterM = 1, clusterN = 1, splitK = 1;
 };

@@ -20,16 +20,23 @@ static llvm::Expected<GemmRunner &> getRunner() {
   return *runner;
 }
 
+static GemmOptions getOptions(const std::optional<compiler::TileConfig> &tiling,
+                              bool quick) {
+  GemmOptions options{tiling};
+  options.compileMode = quick ? GemmCompileMode::Quick : GemmCompileMode::Full;
+  return options;
+}
+
 llvm::Error
 gemmtest::prepareThroughApi(const compiler::GemmSpec &spec, int64_t m,
                             const std::optional<compiler::TileConfig> &tiling,
-                            std::string &description,
+                            bool quick, std::string &description,
                             compiler::TileConfig &planned) {
   llvm::Expected<GemmRunner &> runner = getRunner();
   if (!runner)
     return runner.takeError();
   llvm::Expected<const GemmKernelInfo *> info =
-      runner->prepare(spec, m, GemmOptions{tiling});
+      runner->prepare(spec, m, getOptions(tiling, quick));
   if (!info)
     return info.takeError();
   description = (*info)->kernelName + " " + (*info)->tiling.str();
@@ -40,7 +47,7 @@ gemmtest::prepareThroughApi(const compiler::GemmSpec &spec, int64_t m,
 llvm::Error
 gemmtest::runThroughApi(const compiler::GemmSpec &spec, int64_t m,
                         const std::optional<compiler::TileConfig> &tiling,
-                        const ApiBuffers &b, CUstream stream) {
+                        bool quick, const ApiBuffers &b, CUstream stream) {
   llvm::Expected<GemmRunner &> runner = getRunner();
   if (!runner)
     return runner.takeError();
@@ -51,5 +58,5 @@ gemmtest::runThroughApi(const compiler::GemmSpec &spec, int64_t m,
   buffers.bias = b.bias;
   buffers.c = b.c;
   buffers.amax = b.amax;
-  return runner->run(spec, m, buffers, stream, GemmOptions{tiling});
+  return runner->run(spec, m, buffers, stream, getOptions(tiling, quick));
 }

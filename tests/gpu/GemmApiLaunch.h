@@ -31,18 +31,20 @@ struct ApiBuffers {
 };
 
 /// Compiles (or loads) the kernel that runThroughApi launches for `spec` at
-/// `m` rows through the test's GemmRunner; `description` receives its name
-/// and tiling, `planned` the tiling.
+/// `m` rows through the test's GemmRunner: the full kernel, or with `quick`
+/// its quick-compile variant (GemmCompileMode::Full, Quick); `description`
+/// receives its name and tiling, `planned` the tiling.
 llvm::Error prepareThroughApi(const compiler::GemmSpec &spec, int64_t m,
                               const std::optional<compiler::TileConfig> &tiling,
-                              std::string &description,
+                              bool quick, std::string &description,
                               compiler::TileConfig &planned);
 
 /// GemmRunner::run with the test's runner (one per process, on the current
 /// context, with the default kernel cache).
 llvm::Error runThroughApi(const compiler::GemmSpec &spec, int64_t m,
                           const std::optional<compiler::TileConfig> &tiling,
-                          const ApiBuffers &buffers, CUstream stream);
+                          bool quick, const ApiBuffers &buffers,
+                          CUstream stream);
 
 } // namespace moss::gemmtest
 

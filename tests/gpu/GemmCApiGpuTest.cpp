@@ -9,6 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "HopperSkip.h"
+
 #include "moss/Compiler/GemmSpec.h"
 #include "moss/Numerics/Quantize.h"
 #include "moss/Numerics/Samples.h"
@@ -40,15 +42,6 @@ struct Buffer {
   ~Buffer() { runtime::getDriverApi()->memFree(ptr); }
 };
 
-std::string skipReason() {
-  llvm::Expected<std::string> arch = runtime::queryDeviceArch(0);
-  if (!arch)
-    return "needs a CUDA device: " + llvm::toString(arch.takeError());
-  if (*arch != "sm_90a")
-    return "needs a Hopper GPU (sm_90a); device 0 is " + *arch;
-  return "";
-}
-
 void expectOk(moss_error_t error) {
   EXPECT_EQ(error, nullptr) << moss_error_message(error);
   moss_error_destroy(error);
@@ -62,7 +55,7 @@ float bf16ToFloat(uint16_t h) {
 }
 
 TEST(GemmCApiGpu, QuantizeThenGemmMatchesReference) {
-  if (std::string reason = skipReason(); !reason.empty())
+  if (std::string reason = gemmtest::getHopperSkipReason(); !reason.empty())
     GTEST_SKIP() << reason;
   moss_context_options_t options;
   moss_context_options_init(&options);

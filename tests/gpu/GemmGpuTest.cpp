@@ -197,6 +197,10 @@ struct GemmCase {
   /// Block scales 4 bytes past a 16-byte boundary (the kernel's vector scale
   /// loads need 16; the API takes 4).
   bool scalesOffset4 = false;
+  /// The first launch runs the kernel's quick-compile variant (what a
+  /// tiered compile launches first), the second the full kernel: the two
+  /// must agree bit for bit.
+  bool quickFirst = false;
 };
 
 /// gtest prints parameters with this (instead of their bytes).
@@ -470,6 +474,37 @@ std::vector<GemmCase> smallCases() {
     gc.sampled = true;
     gc.scalesOffset4 = true;
     gc.name = std::string(scheme) + "_f32_scales_offset4_1000x3000x2048";
+    cases.push_back(gc);
+  }
+
+  // The quick-compile variant (a tiered compile's first kernel) launched
+  // first, the full kernel second: bit for bit the same. Per 32 and per 128,
+  // factors on both sides, split K.
+  struct QuickCase {
+    const char *scheme;
+    int m, n, k, out, splitK;
+    Epilogue e;
+  };
+  const QuickCase quickFirst[] = {
+      {"mossrow_x_tensor", 129, 257, 1024, kF32, 1, all},
+      {"mossrow_x_tensor", 1000, 3000, 2048, kBF16, 1, biasAmax},
+      {"group_x_group128", 1000, 3000, 2048, kF32, 1, plain},
+      {"e5m2mossrow_x_tensor", 129, 257, 1024, kBF16, 1, biasAmax},
+      {"mx_x_mx", 129, 257, 1024, kF16, 1, accum},
+      {"mossrow_x_tensor", 16, 4096, 4096, kF32, 2, plain},
+  };
+  for (const QuickCase &c : quickFirst) {
+    GemmCase gc;
+    gc.params = withDefaultTiling(
+        makeParams(schemeNamed(c.scheme), c.n, c.k, c.out, c.e));
+    gc.params.splitK = c.splitK;
+    gc.m = c.m;
+    gc.distA = Dist::LlmActivation;
+    gc.sampled = c.m == 1000;
+    gc.quickFirst = true;
+    gc.name = std::string(c.scheme) + "_" + typeName(c.out) + "_" + c.e.name +
+              (c.splitK > 1 ? "_split" + std::to_string(c.splitK) : "") +
+              "_quick_first_" + shapeName(c.m, c.n, c.k);
     cases.push_back(gc);
   }
 
@@ -940,10 +975,16 @@ void runOnDevice(const GemmCase &gc, const QuantizedTensor *qa,
   buffers.c = p.accum != kNone ? accumBuffer.pointer : 0;
   buffers.amax = p.amax ? amax.pointer : 0;
   auto tc0 = std::chrono::steady_clock::now();
-  std::string description;
-  Error prepared = prepareThroughApi(spec, m, tiling, description, run.tiling);
-  ASSERT_FALSE(bool(prepared)) << toString(std::move(prepared));
-  std::printf("         kernel %s\n", description.c_str());
+  for (bool quick : {gc.quickFirst, false}) {
+    std::string description;
+    Error prepared =
+        prepareThroughApi(spec, m, tiling, quick, description, run.tiling);
+    ASSERT_FALSE(bool(prepared)) << toString(std::move(prepared));
+    std::printf("         kernel %s%s\n", description.c_str(),
+                quick ? " (quick-compile variant, first launch)" : "");
+    if (!gc.quickFirst)
+      break;
+  }
   auto tc1 = std::chrono::steady_clock::now();
   run.compileSeconds = std::chrono::duration<double>(tc1 - tc0).count();
 
@@ -963,7 +1004,8 @@ void runOnDevice(const GemmCase &gc, const QuantizedTensor *qa,
       Armed(const std::string &name) { Watchdog::get().arm(name); }
       ~Armed() { Watchdog::get().disarm(); }
     } armed(gc.name);
-    Error launched = runThroughApi(spec, m, tiling, buffers, gpu().stream);
+    Error launched = runThroughApi(spec, m, tiling, gc.quickFirst && pass == 0,
+                                   buffers, gpu().stream);
     ASSERT_FALSE(bool(launched)) << toString(std::move(launched));
     ASSERT_EQ(api.eventRecord(stop, gpu().stream), CUDA_SUCCESS);
     CUresult synced = api.streamSynchronize(gpu().stream);
@@ -1071,17 +1113,21 @@ void precompileSelected() {
           }
           compileOptions.tiling = *planned;
         }
-        Expected<compiler::KernelSource> kernel = compiler::compileGemm(
-            specOf(c.params, 0.5f), target, compileOptions);
-        if (!kernel) {
-          consumeError(kernel.takeError());
-          continue;
+        for (bool quick : {false, c.quickFirst}) {
+          compileOptions.quickCompile = quick;
+          Expected<compiler::KernelSource> kernel = compiler::compileGemm(
+              specOf(c.params, 0.5f), target, compileOptions);
+          if (!kernel) {
+            consumeError(kernel.takeError());
+            break;
+          }
+          Expected<std::shared_ptr<const KernelEntry>> entry =
+              getDefaultKernelCache().getOrCompile(kernel->source, options);
+          if (!entry)
+            consumeError(entry.takeError());
+          if (!c.quickFirst)
+            break;
         }
-        const std::string &source = kernel->source;
-        Expected<std::shared_ptr<const KernelEntry>> entry =
-            getDefaultKernelCache().getOrCompile(source, options);
-        if (!entry)
-          consumeError(entry.takeError());
       }
     });
   for (std::thread &t : pool)
@@ -1293,6 +1339,18 @@ TEST(GemmGpuCompile, EveryCaseCompilesClean) {
   std::vector<GemmCase> all = smallCases();
   for (const GemmCase &c : largeCases())
     all.push_back(c);
+  for (size_t i = 0, n = all.size(); i < n; ++i)
+    if (all[i].quickFirst) {
+      // What GemmRunner compiles first: the variant on narrowed tiles.
+      GemmCase quick = all[i];
+      quick.params = withTiling(quick.params, compiler::getQuickCompileTiling(
+                                                  specOf(quick.params),
+                                                  tilingOfParams(quick.params),
+                                                  compiler::TargetInfo()));
+      quick.params.quickCompile = true;
+      quick.name += "(quick-compile variant)";
+      all.push_back(quick);
+    }
   std::map<std::string, std::string> failures;
   std::mutex mutex;
   std::atomic<size_t> next{0};

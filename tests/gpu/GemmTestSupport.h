@@ -83,6 +83,8 @@ inline std::string describe(const Params &p) {
     s += " amax";
   if (p.forcePromoteK)
     s += " promote=" + std::to_string(p.forcePromoteK);
+  if (p.quickCompile)
+    s += " quick-compile";
   s += " tile=" + std::to_string(p.tileM) + "x" + std::to_string(p.tileN) +
        "x" + std::to_string(p.stages) + " m=" + std::to_string(p.m) +
        " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k);
@@ -195,8 +197,8 @@ inline std::string kernelSource(const Params &p) {
       ", " + i(p.tileM) + ", " + i(p.tileN) + ", " + i(p.stages) + ", " +
       i(p.clusterM) + ", " + i(p.clusterN) + ", " + b(p.rasterAlongN) + ", " +
       i(p.swizzle) + ", " + i(p.splitK);
-  if (p.forcePromoteK)
-    config += ", " + i(p.forcePromoteK);
+  if (p.forcePromoteK || p.quickCompile)
+    config += ", " + i(p.forcePromoteK) + (p.quickCompile ? ", true" : "");
   return "#include \"moss/gemm/Kernel.cuh\"\n\n"
          "using MossGemmConfig = moss::gemm::Config<" +
          config +

@@ -37,6 +37,7 @@ suites() {
 
 gemm() {
   run gemm-capi-gpu-test "$bin/GemmCApiGpuTest"
+  run gemm-tiered-compile-gpu-test "$bin/GemmTieredCompileGpuTest"
   MOSS_RUN_TIMEOUT=480 run gemm-gpu-test "$bin/GemmGpuTest"
   grep -E "^\[ +(FAILED|OK|SKIPPED) +\]|rel_frobenius" "$out/gemm-gpu-test.log" > "$out/gemm-gpu-test-summary.log"
   local jit="$bin/moss-jit"
@@ -92,6 +93,8 @@ sanitize() {
 264 --a-scheme moss --a-global row --b-scheme per-tensor --amax --tiling 64x64x8
 264 --a-scheme per-tensor --b-scheme per-tensor --tiling 256x128x4x1x1x2
 264 --a-scheme per-row --b-scheme per-row --bias f32 --amax --tiling 128x128x6
+257 --a-scheme moss --a-global row --b-scheme per-tensor --bias f32 --amax --tiling 128x128x6x2x1 --quick-compile
+264 --a-scheme per-group --a-block 128 --b-scheme per-group --b-block 128x128 --out f32 --quick-compile
 VARIANTS
 }
 

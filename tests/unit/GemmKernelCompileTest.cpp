@@ -244,6 +244,22 @@ std::vector<Variant> variants() {
   p.blockRowsB = 128;
   p.blockB = 128;
   v.push_back({"twolevel64_x_group128x128", withDefaultTiling(p)});
+
+  // Quick-compile variants (the first kernel of a tiered compile), on the
+  // tiles the compiler narrows them to: shorter promotion groups, per 32
+  // and per 128, whole K and split.
+  for (const char *name : {"moss_forward_cluster2x1", "group_cluster2x1",
+                           "moss_forward_amax_split2",
+                           "group1x128_x_group128x128_128x64_split8"}) {
+    auto it = std::find_if(v.begin(), v.end(),
+                           [&](const Variant &x) { return x.name == name; });
+    p = withTiling(it->params,
+                   moss::compiler::getQuickCompileTiling(
+                       specOf(it->params), tilingOfParams(it->params),
+                       moss::compiler::TargetInfo()));
+    p.quickCompile = true;
+    v.push_back({std::string(name) + "_quick", p});
+  }
   return v;
 }
 
@@ -358,6 +374,40 @@ TEST(GemmKernelPlanTest, ValidateAcceptsTheVariants) {
     EXPECT_EQ(error, nullptr) << variant.name << ": " << error;
     EXPECT_LE(plan(variant.params).sharedBytes, kMaxSharedBytes);
   }
+}
+
+/// Quick compiles shorten only the promotion groups: to half, but never
+/// below one stage; a kernel without promotion has none to shorten, and
+/// split warpgroups keep theirs.
+TEST(GemmKernelPlanTest, QuickCompileShortensOnlyPromotionGroups) {
+  for (const Variant &variant : variants()) {
+    SCOPED_TRACE(variant.name);
+    Params fullParams = variant.params, quickParams = variant.params;
+    fullParams.quickCompile = false;
+    quickParams.quickCompile = true;
+    Plan full = plan(fullParams), quick = plan(quickParams);
+    EXPECT_EQ(quick.sharedBytes, full.sharedBytes);
+    EXPECT_EQ(quick.partialSets, full.partialSets);
+    if (full.promoteK == 0) {
+      EXPECT_EQ(full.groupBlocks, 0);
+      EXPECT_EQ(quick.groupBlocks, 0);
+      continue;
+    }
+    EXPECT_EQ(full.groupBlocks % full.promotesPerStage, 0);
+    EXPECT_EQ(quick.groupBlocks % quick.promotesPerStage, 0);
+    if (full.groupBlocks > full.promotesPerStage && !full.splitWarpgroups)
+      EXPECT_EQ(quick.groupBlocks,
+                std::max(full.groupBlocks / 2, full.promotesPerStage));
+    else
+      EXPECT_EQ(quick.groupBlocks, full.groupBlocks);
+  }
+  // MOSS on 128x128 tiles (two partial sets): groups of two stages.
+  Params moss;
+  moss.n = moss.k = 4096;
+  moss = twoLevel(moss, /*rowA=*/true);
+  EXPECT_EQ(plan(moss).groupBlocks, 8);
+  moss.quickCompile = true;
+  EXPECT_EQ(plan(moss).groupBlocks, 4);
 }
 
 TEST(GemmKernelPlanTest, ValidateNamesWhatIsWrong) {

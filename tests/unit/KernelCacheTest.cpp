@@ -354,6 +354,41 @@ TEST(KernelCacheTest, CompilesOnceThenHitsMemoryThenDisk) {
   EXPECT_EQ(fresh.stats().diskHits, 1u);
 }
 
+/// find() answers from memory or disk and never compiles (the runtime's
+/// tiered compile asks it whether the full kernel is there).
+TEST(KernelCacheTest, FindNeverCompiles) {
+  TempDir dir;
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  KernelCache cache(cacheIn(dir.str(), makeStubCompiler(calls)));
+  Expected<std::shared_ptr<const KernelEntry>> missing =
+      cache.find("kernel", sm90());
+  ASSERT_TRUE(bool(missing)) << toString(missing.takeError());
+  EXPECT_EQ(*missing, nullptr);
+  EXPECT_EQ(*calls, 0);
+  EXPECT_EQ(cache.stats().memoryEntries, 0u);
+
+  Expected<std::shared_ptr<const KernelEntry>> built =
+      cache.getOrCompile("kernel", sm90());
+  ASSERT_TRUE(bool(built)) << toString(built.takeError());
+  Expected<std::shared_ptr<const KernelEntry>> inMemory =
+      cache.find("kernel", sm90());
+  ASSERT_TRUE(bool(inMemory)) << toString(inMemory.takeError());
+  EXPECT_EQ(inMemory->get(), built->get());
+
+  KernelCache fresh(cacheIn(dir.str(), makeFailingCompiler()));
+  Expected<std::shared_ptr<const KernelEntry>> onDisk =
+      fresh.find("kernel", sm90());
+  ASSERT_TRUE(bool(onDisk)) << toString(onDisk.takeError());
+  ASSERT_NE(*onDisk, nullptr);
+  expectStubEntry(**onDisk, "kernel");
+  EXPECT_EQ(fresh.stats().diskHits, 1u);
+  Expected<std::shared_ptr<const KernelEntry>> other =
+      fresh.find("another kernel", sm90());
+  ASSERT_TRUE(bool(other)) << toString(other.takeError());
+  EXPECT_EQ(*other, nullptr);
+  EXPECT_EQ(*calls, 1);
+}
+
 TEST(KernelCacheTest, FileLayoutIsKeyHexWithFanOut) {
   TempDir dir;
   auto calls = std::make_shared<std::atomic<int>>(0);

@@ -72,6 +72,44 @@ TEST(TilingHeuristicTest, MossForwardGemm) {
   EXPECT_FALSE(llvm::errorToBool(checkTiling(spec, tiling, TargetInfo())));
 }
 
+/// The quick-compile variant's tiles: at most 64 columns for kernels that
+/// promote, as many stages as fit; the rest of the tiling stays, and
+/// kernels without promotion keep theirs whole.
+TEST(TilingHeuristicTest, QuickCompileNarrowsPromotedTiles) {
+  const TargetInfo target;
+  const GemmSpec moss = mossForward(16384);
+  const TileConfig full = select(moss);
+  ASSERT_GT(full.tileN, kQuickCompileTileN);
+  const TileConfig quick = getQuickCompileTiling(moss, full, target);
+  EXPECT_EQ(quick.tileN, kQuickCompileTileN);
+  EXPECT_EQ(quick.tileM, full.tileM);
+  EXPECT_EQ(quick.clusterM, full.clusterM);
+  EXPECT_EQ(quick.clusterN, full.clusterN);
+  EXPECT_EQ(quick.splitK, full.splitK);
+  EXPECT_EQ(quick.raster, full.raster);
+  EXPECT_EQ(quick.source, full.source);
+  EXPECT_FALSE(llvm::errorToBool(checkTiling(moss, quick, target)));
+  // As many stages as fit (up to 8): one more does not.
+  TileConfig deeper = quick;
+  ++deeper.stages;
+  EXPECT_TRUE(quick.stages == 8 ||
+              llvm::errorToBool(checkTiling(moss, deeper, target)));
+
+  GemmSpec group = makeSpec(8192, 8192, 8192, ScalingScheme::perGroup(1, 128),
+                            ScalingScheme::perGroup(128, 128));
+  EXPECT_EQ(getQuickCompileTiling(group, select(group), target).tileN,
+            kQuickCompileTileN);
+
+  // Nothing to narrow: no promotion, or already narrow.
+  GemmSpec tensor = makeSpec(8192, 8192, 8192, ScalingScheme::perTensor(),
+                             ScalingScheme::perTensor());
+  const TileConfig tensorTiling = select(tensor);
+  EXPECT_EQ(getQuickCompileTiling(tensor, tensorTiling, target), tensorTiling);
+  TileConfig narrow = full;
+  narrow.tileN = 32;
+  EXPECT_EQ(getQuickCompileTiling(moss, narrow, target), narrow);
+}
+
 TEST(TilingHeuristicTest, Large8192CubeIsSane) {
   TargetInfo target;
   for (bool twoLevel : {false, true}) {

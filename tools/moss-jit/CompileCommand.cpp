@@ -60,6 +60,7 @@ int runCompile() {
   compiler::TargetInfo target;
   target.arch = arch;
   compiler::CompileOptions options;
+  options.quickCompile = getQuickCompile();
   std::string stages;
   if (emit == Emit::Mlir)
     options.onStage = [&](StringRef stage, StringRef text) {

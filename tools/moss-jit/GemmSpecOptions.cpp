@@ -117,6 +117,12 @@ cl::opt<std::string>
                     "the compiler's choice)"),
            cl::sub(getRunCommand()), cl::sub(getBenchCommand()),
            cl::cat(category));
+cl::opt<bool> quickCompile(
+    "quick-compile",
+    cl::desc("The kernel's quick-compile variant (less than half the NVRTC "
+             "time, about a quarter slower), which a first call launches "
+             "until the full kernel is compiled"),
+    kGemmCommands, cl::cat(category));
 } // namespace
 
 static Expected<compiler::FloatType> parseFloatType(StringRef text,
@@ -174,6 +180,8 @@ Expected<compiler::GemmSpec> getGemmSpec(bool mIsLaunchRows) {
 }
 
 int64_t getLaunchRows() { return m; }
+
+bool getQuickCompile() { return quickCompile; }
 
 Expected<std::optional<compiler::TileConfig>> getTilingOverride() {
   if (tiling.empty())

@@ -28,6 +28,10 @@ llvm::Expected<compiler::GemmSpec> getGemmSpec(bool mIsLaunchRows);
 /// The rows at launch (run, bench).
 int64_t getLaunchRows();
 
+/// --quick-compile: the kernel's quick-compile variant
+/// (compiler::CompileOptions::quickCompile).
+bool getQuickCompile();
+
 /// --tiling TMxTNxSTAGES[,cluster CMxCN] (run, bench): a tile configuration
 /// instead of the compiler's choice; none when the flag is absent.
 llvm::Expected<std::optional<compiler::TileConfig>> getTilingOverride();

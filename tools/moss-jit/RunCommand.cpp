@@ -123,21 +123,24 @@ int runRun() {
       GemmRunner::create(runtime::getDefaultKernelCache());
   if (!runner)
     return fail(runner.takeError());
-  Expected<const GemmKernelInfo *> info =
-      (*runner)->prepare(spec, m, GemmOptions{*tiling});
+  // The full kernel, or with --quick-compile its quick variant: what a
+  // tiered first call launches until the full one is ready.
+  GemmOptions options{*tiling};
+  options.compileMode =
+      getQuickCompile() ? GemmCompileMode::Quick : GemmCompileMode::Full;
+  Expected<const GemmKernelInfo *> info = (*runner)->prepare(spec, m, options);
   if (!info)
     return fail(info.takeError());
   outs() << "gemm    " << spec.str() << ", M = " << m << "\n"
          << "kernel  " << (*info)->kernelName << ": " << (*info)->tiling.str()
-         << "\n"
+         << ((*info)->quickCompile ? " (quick-compile variant)" : "") << "\n"
          << format("compile %.3f s pipeline + %.3f s NVRTC or cache\n",
                    (*info)->pipelineSeconds, (*info)->cacheSeconds);
 
   const runtime::DriverApi &api = *runtime::getDriverApi();
   if (Error e = (*problem)->poison(nullptr))
     return fail(std::move(e));
-  if (Error e = (*runner)->run(spec, m, (*problem)->buffers, nullptr,
-                               GemmOptions{*tiling}))
+  if (Error e = (*runner)->run(spec, m, (*problem)->buffers, nullptr, options))
     return fail(std::move(e));
   if (Error e =
           runtime::checkCuda(api.streamSynchronize(nullptr), "the GEMM kernel"))

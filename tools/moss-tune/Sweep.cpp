@@ -235,6 +235,7 @@ Expected<ShapeResult> SpecTimer::run(const ShapePlan &plan,
     GemmOptions given;
     given.tiling = tiling;
     given.tuningDatabase = "";
+    given.compileMode = GemmCompileMode::Full;
     Expected<const GemmKernelInfo *> info = runner.prepare(spec, m, given);
     if (!info) {
       ++result.failed;

@@ -94,7 +94,7 @@ static const char *getBool(bool value) { return value ? "true" : "false"; }
 /// docs/GEMM-KERNEL-ABI.md lays them out, the last closing the list.
 static SmallVector<std::string>
 getConfigArguments(const compiler::GemmSpec &spec,
-                   const compiler::TileConfig &tiling) {
+                   const compiler::TileConfig &tiling, bool quickCompile) {
   auto operand = [](char name, const numerics::ScalingScheme &scheme) {
     return llvm::formatv("    /*Scale{0}=*/{1}, /*BlockRows{0}=*/{2}, "
                          "/*Block{0}=*/{3}, /*GlobalRow{0}=*/{4},",
@@ -121,9 +121,10 @@ getConfigArguments(const compiler::GemmSpec &spec,
               "    /*RasterAlongN=*/{0}, /*Swizzle=*/{1}, /*SplitK=*/{2}{3}>;",
               getBool(tiling.raster == compiler::RasterOrder::AlongN),
               tiling.swizzle, tiling.splitK,
-              // The optional 26th parameter, only when promoteK is set.
-              spec.promoteK
-                  ? llvm::formatv(", /*ForcePromoteK=*/{0}", spec.promoteK)
+              // The optional 26th and 27th parameters, only when set.
+              spec.promoteK || quickCompile
+                  ? llvm::formatv(", /*ForcePromoteK=*/{0}{1}", spec.promoteK,
+                                  quickCompile ? ", /*QuickCompile=*/true" : "")
                         .str()
                   : std::string())};
 }
@@ -166,10 +167,11 @@ static FailureOr<FunctionOpInterface> getKernelFunction(GemmOp op) {
 /// Builds the emitc.file of `op` before `func`, or reuses an equal one.
 static void buildTranslationUnit(OpBuilder &builder, GemmOp op,
                                  const compiler::GemmSpec &spec,
-                                 TilingAttr tilingAttr, Operation *func,
-                                 llvm::StringSet<> &emitted) {
+                                 TilingAttr tilingAttr, bool quickCompile,
+                                 Operation *func, llvm::StringSet<> &emitted) {
   compiler::TileConfig tiling = getTileConfig(tilingAttr);
-  SmallVector<std::string> arguments = getConfigArguments(spec, tiling);
+  SmallVector<std::string> arguments =
+      getConfigArguments(spec, tiling, quickCompile);
   std::string name = getKernelName(arguments);
   if (!emitted.insert(name).second)
     return;
@@ -217,6 +219,8 @@ namespace {
 class ConvertGemmToEmitCPass
     : public mlir::moss::impl::ConvertGemmToEmitCBase<ConvertGemmToEmitCPass> {
 public:
+  using Base::Base;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SmallVector<GemmOp> gemms;
@@ -243,8 +247,8 @@ public:
     llvm::StringSet<> emitted;
     for (auto [op, func] : kernels) {
       compiler::GemmSpec spec = getGemmSpec(op, getGemmShape(op));
-      buildTranslationUnit(builder, op, spec, op.getTilingAttr(), func,
-                           emitted);
+      buildTranslationUnit(builder, op, spec, op.getTilingAttr(), quickCompile,
+                           func, emitted);
       func->erase();
     }
   }

@@ -39,6 +39,13 @@ struct CompileOptions {
   int64_t assumedM = TilingOptions().assumedM;
   /// Whether the heuristic may split K.
   bool allowSplitK = false;
+  /// The quick-compile variant of the kernel (the first kernel of
+  /// GemmRunner's tiered compile): the same arithmetic in shorter
+  /// straight-line promotion groups, with each stage's scales loaded on
+  /// their own, on tiles narrowed by getQuickCompileTiling (of the given
+  /// tiling, else of the heuristic's). Kernels that do not promote are the
+  /// same but for the flag.
+  bool quickCompile = false;
   /// A tuning database consulted when `tiling` is unset, before the
   /// heuristic: its entry for the spec on `target` at the M bucket of a
   /// static M, or of `tuningM` (0: `assumedM`) for a dynamic M.

@@ -55,6 +55,8 @@ struct KernelSource {
   TileConfig tiling;
   /// The GEMM it computes (with M as specialized, or kDynamic).
   GemmSpec spec;
+  /// Whether it is the quick-compile variant (CompileOptions::quickCompile).
+  bool quickCompile = false;
 
   /// Thread blocks to launch for `m` rows on `smCount` SMs under
   /// `launch.grid`.

@@ -53,6 +53,11 @@ struct GemmPipelineOptions : public PassPipelineOptions<GemmPipelineOptions> {
       *this, "arch",
       llvm::cl::desc("CUDA arch of the target, for the tuning database"),
       llvm::cl::init("sm_90a")};
+  PassOptions::Option<bool> quickCompile{
+      *this, "quick-compile",
+      llvm::cl::desc("Lower to the quick-compile variant of the kernel "
+                     "(moss-convert-gemm-to-emitc)"),
+      llvm::cl::init(false)};
 };
 
 /// Adds the GEMM pipeline to `pm`, which must run on builtin.module.

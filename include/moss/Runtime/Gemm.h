@@ -39,6 +39,10 @@
 
 namespace moss {
 
+namespace compiler {
+struct KernelSource;
+} // namespace compiler
+
 /// One FP8 operand on the device, as the quantizers write it
 /// (docs/NUMERICS-CONTRACT.md): codes [rows, K] row-major (K-major), block
 /// scales row-major [rows / blockRows, K / blockCols] (E8M0 bytes for MXFP8
@@ -99,6 +103,23 @@ llvm::Error checkGemmLaunch(const compiler::GemmSpec &spec, int64_t m,
 /// at every call.
 std::string getDefaultTuningDatabasePath(const runtime::KernelCache &cache);
 
+/// How GemmRunner compiles a kernel that neither the memory nor the disk
+/// cache holds.
+enum class GemmCompileMode : uint8_t {
+  /// The quick-compile variant first (compiler::CompileOptions::quickCompile:
+  /// the same output, bit for bit; less than half the NVRTC time, about a
+  /// quarter slower), and the full kernel on a background thread;
+  /// launches switch to it once it is ready (NVRTC and the disk cache run
+  /// on that thread, the module loads on the caller's). Kernels without
+  /// promotion have no quick variant and compile in full.
+  Tiered,
+  /// The full kernel, waited for (benchmarks, the tuner); also waits for
+  /// a tiered compile of the same kernel that is still running.
+  Full,
+  /// The quick-compile variant only (tests, comparisons).
+  Quick,
+};
+
 /// Options of one GEMM.
 struct GemmOptions {
   /// A tile configuration to use instead of the database's or the
@@ -116,6 +137,8 @@ struct GemmOptions {
   /// arch or SM count, a tiling that does not fit) or that none matched.
   /// $MOSS_VERBOSE=1 turns them on too.
   bool verbose = false;
+  /// How a kernel that is not cached yet is compiled.
+  GemmCompileMode compileMode = GemmCompileMode::Tiered;
 };
 
 /// What GemmRunner compiled for a spec.
@@ -132,6 +155,15 @@ struct GemmKernelInfo {
   /// or a disk hit) when the kernel was first prepared.
   double pipelineSeconds = 0;
   double cacheSeconds = 0;
+  /// Whether launches use the quick-compile variant: in Quick mode, and in
+  /// Tiered mode until the full kernel is ready (`kernelName` is then the
+  /// variant's).
+  bool quickCompile = false;
+  /// Whether a tiered compile's full kernel is still being compiled.
+  bool fullCompilePending = false;
+  /// Seconds the background compile of a tiered compile's full kernel took
+  /// (NVRTC or a disk hit), once the runner switched to it; else 0.
+  double fullCompileSeconds = 0;
 };
 
 /// Runs GEMMs on one device through one kernel cache. Not thread-safe: use
@@ -158,7 +190,8 @@ public:
                   const GemmOptions &options = {});
 
   /// Compiles (or loads) the kernel run() launches for `m` rows of `spec`,
-  /// without launching it.
+  /// without launching it. With GemmCompileMode::Full it also waits for a
+  /// tiered compile of that kernel still in flight.
   llvm::Expected<const GemmKernelInfo *>
   prepare(const compiler::GemmSpec &spec, int64_t m,
           const GemmOptions &options = {});
@@ -185,7 +218,10 @@ private:
   llvm::Expected<Kernel *>
   compileKernel(const compiler::GemmSpec &spec,
                 const std::optional<compiler::TileConfig> &tiling,
-                const std::string &database);
+                const std::string &database, GemmCompileMode mode);
+  llvm::Error loadKernel(Kernel &kernel, const compiler::KernelSource &source,
+                         std::shared_ptr<const runtime::KernelEntry> entry);
+  llvm::Error switchToFullKernel(Kernel &kernel, bool wait);
   std::optional<compiler::TileConfig>
   lookUpDatabase(const compiler::GemmSpec &spec, int64_t m,
                  const std::string &path, bool verbose);

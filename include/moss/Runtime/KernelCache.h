@@ -176,6 +176,11 @@ public:
   llvm::Expected<std::shared_ptr<const KernelEntry>>
   getOrCompile(llvm::StringRef source, const CompileOptions &options);
 
+  /// The entry for `source` from memory or disk; null when neither has it
+  /// (nothing is compiled).
+  llvm::Expected<std::shared_ptr<const KernelEntry>>
+  find(llvm::StringRef source, const CompileOptions &options);
+
   /// The key getOrCompile uses for `source` and `options`.
   llvm::Expected<CacheKey> getKey(llvm::StringRef source,
                                   const CompileOptions &options);
@@ -203,9 +208,11 @@ private:
   const KernelCompiler &getCompiler();
   EntryPtr lookupMemory(const CacheKey &key);
   void insertMemory(const EntryPtr &entry);
+  llvm::Expected<EntryPtr> get(llvm::StringRef source,
+                               const CompileOptions &options, bool compile);
   llvm::Expected<EntryPtr> loadOrCompile(llvm::StringRef source,
                                          const CompileOptions &resolved,
-                                         const CacheKey &key);
+                                         const CacheKey &key, bool compile);
   EntryPtr readFromDisk(llvm::StringRef path, const CacheKey &key);
   void writeToDisk(llvm::StringRef directory, uint64_t cap,
                    const KernelEntry &entry);

@@ -88,6 +88,10 @@ struct Params {
   /// Not in the ABI (default 0): promote partial sums every forcePromoteK
   /// elements of K even without block scales (32, 64 or 128).
   int forcePromoteK = 0;
+  /// Optional (default false): the quick-compile variant, the same
+  /// arithmetic in shorter promotion groups (Plan::groupBlocks) with
+  /// per-stage scale loads, for a faster NVRTC compile.
+  bool quickCompile = false;
 };
 
 /// Bytes of an Out / Bias / Accum element.
@@ -110,6 +114,9 @@ struct Plan {
   int factorMode;  ///< kFactor*
   bool hasTables;  ///< rowFactor || colFactor
   int partialSets; ///< partial accumulator sets when promoting
+  /// Promotion blocks per group of straight-line code in the consumers'
+  /// loop (Mainloop.cuh PromotedLoop; 0 without promotion).
+  int groupBlocks;
   // Geometry.
   int threads; ///< 3 warpgroups: producer + 2 consumers
   int consumerWarpgroups;
@@ -220,6 +227,26 @@ constexpr MOSS_GEMM_HD Plan plan(const Params &p) {
   q.unitKStages = q.kStages / p.splitK;
   q.stepsPerPromote = q.promoteK / 32;
   q.promotesPerStage = q.promoteK > 0 ? q.stageK / q.promoteK : 1;
+  // The last block of a group is promoted with none of the warpgroup's own
+  // wgmmas in flight, and longer groups cost compile time: MOSS groups of 4
+  // blocks instead of 8 (two partial sets) compile 30% faster (0.50 -> 0.36
+  // s for the 8192^3 unit on a 2-core VM), per-128 blocks in groups of 2
+  // instead of 4 too (0.45 -> 0.32 s), and both run 3-7% slower on the
+  // H200 (docs/PERFORMANCE.md, eleventh session).
+  // quickCompile takes the shorter groups (a group is at least one stage),
+  // except with split warpgroups, whose run-time share of the stages
+  // already compiles a one-stage group and gains nothing from them.
+  {
+    const int per = q.promotesPerStage;
+    const bool longPer128 = q.partialSets == 2 && !q.splitWarpgroups;
+    const int full = per == 1             ? (longPer128 ? 4 : 2)
+                     : q.partialSets == 1 ? 4
+                                          : 8;
+    const int quick = full / 2 > per ? full / 2 : per;
+    q.groupBlocks = q.promoteK == 0                        ? 0
+                    : p.quickCompile && !q.splitWarpgroups ? quick
+                                                           : full;
+  }
   q.loaderThreads = 128;
   q.clusterSize = p.clusterM * p.clusterN;
   q.multicastA = p.clusterN == 2;
@@ -433,14 +460,15 @@ constexpr MOSS_GEMM_HD int gridSize(Params p, int m, int smCount) {
 }
 
 /// The full GEMM configuration (docs/GEMM-KERNEL-ABI.md). The first 25
-/// parameters are the ABI's; ForcePromoteK_ (not emitted by the compiler)
-/// is Params::forcePromoteK. Every k* constant is the field of plan().
+/// parameters are the ABI's; ForcePromoteK_ and QuickCompile_ (emitted only
+/// when set) are Params::forcePromoteK and Params::quickCompile. Every k*
+/// constant is the field of plan().
 template <int M_, int N_, int K_, int ElemA_, int ElemB_, int ScaleA_,
           int BlockRowsA_, int BlockA_, bool GlobalRowA_, int ScaleB_,
           int BlockRowsB_, int BlockB_, bool GlobalRowB_, int Out_, int Bias_,
           int Accum_, bool Amax_, int TileM_, int TileN_, int Stages_,
           int ClusterM_, int ClusterN_, bool RasterAlongN_, int Swizzle_,
-          int SplitK_, int ForcePromoteK_ = 0>
+          int SplitK_, int ForcePromoteK_ = 0, bool QuickCompile_ = false>
 struct Config {
   static constexpr Params kParams = {M_,
                                      N_,
@@ -467,7 +495,8 @@ struct Config {
                                      RasterAlongN_,
                                      Swizzle_,
                                      SplitK_,
-                                     ForcePromoteK_};
+                                     ForcePromoteK_,
+                                     QuickCompile_};
   static_assert(validate(kParams) == nullptr,
                 "invalid moss::gemm::Config: moss::gemm::validate(params) "
                 "(Config.cuh, callable from host code) says why");
@@ -504,6 +533,8 @@ struct Config {
   static constexpr int kFactorMode = kPlan.factorMode;
   static constexpr bool kHasTables = kPlan.hasTables;
   static constexpr int kPartialSets = kPlan.partialSets;
+  static constexpr int kGroupBlocks = kPlan.groupBlocks;
+  static constexpr bool kQuickCompile = QuickCompile_;
   static constexpr int kThreads = kPlan.threads;
   static constexpr int kConsumerWarpgroups = kPlan.consumerWarpgroups;
   static constexpr int kWgM = kPlan.wgM;

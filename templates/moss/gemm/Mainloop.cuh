@@ -204,20 +204,9 @@ __device__ __forceinline__ int warpgroupStages(bool leads) {
 /// statement, and every thread arrives to release a stage (no branch).
 template <class Cfg> struct PromotedLoop {
   static constexpr int kPer = Cfg::kPromotesPerStage;
-  /// Promotion blocks per group of straight-line code: the last of a group
-  /// is not overlapped with the warpgroup's own next wgmma, and longer
-  /// groups cost compile time. On the H200, groups of 4 instead of 8
-  /// compiled 30% faster; they ran 3% slower for MOSS (two partial sets),
-  /// as fast with one partial set (nothing overlaps within a warpgroup
-  /// there). Per-128 blocks (4 wgmmas each) with two partial sets took 3%
-  /// fewer cycles in groups of 4 than of 2 once the scale tables stopped
-  /// pacing the stages (sixth session), for 30% more compile time; split
-  /// warpgroups walk at most two stages per group.
-  static constexpr bool kLongPer128 =
-      Cfg::kPartialSets == 2 && !Cfg::kSplitWarpgroups;
-  static constexpr int kGroupBlocks = kPer == 1 ? (kLongPer128 ? 4 : 2)
-                                      : Cfg::kPartialSets == 1 ? 4
-                                                               : 8;
+  /// Promotion blocks per group of straight-line code (Config.cuh says
+  /// how many and why).
+  static constexpr int kGroupBlocks = Cfg::kGroupBlocks;
   static constexpr int kGroupStages = kGroupBlocks / kPer;
   /// Partial accumulator sets (1 or 2, Config::kPartialSets).
   static constexpr int kPartialSets = Cfg::kPartialSets;

@@ -256,15 +256,17 @@ produceTables(const SharedStorage<Cfg> &smem, const CUtensorMap &tmaA,
   constexpr bool kRowsA = Cfg::kHasLocalA && kRowIters > 0;
   constexpr bool kUniformB = Cfg::kHasLocalB && !Cfg::kColFactor;
   // Chunks for the one table of one-sided factors (with both, the
-  // registers spill).
+  // registers spill), not in a quick compile (the chunked path is a fifth
+  // of the kernel's compile time there).
   constexpr int kBlockA = Cfg::kBlockA > 0 ? Cfg::kBlockA : 32;
   constexpr int kBlockB = Cfg::kBlockB > 0 ? Cfg::kBlockB : 32;
   constexpr bool kOneTable = !(Cfg::kRowFactor && Cfg::kColFactor);
+  constexpr bool kMayChunk = kOneTable && !Cfg::kQuickCompile;
   using RowA =
-      ScaleRow<Cfg, Cfg::kLocalAE8M0, kBlockA, Cfg::kBlockRowsA, kOneTable>;
+      ScaleRow<Cfg, Cfg::kLocalAE8M0, kBlockA, Cfg::kBlockRowsA, kMayChunk>;
   // B's scale rows: one per output column, or the tile's uniform one.
   using ColB =
-      ScaleRow<Cfg, Cfg::kLocalBE8M0, kBlockB, Cfg::kBlockRowsB, kOneTable>;
+      ScaleRow<Cfg, Cfg::kLocalBE8M0, kBlockB, Cfg::kBlockRowsB, kMayChunk>;
   // Every scale this thread reads comes in chunks, or none does.
   constexpr bool kChunks = (!kRowsA || RowA::kChunked) &&
                            ((!kUniformB && kColIters == 0) || ColB::kChunked);

@@ -1,4 +1,11 @@
 // RUN: moss-opt %s -split-input-file -moss-convert-gemm-to-emitc -verify-diagnostics | FileCheck %s
+// RUN: moss-opt %s -split-input-file -moss-convert-gemm-to-emitc="quick-compile=true" -verify-diagnostics | FileCheck %s --check-prefix=QUICK
+
+// quick-compile sets the Config's QuickCompile (after ForcePromoteK, 0 here),
+// which changes the configuration text and so the kernel's name.
+// QUICK: emitc.file "[[QNAME:moss_gemm_[0-9a-f]{16}]]"
+// QUICK: verbatim "    /*RasterAlongN=*/false, /*Swizzle=*/8, /*SplitK=*/1, /*ForcePromoteK=*/0, /*QuickCompile=*/true>;"
+// QUICK: func @[[QNAME]]
 
 // The MOSS forward GEMM (M dynamic) becomes one emitc.file: the template
 // header, the Config alias line by line, and the extern "C" kernel.
