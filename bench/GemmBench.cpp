@@ -271,7 +271,7 @@ int main(int argc, char **argv) {
                                specOf(full), tilingOfParams(full), target));
       quick.quickCompile = true;
       if (plan(quick).groupBlocks != plan(full).groupBlocks ||
-          quick.tileN != full.tileN)
+          quick.tileM != full.tileM || quick.tileN != full.tileN)
         variants.push_back({variants[i].name + "_quick", quick});
     }
 

@@ -211,10 +211,13 @@ static int64_t kSliceGranularity(const GemmSpec &spec) {
 TileConfig compiler::getQuickCompileTiling(const GemmSpec &spec,
                                            const TileConfig &tiling,
                                            const TargetInfo &target) {
-  if (getPromoteK(spec) == 0 || tiling.tileN <= kQuickCompileTileN)
-    return tiling;
+  const bool promoted = getPromoteK(spec) > 0;
   TileConfig quick = tiling;
-  quick.tileN = kQuickCompileTileN;
+  quick.tileM = std::min(tiling.tileM, kQuickCompileTileM);
+  quick.tileN = std::min(tiling.tileN, promoted ? kQuickCompileTileN
+                                                : kQuickCompileDirectTileN);
+  if (quick.tileN == tiling.tileN && quick.tileM == tiling.tileM)
+    return tiling;
   const int64_t kSteps =
       std::max<int64_t>(2, llvm::divideCeil(spec.k, kBlockK));
   quick.stages = std::min<int64_t>(

@@ -382,8 +382,8 @@ moss_error_t moss_gemm_check(const moss_gemm_spec_t *spec, int64_t m,
 
 /* Computes the GEMM for `m` rows on `stream`, asynchronously, after the
  * checks of moss_gemm_check. The first call for a spec compiles its kernel
- * (or loads it from the cache); later calls only launch. A kernel that
- * promotes partial sums compiles in two tiers: the first calls launch its
+ * (or loads it from the cache); later calls only launch. Where it saves
+ * time the kernel compiles in two tiers: the first calls launch its
  * quick-compile variant (the same output bit for bit, somewhat slower) while
  * the full kernel compiles on a background thread, which the context's
  * destruction waits for. */

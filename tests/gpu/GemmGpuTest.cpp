@@ -477,13 +477,15 @@ std::vector<GemmCase> smallCases() {
     cases.push_back(gc);
   }
 
-  // The quick-compile variant (a tiered compile's first kernel) launched
-  // first, the full kernel second: bit for bit the same. Per 32 and per 128,
-  // factors on both sides, split K.
+  // The quick-compile variant (a tiered compile's first kernel: smaller
+  // tiles, shorter promotion groups) launched first, the full kernel second:
+  // bit for bit the same. Per 32 and per 128, factors on both sides, split
+  // K, and without promotion on 256-row and 256-column tiles.
   struct QuickCase {
     const char *scheme;
     int m, n, k, out, splitK;
     Epilogue e;
+    int tileM = 0, tileN = 0, stages = 0; ///< 0: the default tiling's
   };
   const QuickCase quickFirst[] = {
       {"mossrow_x_tensor", 129, 257, 1024, kF32, 1, all},
@@ -491,13 +493,21 @@ std::vector<GemmCase> smallCases() {
       {"group_x_group128", 1000, 3000, 2048, kF32, 1, plain},
       {"e5m2mossrow_x_tensor", 129, 257, 1024, kBF16, 1, biasAmax},
       {"mx_x_mx", 129, 257, 1024, kF16, 1, accum},
+      {"mossrow_x_mosstensor", 129, 257, 1024, kF32, 1, all},
       {"mossrow_x_tensor", 16, 4096, 4096, kF32, 2, plain},
+      {"tensor_x_tensor", 1000, 3000, 2048, kF32, 1, all, 128, 256, 4},
+      {"row_x_row", 129, 257, 1024, kBF16, 1, biasAmax, 256, 128, 4},
   };
   for (const QuickCase &c : quickFirst) {
     GemmCase gc;
     gc.params = withDefaultTiling(
         makeParams(schemeNamed(c.scheme), c.n, c.k, c.out, c.e));
     gc.params.splitK = c.splitK;
+    if (c.tileM > 0) {
+      gc.params.tileM = c.tileM;
+      gc.params.tileN = c.tileN;
+      gc.params.stages = c.stages;
+    }
     gc.m = c.m;
     gc.distA = Dist::LlmActivation;
     gc.sampled = c.m == 1000;

@@ -2,7 +2,7 @@
 //
 // GemmCompileMode on an H200: a tiered first call launches the quick-compile
 // variant while the full kernel compiles in the background, then switches;
-// a cached full kernel, or a kernel without promotion, is used at once.
+// a cached full kernel, or one that is its own variant, is used at once.
 // Each test has its own memory-only kernel cache, so nothing is cached
 // before it. That the variant computes the full kernel's output bit for bit
 // is GemmGpuTest's (its `quick_first` cases).
@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -49,11 +50,14 @@ protected:
     return runner ? std::move(*runner) : nullptr;
   }
 
-  /// prepare() in `mode`, or a failed expectation and null.
-  const GemmKernelInfo *prepare(GemmRunner &runner,
-                                const compiler::GemmSpec &spec,
-                                GemmCompileMode mode) {
+  /// prepare() in `mode` (with `tiling`, else the heuristic's), or a failed
+  /// expectation and null.
+  const GemmKernelInfo *
+  prepare(GemmRunner &runner, const compiler::GemmSpec &spec,
+          GemmCompileMode mode,
+          std::optional<compiler::TileConfig> tiling = std::nullopt) {
     GemmOptions options;
+    options.tiling = tiling;
     options.tuningDatabase = "";
     options.compileMode = mode;
     llvm::Expected<const GemmKernelInfo *> info =
@@ -137,15 +141,34 @@ TEST_F(GemmTieredCompile, FullModeWaitsForTheTieredCompile) {
   EXPECT_NE(quick->kernelName, info->kernelName);
 }
 
-TEST_F(GemmTieredCompile, KernelsWithoutPromotionCompileInFull) {
+/// Without promotion the variant has smaller tiles only, so a kernel whose
+/// tiles are small already (at most 128 x 192) has none and compiles whole.
+TEST_F(GemmTieredCompile, UnpromotedKernelsTierOnlyWithLargeTiles) {
   std::unique_ptr<GemmRunner> runner = makeRunner();
   ASSERT_TRUE(runner);
   compiler::GemmSpec spec = mossSpec();
   spec.aScaling = ScalingScheme::perTensor();
-  const GemmKernelInfo *info = prepare(*runner, spec, GemmCompileMode::Tiered);
-  ASSERT_TRUE(info);
-  EXPECT_FALSE(info->quickCompile);
-  EXPECT_FALSE(info->fullCompilePending);
+  compiler::TileConfig tiling;
+  tiling.tileM = 128;
+  tiling.tileN = 128;
+  tiling.stages = 6;
+  const GemmKernelInfo *whole =
+      prepare(*runner, spec, GemmCompileMode::Tiered, tiling);
+  ASSERT_TRUE(whole);
+  EXPECT_FALSE(whole->quickCompile);
+  EXPECT_FALSE(whole->fullCompilePending);
+
+  tiling.tileN = 256;
+  tiling.stages = 4;
+  const GemmKernelInfo *tiered =
+      prepare(*runner, spec, GemmCompileMode::Tiered, tiling);
+  ASSERT_TRUE(tiered);
+  EXPECT_TRUE(tiered->quickCompile);
+  EXPECT_EQ(tiered->tiling.tileN, compiler::kQuickCompileDirectTileN);
+  tiered = prepare(*runner, spec, GemmCompileMode::Full, tiling);
+  ASSERT_TRUE(tiered);
+  EXPECT_FALSE(tiered->quickCompile);
+  EXPECT_EQ(tiered->tiling.tileN, 256);
 }
 
 } // namespace

@@ -72,10 +72,10 @@ TEST(TilingHeuristicTest, MossForwardGemm) {
   EXPECT_FALSE(llvm::errorToBool(checkTiling(spec, tiling, TargetInfo())));
 }
 
-/// The quick-compile variant's tiles: at most 64 columns for kernels that
-/// promote, as many stages as fit; the rest of the tiling stays, and
-/// kernels without promotion keep theirs whole.
-TEST(TilingHeuristicTest, QuickCompileNarrowsPromotedTiles) {
+/// The quick-compile variant's tiles: at most 128 rows, and at most 64
+/// columns for kernels that promote, 192 for the others, as many stages as
+/// fit; the rest of the tiling stays.
+TEST(TilingHeuristicTest, QuickCompileShrinksTiles) {
   const TargetInfo target;
   const GemmSpec moss = mossForward(16384);
   const TileConfig full = select(moss);
@@ -100,13 +100,32 @@ TEST(TilingHeuristicTest, QuickCompileNarrowsPromotedTiles) {
   EXPECT_EQ(getQuickCompileTiling(group, select(group), target).tileN,
             kQuickCompileTileN);
 
-  // Nothing to narrow: no promotion, or already narrow.
   GemmSpec tensor = makeSpec(8192, 8192, 8192, ScalingScheme::perTensor(),
                              ScalingScheme::perTensor());
-  const TileConfig tensorTiling = select(tensor);
-  EXPECT_EQ(getQuickCompileTiling(tensor, tensorTiling, target), tensorTiling);
+  for (auto [tileM, tileN] :
+       {std::pair<int64_t, int64_t>{128, 256}, {256, 128}, {256, 192}}) {
+    TileConfig large = select(tensor);
+    large.tileM = tileM;
+    large.tileN = tileN;
+    large.stages = 3;
+    const TileConfig smaller = getQuickCompileTiling(tensor, large, target);
+    EXPECT_EQ(smaller.tileM, kQuickCompileTileM);
+    EXPECT_EQ(smaller.tileN, std::min(tileN, kQuickCompileDirectTileN));
+    EXPECT_EQ(smaller.clusterM, large.clusterM);
+    EXPECT_FALSE(llvm::errorToBool(checkTiling(tensor, smaller, target)));
+  }
+
+  // Nothing to shrink: small enough already, or 64 rows.
+  TileConfig small = select(tensor);
+  small.tileM = 128;
+  small.tileN = kQuickCompileDirectTileN;
+  small.stages = 3;
+  EXPECT_EQ(getQuickCompileTiling(tensor, small, target), small);
   TileConfig narrow = full;
   narrow.tileN = 32;
+  EXPECT_EQ(getQuickCompileTiling(moss, narrow, target), narrow);
+  narrow.tileM = 64;
+  narrow.clusterM = 1;
   EXPECT_EQ(getQuickCompileTiling(moss, narrow, target), narrow);
 }
 

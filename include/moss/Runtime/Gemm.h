@@ -110,8 +110,8 @@ enum class GemmCompileMode : uint8_t {
   /// the same output, bit for bit; less than half the NVRTC time, about a
   /// quarter slower), and the full kernel on a background thread;
   /// launches switch to it once it is ready (NVRTC and the disk cache run
-  /// on that thread, the module loads on the caller's). Kernels without
-  /// promotion have no quick variant and compile in full.
+  /// on that thread, the module loads on the caller's). A kernel that is
+  /// its own variant (small tiles, no promotion) compiles in full.
   Tiered,
   /// The full kernel, waited for (benchmarks, the tuner); also waits for
   /// a tiered compile of the same kernel that is still running.
