@@ -386,7 +386,8 @@ moss_error_t moss_gemm_check(const moss_gemm_spec_t *spec, int64_t m,
  * time the kernel compiles in two tiers: the first calls launch its
  * quick-compile variant (the same output bit for bit, somewhat slower) while
  * the full kernel compiles on a background thread, which the context's
- * destruction waits for. */
+ * destruction waits for. MOSS_TIERED_COMPILE=0 in the environment compiles
+ * the full kernel at once, on the calling thread. */
 moss_error_t moss_gemm(moss_context_t context, const moss_gemm_spec_t *spec,
                        int64_t m, const moss_gemm_buffers_t *buffers,
                        void *stream);

@@ -485,6 +485,15 @@ GemmRunner::getKernel(const GemmSpec &spec, int64_t m,
   return *kernel;
 }
 
+/// `mode`, except that $MOSS_TIERED_COMPILE=0 turns Tiered into Full (no
+/// background thread). Tiered and Full kernels share their keys.
+static GemmCompileMode resolveCompileMode(GemmCompileMode mode) {
+  const char *env = std::getenv("MOSS_TIERED_COMPILE");
+  return mode == GemmCompileMode::Tiered && env && StringRef(env) == "0"
+             ? GemmCompileMode::Full
+             : mode;
+}
+
 Expected<GemmRunner::Kernel *>
 GemmRunner::compileKernel(const GemmSpec &spec,
                           const std::optional<compiler::TileConfig> &tiling,
@@ -495,6 +504,7 @@ GemmRunner::compileKernel(const GemmSpec &spec,
   Key key = makeKey(spec, keyOptions);
   if (auto it = kernels.find(key); it != kernels.end())
     return it->second.get();
+  mode = resolveCompileMode(mode);
 
   using Clock = std::chrono::steady_clock;
   auto t0 = Clock::now();

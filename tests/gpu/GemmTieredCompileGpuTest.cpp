@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -139,6 +140,19 @@ TEST_F(GemmTieredCompile, FullModeWaitsForTheTieredCompile) {
   EXPECT_TRUE(quick->quickCompile);
   EXPECT_FALSE(quick->fullCompilePending);
   EXPECT_NE(quick->kernelName, info->kernelName);
+}
+
+TEST_F(GemmTieredCompile, EnvironmentTurnsTieringOff) {
+  std::unique_ptr<GemmRunner> runner = makeRunner();
+  ASSERT_TRUE(runner);
+  ::setenv("MOSS_TIERED_COMPILE", "0", 1);
+  const GemmKernelInfo *info =
+      prepare(*runner, mossSpec(), GemmCompileMode::Tiered);
+  ::unsetenv("MOSS_TIERED_COMPILE");
+  ASSERT_TRUE(info);
+  EXPECT_FALSE(info->quickCompile);
+  EXPECT_FALSE(info->fullCompilePending);
+  EXPECT_GT(info->tiling.tileN, compiler::kQuickCompileTileN);
 }
 
 /// Without promotion the variant has smaller tiles only, so a kernel whose

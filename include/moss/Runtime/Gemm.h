@@ -112,6 +112,7 @@ enum class GemmCompileMode : uint8_t {
   /// launches switch to it once it is ready (NVRTC and the disk cache run
   /// on that thread, the module loads on the caller's). A kernel that is
   /// its own variant (small tiles, no promotion) compiles in full.
+  /// $MOSS_TIERED_COMPILE=0 makes Tiered compile as Full.
   Tiered,
   /// The full kernel, waited for (benchmarks, the tuner); also waits for
   /// a tiered compile of the same kernel that is still running.
