@@ -177,11 +177,11 @@ struct TilingOptions {
   /// the slices can be summed with atomics). The kernel does not implement
   /// split-K yet.
   bool allowSplitK = false;
-  /// Whether to pair blocks in 2x1 clusters (TMA multicast of B) when M is
-  /// static, its tiles pair up and there is a full wave: 2-5% faster for
-  /// the block-scaled 128x128 tiles on the H200, neutral for per-tensor
-  /// (docs/PERFORMANCE.md). A dynamic M never gets one: at a small M the
-  /// pairs would leave half the blocks idle.
+  /// Whether to pair blocks in 2x1 clusters (TMA multicast of B) when the
+  /// planned M's tiles pair up and fill at least a wave (a dynamic M is
+  /// planned as assumedM, or by the runtime for the launch's bucket): each
+  /// kernel alone at the power cap on the H200, 0-4% faster than 1x1
+  /// (docs/PERFORMANCE.md, eighth to tenth sessions).
   bool allowClusters = true;
   /// Pipeline depth bounds.
   int64_t minStages = 3;
