@@ -266,10 +266,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0, count = variants.size(); i < count; ++i) {
       // What GemmRunner compiles first: the variant on narrowed tiles.
       const Params &full = variants[i].params;
-      Params quick =
-          withTiling(full, moss::compiler::getQuickCompileTiling(
-                               specOf(full), tilingOfParams(full), target));
-      quick.quickCompile = true;
+      const Params quick = quickCompileParams(full, target);
       if (plan(quick).groupBlocks != plan(full).groupBlocks ||
           quick.tileM != full.tileM || quick.tileN != full.tileN)
         variants.push_back({variants[i].name + "_quick", quick});

@@ -323,12 +323,14 @@ GemmRunner::lookUpDatabase(const GemmSpec &spec, int64_t m,
   return tiling;
 }
 
+namespace {
 /// A background compile of a tiered compile's full kernel.
 struct FullCompile {
   std::shared_ptr<const runtime::KernelEntry> entry;
   std::string error;
   double seconds = 0;
 };
+} // namespace
 
 /// A loaded kernel and the tensor maps of its last launch.
 struct GemmRunner::Kernel {

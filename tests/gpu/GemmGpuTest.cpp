@@ -1353,11 +1353,7 @@ TEST(GemmGpuCompile, EveryCaseCompilesClean) {
     if (all[i].quickFirst) {
       // What GemmRunner compiles first: the variant on narrowed tiles.
       GemmCase quick = all[i];
-      quick.params = withTiling(quick.params, compiler::getQuickCompileTiling(
-                                                  specOf(quick.params),
-                                                  tilingOfParams(quick.params),
-                                                  compiler::TargetInfo()));
-      quick.params.quickCompile = true;
+      quick.params = quickCompileParams(quick.params);
       quick.name += "(quick-compile variant)";
       all.push_back(quick);
     }

@@ -183,6 +183,17 @@ inline Params withTiling(Params p, const compiler::TileConfig &t) {
   return p;
 }
 
+/// The quick-compile variant of `p` (GemmRunner's first kernel of a tiered
+/// compile): its tiles as the compiler shrinks them, and QuickCompile.
+inline Params quickCompileParams(
+    const Params &p,
+    const compiler::TargetInfo &target = compiler::TargetInfo()) {
+  Params quick = withTiling(
+      p, compiler::getQuickCompileTiling(specOf(p), tilingOfParams(p), target));
+  quick.quickCompile = true;
+  return quick;
+}
+
 /// The generated translation unit of docs/GEMM-KERNEL-ABI.md for `p`; the
 /// kernel is `moss_gemm`.
 inline std::string kernelSource(const Params &p) {

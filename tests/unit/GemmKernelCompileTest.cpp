@@ -253,12 +253,7 @@ std::vector<Variant> variants() {
                            "group1x128_x_group128x128_128x64_split8"}) {
     auto it = std::find_if(v.begin(), v.end(),
                            [&](const Variant &x) { return x.name == name; });
-    p = withTiling(it->params,
-                   moss::compiler::getQuickCompileTiling(
-                       specOf(it->params), tilingOfParams(it->params),
-                       moss::compiler::TargetInfo()));
-    p.quickCompile = true;
-    v.push_back({std::string(name) + "_quick", p});
+    v.push_back({std::string(name) + "_quick", quickCompileParams(it->params)});
   }
   return v;
 }
