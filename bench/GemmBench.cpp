@@ -9,7 +9,7 @@
 //   moss-bench-gemm [--m M] [--n N] [--k K] [--repeat R] [--only NAME]...
 //                   [--no-cublaslt] [--baseline NAME]... [--nvrtc-flag FLAG]...
 //                   [--tiling TMxTNxSTAGES[xSPLITK]]... [--sustained MS]
-//                   [--quick-compile]
+//                   [--quick-compile] [--f16-mma]
 //
 // Variants are compiled first and then timed round-robin with the cuBLASLt
 // baselines (up to 5 rounds of repeat/rounds launches each), so that clock
@@ -32,6 +32,9 @@
 // --quick-compile adds each promoted kernel's quick-compile variant (the
 // first kernel of a tiered compile, on its narrower tiles; `_quick`), next
 // to the full one.
+// --f16-mma adds each scheme with the f16 MMA (exact products, FP32 sums;
+// `_f16mma`) on the tiling the runtime launches it with, and on each
+// --tiling with that tiling's clusters.
 // --tiling adds every scheme at that tiling too (`_tMxNxS`, 1x1 and 2x1
 // clusters; `_splitK` and no cluster with a fourth field); a tiling the
 // kernel does not take prints why and is skipped. --only keeps the variants
@@ -137,7 +140,7 @@ int main(int argc, char **argv) {
   int m = 8192, n = 8192, k = 8192, repeat = 20, sustainedMs = 0;
   std::vector<std::string> only; // name substrings, any of them
   std::vector<std::string> onlyBaselines; // the same for the baselines
-  bool cublasLt = true, quickCompile = false;
+  bool cublasLt = true, quickCompile = false, f16Mma = false;
   std::vector<std::string> nvrtcFlags;
   std::vector<std::array<int, 4>> extraTilings;
   for (int i = 1; i < argc; ++i) {
@@ -167,6 +170,8 @@ int main(int argc, char **argv) {
       nvrtcFlags.push_back(next());
     else if (a == "--quick-compile")
       quickCompile = true;
+    else if (a == "--f16-mma")
+      f16Mma = true;
     else if (a == "--tiling") {
       std::array<int, 4> t{0, 0, 0, 1};
       const char *text = next();
@@ -182,7 +187,7 @@ int main(int argc, char **argv) {
           "[--only NAME]... [--no-cublaslt] [--baseline NAME]... "
           "[--nvrtc-flag FLAG]... "
           "[--tiling TMxTNxSTAGES[xSPLITK]]... [--sustained MS] "
-          "[--quick-compile]");
+          "[--quick-compile] [--f16-mma]");
   }
 
   if (repeat < 1)
@@ -243,6 +248,28 @@ int main(int argc, char **argv) {
                                    : formatv("_cluster{0}x1", cluster).str()),
              r});
       }
+    if (f16Mma) {
+      Params wide = p;
+      wide.f16Mma = true;
+      Expected<moss::compiler::TileConfig> planned =
+          moss::compiler::selectTilingForLaunch(specOf(wide), m, target);
+      if (!planned)
+        die(std::string(name) + "_f16mma: " + toString(planned.takeError()));
+      variants.push_back(
+          {std::string(name) + "_f16mma", withTiling(wide, *planned)});
+      for (const std::array<int, 4> &t : extraTilings) {
+        Params extra = withTiling(wide, *planned);
+        extra.tileM = t[0];
+        extra.tileN = t[1];
+        extra.stages = t[2];
+        extra.splitK = t[3];
+        variants.push_back(
+            {std::string(name) + "_f16mma" +
+                 formatv("_t{0}x{1}x{2}", t[0], t[1], t[2]).str() +
+                 (t[3] > 1 ? formatv("_split{0}", t[3]).str() : ""),
+             extra});
+      }
+    }
   };
   Params tensor;
   add("tensor_x_tensor", tensor);

@@ -61,6 +61,8 @@ std::string GemmSpec::str() const {
     text += ", amax";
   if (promoteK)
     text += ", promote every " + std::to_string(promoteK);
+  if (f16Mma)
+    text += ", f16 MMA";
   return text;
 }
 

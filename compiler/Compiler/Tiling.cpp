@@ -143,10 +143,12 @@ ResourceUsage compiler::estimateResources(const GemmSpec &spec,
   int64_t perSet = wgmmaTiles * (tiling.tileN / 2);
   bool rowAndColumn =
       hasRowFactor(spec, tiling.tileN) && hasColumnFactor(spec, tiling.tileN);
+  // The f16 MMA takes one set: with two, its widening spills.
   if (getPromoteK(spec) > 0) {
-    usage.partialSetsNarrowed =
-        !rowAndColumn && 3 * perSet > usage.accumulatorRegisterLimit;
-    usage.partialSets = rowAndColumn || usage.partialSetsNarrowed ? 1 : 2;
+    usage.partialSetsNarrowed = !rowAndColumn && !spec.f16Mma &&
+                                3 * perSet > usage.accumulatorRegisterLimit;
+    usage.partialSets =
+        rowAndColumn || spec.f16Mma || usage.partialSetsNarrowed ? 1 : 2;
   }
   usage.accumulatorRegisters = perSet * (1 + usage.partialSets);
 
@@ -161,8 +163,17 @@ ResourceUsage compiler::estimateResources(const GemmSpec &spec,
                             : 0;
   usage.stageBytes =
       tiling.tileM * kBlockK + tiling.tileN * kBlockK + rowTable + columnTable;
-  int64_t stagesEnd = tiling.stages * usage.stageBytes;
-  int64_t fixedBytes = 2 * tiling.stages * 8 + 1024;
+  if (spec.f16Mma)
+    usage.slotBytes =
+        2 * llvm::alignTo(2 * (tiling.tileM + tiling.tileN) * kBlockK +
+                              rowTable + columnTable,
+                          1024);
+  int64_t stagesEnd =
+      usage.slotBytes > 0
+          ? llvm::alignTo(tiling.stages * usage.stageBytes, 1024) +
+                usage.slotBytes
+          : tiling.stages * usage.stageBytes;
+  int64_t fixedBytes = (2 * tiling.stages + (spec.f16Mma ? 2 : 0)) * 8 + 1024;
   int64_t outBytes = getByteWidth(spec.out);
   usage.storable =
       spec.n * outBytes % 16 == 0 && tiling.tileN * outBytes % 128 == 0;
@@ -181,8 +192,10 @@ ResourceUsage compiler::estimateResources(const GemmSpec &spec,
 
 int64_t compiler::getStagesThatFit(const ResourceUsage &usage,
                                    const TargetInfo &target) {
-  // stages * (stageBytes + 16) + 1024 + alignment padding (< 8).
-  return (int64_t(target.sharedMemoryPerBlock) - 1024 - 8) /
+  // stages * (stageBytes + 16) + 1024 + alignment padding (< 8), and with
+  // the f16 MMA its slots, their barriers and their alignment (< 1024).
+  int64_t slots = usage.slotBytes > 0 ? usage.slotBytes + 16 + 1024 : 0;
+  return (int64_t(target.sharedMemoryPerBlock) - 1024 - 8 - slots) /
          (usage.stageBytes + 16);
 }
 
@@ -247,6 +260,10 @@ llvm::Error compiler::checkTiling(const GemmSpec &spec,
   if (tiling.stages < 2)
     return error("the pipeline needs at least 2 stages, got " +
                  llvm::Twine(tiling.stages));
+  if (spec.f16Mma && tiling.tileM != 128)
+    return error("the f16 MMA needs tile_m = 128 (two 64-row warpgroups "
+                 "widening each stage together), got " +
+                 llvm::Twine(tiling.tileM));
   if (tiling.splitK < 1 || tiling.clusterM < 1 || tiling.clusterN < 1 ||
       tiling.swizzle < 1)
     return error("cluster sizes, swizzle and split_k must be at least 1");
@@ -420,7 +437,9 @@ compiler::selectTiling(const GemmSpec &spec, const TargetInfo &target,
     return llvm::createStringError("the target has 0 SMs; expected at least 1");
 
   std::vector<int64_t> tileMs = {128, 256};
-  if (considerTileM64(spec, options))
+  if (spec.f16Mma)
+    tileMs = {128};
+  else if (considerTileM64(spec, options))
     tileMs.insert(tileMs.begin(), 64);
   static constexpr int64_t kTileNs[] = {32, 64, 96, 128, 160, 192, 224, 256};
   std::vector<int64_t> splits = {1};
@@ -429,13 +448,17 @@ compiler::selectTiling(const GemmSpec &spec, const TargetInfo &target,
       if (spec.k % (split * kSliceGranularity(spec)) == 0)
         splits.push_back(split);
 
+  // The f16 MMA's two f16 slots buffer stages of their own: two FP8 stages
+  // suffice, and 128x128 tiles fit only with two. At 8192^3 on the H200
+  // (docs/PERFORMANCE.md, twelfth session) 128x128x2 ran 9-38% faster than
+  // 128x96x3 and 128x64x4 for every scheme.
+  const int64_t minStages = spec.f16Mma ? 2 : options.minStages;
   std::optional<Candidate> best;
   // The candidate that came closest to fitting, for the error message.
   std::optional<std::pair<TileConfig, ResourceUsage>> smallest;
   for (int64_t splitK : splits) {
     int64_t kSteps = llvm::divideCeil(spec.k / splitK, kBlockK);
-    int64_t requiredStages =
-        std::max<int64_t>(2, std::min(options.minStages, kSteps));
+    int64_t requiredStages = std::max<int64_t>(2, std::min(minStages, kSteps));
     for (int64_t tileM : tileMs) {
       for (int64_t tileN : kTileNs) {
         if (tileM == 64 && kSteps < 2)

@@ -448,6 +448,10 @@ std::optional<TileConfig>
 TuningDatabase::lookup(const GemmSpec &spec, const TargetInfo &target,
                        int64_t m,
                        function_ref<void(const Twine &)> note) const {
+  // Entries are measured with the FP8 MMA; the f16 MMA's kernel is another
+  // (tile_m 128, f16 slots) that the key does not tell apart.
+  if (spec.f16Mma)
+    return std::nullopt;
   TuningKey key = TuningKey::get(spec, target, m);
   std::optional<TileConfig> found;
   for (const TuningEntry &entry : entries) {

@@ -218,7 +218,8 @@ static GemmRunner::Key makeKey(const GemmSpec &spec,
               uint64_t(spec.out) << 48 | packType(spec.bias) << 50 |
               packType(spec.accumulate) << 52 | uint64_t(spec.amax) << 54 |
               uint64_t(spec.promoteK >> 5) << 55 | // 0, 1, 2 or 4
-              uint64_t(options.compileMode == GemmCompileMode::Quick) << 58);
+              uint64_t(options.compileMode == GemmCompileMode::Quick) << 58 |
+              uint64_t(spec.f16Mma) << 59);
   if (const std::optional<compiler::TileConfig> &t = options.tiling)
     key.words[3] =
         int64_t(1 | uint64_t(t->tileM) << 1 | uint64_t(t->tileN) << 10 |

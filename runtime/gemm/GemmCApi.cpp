@@ -79,10 +79,12 @@ moss_error_t convertSpec(const moss_gemm_spec_t *spec,
                          compiler::GemmSpec &out) {
   if (!spec)
     return invalid("spec is NULL");
-  if (spec->struct_size < sizeof(moss_gemm_spec_t))
+  // Version 1 ends before f16_mma; a caller built against it has none.
+  constexpr size_t kVersion1Size = offsetof(moss_gemm_spec_t, f16_mma);
+  if (spec->struct_size < kVersion1Size)
     return invalid("spec->struct_size=" + Twine(uint64_t(spec->struct_size)) +
                    " is smaller than version 1's " +
-                   Twine(uint64_t(sizeof(moss_gemm_spec_t))) +
+                   Twine(uint64_t(kVersion1Size)) +
                    " (call moss_gemm_spec_init first)");
   compiler::GemmSpec result;
   result.m = spec->m == MOSS_DYNAMIC ? compiler::GemmSpec::kDynamic : spec->m;
@@ -103,6 +105,9 @@ moss_error_t convertSpec(const moss_gemm_spec_t *spec,
     return e;
   result.amax = spec->amax != 0;
   result.promoteK = spec->promote_k;
+  result.f16Mma = spec->struct_size >= offsetof(moss_gemm_spec_t, f16_mma) +
+                                           sizeof(spec->f16_mma) &&
+                  spec->f16_mma != 0;
   if (result.accumulate)
     result.beta = spec->beta;
   out = result;

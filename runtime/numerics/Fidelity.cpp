@@ -129,6 +129,24 @@ double moss::numerics::gemmEntryAllowance(llvm::ArrayRef<double> a,
          std::sqrt(productSquares + intervalSquares);
 }
 
+double moss::numerics::f16MmaEntryAllowance(llvm::ArrayRef<double> a,
+                                            llvm::ArrayRef<double> b) {
+  assert(a.size() == b.size() && "f16MmaEntryAllowance needs rows of one "
+                                 "length");
+  const int64_t k = int64_t(a.size());
+  double running = 0, previous = 0, steps = 0, magnitudes = 0;
+  for (int64_t i = 0; i < k; ++i) {
+    const double product = a[i] * b[i];
+    running += product;
+    magnitudes += std::fabs(product);
+    if ((i + 1) % 16 == 0 || i + 1 == k) {
+      steps += std::fabs(previous) + std::fabs(running);
+      previous = running;
+    }
+  }
+  return std::ldexp(steps, -21) + std::ldexp(magnitudes, -22);
+}
+
 double moss::numerics::gemmEntryAllowedError(double expected,
                                              const OutputRounding &rounding,
                                              llvm::ArrayRef<double> a,

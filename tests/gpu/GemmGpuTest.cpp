@@ -518,6 +518,84 @@ std::vector<GemmCase> smallCases() {
     cases.push_back(gc);
   }
 
+  // The f16 MMA (f16Mma): every scheme with f32 output, the 1e-5;
+  // 16-bit outputs, clusters, split K, a column table (per-group B over
+  // 96-wide tiles), the tail of K, zero blocks, and the runtime's tilings.
+  for (const Shape &shape : shapes)
+    for (const Scheme &s : kSchemes) {
+      if (s.scaleA == kPerGroup && shape.k % 128 != 0)
+        continue;
+      GemmCase gc;
+      Params p = makeParams(s, shape.n, shape.k, kF32, all);
+      p.f16Mma = true;
+      gc.params = withDefaultTiling(p);
+      gc.m = shape.m;
+      gc.distA = (cases.size() % 2) ? Dist::LlmActivation : Dist::StudentT;
+      gc.sampled = shape.m == 1000;
+      gc.name = std::string(s.name) + "_f32_" + all.name + "_f16mma_" +
+                shapeName(shape.m, shape.n, shape.k);
+      cases.push_back(gc);
+    }
+  struct F16MmaCase {
+    const char *scheme;
+    int m, n, k, out;
+    Epilogue e;
+    int tileN = 128, stages = 2, clusterM = 1, clusterN = 1, splitK = 1;
+    Dist dist = Dist::LlmActivation;
+    bool heuristic = false;
+  };
+  const F16MmaCase f16Mma[] = {
+      {"mossrow_x_tensor", 1000, 3000, 2048, kBF16, biasAmax},
+      {"e5m2mossrow_x_tensor", 129, 257, 96, kF16, accum, 128, 2, 1, 1, 1,
+       Dist::Gaussian},
+      {"mossrow_x_tensor", 1000, 3000, 2048, kF32, all, 128, 2, 2, 1},
+      {"tensor_x_tensor", 129, 257, 96, kF32, all, 128, 2, 1, 2},
+      {"mossrow_x_tensor", 37, 4096, 4096, kF32, all, 128, 2, 1, 1, 4},
+      {"group_x_group128", 1000, 3000, 2048, kF32, all, 96, 3},
+      {"mossrow_x_mosstensor", 129, 257, 1056, kF32, all, 64, 4},
+      {"mossrow_x_tensor", 129, 257, 96, kF32, all, 128, 2, 1, 1, 1,
+       Dist::ZeroBlocks},
+      {"mossrow_x_tensor", 1, 4096, 4096, kF32, all, 0, 0, 1, 1, 1,
+       Dist::LlmActivation, true},
+      {"group_x_group128", 1000, 3000, 2048, kF32, all, 0, 0, 1, 1, 1,
+       Dist::LlmActivation, true},
+      {"tensor_x_tensor", 129, 257, 96, kF32, plain, 0, 0, 1, 1, 1,
+       Dist::StudentT, true},
+  };
+  for (const F16MmaCase &c : f16Mma) {
+    GemmCase gc;
+    Params p = makeParams(schemeNamed(c.scheme), c.n, c.k, c.out, c.e);
+    p.f16Mma = true;
+    p = withDefaultTiling(p);
+    if (c.tileN > 0) {
+      p.tileN = c.tileN;
+      p.stages = c.stages;
+    }
+    p.clusterM = c.clusterM;
+    p.clusterN = c.clusterN;
+    p.splitK = c.splitK;
+    gc.params = p;
+    gc.m = c.m;
+    gc.distA = c.dist;
+    if (c.dist == Dist::ZeroBlocks)
+      gc.distB = c.dist;
+    gc.sampled = c.m == 1000;
+    gc.heuristic = c.heuristic;
+    gc.name =
+        std::string(c.scheme) + "_" + typeName(c.out) + "_" + c.e.name +
+        "_f16mma" +
+        (c.heuristic ? std::string("_heuristic")
+                     : "_tile128x" + std::to_string(c.tileN) + "x" +
+                           std::to_string(c.stages)) +
+        (c.clusterM * c.clusterN > 1 ? "_cluster" + std::to_string(c.clusterM) +
+                                           "x" + std::to_string(c.clusterN)
+                                     : "") +
+        (c.splitK > 1 ? "_split" + std::to_string(c.splitK) : "") +
+        (c.dist == Dist::ZeroBlocks ? "_zero_blocks" : "") + "_" +
+        shapeName(c.m, c.n, c.k);
+    cases.push_back(gc);
+  }
+
   // The product path: the tiling moss-select-tiling picks.
   for (const char *scheme :
        {"mossrow_x_tensor", "tensor_x_tensor", "group_x_group128",
@@ -568,6 +646,16 @@ std::vector<GemmCase> largeCases() {
   add("mossrow_x_tensor", 4096, 4096, 4096, kF32, all, Dist::LlmActivation);
   add("tensor_x_tensor", 4096, 4096, 4096, kF32, plain, Dist::StudentT);
   add("tensor_x_tensor", 4096, 4096, 4096, kF32, plain, Dist::StudentT, 128);
+  // The f16 MMA with the runtime's tiling, at the 1e-5.
+  for (const char *scheme : {"mossrow_x_tensor", "group_x_group128"}) {
+    add(scheme, 4096, 4096, 4096, kF32, all, Dist::LlmActivation);
+    GemmCase &gc = cases.back();
+    gc.params.f16Mma = true;
+    gc.params = withDefaultTiling(gc.params);
+    gc.heuristic = true;
+    gc.name = std::string(scheme) + "_f32_bias_c_amax_f16mma_heuristic_" +
+              shapeName(4096, 4096, 4096);
+  }
   add("mosstensor_x_tensor", 4096, 4096, 4096, kF32, plain, Dist::StudentT);
   for (const char *scheme :
        {"tensor_x_tensor", "mossrow_x_tensor", "group_x_group128"}) {
@@ -1059,13 +1147,28 @@ void runOnHost(const GemmCase &gc, const QuantizedTensor *qa,
     tiling = *planned;
   }
   run.tiling = *tiling;
-  std::vector<ModelledGemmEntry> model =
-      modelEntries(p, run.tiling, *qa, *qb, bias, accum, beta, rows, cols);
+  // With the f16 MMA, the FP64 reference (a kernel without error).
+  std::vector<double> values;
+  if (p.f16Mma) {
+    values = referenceGemm(dequantize(selectRows(*qa, rows)),
+                           dequantize(selectRows(*qb, cols)),
+                           static_cast<int64_t>(rows.size()),
+                           static_cast<int64_t>(cols.size()), p.k);
+    for (size_t i = 0; i < rows.size(); ++i)
+      for (size_t j = 0; j < cols.size(); ++j) {
+        EntryAddends e = addendsOf(p, bias, accum, beta, rows[i], cols[j]);
+        values[i * cols.size() + j] += e.bias + e.betaC;
+      }
+  } else {
+    for (const ModelledGemmEntry &entry :
+         modelEntries(p, run.tiling, *qa, *qb, bias, accum, beta, rows, cols))
+      values.push_back(entry.value);
+  }
   std::vector<float> out(static_cast<size_t>(gc.m) * n, 0.0f);
   for (size_t i = 0; i < rows.size(); ++i)
     for (size_t j = 0; j < cols.size(); ++j)
       out[rows[i] * n + cols[j]] =
-          static_cast<float>(model[i * cols.size() + j].value);
+          static_cast<float>(values[i * cols.size() + j]);
   run.first = encodeAs(p.out, out);
   run.second = run.first;
   float largest = 0;
@@ -1264,8 +1367,11 @@ TEST_P(GemmCorrectness, MatchesFp64Reference) {
       referenceGemm(dqA, dqB, static_cast<int64_t>(rows.size()),
                     static_cast<int64_t>(cols.size()), k);
   const int promoteK = moss::gemm::plan(p).promoteK;
-  std::vector<ModelledGemmEntry> model =
-      modelEntries(p, run.tiling, *qa, *qb, bias, accum, beta, rows, cols);
+  // The f16 MMA has no tensor-core model: its products are exact.
+  std::vector<ModelledGemmEntry> model;
+  if (!p.f16Mma)
+    model =
+        modelEntries(p, run.tiling, *qa, *qb, bias, accum, beta, rows, cols);
   auto tr1 = std::chrono::steady_clock::now();
 
   // The accuracy contract (docs/NUMERICS-CONTRACT.md section 7): each entry
@@ -1277,8 +1383,12 @@ TEST_P(GemmCorrectness, MatchesFp64Reference) {
   // FP32 (the scheme's promotion block, else all of K):
   //   relative Frobenius error     <= 4 u(P)      (f32 output)
   // The typical allowance (gemmEntryAllowance) is reported, not enforced.
+  // With the f16 MMA (section 7.4) each entry is held to the FP64 reference
+  // within f16MmaEntryAllowance, the output's rounding and the epilogue's
+  // FP32 operations, and f32 output to the GEMM issue's 1e-5.
   const int64_t interval = promoteK > 0 ? promoteK : k;
-  const double relFrobeniusLimit = 4 * tensorCoreUnit(interval);
+  const double relFrobeniusLimit =
+      p.f16Mma ? 1e-5 : 4 * tensorCoreUnit(interval);
   const OutputRounding outRounding =
       compiler::getOutputRounding(static_cast<compiler::FloatType>(p.out));
   double errorSquared = 0, refSquared = 0, worstRatio = 0, worstTypical = 0;
@@ -1304,16 +1414,29 @@ TEST_P(GemmCorrectness, MatchesFp64Reference) {
           llvm::ArrayRef(&dqB[j * k], k), interval);
       worstTypical = std::max(
           worstTypical, gemmEntryErrorRatio(got, expected, typicalAllowed));
-      const ModelledGemmEntry &entry = model[i * cols.size() + j];
-      const double allowed = modelledEntryAllowedError(entry, outRounding);
-      double ratio = gemmEntryErrorRatio(got, entry.value, allowed);
+      double want = expected, allowed;
+      if (p.f16Mma) {
+        const double sum = ref[i * cols.size() + j];
+        allowed = outRounding.of(expected) +
+                  f16MmaEntryAllowance(llvm::ArrayRef(&dqA[i * k], k),
+                                       llvm::ArrayRef(&dqB[j * k], k)) +
+                  std::ldexp(std::fabs(sum) + std::fabs(addends.bias) +
+                                 std::fabs(addends.betaC),
+                             -22);
+      } else {
+        const ModelledGemmEntry &entry = model[i * cols.size() + j];
+        want = entry.value;
+        allowed = modelledEntryAllowedError(entry, outRounding);
+      }
+      double ratio = gemmEntryErrorRatio(got, want, allowed);
       if (!(ratio <= worstRatio)) {
         worstRatio = ratio;
         if (!(ratio <= 1.0))
           ADD_FAILURE() << "entry (" << rows[i] << ", " << cols[j] << "): got "
-                        << got << ", expected " << entry.value
-                        << " (tensor-core model; allowed error " << allowed
-                        << ", FP64 " << expected << ")";
+                        << got << ", expected " << want << " ("
+                        << (p.f16Mma ? "f16 MMA" : "tensor-core model")
+                        << "; allowed error " << allowed << ", FP64 "
+                        << expected << ")";
       }
     }
   const double relFrobenius =
@@ -1321,11 +1444,12 @@ TEST_P(GemmCorrectness, MatchesFp64Reference) {
   const double tflops = 2.0 * m * double(n) * k / (milliseconds * 1e-3) / 1e12;
   std::printf(
       "         rel_frobenius=%.3e (limit %.2e, promotion %d) "
-      "worst_entry/allowed=%.3f (model; typical %.3f) compared=%lld"
+      "worst_entry/allowed=%.3f (%s; typical %.3f) compared=%lld"
       "%s  kernel=%.3f ms (%.0f TFLOPS, second launch, not a "
       "benchmark)  host: data %.1fs compile %.2fs ref %.1fs\n",
       relFrobenius, relFrobeniusLimit, promoteK > 0 ? promoteK : k, worstRatio,
-      worstTypical, static_cast<long long>(compared),
+      p.f16Mma ? "f16 MMA" : "model", worstTypical,
+      static_cast<long long>(compared),
       skippedOverflow
           ? (" f16_overflow_skipped=" + std::to_string(skippedOverflow)).c_str()
           : "",

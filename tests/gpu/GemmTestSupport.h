@@ -85,6 +85,8 @@ inline std::string describe(const Params &p) {
     s += " promote=" + std::to_string(p.forcePromoteK);
   if (p.quickCompile)
     s += " quick-compile";
+  if (p.f16Mma)
+    s += " f16-mma";
   s += " tile=" + std::to_string(p.tileM) + "x" + std::to_string(p.tileN) +
        "x" + std::to_string(p.stages) + " m=" + std::to_string(p.m) +
        " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k);
@@ -93,10 +95,14 @@ inline std::string describe(const Params &p) {
 
 /// The tiling the tests use (what moss-select-tiling is expected to pick
 /// until the tuner exists): 128x128 and 6 stages with block scales (three
-/// accumulator sets), 128x256 and 4 stages without.
+/// accumulator sets), 128x256 and 4 stages without; 128x128 and 2 stages
+/// with the f16 MMA (its two f16 slots take most of the shared memory).
 inline Params withDefaultTiling(Params p) {
   p.tileM = 128;
-  if (moss::gemm::plan(p).promoteK > 0) {
+  if (p.f16Mma) {
+    p.tileN = 128;
+    p.stages = 2;
+  } else if (moss::gemm::plan(p).promoteK > 0) {
     p.tileN = 128;
     p.stages = 6;
   } else {
@@ -152,6 +158,7 @@ inline compiler::GemmSpec specOf(const Params &p, float beta = 1.0f) {
     spec.beta = beta;
   spec.amax = p.amax;
   spec.promoteK = p.forcePromoteK;
+  spec.f16Mma = p.f16Mma;
   return spec;
 }
 
@@ -208,8 +215,10 @@ inline std::string kernelSource(const Params &p) {
       ", " + i(p.tileM) + ", " + i(p.tileN) + ", " + i(p.stages) + ", " +
       i(p.clusterM) + ", " + i(p.clusterN) + ", " + b(p.rasterAlongN) + ", " +
       i(p.swizzle) + ", " + i(p.splitK);
-  if (p.forcePromoteK || p.quickCompile)
-    config += ", " + i(p.forcePromoteK) + (p.quickCompile ? ", true" : "");
+  if (p.forcePromoteK || p.quickCompile || p.f16Mma)
+    config += ", " + i(p.forcePromoteK) +
+              (p.quickCompile || p.f16Mma ? ", " + b(p.quickCompile) : "") +
+              (p.f16Mma ? ", true" : "");
   return "#include \"moss/gemm/Kernel.cuh\"\n\n"
          "using MossGemmConfig = moss::gemm::Config<" +
          config +

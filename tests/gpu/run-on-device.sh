@@ -43,6 +43,7 @@ gemm() {
   local jit="$bin/moss-jit"
   run jit-run-moss "$jit" run --m 1000 --n 3000 --k 2048 --bias f32 --amax
   run jit-run-group "$jit" run --m 129 --n 257 --k 256 --a-scheme per-group --a-block 128 --b-scheme per-group --b-block 128x128 --out f32 --accumulate f32 --beta 0.5
+  run jit-run-f16-mma "$jit" run --m 1000 --n 3000 --k 2048 --out f32 --bias f32 --amax --f16-mma
 }
 
 jitbench() {
@@ -95,6 +96,10 @@ sanitize() {
 264 --a-scheme per-row --b-scheme per-row --bias f32 --amax --tiling 128x128x6
 257 --a-scheme moss --a-global row --b-scheme per-tensor --bias f32 --amax --tiling 128x128x6x2x1 --quick-compile
 264 --a-scheme per-group --a-block 128 --b-scheme per-group --b-block 128x128 --out f32 --quick-compile
+257 --a-scheme moss --a-global row --b-scheme per-tensor --out f32 --bias f32 --amax --f16-mma
+264 --a-scheme moss --a-global tensor --b-scheme moss --b-global tensor --out f32 --accumulate f32 --f16-mma
+264 --a-scheme per-group --a-block 128 --b-scheme per-group --b-block 128x128 --out f32 --tiling 128x96x3x2x1 --f16-mma
+257 --a-scheme per-tensor --b-scheme per-tensor --out f32 --tiling 128x64x4x1x1x2 --f16-mma
 VARIANTS
 }
 

@@ -233,6 +233,26 @@ TEST(FidelityTest, GemmEntryAllowanceHandChecked) {
                    12 * tensorCoreUnit(80) * std::sqrt(80 * 4.0 + 160 * 160));
 }
 
+// The f16 MMA's bound: the running sums at the ends of the steps of 16
+// (each step counts the sums before and after it) and the products' sizes.
+TEST(FidelityTest, F16MmaEntryAllowanceHandChecked) {
+  const double u21 = std::ldexp(1.0, -21), u22 = std::ldexp(1.0, -22);
+  // K = 32, products all 1: sums 16 and 32, so (0 + 16) + (16 + 32).
+  std::vector<double> ones(32, 1.0);
+  EXPECT_DOUBLE_EQ(f16MmaEntryAllowance(ones, ones),
+                   (16 + 48) * u21 + 32 * u22);
+  // The second step cancels the first: sums 16 and 0.
+  std::vector<double> cancel(32, 1.0);
+  for (size_t i = 16; i < cancel.size(); ++i)
+    cancel[i] = -1.0;
+  EXPECT_DOUBLE_EQ(f16MmaEntryAllowance(cancel, ones),
+                   (16 + 16) * u21 + 32 * u22);
+  // A last, shorter step: K = 20 of products 3 ends at 48 and 60.
+  std::vector<double> threes(20, 3.0), one20(20, 1.0);
+  EXPECT_DOUBLE_EQ(f16MmaEntryAllowance(threes, one20),
+                   (48 + 108) * u21 + 60 * u22);
+}
+
 // The whole allowance of an entry and the share of it an error uses.
 TEST(FidelityTest, GemmEntryErrorRatio) {
   std::vector<double> ones(32, 1.0);

@@ -14,6 +14,7 @@
 
 #include "gtest/gtest.h"
 
+#include <cstddef>
 #include <functional>
 #include <string>
 
@@ -240,6 +241,16 @@ TEST(GemmCApi, ChecksWithoutAGpu) {
   bad.struct_size = 8;
   EXPECT_NE(cCheck(&bad, kM, &buffers).find("call moss_gemm_spec_init"),
             std::string::npos);
+  // A caller built against version 1 (no f16_mma) is still served.
+  moss_gemm_spec_t version1 = spec;
+  version1.struct_size = offsetof(moss_gemm_spec_t, f16_mma);
+  EXPECT_EQ(cCheck(&version1, kM, &buffers), "");
+  version1.struct_size -= 4;
+  EXPECT_NE(cCheck(&version1, kM, &buffers).find("smaller than version 1's"),
+            std::string::npos);
+  moss_gemm_spec_t wide = spec;
+  wide.f16_mma = 1;
+  EXPECT_EQ(cCheck(&wide, kM, &buffers), "");
   bad = spec;
   bad.a.scheme = 9;
   EXPECT_NE(cCheck(&bad, kM, &buffers).find("spec->a.scheme=9"),

@@ -245,6 +245,42 @@ std::vector<Variant> variants() {
   p.blockB = 128;
   v.push_back({"twolevel64_x_group128x128", withDefaultTiling(p)});
 
+  // The f16 MMA: each stage widened into f16 slots (TileM 128), promoted
+  // per 32 and per 128 (a column table at 96 wide), direct with clusters,
+  // factors on both sides with split K and a K tail.
+  p = twoLevel(base, /*rowA=*/true);
+  p.out = kF32;
+  p.f16Mma = true;
+  v.push_back({"moss_forward_f16mma", withDefaultTiling(p)});
+  p = perGroup(base);
+  p.out = kF32;
+  p.f16Mma = true;
+  p.tileN = 96;
+  p.stages = 3;
+  v.push_back({"group1x128_x_group128x128_f16mma_128x96", p});
+  p = base;
+  p.elemB = kE5M2;
+  p.out = kF32;
+  p.f16Mma = true;
+  p = withDefaultTiling(p);
+  p.clusterM = 2;
+  v.push_back({"tensor_x_e5m2_f16mma_cluster2x1", p});
+  p = twoLevel(base, /*rowA=*/false);
+  p.scaleB = kTwoLevel;
+  p.blockB = 32;
+  p.out = kF32;
+  p.bias = kF32;
+  p.accum = kF32;
+  p.amax = true;
+  p.f16Mma = true;
+  p.tileN = 64;
+  p.stages = 4;
+  p.splitK = 2;
+  v.push_back({"twolevel_x_twolevel_f16mma_128x64_split2", p});
+  p.k = 4096 + 32;
+  p.splitK = 1;
+  v.push_back({"twolevel_x_twolevel_f16mma_128x64_k_tail", p});
+
   // Quick-compile variants (the first kernel of a tiered compile), on the
   // tiles the compiler narrows them to: shorter promotion groups, per 32
   // and per 128, whole K and split.
@@ -328,6 +364,13 @@ TEST_F(GemmKernelCompileTest, EveryVariantCompilesWithHopperInstructions) {
     EXPECT_NE(r.ptx.find("mbarrier.try_wait.parity"), std::string::npos);
     EXPECT_NE(r.ptx.find("setmaxnreg.inc.sync.aligned.u32"), std::string::npos);
     EXPECT_NE(r.ptx.find("setmaxnreg.dec.sync.aligned.u32"), std::string::npos);
+    // The f16 MMA: FP8 codes widened on chip, f16 wgmma, no FP8 wgmma.
+    EXPECT_EQ(r.ptx.find("k16.f32.f16.f16") != std::string::npos,
+              variant.params.f16Mma);
+    EXPECT_EQ(r.ptx.find("cvt.rn.f16x2.e") != std::string::npos,
+              variant.params.f16Mma);
+    EXPECT_EQ(r.ptx.find("k32.f32.e") != std::string::npos,
+              !variant.params.f16Mma);
     // The epilogue stores through TMA exactly when the plan says so.
     EXPECT_EQ(r.ptx.find("cp.async.bulk.tensor.2d.global.shared::cta") !=
                   std::string::npos,
@@ -430,6 +473,18 @@ TEST(GemmKernelPlanTest, ValidateNamesWhatIsWrong) {
   p.scaleA = kPerGroup;
   p.blockA = 128;
   EXPECT_STREQ(validate(p), "K must be a multiple of the scaling block");
+  p.k = 4096;
+  p.f16Mma = true;
+  p.tileM = 256;
+  p.tileN = 64;
+  p.stages = 2;
+  EXPECT_STREQ(validate(p), "the f16 MMA needs TileM = 128");
+  p.tileM = 128;
+  p.tileN = 128;
+  p.stages = 3;
+  EXPECT_NE(std::string(validate(p)).find("227 KiB"), std::string::npos);
+  p.stages = 2;
+  EXPECT_EQ(validate(p), nullptr);
 }
 
 /// The epilogue's staging buffers: TMA stores need 16-byte output rows and
@@ -493,30 +548,32 @@ TEST(GemmKernelPlanTest, ResourceModelMatchesThePlan) {
                             both};
   moss::compiler::TargetInfo target;
   int compared = 0;
-  for (Params p : schemes)
-    for (int n : {257, 264, 3000, 8192})
-      for (int out : {kBF16, kF32})
-        for (int tileM : {64, 128, 256})
-          for (int tileN = 32; tileN <= 256; tileN += 32)
-            for (int stages = 2; stages <= 8; ++stages) {
-              p.n = n;
-              p.out = out;
-              p.tileM = tileM;
-              p.tileN = tileN;
-              p.stages = stages;
-              if (validate(p) != nullptr)
-                continue;
-              SCOPED_TRACE(describe(p));
-              moss::compiler::ResourceUsage usage =
-                  moss::compiler::estimateResources(specOf(p),
-                                                    tilingOfParams(p), target);
-              EXPECT_EQ(usage.sharedBytes,
-                        static_cast<unsigned>(plan(p).sharedBytes));
-              EXPECT_EQ(usage.storeBuffers,
-                        static_cast<unsigned>(plan(p).storeBuffers));
-              ++compared;
-            }
-  EXPECT_GT(compared, 1000);
+  for (bool f16Mma : {false, true})
+    for (Params p : schemes)
+      for (int n : {257, 264, 3000, 8192})
+        for (int out : {kBF16, kF32})
+          for (int tileM : {64, 128, 256})
+            for (int tileN = 32; tileN <= 256; tileN += 32)
+              for (int stages = 2; stages <= 8; ++stages) {
+                p.n = n;
+                p.out = out;
+                p.tileM = tileM;
+                p.tileN = tileN;
+                p.stages = stages;
+                p.f16Mma = f16Mma;
+                if (validate(p) != nullptr)
+                  continue;
+                SCOPED_TRACE(describe(p));
+                moss::compiler::ResourceUsage usage =
+                    moss::compiler::estimateResources(
+                        specOf(p), tilingOfParams(p), target);
+                EXPECT_EQ(usage.sharedBytes,
+                          static_cast<unsigned>(plan(p).sharedBytes));
+                EXPECT_EQ(usage.storeBuffers,
+                          static_cast<unsigned>(plan(p).storeBuffers));
+                ++compared;
+              }
+  EXPECT_GT(compared, 1100);
 }
 
 TEST(GemmKernelPlanTest, PlansFollowTheSchemes) {
@@ -718,6 +775,7 @@ TEST(GemmKernelPlanTest, HeuristicTilingsCompileClean) {
   struct Spec {
     int64_t m, n, k;
     ScalingScheme a, b;
+    bool f16Mma = false;
   };
   const Spec specs[] = {
       {-1, 4096, 4096, ScalingScheme::perTensor(), ScalingScheme::perTensor()},
@@ -729,6 +787,10 @@ TEST(GemmKernelPlanTest, HeuristicTilingsCompileClean) {
        ScalingScheme::twoLevel(GlobalScope::Tensor, 32)},
       {129, 257, 96, ScalingScheme::twoLevel(GlobalScope::Tensor, 32),
        ScalingScheme::perRow()},
+      {-1, 8192, 8192, ScalingScheme::twoLevel(GlobalScope::Row, 32),
+       ScalingScheme::perTensor(), true},
+      {16, 4096, 4096, ScalingScheme::perGroup(1, 128),
+       ScalingScheme::perGroup(128, 128), true},
   };
   for (const Spec &s : specs) {
     moss::compiler::GemmSpec spec;
@@ -737,6 +799,7 @@ TEST(GemmKernelPlanTest, HeuristicTilingsCompileClean) {
     spec.k = s.k;
     spec.aScaling = s.a;
     spec.bScaling = s.b;
+    spec.f16Mma = s.f16Mma;
     moss::compiler::TargetInfo target;
     llvm::Expected<moss::compiler::TileConfig> tiling =
         moss::compiler::selectTiling(spec, target);
@@ -754,6 +817,7 @@ TEST(GemmKernelPlanTest, HeuristicTilingsCompileClean) {
     };
     side(s.a, p.scaleA, p.blockRowsA, p.blockA, p.globalRowA);
     side(s.b, p.scaleB, p.blockRowsB, p.blockB, p.globalRowB);
+    p.f16Mma = s.f16Mma;
     p = withTiling(p, *tiling);
     SCOPED_TRACE(tiling->str() + ": " + describe(p));
     const char *error = validate(p);

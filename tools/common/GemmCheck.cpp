@@ -92,8 +92,11 @@ jit::checkGemmOutput(const GemmProblem &problem, int64_t m,
       dqA, dqB, int64_t(pickRows.size()), int64_t(cols.size()), k);
   const int64_t interval = getPromotionInterval(spec);
   // The model needs an unpromoted kernel's tiling (where its sums restart).
+  // The f16 MMA has none: its products are exact (f16MmaEntryAllowance).
   std::optional<numerics::MmaSchedule> schedule;
-  if (options.tiling)
+  if (spec.f16Mma)
+    ;
+  else if (options.tiling)
     schedule = compiler::getMmaSchedule(spec, *options.tiling);
   else if (int64_t promoteK = compiler::getPromoteK(spec))
     schedule = numerics::MmaSchedule{promoteK, {}};
@@ -117,6 +120,16 @@ jit::checkGemmOutput(const GemmProblem &problem, int64_t m,
         ratio = numerics::gemmEntryErrorRatio(
             got, entry.value,
             numerics::modelledEntryAllowedError(entry, rounding));
+      } else if (spec.f16Mma) {
+        // Plus the epilogue's FP32 operations.
+        const double sum = ref[i * cols.size() + j];
+        ratio = numerics::gemmEntryErrorRatio(
+            got, expected,
+            rounding.of(expected) +
+                numerics::f16MmaEntryAllowance(ArrayRef(&dqA[i * k], k),
+                                               ArrayRef(&dqB[j * k], k)) +
+                std::ldexp(std::fabs(sum) + std::fabs(bias) + std::fabs(betaC),
+                           -22));
       } else {
         ratio = numerics::gemmEntryErrorRatio(
             got, expected,

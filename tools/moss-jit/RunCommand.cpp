@@ -157,8 +157,9 @@ int runRun() {
     return fail(check.takeError());
   const int64_t interval = getPromotionInterval(spec);
   const std::string basis =
-      check->againstModel
-          ? std::string("against the tensor-core model")
+      check->againstModel ? std::string("against the tensor-core model")
+      : spec.f16Mma
+          ? std::string("against FP64, f16 MMA: exact products, FP32 sums")
           : formatv("against FP64, tensor-core sums of {0} products, "
                     "u = {1:e2}",
                     interval, tensorCoreUnit(interval))

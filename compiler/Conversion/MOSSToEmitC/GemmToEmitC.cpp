@@ -102,31 +102,36 @@ getConfigArguments(const compiler::GemmSpec &spec,
                          scheme.blockCols, getBool(scheme.globalPerRow()))
         .str();
   };
-  return {llvm::formatv("    /*M=*/{0}, /*N=*/{1}, /*K=*/{2},",
-                        spec.isDynamicM() ? int64_t(-1) : spec.m, spec.n,
-                        spec.k),
-          llvm::formatv("    /*ElemA=*/{0}, /*ElemB=*/{1},",
-                        getFormatConstant(spec.a), getFormatConstant(spec.b)),
-          operand('A', spec.aScaling),
-          operand('B', spec.bScaling),
-          llvm::formatv("    /*Out=*/{0}, /*Bias=*/{1}, /*Accum=*/{2},",
-                        getFloatConstant(spec.out), getFloatConstant(spec.bias),
-                        getFloatConstant(spec.accumulate)),
-          llvm::formatv("    /*Amax=*/{0},", getBool(spec.amax)),
-          llvm::formatv("    /*TileM=*/{0}, /*TileN=*/{1}, /*Stages=*/{2}, "
-                        "/*ClusterM=*/{3}, /*ClusterN=*/{4},",
-                        tiling.tileM, tiling.tileN, tiling.stages,
-                        tiling.clusterM, tiling.clusterN),
-          llvm::formatv(
-              "    /*RasterAlongN=*/{0}, /*Swizzle=*/{1}, /*SplitK=*/{2}{3}>;",
-              getBool(tiling.raster == compiler::RasterOrder::AlongN),
-              tiling.swizzle, tiling.splitK,
-              // The optional 26th and 27th parameters, only when set.
-              spec.promoteK || quickCompile
-                  ? llvm::formatv(", /*ForcePromoteK=*/{0}{1}", spec.promoteK,
-                                  quickCompile ? ", /*QuickCompile=*/true" : "")
-                        .str()
-                  : std::string())};
+  return {
+      llvm::formatv("    /*M=*/{0}, /*N=*/{1}, /*K=*/{2},",
+                    spec.isDynamicM() ? int64_t(-1) : spec.m, spec.n, spec.k),
+      llvm::formatv("    /*ElemA=*/{0}, /*ElemB=*/{1},",
+                    getFormatConstant(spec.a), getFormatConstant(spec.b)),
+      operand('A', spec.aScaling),
+      operand('B', spec.bScaling),
+      llvm::formatv("    /*Out=*/{0}, /*Bias=*/{1}, /*Accum=*/{2},",
+                    getFloatConstant(spec.out), getFloatConstant(spec.bias),
+                    getFloatConstant(spec.accumulate)),
+      llvm::formatv("    /*Amax=*/{0},", getBool(spec.amax)),
+      llvm::formatv("    /*TileM=*/{0}, /*TileN=*/{1}, /*Stages=*/{2}, "
+                    "/*ClusterM=*/{3}, /*ClusterN=*/{4},",
+                    tiling.tileM, tiling.tileN, tiling.stages, tiling.clusterM,
+                    tiling.clusterN),
+      llvm::formatv(
+          "    /*RasterAlongN=*/{0}, /*Swizzle=*/{1}, /*SplitK=*/{2}{3}>;",
+          getBool(tiling.raster == compiler::RasterOrder::AlongN),
+          tiling.swizzle, tiling.splitK,
+          // The optional 26th to 28th parameters, when one of them is set.
+          spec.promoteK || quickCompile || spec.f16Mma
+              ? llvm::formatv(", /*ForcePromoteK=*/{0}{1}{2}", spec.promoteK,
+                              quickCompile || spec.f16Mma
+                                  ? llvm::formatv(", /*QuickCompile=*/{0}",
+                                                  getBool(quickCompile))
+                                        .str()
+                                  : std::string(),
+                              spec.f16Mma ? ", /*F16Mma=*/true" : "")
+                    .str()
+              : std::string())};
 }
 
 /// "moss_gemm_" and 16 hex digits of the XXH3 hash of the configuration

@@ -77,6 +77,12 @@ struct GemmSpec {
   /// own interval. More accurate, somewhat slower
   /// (docs/NUMERICS-CONTRACT.md section 7).
   int64_t promoteK = 0;
+  /// Multiply in f16 instead of FP8: every FP8 code is widened exactly to
+  /// f16 on chip, so the tensor cores' products are exact and their sums
+  /// FP32: f32 outputs within 1e-5 of the FP64 reference (about 1e-4 with
+  /// FP8), at about a third of the FP8 speed (docs/NUMERICS-CONTRACT.md
+  /// section 7.4). Needs 128-row tiles.
+  bool f16Mma = false;
 
   /// Whether M is dynamic.
   bool isDynamicM() const { return m == kDynamic; }

@@ -98,6 +98,10 @@ struct ResourceUsage {
   bool partialSetsNarrowed = false;
   /// Shared memory per pipeline stage: A and B tiles plus factor tables.
   unsigned stageBytes = 0;
+  /// With the f16 MMA (GemmSpec::f16Mma): both f16 slots, each A's and B's
+  /// stage widened to f16 plus copies of its tables (`Config::kSlotBytes`
+  /// twice); 0 without.
+  unsigned slotBytes = 0;
   /// The epilogue's staging buffers per consumer warp for TMA stores
   /// (`Config::kStoreBuffers`): 2 or 1 as fit in the 227 KiB a block may
   /// have, 0 when the output or the tile does not allow TMA stores.
@@ -106,8 +110,8 @@ struct ResourceUsage {
   /// tiles of whole 128-byte chunks).
   bool storable = false;
   /// Dynamic shared memory of the block (`Config::kSharedBytes`): the
-  /// stages, the staging buffers, two mbarriers per stage, and 1 KiB to
-  /// align the base.
+  /// stages, the f16 slots, the staging buffers, two mbarriers per stage
+  /// (and one per slot), and 1 KiB to align the base.
   unsigned sharedBytes = 0;
 };
 

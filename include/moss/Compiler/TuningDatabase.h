@@ -127,7 +127,7 @@ public:
   /// TilingSource::Database), if there is an entry for this GPU and it fits
   /// the target (checkTiling). Entries of the same GEMM for another arch or
   /// SM count, and entries that do not fit, are skipped with a call to
-  /// `note` saying why.
+  /// `note` saying why. None for an f16 MMA (the entries time FP8 kernels).
   std::optional<TileConfig>
   lookup(const GemmSpec &spec, const TargetInfo &target, int64_t m,
          llvm::function_ref<void(const llvm::Twine &)> note = nullptr) const;

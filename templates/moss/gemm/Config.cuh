@@ -92,6 +92,12 @@ struct Params {
   /// arithmetic in shorter promotion groups (Plan::groupBlocks) with
   /// per-stage scale loads, for a faster NVRTC compile.
   bool quickCompile = false;
+  /// Optional (default false): the tensor cores multiply in f16 instead of
+  /// FP8. The consumers widen each stage's FP8 codes into f16 (exact for
+  /// E4M3 and E5M2) in one of two shared-memory slots; the products are
+  /// then exact and summed in FP32 at the f16 rate (half FP8's), for FP32
+  /// outputs within 1e-5 (docs/NUMERICS-CONTRACT.md section 7.4).
+  bool f16Mma = false;
 };
 
 /// Bytes of an Out / Bias / Accum element.
@@ -133,6 +139,10 @@ struct Plan {
   int unitFullKStages, unitKStages;
   int stepsPerPromote; ///< k32 steps per promotion block
   int promotesPerStage;
+  /// f16 MMA (Params::f16Mma): bytes of one f16 slot (A's and B's stage
+  /// widened, each as two K halves of 64 f16 in 128-byte swizzled rows,
+  /// then copies of the stage's factor tables), 0 without.
+  int slotBytes;
   int loaderThreads; ///< the producer warpgroup (tables)
   int clusterSize;   ///< CTAs per cluster (ClusterM * ClusterN, 1 or 2)
   bool multicastA;   ///< ClusterN == 2: the two CTAs share A's tile
@@ -149,8 +159,8 @@ struct Plan {
   // Shared memory (from a 1024-byte aligned base).
   int stageABytes, stageBBytes;
   int rowTableBytes, colTableBytes;
-  int offsetA, offsetB, offsetRowTable, offsetColTable, offsetStaging,
-      offsetBarriers;
+  int offsetA, offsetB, offsetRowTable, offsetColTable, offsetSlots,
+      offsetStaging, offsetBarriers;
   int sharedBytes; ///< dynamic shared memory to launch with
   /// Accumulator registers per consumer thread (checked against a budget).
   int accumulatorRegisters;
@@ -215,7 +225,9 @@ constexpr MOSS_GEMM_HD Plan plan(const Params &p) {
   // issue-bound anyway) one set leaves room for the column factors; tiles
   // too wide for three sets (TileN > 128) take one and rely on the other
   // warpgroup's wgmmas to keep the tensor cores busy while one promotes.
-  q.partialSets = q.factorMode == kFactorRowCol ||
+  // The f16 MMA takes one set too: with two, its widening spills (MOSS,
+  // and per-group with the f32 epilogue's bias and C).
+  q.partialSets = p.f16Mma || q.factorMode == kFactorRowCol ||
                           3 * q.wgM * (p.tileN / 2) > kMaxAccumulatorRegisters
                       ? 1
                       : 2;
@@ -271,9 +283,19 @@ constexpr MOSS_GEMM_HD Plan plan(const Params &p) {
   q.offsetB = q.offsetA + p.stages * q.stageABytes;
   q.offsetRowTable = q.offsetB + p.stages * q.stageBBytes;
   q.offsetColTable = q.offsetRowTable + p.stages * q.rowTableBytes;
-  const int tablesEnd = q.offsetColTable + p.stages * q.colTableBytes;
-  // Two barriers per stage, and 1 KiB to align the base to 1024 bytes.
-  const int fixedBytes = 2 * p.stages * 8 + 1024;
+  // f16 slots start at a 1024-byte boundary (128-byte swizzle atoms).
+  q.slotBytes = p.f16Mma ? (256 * (p.tileM + p.tileN) + q.rowTableBytes +
+                            q.colTableBytes + 1023) /
+                               1024 * 1024
+                         : 0;
+  q.offsetSlots =
+      (q.offsetColTable + p.stages * q.colTableBytes + 1023) / 1024 * 1024;
+  const int tablesEnd = p.f16Mma
+                            ? q.offsetSlots + 2 * q.slotBytes
+                            : q.offsetColTable + p.stages * q.colTableBytes;
+  // Two barriers per stage (and one per f16 slot), and 1 KiB to align the
+  // base to 1024 bytes.
+  const int fixedBytes = (2 * p.stages + (p.f16Mma ? 2 : 0)) * 8 + 1024;
   // TMA stores need 16-byte aligned output rows and tiles of whole 128-byte
   // chunks. Two staging buffers per warp when they fit, else one (each
   // store then has to read its buffer before the next chunk is written),
@@ -336,6 +358,8 @@ constexpr MOSS_GEMM_HD const char *validate(const Params &p) {
            "scales, TileM x TileN must be at most 128 x 192)";
   if (p.stages < 2)
     return "Stages must be at least 2";
+  if (p.f16Mma && p.tileM != 128)
+    return "the f16 MMA needs TileM = 128";
   if (q.sharedBytes > kMaxSharedBytes)
     return "shared memory exceeds 227 KiB: lower Stages";
   if (p.clusterM < 1 || p.clusterN < 1 || p.clusterM * p.clusterN > 2)
@@ -460,15 +484,16 @@ constexpr MOSS_GEMM_HD int gridSize(Params p, int m, int smCount) {
 }
 
 /// The full GEMM configuration (docs/GEMM-KERNEL-ABI.md). The first 25
-/// parameters are the ABI's; ForcePromoteK_ and QuickCompile_ (emitted only
-/// when set) are Params::forcePromoteK and Params::quickCompile. Every k*
-/// constant is the field of plan().
+/// parameters are the ABI's; ForcePromoteK_, QuickCompile_ and F16Mma_
+/// (emitted only when set) are Params::forcePromoteK, ::quickCompile and
+/// ::f16Mma. Every k* constant is the field of plan().
 template <int M_, int N_, int K_, int ElemA_, int ElemB_, int ScaleA_,
           int BlockRowsA_, int BlockA_, bool GlobalRowA_, int ScaleB_,
           int BlockRowsB_, int BlockB_, bool GlobalRowB_, int Out_, int Bias_,
           int Accum_, bool Amax_, int TileM_, int TileN_, int Stages_,
           int ClusterM_, int ClusterN_, bool RasterAlongN_, int Swizzle_,
-          int SplitK_, int ForcePromoteK_ = 0, bool QuickCompile_ = false>
+          int SplitK_, int ForcePromoteK_ = 0, bool QuickCompile_ = false,
+          bool F16Mma_ = false>
 struct Config {
   static constexpr Params kParams = {M_,
                                      N_,
@@ -496,7 +521,8 @@ struct Config {
                                      Swizzle_,
                                      SplitK_,
                                      ForcePromoteK_,
-                                     QuickCompile_};
+                                     QuickCompile_,
+                                     F16Mma_};
   static_assert(validate(kParams) == nullptr,
                 "invalid moss::gemm::Config: moss::gemm::validate(params) "
                 "(Config.cuh, callable from host code) says why");
@@ -535,6 +561,8 @@ struct Config {
   static constexpr int kPartialSets = kPlan.partialSets;
   static constexpr int kGroupBlocks = kPlan.groupBlocks;
   static constexpr bool kQuickCompile = QuickCompile_;
+  static constexpr bool kF16Mma = F16Mma_;
+  static constexpr int kSlotBytes = kPlan.slotBytes;
   static constexpr int kThreads = kPlan.threads;
   static constexpr int kConsumerWarpgroups = kPlan.consumerWarpgroups;
   static constexpr int kWgM = kPlan.wgM;
@@ -569,6 +597,7 @@ struct Config {
   static constexpr int kOffsetB = kPlan.offsetB;
   static constexpr int kOffsetRowTable = kPlan.offsetRowTable;
   static constexpr int kOffsetColTable = kPlan.offsetColTable;
+  static constexpr int kOffsetSlots = kPlan.offsetSlots;
   static constexpr int kOffsetStaging = kPlan.offsetStaging;
   static constexpr int kOffsetBarriers = kPlan.offsetBarriers;
   static constexpr int kSharedBytes = kPlan.sharedBytes;

@@ -13,7 +13,8 @@
 //    registers per thread;
 //  - warpgroups 1 and 2 consume (232 registers): each computes half the
 //    tile's rows with FP8 wgmma (m64nNk32), promotes block partial sums into
-//    FP32 accumulators when the scheme has block scales (Mainloop.cuh), and
+//    FP32 accumulators when the scheme has block scales (Mainloop.cuh), or
+//    with the f16 MMA widen each stage to f16 first (Widen.cuh), and
 //    runs the epilogue (Epilogue.cuh), storing through shared memory and
 //    TMA where the output allows.
 // Host code may include Config.cuh alone; this header needs NVRTC or nvcc.
@@ -130,6 +131,9 @@ __device__ __forceinline__ void run(const CUtensorMap &tmaA,
                         1 + (Cfg::kHasTables ? Cfg::kLoaderThreads : 0));
       ptx::mbarrierInit(smem.empty(s), Cfg::kEmptyArrivals);
     }
+    if constexpr (Cfg::kF16Mma)
+      for (int s = 0; s < 2; ++s)
+        ptx::mbarrierInit(smem.slotEmpty(s), kWideningThreads);
     ptx::fenceBarrierInit();
   } else if (threadIdx.x == 32) {
     ptx::prefetchTensorMap(tmaA);

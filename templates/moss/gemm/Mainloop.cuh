@@ -15,9 +15,14 @@
 // warpgroup's wgmmas fill any gap). One FFMA per accumulator per block
 // (kFactorRow, kFactorCol), plus one FMUL when both operands have
 // per-element factors (kFactorRowCol).
+//
+// With the f16 MMA (kF16Mma) the loops walk the two f16 slots instead of
+// the FP8 stages: acquiring a slot widens the next FP8 stage into it
+// (Widen.cuh), and the tables, descriptors and releases are the slot's.
 #pragma once
 
 #include "moss/gemm/Pipeline.cuh"
+#include "moss/gemm/Widen.cuh"
 #include "moss/ptx/mbarrier.cuh"
 #include "moss/ptx/sync.cuh"
 #include "moss/ptx/wgmma.cuh"
@@ -28,9 +33,10 @@ namespace moss::gemm::detail {
 template <class Cfg> using Fragment = float[Cfg::kWgM][Cfg::TileN / 2];
 
 /// A consumer warpgroup's walk of the stage ring: every stage, or with split
-/// warpgroups every other one.
+/// warpgroups every other one; with the f16 MMA, of the two f16 slots.
 template <class Cfg>
-using ConsumerRing = Ring<Cfg::Stages, Cfg::kSplitWarpgroups ? 2 : 1>;
+using ConsumerRing =
+    Ring<Cfg::kF16Mma ? 2 : Cfg::Stages, Cfg::kSplitWarpgroups ? 2 : 1>;
 
 /// The first m64 tile of this warpgroup's rows: the warpgroups split the
 /// tile's rows, or with split warpgroups both take all 64.
@@ -43,6 +49,10 @@ struct ConsumerPosition {
   int warpgroup; ///< 0 or 1
   int warp;      ///< 0..3 within the warpgroup
   int lane;
+  /// 0..255 over both consumer warpgroups.
+  __device__ __forceinline__ int thread() const {
+    return warpgroup * 128 + warp * 32 + lane;
+  }
 };
 
 template <class Cfg>
@@ -54,9 +64,10 @@ __device__ __forceinline__ void fenceFragment(Fragment<Cfg> &d) {
       ptx::fenceOperand(d[mm][i]);
 }
 
-/// Descriptors of this warpgroup's first A rows and of B in a stage: stage
-/// 0's plus the stage's offset (in the descriptor's 16-byte units; shared
-/// addresses stay below 2^18, so the start-address field cannot carry).
+/// Descriptors of this warpgroup's first A rows and of B in a stage (or f16
+/// slot): stage 0's plus the stage's offset (in the descriptor's 16-byte
+/// units; shared addresses stay below 2^18, so the start-address field
+/// cannot carry).
 /// Stage 0's is loop-invariant, which saves the consumers about six
 /// uniform instructions per stage against building each stage's from its
 /// address (MOSS 2.265 -> 2.226 M cycles at 8192^3, per-group 1.251 ->
@@ -65,53 +76,97 @@ template <class Cfg>
 __device__ __forceinline__ u64 descriptorA(const SharedStorage<Cfg> &smem,
                                            u32 stage, int warpgroup) {
   // 64 rows of 128 bytes per m64 tile: 8192 bytes = 512 in units of 16.
-  return ptx::makeSmemDescriptorSw128(smem.tileA(0)) +
-         static_cast<u64>(firstM64<Cfg>(warpgroup) * 512) +
-         static_cast<u64>(stage * (Cfg::kStageABytes >> 4));
+  const u64 m64 = static_cast<u64>(firstM64<Cfg>(warpgroup) * 512);
+  if constexpr (Cfg::kF16Mma)
+    return ptx::makeSmemDescriptorSw128(smem.slotA(0)) + m64 +
+           static_cast<u64>(stage * (Cfg::kSlotBytes >> 4));
+  else
+    return ptx::makeSmemDescriptorSw128(smem.tileA(0)) + m64 +
+           static_cast<u64>(stage * (Cfg::kStageABytes >> 4));
 }
 template <class Cfg>
 __device__ __forceinline__ u64 descriptorB(const SharedStorage<Cfg> &smem,
                                            u32 stage) {
-  return ptx::makeSmemDescriptorSw128(smem.tileB(0)) +
-         static_cast<u64>(stage * (Cfg::kStageBBytes >> 4));
+  if constexpr (Cfg::kF16Mma)
+    return ptx::makeSmemDescriptorSw128(smem.slotB(0)) +
+           static_cast<u64>(stage * (Cfg::kSlotBytes >> 4));
+  else
+    return ptx::makeSmemDescriptorSw128(smem.tileB(0)) +
+           static_cast<u64>(stage * (Cfg::kStageBBytes >> 4));
+}
+
+/// The factor tables the consumers read for a stage (or f16 slot).
+template <class Cfg>
+__device__ __forceinline__ const float *
+rowTableAt(const SharedStorage<Cfg> &smem, u32 stage) {
+  return Cfg::kF16Mma ? smem.slotRowTable(stage) : smem.rowTable(stage);
+}
+template <class Cfg>
+__device__ __forceinline__ const float *
+colTableAt(const SharedStorage<Cfg> &smem, u32 stage) {
+  return Cfg::kF16Mma ? smem.slotColTable(stage) : smem.colTable(stage);
 }
 
 /// Issues kSteps k32 steps starting at step `first` of a stage into `d`
 /// (all kWgM m64 tiles), as one commit group. With kZero the first step
-/// overwrites d instead of accumulating into it.
+/// overwrites d instead of accumulating into it. With the f16 MMA a k32
+/// step is two k16 wgmmas in the slot's K half `step / 2`.
 template <class Cfg, int kSteps, bool kZero>
 __device__ __forceinline__ void issueSteps(Fragment<Cfg> &d, u64 descA,
                                            u64 descB, int first) {
-  using Mma = ptx::WgmmaFp8<Cfg::TileN>;
   ptx::wgmmaFence();
-  // 32 bytes of K per step: 2 in descriptor units.
-  const u64 k = static_cast<u64>(2 * first);
 #pragma unroll
   for (int s = 0; s < kSteps; ++s)
 #pragma unroll
-    for (int mm = 0; mm < Cfg::kWgM; ++mm)
-      Mma::template mma<Cfg::ElemA, Cfg::ElemB>(
-          d[mm], descA + static_cast<u64>(mm * 512) + k + 2 * s,
-          descB + k + 2 * s, (kZero && s == 0) ? 0u : 1u);
+    for (int mm = 0; mm < Cfg::kWgM; ++mm) {
+      const u64 a = descA + static_cast<u64>(mm * 512);
+      const u32 scaleD = (kZero && s == 0) ? 0u : 1u;
+      if constexpr (Cfg::kF16Mma) {
+        // 64 bytes of K per step (4 descriptor units), K halves of TileM
+        // (TileN) rows of 128 bytes.
+        const int step = first + s;
+        const u64 kA =
+            static_cast<u64>((step >> 1) * (Cfg::TileM * 8) + (step & 1) * 4);
+        const u64 kB =
+            static_cast<u64>((step >> 1) * (Cfg::TileN * 8) + (step & 1) * 4);
+        using Mma = ptx::WgmmaF16<Cfg::TileN>;
+        Mma::mma(d[mm], a + kA, descB + kB, scaleD);
+        Mma::mma(d[mm], a + kA + 2, descB + kB + 2, 1u);
+      } else {
+        // 32 bytes of K per step: 2 in descriptor units.
+        const u64 k = static_cast<u64>(2 * (first + s));
+        using Mma = ptx::WgmmaFp8<Cfg::TileN>;
+        Mma::template mma<Cfg::ElemA, Cfg::ElemB>(d[mm], a + k, descB + k,
+                                                  scaleD);
+      }
+    }
   ptx::wgmmaCommit();
 }
 
-/// Frees a stage: every consumer thread arrives once it is done with the
-/// stage (its wgmmas completed, its table reads consumed), on the stage's
-/// "empty" barrier of every CTA of the cluster (their producers multicast
-/// into this CTA's stage). One arrival per warp after a warp barrier would
-/// be as correct under the PTX memory model, but compute-sanitizer's
-/// racecheck does not follow it; on the H200 per-thread arrivals measured
-/// the same speed at 8192^3 (docs/PERFORMANCE.md, fourth session).
+/// Frees a stage (or f16 slot) once this thread is done with it: its
+/// wgmmas completed, its table reads consumed.
 template <class Cfg>
 __device__ __forceinline__ void releaseStage(const SharedStorage<Cfg> &smem,
                                              u32 stage) {
-  if constexpr (Cfg::kClusterSize == 1) {
-    ptx::mbarrierArrive(smem.empty(stage));
+  if constexpr (Cfg::kF16Mma)
+    ptx::mbarrierArrive(smem.slotEmpty(stage));
+  else
+    releaseFp8Stage<Cfg>(smem, stage);
+}
+
+/// Waits until the stage `ring` is at can be multiplied; with the f16 MMA,
+/// widens the FP8 stage `source` is at into the slot `ring` is at first,
+/// and moves `source` on.
+template <class Cfg>
+__device__ __forceinline__ void
+acquireStage(const SharedStorage<Cfg> &smem, const ConsumerRing<Cfg> &ring,
+             Ring<Cfg::Stages> &source, const ConsumerPosition &pos) {
+  if constexpr (Cfg::kF16Mma) {
+    widenStage<Cfg>(smem, source.stage, source.phase, ring.stage, ring.phase,
+                    pos.thread());
+    source.advance();
   } else {
-#pragma unroll
-    for (int cta = 0; cta < Cfg::kClusterSize; ++cta)
-      ptx::mbarrierArriveCluster(smem.empty(stage), cta);
+    ptx::mbarrierWait(smem.full(ring.stage), ring.phase);
   }
 }
 
@@ -215,6 +270,8 @@ template <class Cfg> struct PromotedLoop {
   const ConsumerPosition &pos;
   Fragment<Cfg> &acc;
   Fragment<Cfg> (&part)[Cfg::kPartialSets];
+  /// The FP8 stage to widen next (f16 MMA only).
+  Ring<Cfg::Stages> source{};
 
   /// Issues promotion block `block` of `stage` into part[kParity].
   template <int kParity>
@@ -233,8 +290,8 @@ template <class Cfg> struct PromotedLoop {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         if constexpr (Cfg::kRowFactor)
-          f[mm][h] =
-              smem.rowTable(stage)[fragmentRow<Cfg>(pos, mm, h) * kPer + block];
+          f[mm][h] = rowTableAt<Cfg>(
+              smem, stage)[fragmentRow<Cfg>(pos, mm, h) * kPer + block];
         else
           f[mm][h] = 1.0f;
       }
@@ -258,8 +315,8 @@ template <class Cfg> struct PromotedLoop {
     else
       ptx::wgmmaWait<0>();
     fenceFragment<Cfg>(part[kDone]);
-    promote<Cfg>(acc, part[kDone], rowF, smem.colTable(ring.stage), kBlock,
-                 pos);
+    promote<Cfg>(acc, part[kDone], rowF, colTableAt<Cfg>(smem, ring.stage),
+                 kBlock, pos);
     if constexpr (kPartialSets == 1 && kG + 1 < kBlocks)
       issueNext<kG, kNext>(ring);
     if constexpr (kBlock == kPer - 1 || kG + 1 == kBlocks) {
@@ -275,7 +332,7 @@ template <class Cfg> struct PromotedLoop {
   __device__ __forceinline__ void issueNext(const ConsumerRing<Cfg> &ring) {
     if constexpr ((kG + 1) % kPer == 0) {
       ConsumerRing<Cfg> next = ring.next();
-      ptx::mbarrierWait(smem.full(next.stage), next.phase);
+      acquireStage<Cfg>(smem, next, source, pos);
       issue<kSet>(next.stage, 0);
     } else {
       issue<kSet>(ring.stage, kG % kPer + 1);
@@ -286,7 +343,7 @@ template <class Cfg> struct PromotedLoop {
   /// `ring` is at (the last stage of the group may be a partial K tail).
   template <int kBlocks>
   __device__ __forceinline__ void group(ConsumerRing<Cfg> &ring) {
-    ptx::mbarrierWait(smem.full(ring.stage), ring.phase);
+    acquireStage<Cfg>(smem, ring, source, pos);
     issue<0>(ring.stage, 0);
     step<kBlocks, 0>(ring);
   }
@@ -331,11 +388,13 @@ template <class Cfg> struct DirectLoop {
   const SharedStorage<Cfg> &smem;
   const ConsumerPosition &pos;
   Fragment<Cfg> &acc;
+  /// The FP8 stage to widen next (f16 MMA only).
+  Ring<Cfg::Stages> source{};
 
   /// Waits for the stage at `ring` and issues its kSteps steps.
   template <int kSteps, bool kFirst>
   __device__ __forceinline__ void issueStage(const ConsumerRing<Cfg> &ring) {
-    ptx::mbarrierWait(smem.full(ring.stage), ring.phase);
+    acquireStage<Cfg>(smem, ring, source, pos);
     issueSteps<Cfg, kSteps, kFirst>(
         acc, descriptorA<Cfg>(smem, ring.stage, pos.warpgroup),
         descriptorB<Cfg>(smem, ring.stage), 0);

@@ -42,4 +42,17 @@ __device__ __forceinline__ float f16ToFloat(u16 x) {
   return out;
 }
 
+/// Two FP8 codes (the low 16 bits of `pair`, the first in the low byte) as
+/// f16x2, exactly: every E4M3 and E5M2 value is an f16 value. kFormat is
+/// kFp8E4M3 (0) or kFp8E5M2 (1).
+template <int kFormat> __device__ __forceinline__ u32 fp8x2ToF16x2(u32 pair) {
+  u32 out;
+  const u16 in = static_cast<u16>(pair);
+  if constexpr (kFormat == 0)
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(out) : "h"(in));
+  else
+    asm("cvt.rn.f16x2.e5m2x2 %0, %1;" : "=r"(out) : "h"(in));
+  return out;
+}
+
 } // namespace moss::ptx

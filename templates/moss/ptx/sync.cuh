@@ -44,6 +44,13 @@ __device__ __forceinline__ void clusterSync() {
                    : "memory");
 }
 
+/// bar.sync kId, kThreads: waits until kThreads threads (whole warps) have
+/// reached named barrier kId, ordering their shared-memory accesses.
+template <int kId, int kThreads>
+__device__ __forceinline__ void namedBarrierSync() {
+  asm volatile("bar.sync %0, %1;" ::"n"(kId), "n"(kThreads) : "memory");
+}
+
 /// bar.warp.sync with the full mask (__syncwarp()).
 __device__ __forceinline__ void syncWarp() {
   asm volatile("bar.warp.sync 0xffffffff;" ::: "memory");

@@ -1,7 +1,9 @@
-// moss/ptx/wgmma.cuh - Hopper warpgroup MMA (wgmma, sm_90a) for FP8.
+// moss/ptx/wgmma.cuh - Hopper warpgroup MMA (wgmma, sm_90a) for FP8 and
+// f16.
 //
 // One warpgroup (4 consecutive warps, the first a multiple of 4) computes
-// D[64 x N] (+)= A[64 x 32] * B[N x 32]^T with both operands K-major in
+// D[64 x N] (+)= A[64 x K] * B[N x K]^T (K = 32 FP8 or 16 f16 elements,
+// 32 bytes of each row either way) with both operands K-major in
 // shared memory, described by 64-bit matrix descriptors, and D in FP32
 // registers: N/2 per thread. Thread t of warp w holds, for each 8-column
 // group j, D[16w + t/4][8j + 2(t%4) + {0,1}] in d[4j + {0,1}] and the same
@@ -92,30 +94,45 @@ enum : int { kFp8E4M3 = 0, kFp8E5M2 = 1 };
 #define MOSS_PTX_F32(C, i) MOSS_PTX_F16(C, i), MOSS_PTX_F16(C, (i) + 16)
 #define MOSS_PTX_F64(C, i) MOSS_PTX_F32(C, i), MOSS_PTX_F32(C, (i) + 32)
 
-// One wgmma statement: N, the FP8 type names, the accumulator list string,
-// the operand numbers of desc A, desc B and the scale-d flag, then the
-// output operands (variadic: they contain commas).
-#define MOSS_PTX_WGMMA(N, TA, TB, REGS, DA, DB, SD, ...)                       \
+// One wgmma statement: the shape and types ("m64n128k32.f32.e4m3.e4m3"),
+// the accumulator list string, the operand numbers of desc A, desc B and
+// the scale-d flag, the immediates after scale-d, then the output operands
+// (variadic: they contain commas).
+#define MOSS_PTX_WGMMA(SHAPE, REGS, DA, DB, SD, IMM, ...)                      \
   asm volatile("{\n\t.reg .pred p;\n\t"                                        \
                "setp.ne.b32 p, " SD ", 0;\n\t"                                 \
-               "wgmma.mma_async.sync.aligned.m64n" #N "k32.f32." TA "." TB     \
-               " {" REGS "}, " DA ", " DB ", p, 1, 1;\n}"                      \
+               "wgmma.mma_async.sync.aligned." SHAPE " {" REGS "}, " DA        \
+               ", " DB ", p, " IMM ";\n}"                                      \
                : __VA_ARGS__                                                   \
                : "l"(descA), "l"(descB), "r"(scaleD))
 
-#define MOSS_PTX_DEFINE_WGMMA_FP8(N, REGS, DA, DB, SD, OUTS)                   \
+// FP8: scale-a and scale-b 1. f16: also no transpose of either operand
+// (both K-major).
+#define MOSS_PTX_FP8(N, TA, TB) "m64n" #N "k32.f32." TA "." TB
+#define MOSS_PTX_DEFINE_WGMMA(N, REGS, DA, DB, SD, OUTS)                       \
   template <> struct WgmmaFp8<N> {                                             \
     template <int kTypeA, int kTypeB>                                          \
     static __device__ __forceinline__ void mma(float (&d)[(N) / 2], u64 descA, \
                                                u64 descB, u32 scaleD) {        \
       if constexpr (kTypeA == kFp8E4M3 && kTypeB == kFp8E4M3)                  \
-        MOSS_PTX_WGMMA(N, "e4m3", "e4m3", REGS, DA, DB, SD, OUTS("+f"));       \
+        MOSS_PTX_WGMMA(MOSS_PTX_FP8(N, "e4m3", "e4m3"), REGS, DA, DB, SD,      \
+                       "1, 1", OUTS("+f"));                                    \
       else if constexpr (kTypeA == kFp8E4M3 && kTypeB == kFp8E5M2)             \
-        MOSS_PTX_WGMMA(N, "e4m3", "e5m2", REGS, DA, DB, SD, OUTS("+f"));       \
+        MOSS_PTX_WGMMA(MOSS_PTX_FP8(N, "e4m3", "e5m2"), REGS, DA, DB, SD,      \
+                       "1, 1", OUTS("+f"));                                    \
       else if constexpr (kTypeA == kFp8E5M2 && kTypeB == kFp8E4M3)             \
-        MOSS_PTX_WGMMA(N, "e5m2", "e4m3", REGS, DA, DB, SD, OUTS("+f"));       \
+        MOSS_PTX_WGMMA(MOSS_PTX_FP8(N, "e5m2", "e4m3"), REGS, DA, DB, SD,      \
+                       "1, 1", OUTS("+f"));                                    \
       else                                                                     \
-        MOSS_PTX_WGMMA(N, "e5m2", "e5m2", REGS, DA, DB, SD, OUTS("+f"));       \
+        MOSS_PTX_WGMMA(MOSS_PTX_FP8(N, "e5m2", "e5m2"), REGS, DA, DB, SD,      \
+                       "1, 1", OUTS("+f"));                                    \
+    }                                                                          \
+  };                                                                           \
+  template <> struct WgmmaF16<N> {                                             \
+    static __device__ __forceinline__ void mma(float (&d)[(N) / 2], u64 descA, \
+                                               u64 descB, u32 scaleD) {        \
+      MOSS_PTX_WGMMA("m64n" #N "k16.f32.f16.f16", REGS, DA, DB, SD,            \
+                     "1, 1, 0, 0", OUTS("+f"));                                \
     }                                                                          \
   };
 
@@ -128,30 +145,34 @@ enum : int { kFp8E4M3 = 0, kFp8E5M2 = 1 };
 /// Defined for N = 32, 64, ..., 256.
 template <int N> struct WgmmaFp8;
 
+/// wgmma.mma_async m64nNk16, FP32 accumulators, both operands f16 in shared
+/// memory (K-major, 128-byte swizzled like the FP8 tiles):
+/// WgmmaF16<N>::mma(d, descA, descB, scaleD), as WgmmaFp8.
+template <int N> struct WgmmaF16;
+
 #define MOSS_PTX_OUTS_32(C) MOSS_PTX_F16(C, 0)
-MOSS_PTX_DEFINE_WGMMA_FP8(32, MOSS_PTX_D10 ", " MOSS_PTX_R6(1), "%16", "%17",
-                          "%18", MOSS_PTX_OUTS_32)
+MOSS_PTX_DEFINE_WGMMA(32, MOSS_PTX_D10 ", " MOSS_PTX_R6(1), "%16", "%17", "%18",
+                      MOSS_PTX_OUTS_32)
 #define MOSS_PTX_OUTS_64(C) MOSS_PTX_F32(C, 0)
-MOSS_PTX_DEFINE_WGMMA_FP8(64, MOSS_PTX_D30 ", " MOSS_PTX_R2(3), "%32", "%33",
-                          "%34", MOSS_PTX_OUTS_64)
+MOSS_PTX_DEFINE_WGMMA(64, MOSS_PTX_D30 ", " MOSS_PTX_R2(3), "%32", "%33", "%34",
+                      MOSS_PTX_OUTS_64)
 #define MOSS_PTX_OUTS_96(C) MOSS_PTX_F32(C, 0), MOSS_PTX_F16(C, 32)
-MOSS_PTX_DEFINE_WGMMA_FP8(96, MOSS_PTX_D40 ", " MOSS_PTX_R8(4), "%48", "%49",
-                          "%50", MOSS_PTX_OUTS_96)
+MOSS_PTX_DEFINE_WGMMA(96, MOSS_PTX_D40 ", " MOSS_PTX_R8(4), "%48", "%49", "%50",
+                      MOSS_PTX_OUTS_96)
 #define MOSS_PTX_OUTS_128(C) MOSS_PTX_F64(C, 0)
-MOSS_PTX_DEFINE_WGMMA_FP8(128, MOSS_PTX_D60 ", " MOSS_PTX_R4(6), "%64", "%65",
-                          "%66", MOSS_PTX_OUTS_128)
+MOSS_PTX_DEFINE_WGMMA(128, MOSS_PTX_D60 ", " MOSS_PTX_R4(6), "%64", "%65",
+                      "%66", MOSS_PTX_OUTS_128)
 #define MOSS_PTX_OUTS_160(C) MOSS_PTX_F64(C, 0), MOSS_PTX_F16(C, 64)
-MOSS_PTX_DEFINE_WGMMA_FP8(160, MOSS_PTX_D80, "%80", "%81", "%82",
-                          MOSS_PTX_OUTS_160)
+MOSS_PTX_DEFINE_WGMMA(160, MOSS_PTX_D80, "%80", "%81", "%82", MOSS_PTX_OUTS_160)
 #define MOSS_PTX_OUTS_192(C) MOSS_PTX_F64(C, 0), MOSS_PTX_F32(C, 64)
-MOSS_PTX_DEFINE_WGMMA_FP8(192, MOSS_PTX_D90 ", " MOSS_PTX_R6(9), "%96", "%97",
-                          "%98", MOSS_PTX_OUTS_192)
+MOSS_PTX_DEFINE_WGMMA(192, MOSS_PTX_D90 ", " MOSS_PTX_R6(9), "%96", "%97",
+                      "%98", MOSS_PTX_OUTS_192)
 #define MOSS_PTX_OUTS_224(C)                                                   \
   MOSS_PTX_F64(C, 0), MOSS_PTX_F32(C, 64), MOSS_PTX_F16(C, 96)
-MOSS_PTX_DEFINE_WGMMA_FP8(224, MOSS_PTX_D110 ", " MOSS_PTX_R2(11), "%112",
-                          "%113", "%114", MOSS_PTX_OUTS_224)
+MOSS_PTX_DEFINE_WGMMA(224, MOSS_PTX_D110 ", " MOSS_PTX_R2(11), "%112", "%113",
+                      "%114", MOSS_PTX_OUTS_224)
 #define MOSS_PTX_OUTS_256(C) MOSS_PTX_F64(C, 0), MOSS_PTX_F64(C, 64)
-MOSS_PTX_DEFINE_WGMMA_FP8(256, MOSS_PTX_D120 ", " MOSS_PTX_R8(12), "%128",
-                          "%129", "%130", MOSS_PTX_OUTS_256)
+MOSS_PTX_DEFINE_WGMMA(256, MOSS_PTX_D120 ", " MOSS_PTX_R8(12), "%128", "%129",
+                      "%130", MOSS_PTX_OUTS_256)
 
 } // namespace moss::ptx

@@ -83,6 +83,18 @@ func.func @per_row(%a: tensor<?x4096xf8E4M3FN>, %ag: tensor<1xf32>, %b: tensor<4
 
 // -----
 
+// f16Mma writes out ForcePromoteK and QuickCompile before F16Mma.
+// CHECK-LABEL: module
+// CHECK: verbatim "    /*RasterAlongN=*/false, /*Swizzle=*/8, /*SplitK=*/1, /*ForcePromoteK=*/0, /*QuickCompile=*/false, /*F16Mma=*/true>;"
+func.func @f16_mma(%a: tensor<?x4096xf8E4M3FN>, %ag: tensor<1xf32>, %b: tensor<4096x4096xf8E4M3FN>, %bg: tensor<1xf32>) -> tensor<?x4096xf32> {
+  %c = moss.gemm %a scaling<per_tensor> global(%ag), %b scaling<per_tensor> global(%bg)
+      {f16Mma, tiling = #moss.tiling<tile_m = 128, tile_n = 128, stages = 2, swizzle = 8>}
+      : (tensor<?x4096xf8E4M3FN>, tensor<1xf32>, tensor<4096x4096xf8E4M3FN>, tensor<1xf32>) -> tensor<?x4096xf32>
+  return %c : tensor<?x4096xf32>
+}
+
+// -----
+
 func.func @no_tiling(%a: tensor<?x64xf8E4M3FN>, %ag: tensor<1xf32>, %b: tensor<64x64xf8E4M3FN>, %bg: tensor<1xf32>) -> tensor<?x64xbf16> {
   // expected-error @+1 {{'moss.gemm' op has no tiling attribute; expected a #moss.tiling (run moss-select-tiling first)}}
   %c = moss.gemm %a scaling<per_tensor> global(%ag), %b scaling<per_tensor> global(%bg)

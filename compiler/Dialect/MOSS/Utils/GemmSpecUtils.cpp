@@ -158,6 +158,7 @@ compiler::GemmSpec mlir::moss::getGemmSpec(GemmOp op, GemmShape shape) {
     spec.beta = beta->convertToFloat();
   spec.amax = static_cast<bool>(op.getAmax());
   spec.promoteK = op.getPromoteK().value_or(0);
+  spec.f16Mma = op.getF16Mma();
   return spec;
 }
 
@@ -301,12 +302,11 @@ mlir::moss::buildGemmFunction(OpBuilder &builder, Location loc,
   FloatAttr beta =
       spec.beta ? builder.getF32FloatAttr(*spec.beta) : FloatAttr();
 
-  auto gemm = GemmOp::create(builder, loc, results, a, aScaling, aLocal,
-                             aGlobal, b, bScaling, bLocal, bGlobal, bias, c,
-                             beta, /*tiling=*/TilingAttr(),
-                             spec.promoteK
-                                 ? builder.getI64IntegerAttr(spec.promoteK)
-                                 : IntegerAttr());
+  auto gemm = GemmOp::create(
+      builder, loc, results, a, aScaling, aLocal, aGlobal, b, bScaling, bLocal,
+      bGlobal, bias, c, beta, /*tiling=*/TilingAttr(),
+      spec.promoteK ? builder.getI64IntegerAttr(spec.promoteK) : IntegerAttr(),
+      spec.f16Mma);
   func::ReturnOp::create(builder, loc, gemm->getResults());
   return func;
 }

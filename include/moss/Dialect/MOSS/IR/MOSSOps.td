@@ -62,6 +62,11 @@ def MOSS_GemmOp : MOSS_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
     schemes need no promotion (per-tensor, per-row): more accurate
     (docs/NUMERICS-CONTRACT.md section 7), somewhat slower.
 
+    With `f16Mma` the tensor cores multiply in f16 instead of FP8: the
+    kernel widens every FP8 code to f16 on chip (exactly), so the products
+    are exact and summed in FP32, at half the FP8 rate. For FP32 outputs
+    that must stay within 1e-5 of the FP64 reference (about 1e-4 with FP8).
+
     ```mlir
     %c = moss.gemm %a scaling<two_level 32, global = row>
              local(%al) global(%ag),
@@ -83,7 +88,8 @@ def MOSS_GemmOp : MOSS_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
     Optional<AnyRankedTensor>:$c,
     OptionalAttr<F32Attr>:$beta,
     OptionalAttr<MOSS_TilingAttr>:$tiling,
-    OptionalAttr<I64Attr>:$promoteK
+    OptionalAttr<I64Attr>:$promoteK,
+    UnitAttr:$f16Mma
   );
   let results = (outs
     AnyRankedTensor:$result,
