@@ -164,10 +164,7 @@ ResourceUsage compiler::estimateResources(const GemmSpec &spec,
   usage.stageBytes =
       tiling.tileM * kBlockK + tiling.tileN * kBlockK + rowTable + columnTable;
   if (spec.f16Mma)
-    usage.slotBytes =
-        2 * llvm::alignTo(2 * (tiling.tileM + tiling.tileN) * kBlockK +
-                              rowTable + columnTable,
-                          1024);
+    usage.slotBytes = 2 * llvm::alignTo(2 * tiling.tileN * kBlockK, 1024);
   int64_t stagesEnd =
       usage.slotBytes > 0
           ? llvm::alignTo(tiling.stages * usage.stageBytes, 1024) +
@@ -212,6 +209,11 @@ llvm::Error compiler::checkKernelSupport(const GemmSpec &spec) {
   return llvm::Error::success();
 }
 
+/// `stages` as the kernel takes them: even for the f16 MMA.
+static int64_t getValidStages(const GemmSpec &spec, int64_t stages) {
+  return spec.f16Mma ? stages / 2 * 2 : stages;
+}
+
 /// The block length along K that a split-K slice must be a multiple of.
 static int64_t kSliceGranularity(const GemmSpec &spec) {
   int64_t granularity = kBlockK;
@@ -233,9 +235,11 @@ TileConfig compiler::getQuickCompileTiling(const GemmSpec &spec,
     return tiling;
   const int64_t kSteps =
       std::max<int64_t>(2, llvm::divideCeil(spec.k, kBlockK));
-  quick.stages = std::min<int64_t>(
-      {getStagesThatFit(estimateResources(spec, quick, target), target),
-       TilingOptions().maxStages, kSteps});
+  quick.stages = getValidStages(
+      spec,
+      std::min<int64_t>(
+          {getStagesThatFit(estimateResources(spec, quick, target), target),
+           TilingOptions().maxStages, kSteps}));
   if (llvm::Error error = checkTiling(spec, quick, target)) {
     llvm::consumeError(std::move(error));
     return tiling;
@@ -264,6 +268,10 @@ llvm::Error compiler::checkTiling(const GemmSpec &spec,
     return error("the f16 MMA needs tile_m = 128 (two 64-row warpgroups "
                  "widening each stage together), got " +
                  llvm::Twine(tiling.tileM));
+  if (spec.f16Mma && tiling.stages % 2 != 0)
+    return error("the f16 MMA needs an even number of stages (its two f16 "
+                 "slots alternate with them), got " +
+                 llvm::Twine(tiling.stages));
   if (tiling.splitK < 1 || tiling.clusterM < 1 || tiling.clusterN < 1 ||
       tiling.swizzle < 1)
     return error("cluster sizes, swizzle and split_k must be at least 1");
@@ -448,10 +456,10 @@ compiler::selectTiling(const GemmSpec &spec, const TargetInfo &target,
       if (spec.k % (split * kSliceGranularity(spec)) == 0)
         splits.push_back(split);
 
-  // The f16 MMA's two f16 slots buffer stages of their own: two FP8 stages
-  // suffice, and 128x128 tiles fit only with two. At 8192^3 on the H200
-  // (docs/PERFORMANCE.md, twelfth session) 128x128x2 ran 9-38% faster than
-  // 128x96x3 and 128x64x4 for every scheme.
+  // The f16 MMA's slots take room from the stages: two FP8 stages may be
+  // all that fits beside them. At 8192^3 on the H200 (docs/PERFORMANCE.md,
+  // twelfth session) per-tensor ran 526 and 542 TFLOPS on 128x192x2 and
+  // 128x224x2 against 511 on 128x128x4.
   const int64_t minStages = spec.f16Mma ? 2 : options.minStages;
   std::optional<Candidate> best;
   // The candidate that came closest to fitting, for the error message.
@@ -494,18 +502,19 @@ compiler::selectTiling(const GemmSpec &spec, const TargetInfo &target,
         if (usage.sharedBytes > target.sharedMemoryPerBlock)
           continue;
         // As many stages as fit, up to maxStages and the number of K steps.
-        tiling.stages =
-            std::max(requiredStages, std::min({getStagesThatFit(usage, target),
-                                               options.maxStages, kSteps}));
+        tiling.stages = std::max(
+            requiredStages,
+            getValidStages(spec, std::min({getStagesThatFit(usage, target),
+                                           options.maxStages, kSteps})));
         // One stage less where that leaves room for the epilogue's TMA
         // stores: storing from registers cost 8-12% of the cycles at
         // 8192^3 on the H200 (docs/PERFORMANCE.md, fifth session).
         bool storesThroughTma =
             estimateResources(spec, tiling, target).storeBuffers > 0;
         if (usage.storable && !storesThroughTma &&
-            tiling.stages > requiredStages) {
+            getValidStages(spec, tiling.stages - 1) >= requiredStages) {
           TileConfig fewer = tiling;
-          --fewer.stages;
+          fewer.stages = getValidStages(spec, tiling.stages - 1);
           if (estimateResources(spec, fewer, target).storeBuffers > 0) {
             tiling = fewer;
             storesThroughTma = true;

@@ -540,20 +540,21 @@ std::vector<GemmCase> smallCases() {
     const char *scheme;
     int m, n, k, out;
     Epilogue e;
-    int tileN = 128, stages = 2, clusterM = 1, clusterN = 1, splitK = 1;
+    int tileN = 128, stages = 4, clusterM = 1, clusterN = 1, splitK = 1;
     Dist dist = Dist::LlmActivation;
     bool heuristic = false;
   };
   const F16MmaCase f16Mma[] = {
       {"mossrow_x_tensor", 1000, 3000, 2048, kBF16, biasAmax},
-      {"e5m2mossrow_x_tensor", 129, 257, 96, kF16, accum, 128, 2, 1, 1, 1,
+      {"e5m2mossrow_x_tensor", 129, 257, 96, kF16, accum, 128, 4, 1, 1, 1,
        Dist::Gaussian},
-      {"mossrow_x_tensor", 1000, 3000, 2048, kF32, all, 128, 2, 2, 1},
-      {"tensor_x_tensor", 129, 257, 96, kF32, all, 128, 2, 1, 2},
-      {"mossrow_x_tensor", 37, 4096, 4096, kF32, all, 128, 2, 1, 1, 4},
-      {"group_x_group128", 1000, 3000, 2048, kF32, all, 96, 3},
-      {"mossrow_x_mosstensor", 129, 257, 1056, kF32, all, 64, 4},
-      {"mossrow_x_tensor", 129, 257, 96, kF32, all, 128, 2, 1, 1, 1,
+      {"mossrow_x_tensor", 1000, 3000, 2048, kF32, all, 128, 4, 2, 1},
+      {"tensor_x_tensor", 129, 257, 96, kF32, all, 128, 4, 1, 2},
+      {"mossrow_x_tensor", 37, 4096, 4096, kF32, all, 128, 4, 1, 1, 4},
+      {"group_x_group128", 1000, 3000, 2048, kF32, all, 96, 4},
+      {"mossrow_x_mosstensor", 129, 257, 1056, kF32, all, 64, 6},
+      {"tensor_x_e5m2tensor", 1000, 3000, 2048, kF32, plain, 128, 2},
+      {"mossrow_x_tensor", 129, 257, 96, kF32, all, 128, 4, 1, 1, 1,
        Dist::ZeroBlocks},
       {"mossrow_x_tensor", 1, 4096, 4096, kF32, all, 0, 0, 1, 1, 1,
        Dist::LlmActivation, true},

@@ -95,13 +95,13 @@ inline std::string describe(const Params &p) {
 
 /// The tiling the tests use (what moss-select-tiling is expected to pick
 /// until the tuner exists): 128x128 and 6 stages with block scales (three
-/// accumulator sets), 128x256 and 4 stages without; 128x128 and 2 stages
-/// with the f16 MMA (its two f16 slots take most of the shared memory).
+/// accumulator sets), 128x256 and 4 stages without; 128x128 and 4 stages
+/// with the f16 MMA (its f16 slots take a third of the shared memory).
 inline Params withDefaultTiling(Params p) {
   p.tileM = 128;
   if (p.f16Mma) {
     p.tileN = 128;
-    p.stages = 2;
+    p.stages = 4;
   } else if (moss::gemm::plan(p).promoteK > 0) {
     p.tileN = 128;
     p.stages = 6;

@@ -256,7 +256,7 @@ std::vector<Variant> variants() {
   p.out = kF32;
   p.f16Mma = true;
   p.tileN = 96;
-  p.stages = 3;
+  p.stages = 4;
   v.push_back({"group1x128_x_group128x128_f16mma_128x96", p});
   p = base;
   p.elemB = kE5M2;
@@ -478,12 +478,16 @@ TEST(GemmKernelPlanTest, ValidateNamesWhatIsWrong) {
   p.tileM = 256;
   p.tileN = 64;
   p.stages = 2;
-  EXPECT_STREQ(validate(p), "the f16 MMA needs TileM = 128");
+  EXPECT_STREQ(validate(p),
+               "the f16 MMA needs TileM = 128 and an even number of Stages");
   p.tileM = 128;
   p.tileN = 128;
   p.stages = 3;
+  EXPECT_STREQ(validate(p),
+               "the f16 MMA needs TileM = 128 and an even number of Stages");
+  p.stages = 6;
   EXPECT_NE(std::string(validate(p)).find("227 KiB"), std::string::npos);
-  p.stages = 2;
+  p.stages = 4;
   EXPECT_EQ(validate(p), nullptr);
 }
 

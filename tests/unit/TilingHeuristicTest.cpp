@@ -418,19 +418,19 @@ TEST(TilingHeuristicTest, ResourceModelMatchesTemplates) {
   wide.f16Mma = true;
   expectModelMatches<
       Config<16384, 11008, 4096, kE4M3, kE4M3, kTwoLevel, 1, 32, true,
-             kPerTensor, 1, 0, false, kF32, kNone, kNone, false, 128, 128, 2, 1,
-             1, true, 8, 1, 0, false, true>>(wide, tile(128, 128, 2));
+             kPerTensor, 1, 0, false, kF32, kNone, kNone, false, 128, 128, 4, 1,
+             1, true, 8, 1, 0, false, true>>(wide, tile(128, 128, 4));
   GemmSpec wideGroup =
       makeSpec(-1, 4096, 4096, ScalingScheme::perGroup(1, 128),
                ScalingScheme::perGroup(128, 128), FloatType::F32);
   wideGroup.f16Mma = true;
   expectModelMatches<
       Config<-1, 4096, 4096, kE4M3, kE4M3, kPerGroup, 1, 128, false, kPerGroup,
-             128, 128, false, kF32, kNone, kNone, false, 128, 96, 3, 1, 1,
-             false, 8, 1, 0, false, true>>(wideGroup, tile(128, 96, 3));
+             128, 128, false, kF32, kNone, kNone, false, 128, 96, 6, 1, 1,
+             false, 8, 1, 0, false, true>>(wideGroup, tile(128, 96, 6));
 }
 
-TEST(TilingHeuristicTest, F16MmaTakes128RowTilesAndTwoStages) {
+TEST(TilingHeuristicTest, F16MmaTakes128RowTilesAndEvenStages) {
   const TargetInfo target;
   for (GemmSpec spec :
        {makeSpec(-1, 8192, 8192, ScalingScheme::perTensor(),
@@ -443,25 +443,23 @@ TEST(TilingHeuristicTest, F16MmaTakes128RowTilesAndTwoStages) {
     const TileConfig tiling = select(spec);
     EXPECT_EQ(tiling.tileM, 128);
     EXPECT_FALSE(llvm::errorToBool(checkTiling(spec, tiling, target)));
-    // Its slots leave room for two FP8 stages of 128x128 (and factor
-    // tables), not four.
+    EXPECT_EQ(tiling.stages % 2, 0);
+    // Its slots (2 x 32 KiB at 128x128) leave room for four FP8 stages of
+    // 128x128 (32 KiB and the factor tables each), not six; and the stages
+    // pair up with the two slots.
     EXPECT_FALSE(
-        llvm::errorToBool(checkTiling(spec, tile(128, 128, 2), target)));
-    EXPECT_TRUE(
         llvm::errorToBool(checkTiling(spec, tile(128, 128, 4), target)));
+    EXPECT_TRUE(
+        llvm::errorToBool(checkTiling(spec, tile(128, 128, 6), target)));
+    llvm::Error odd = checkTiling(spec, tile(128, 64, 3), target);
+    ASSERT_TRUE(bool(odd));
+    EXPECT_NE(llvm::toString(std::move(odd)).find("even number of stages"),
+              std::string::npos);
     llvm::Error wider = checkTiling(spec, tile(256, 64, 2), target);
     ASSERT_TRUE(bool(wider));
     EXPECT_NE(llvm::toString(std::move(wider)).find("needs tile_m = 128"),
               std::string::npos);
   }
-  // Many waves: 128x128 with two stages, the fewest waves of the tiles that
-  // fit beside a staging buffer set for TMA stores.
-  GemmSpec big = makeSpec(8192, 8192, 8192, ScalingScheme::perTensor(),
-                          ScalingScheme::perTensor(), FloatType::BF16);
-  big.f16Mma = true;
-  const TileConfig chosen = select(big);
-  EXPECT_EQ(chosen.tileN, 128);
-  EXPECT_EQ(chosen.stages, 2);
 }
 
 TEST(TilingHeuristicTest, LaunchPlansSmallBatchesForTheirBucket) {

@@ -93,10 +93,11 @@ struct Params {
   /// per-stage scale loads, for a faster NVRTC compile.
   bool quickCompile = false;
   /// Optional (default false): the tensor cores multiply in f16 instead of
-  /// FP8. The consumers widen each stage's FP8 codes into f16 (exact for
-  /// E4M3 and E5M2) in one of two shared-memory slots; the products are
-  /// then exact and summed in FP32 at the f16 rate (half FP8's), for FP32
-  /// outputs within 1e-5 (docs/NUMERICS-CONTRACT.md section 7.4).
+  /// FP8. The consumers widen the FP8 codes to f16 (exact for E4M3 and
+  /// E5M2): A's in registers, each stage's B into one of two shared-memory
+  /// slots; the products are then exact and summed in FP32 at the f16 rate
+  /// (half FP8's), for FP32 outputs within 1e-5
+  /// (docs/NUMERICS-CONTRACT.md section 7.4).
   bool f16Mma = false;
 };
 
@@ -139,9 +140,8 @@ struct Plan {
   int unitFullKStages, unitKStages;
   int stepsPerPromote; ///< k32 steps per promotion block
   int promotesPerStage;
-  /// f16 MMA (Params::f16Mma): bytes of one f16 slot (A's and B's stage
-  /// widened, each as two K halves of 64 f16 in 128-byte swizzled rows,
-  /// then copies of the stage's factor tables), 0 without.
+  /// f16 MMA (Params::f16Mma): bytes of one f16 slot (a stage's B widened,
+  /// two K halves of 64 f16 in 128-byte swizzled rows), 0 without.
   int slotBytes;
   int loaderThreads; ///< the producer warpgroup (tables)
   int clusterSize;   ///< CTAs per cluster (ClusterM * ClusterN, 1 or 2)
@@ -284,10 +284,7 @@ constexpr MOSS_GEMM_HD Plan plan(const Params &p) {
   q.offsetRowTable = q.offsetB + p.stages * q.stageBBytes;
   q.offsetColTable = q.offsetRowTable + p.stages * q.rowTableBytes;
   // f16 slots start at a 1024-byte boundary (128-byte swizzle atoms).
-  q.slotBytes = p.f16Mma ? (256 * (p.tileM + p.tileN) + q.rowTableBytes +
-                            q.colTableBytes + 1023) /
-                               1024 * 1024
-                         : 0;
+  q.slotBytes = p.f16Mma ? (256 * p.tileN + 1023) / 1024 * 1024 : 0;
   q.offsetSlots =
       (q.offsetColTable + p.stages * q.colTableBytes + 1023) / 1024 * 1024;
   const int tablesEnd = p.f16Mma
@@ -358,8 +355,8 @@ constexpr MOSS_GEMM_HD const char *validate(const Params &p) {
            "scales, TileM x TileN must be at most 128 x 192)";
   if (p.stages < 2)
     return "Stages must be at least 2";
-  if (p.f16Mma && p.tileM != 128)
-    return "the f16 MMA needs TileM = 128";
+  if (p.f16Mma && (p.tileM != 128 || p.stages % 2 != 0))
+    return "the f16 MMA needs TileM = 128 and an even number of Stages";
   if (q.sharedBytes > kMaxSharedBytes)
     return "shared memory exceeds 227 KiB: lower Stages";
   if (p.clusterM < 1 || p.clusterN < 1 || p.clusterM * p.clusterN > 2)

@@ -16,9 +16,9 @@
 // (kFactorRow, kFactorCol), plus one FMUL when both operands have
 // per-element factors (kFactorRowCol).
 //
-// With the f16 MMA (kF16Mma) the loops walk the two f16 slots instead of
-// the FP8 stages: acquiring a slot widens the next FP8 stage into it
-// (Widen.cuh), and the tables, descriptors and releases are the slot's.
+// With the f16 MMA (kF16Mma) acquiring a stage also widens its B into the
+// stage's f16 slot, each k32 step widens A into registers and issues two
+// k16 wgmmas, and releasing a stage frees its slot too (Widen.cuh).
 #pragma once
 
 #include "moss/gemm/Pipeline.cuh"
@@ -33,10 +33,9 @@ namespace moss::gemm::detail {
 template <class Cfg> using Fragment = float[Cfg::kWgM][Cfg::TileN / 2];
 
 /// A consumer warpgroup's walk of the stage ring: every stage, or with split
-/// warpgroups every other one; with the f16 MMA, of the two f16 slots.
+/// warpgroups every other one.
 template <class Cfg>
-using ConsumerRing =
-    Ring<Cfg::kF16Mma ? 2 : Cfg::Stages, Cfg::kSplitWarpgroups ? 2 : 1>;
+using ConsumerRing = Ring<Cfg::Stages, Cfg::kSplitWarpgroups ? 2 : 1>;
 
 /// The first m64 tile of this warpgroup's rows: the warpgroups split the
 /// tile's rows, or with split warpgroups both take all 64.
@@ -64,10 +63,10 @@ __device__ __forceinline__ void fenceFragment(Fragment<Cfg> &d) {
       ptx::fenceOperand(d[mm][i]);
 }
 
-/// Descriptors of this warpgroup's first A rows and of B in a stage (or f16
-/// slot): stage 0's plus the stage's offset (in the descriptor's 16-byte
-/// units; shared addresses stay below 2^18, so the start-address field
-/// cannot carry).
+/// Descriptors of this warpgroup's first A rows and of B in a stage (with
+/// the f16 MMA, B's in the stage's f16 slot): stage 0's plus the stage's
+/// offset (in the descriptor's 16-byte units; shared addresses stay below
+/// 2^18, so the start-address field cannot carry).
 /// Stage 0's is loop-invariant, which saves the consumers about six
 /// uniform instructions per stage against building each stage's from its
 /// address (MOSS 2.265 -> 2.226 M cycles at 8192^3, per-group 1.251 ->
@@ -76,98 +75,111 @@ template <class Cfg>
 __device__ __forceinline__ u64 descriptorA(const SharedStorage<Cfg> &smem,
                                            u32 stage, int warpgroup) {
   // 64 rows of 128 bytes per m64 tile: 8192 bytes = 512 in units of 16.
-  const u64 m64 = static_cast<u64>(firstM64<Cfg>(warpgroup) * 512);
-  if constexpr (Cfg::kF16Mma)
-    return ptx::makeSmemDescriptorSw128(smem.slotA(0)) + m64 +
-           static_cast<u64>(stage * (Cfg::kSlotBytes >> 4));
-  else
-    return ptx::makeSmemDescriptorSw128(smem.tileA(0)) + m64 +
-           static_cast<u64>(stage * (Cfg::kStageABytes >> 4));
+  return ptx::makeSmemDescriptorSw128(smem.tileA(0)) +
+         static_cast<u64>(firstM64<Cfg>(warpgroup) * 512) +
+         static_cast<u64>(stage * (Cfg::kStageABytes >> 4));
 }
 template <class Cfg>
 __device__ __forceinline__ u64 descriptorB(const SharedStorage<Cfg> &smem,
                                            u32 stage) {
   if constexpr (Cfg::kF16Mma)
     return ptx::makeSmemDescriptorSw128(smem.slotB(0)) +
-           static_cast<u64>(stage * (Cfg::kSlotBytes >> 4));
+           static_cast<u64>(slotOf<Cfg>(stage) * (Cfg::kSlotBytes >> 4));
   else
     return ptx::makeSmemDescriptorSw128(smem.tileB(0)) +
            static_cast<u64>(stage * (Cfg::kStageBBytes >> 4));
 }
 
-/// The factor tables the consumers read for a stage (or f16 slot).
-template <class Cfg>
-__device__ __forceinline__ const float *
-rowTableAt(const SharedStorage<Cfg> &smem, u32 stage) {
-  return Cfg::kF16Mma ? smem.slotRowTable(stage) : smem.rowTable(stage);
-}
-template <class Cfg>
-__device__ __forceinline__ const float *
-colTableAt(const SharedStorage<Cfg> &smem, u32 stage) {
-  return Cfg::kF16Mma ? smem.slotColTable(stage) : smem.colTable(stage);
-}
-
-/// Issues kSteps k32 steps starting at step `first` of a stage into `d`
-/// (all kWgM m64 tiles), as one commit group. With kZero the first step
-/// overwrites d instead of accumulating into it. With the f16 MMA a k32
-/// step is two k16 wgmmas in the slot's K half `step / 2`.
+/// Issues kSteps k32 steps starting at step `first` of stage `stage` into
+/// `d` (all kWgM m64 tiles), as one commit group. With kZero the first
+/// step overwrites d instead of accumulating into it. With the f16 MMA a
+/// k32 step is two k16 wgmmas on A widened into registers and B in the
+/// slot's K half `step / 2`.
 template <class Cfg, int kSteps, bool kZero>
-__device__ __forceinline__ void issueSteps(Fragment<Cfg> &d, u64 descA,
-                                           u64 descB, int first) {
-  ptx::wgmmaFence();
+__device__ __forceinline__ void
+issueSteps(Fragment<Cfg> &d, const SharedStorage<Cfg> &smem, u32 stage,
+           const ConsumerPosition &pos, int first) {
+  const u64 descA = descriptorA<Cfg>(smem, stage, pos.warpgroup);
+  const u64 descB = descriptorB<Cfg>(smem, stage);
+  if constexpr (Cfg::kF16Mma) {
+    // Every A fragment before the fence: a register a wgmma reads that is
+    // written after the fence makes ptxas serialize the wgmmas (C7520).
+    u32 a[kSteps][Cfg::kWgM][2][4];
 #pragma unroll
-  for (int s = 0; s < kSteps; ++s)
+    for (int s = 0; s < kSteps; ++s)
 #pragma unroll
-    for (int mm = 0; mm < Cfg::kWgM; ++mm) {
-      const u64 a = descA + static_cast<u64>(mm * 512);
-      const u32 scaleD = (kZero && s == 0) ? 0u : 1u;
-      if constexpr (Cfg::kF16Mma) {
-        // 64 bytes of K per step (4 descriptor units), K halves of TileM
-        // (TileN) rows of 128 bytes.
+      for (int mm = 0; mm < Cfg::kWgM; ++mm)
+        widenA<Cfg>(smem.tileA(stage) +
+                        (firstM64<Cfg>(pos.warpgroup) + mm) * 64 * 128,
+                    first + s, pos.warp, pos.lane, a[s][mm]);
+    ptx::wgmmaFence();
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s)
+#pragma unroll
+      for (int mm = 0; mm < Cfg::kWgM; ++mm) {
+        // 64 bytes of K per step (4 descriptor units) in K halves of TileN
+        // rows of 128 bytes.
         const int step = first + s;
-        const u64 kA =
-            static_cast<u64>((step >> 1) * (Cfg::TileM * 8) + (step & 1) * 4);
-        const u64 kB =
-            static_cast<u64>((step >> 1) * (Cfg::TileN * 8) + (step & 1) * 4);
+        const u64 b = descB + static_cast<u64>((step >> 1) * (Cfg::TileN * 8) +
+                                               (step & 1) * 4);
         using Mma = ptx::WgmmaF16<Cfg::TileN>;
-        Mma::mma(d[mm], a + kA, descB + kB, scaleD);
-        Mma::mma(d[mm], a + kA + 2, descB + kB + 2, 1u);
-      } else {
-        // 32 bytes of K per step: 2 in descriptor units.
-        const u64 k = static_cast<u64>(2 * (first + s));
-        using Mma = ptx::WgmmaFp8<Cfg::TileN>;
-        Mma::template mma<Cfg::ElemA, Cfg::ElemB>(d[mm], a + k, descB + k,
-                                                  scaleD);
+        Mma::mma(d[mm], a[s][mm][0], b, (kZero && s == 0) ? 0u : 1u);
+        Mma::mma(d[mm], a[s][mm][1], b + 2, 1u);
       }
-    }
+  } else {
+    ptx::wgmmaFence();
+    // 32 bytes of K per step: 2 in descriptor units.
+    const u64 k = static_cast<u64>(2 * first);
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s)
+#pragma unroll
+      for (int mm = 0; mm < Cfg::kWgM; ++mm)
+        ptx::WgmmaFp8<Cfg::TileN>::template mma<Cfg::ElemA, Cfg::ElemB>(
+            d[mm], descA + static_cast<u64>(mm * 512) + k + 2 * s,
+            descB + k + 2 * s, (kZero && s == 0) ? 0u : 1u);
+  }
   ptx::wgmmaCommit();
 }
 
-/// Frees a stage (or f16 slot) once this thread is done with it: its
+/// Frees an FP8 stage: every consumer thread arrives once it is done with
+/// the stage, on the stage's "empty" barrier of every CTA of the cluster
+/// (their producers multicast into this CTA's stage). One arrival per warp
+/// after a warp barrier would be as correct under the PTX memory model,
+/// but compute-sanitizer's racecheck does not follow it; on the H200
+/// per-thread arrivals measured the same speed at 8192^3
+/// (docs/PERFORMANCE.md, fourth session).
+template <class Cfg>
+__device__ __forceinline__ void releaseFp8Stage(const SharedStorage<Cfg> &smem,
+                                                u32 stage) {
+  if constexpr (Cfg::kClusterSize == 1) {
+    ptx::mbarrierArrive(smem.empty(stage));
+  } else {
+#pragma unroll
+    for (int cta = 0; cta < Cfg::kClusterSize; ++cta)
+      ptx::mbarrierArriveCluster(smem.empty(stage), cta);
+  }
+}
+
+/// Frees a stage (and its f16 slot) once this thread is done with it: its
 /// wgmmas completed, its table reads consumed.
 template <class Cfg>
 __device__ __forceinline__ void releaseStage(const SharedStorage<Cfg> &smem,
                                              u32 stage) {
   if constexpr (Cfg::kF16Mma)
-    ptx::mbarrierArrive(smem.slotEmpty(stage));
-  else
-    releaseFp8Stage<Cfg>(smem, stage);
+    ptx::mbarrierArrive(smem.slotEmpty(slotOf<Cfg>(stage)));
+  releaseFp8Stage<Cfg>(smem, stage);
 }
 
 /// Waits until the stage `ring` is at can be multiplied; with the f16 MMA,
-/// widens the FP8 stage `source` is at into the slot `ring` is at first,
-/// and moves `source` on.
+/// widens its B into its f16 slot first.
 template <class Cfg>
-__device__ __forceinline__ void
-acquireStage(const SharedStorage<Cfg> &smem, const ConsumerRing<Cfg> &ring,
-             Ring<Cfg::Stages> &source, const ConsumerPosition &pos) {
-  if constexpr (Cfg::kF16Mma) {
-    widenStage<Cfg>(smem, source.stage, source.phase, ring.stage, ring.phase,
-                    pos.thread());
-    source.advance();
-  } else {
+__device__ __forceinline__ void acquireStage(const SharedStorage<Cfg> &smem,
+                                             const ConsumerRing<Cfg> &ring,
+                                             const ConsumerPosition &pos) {
+  if constexpr (Cfg::kF16Mma)
+    widenStage<Cfg>(smem, ring.stage, ring.phase, pos.thread());
+  else
     ptx::mbarrierWait(smem.full(ring.stage), ring.phase);
-  }
 }
 
 /// Row of the tile held in d[mm][i] with (i >> 1) & 1 == h.
@@ -258,6 +270,10 @@ __device__ __forceinline__ int warpgroupStages(bool leads) {
 /// group is unrolled by templates, barrier waits loop inside their asm
 /// statement, and every thread arrives to release a stage (no branch).
 template <class Cfg> struct PromotedLoop {
+  // With one partial set every wgmma has completed before the next block's
+  // A is widened into registers (the f16 MMA: see DirectLoop::nextStage).
+  static_assert(!Cfg::kF16Mma || Cfg::kPartialSets == 1,
+                "the f16 MMA's wgmmas read A from registers");
   static constexpr int kPer = Cfg::kPromotesPerStage;
   /// Promotion blocks per group of straight-line code (Config.cuh says
   /// how many and why).
@@ -270,15 +286,12 @@ template <class Cfg> struct PromotedLoop {
   const ConsumerPosition &pos;
   Fragment<Cfg> &acc;
   Fragment<Cfg> (&part)[Cfg::kPartialSets];
-  /// The FP8 stage to widen next (f16 MMA only).
-  Ring<Cfg::Stages> source{};
 
   /// Issues promotion block `block` of `stage` into part[kParity].
   template <int kParity>
   __device__ __forceinline__ void issue(u32 stage, int block) {
     issueSteps<Cfg, Cfg::kStepsPerPromote, true>(
-        part[kParity], descriptorA<Cfg>(smem, stage, pos.warpgroup),
-        descriptorB<Cfg>(smem, stage), block * Cfg::kStepsPerPromote);
+        part[kParity], smem, stage, pos, block * Cfg::kStepsPerPromote);
   }
 
   /// This thread's row factors of promotion block `block` of a stage (1
@@ -290,8 +303,8 @@ template <class Cfg> struct PromotedLoop {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         if constexpr (Cfg::kRowFactor)
-          f[mm][h] = rowTableAt<Cfg>(
-              smem, stage)[fragmentRow<Cfg>(pos, mm, h) * kPer + block];
+          f[mm][h] =
+              smem.rowTable(stage)[fragmentRow<Cfg>(pos, mm, h) * kPer + block];
         else
           f[mm][h] = 1.0f;
       }
@@ -315,8 +328,8 @@ template <class Cfg> struct PromotedLoop {
     else
       ptx::wgmmaWait<0>();
     fenceFragment<Cfg>(part[kDone]);
-    promote<Cfg>(acc, part[kDone], rowF, colTableAt<Cfg>(smem, ring.stage),
-                 kBlock, pos);
+    promote<Cfg>(acc, part[kDone], rowF, smem.colTable(ring.stage), kBlock,
+                 pos);
     if constexpr (kPartialSets == 1 && kG + 1 < kBlocks)
       issueNext<kG, kNext>(ring);
     if constexpr (kBlock == kPer - 1 || kG + 1 == kBlocks) {
@@ -332,7 +345,7 @@ template <class Cfg> struct PromotedLoop {
   __device__ __forceinline__ void issueNext(const ConsumerRing<Cfg> &ring) {
     if constexpr ((kG + 1) % kPer == 0) {
       ConsumerRing<Cfg> next = ring.next();
-      acquireStage<Cfg>(smem, next, source, pos);
+      acquireStage<Cfg>(smem, next, pos);
       issue<kSet>(next.stage, 0);
     } else {
       issue<kSet>(ring.stage, kG % kPer + 1);
@@ -343,7 +356,7 @@ template <class Cfg> struct PromotedLoop {
   /// `ring` is at (the last stage of the group may be a partial K tail).
   template <int kBlocks>
   __device__ __forceinline__ void group(ConsumerRing<Cfg> &ring) {
-    acquireStage<Cfg>(smem, ring, source, pos);
+    acquireStage<Cfg>(smem, ring, pos);
     issue<0>(ring.stage, 0);
     step<kBlocks, 0>(ring);
   }
@@ -388,25 +401,32 @@ template <class Cfg> struct DirectLoop {
   const SharedStorage<Cfg> &smem;
   const ConsumerPosition &pos;
   Fragment<Cfg> &acc;
-  /// The FP8 stage to widen next (f16 MMA only).
-  Ring<Cfg::Stages> source{};
 
   /// Waits for the stage at `ring` and issues its kSteps steps.
   template <int kSteps, bool kFirst>
   __device__ __forceinline__ void issueStage(const ConsumerRing<Cfg> &ring) {
-    acquireStage<Cfg>(smem, ring, source, pos);
-    issueSteps<Cfg, kSteps, kFirst>(
-        acc, descriptorA<Cfg>(smem, ring.stage, pos.warpgroup),
-        descriptorB<Cfg>(smem, ring.stage), 0);
+    acquireStage<Cfg>(smem, ring, pos);
+    issueSteps<Cfg, kSteps, kFirst>(acc, smem, ring.stage, pos, 0);
   }
 
-  /// A stage after the first: issue it, then free the previous one.
+  /// A stage after the first: issue it, then free the previous one. With
+  /// the f16 MMA the previous stage's wgmmas complete before this stage's
+  /// A is widened: they read their A from registers, which the compiler
+  /// would otherwise reuse while they run (two launches of 4-stage direct
+  /// kernels disagreed on the H200). B is widened while they run.
   template <int kSteps>
   __device__ __forceinline__ void nextStage(ConsumerRing<Cfg> &ring,
                                             u32 &previous) {
-    issueStage<kSteps, false>(ring);
-    ptx::wgmmaWait<1>();
-    releaseStage<Cfg>(smem, previous);
+    if constexpr (Cfg::kF16Mma) {
+      acquireStage<Cfg>(smem, ring, pos);
+      ptx::wgmmaWait<0>();
+      releaseStage<Cfg>(smem, previous);
+      issueSteps<Cfg, kSteps, false>(acc, smem, ring.stage, pos, 0);
+    } else {
+      issueStage<kSteps, false>(ring);
+      ptx::wgmmaWait<1>();
+      releaseStage<Cfg>(smem, previous);
+    }
     previous = ring.stage;
     ring.advance();
   }

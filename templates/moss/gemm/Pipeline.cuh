@@ -34,22 +34,10 @@ template <class Cfg> struct SharedStorage {
     return reinterpret_cast<float *>(bytes + Cfg::kOffsetColTable +
                                      stage * Cfg::kColTableBytes);
   }
-  /// f16 slot `slot` (0 or 1, f16 MMA only): A's stage widened to f16 as
-  /// two K halves [TileM][64 f16] of 128-byte swizzled rows, B's likewise
-  /// (slotB), then copies of the stage's factor tables.
-  __device__ __forceinline__ u32 slotA(u32 slot) const {
-    return base + Cfg::kOffsetSlots + slot * Cfg::kSlotBytes;
-  }
+  /// f16 slot `slot` (0 or 1, f16 MMA only): a stage's B widened to f16 as
+  /// two K halves [TileN][64 f16] of 128-byte swizzled rows.
   __device__ __forceinline__ u32 slotB(u32 slot) const {
-    return slotA(slot) + 2 * Cfg::TileM * 128;
-  }
-  __device__ __forceinline__ float *slotRowTable(u32 slot) const {
-    return reinterpret_cast<float *>(bytes + Cfg::kOffsetSlots +
-                                     slot * Cfg::kSlotBytes +
-                                     256 * (Cfg::TileM + Cfg::TileN));
-  }
-  __device__ __forceinline__ float *slotColTable(u32 slot) const {
-    return slotRowTable(slot) + Cfg::kRowTableBytes / 4;
+    return base + Cfg::kOffsetSlots + slot * Cfg::kSlotBytes;
   }
   /// Staging buffer `buffer` of consumer warp `warp` (0..7) for the
   /// epilogue's TMA stores: 16 rows of 128 bytes, 128-byte swizzled.

@@ -32,4 +32,16 @@ __device__ __forceinline__ void loadShared128(u32 address, u32 (&v)[4]) {
                : "memory");
 }
 
+/// ldmatrix.sync.aligned.m8n8.x4.shared.b16: four 8x8 matrices of 16-bit
+/// elements (8 rows of 16 bytes each); lanes 8i .. 8i+7 give the addresses
+/// of matrix i's rows, and thread t receives in r[i] matrix i's row t / 4,
+/// bytes 4(t % 4) .. 4(t % 4) + 3.
+__device__ __forceinline__ void loadMatrixX4(u32 address, u32 (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, "
+               "[%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address)
+               : "memory");
+}
+
 } // namespace moss::ptx

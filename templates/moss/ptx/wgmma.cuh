@@ -106,8 +106,7 @@ enum : int { kFp8E4M3 = 0, kFp8E5M2 = 1 };
                : __VA_ARGS__                                                   \
                : "l"(descA), "l"(descB), "r"(scaleD))
 
-// FP8: scale-a and scale-b 1. f16: also no transpose of either operand
-// (both K-major).
+// FP8: scale-a and scale-b 1.
 #define MOSS_PTX_FP8(N, TA, TB) "m64n" #N "k32.f32." TA "." TB
 #define MOSS_PTX_DEFINE_WGMMA(N, REGS, DA, DB, SD, OUTS)                       \
   template <> struct WgmmaFp8<N> {                                             \
@@ -127,12 +126,22 @@ enum : int { kFp8E4M3 = 0, kFp8E5M2 = 1 };
         MOSS_PTX_WGMMA(MOSS_PTX_FP8(N, "e5m2", "e5m2"), REGS, DA, DB, SD,      \
                        "1, 1", OUTS("+f"));                                    \
     }                                                                          \
-  };                                                                           \
+  };
+
+// f16 with A from registers (a[0..3], the operand numbers A4 as one list)
+// and B in shared memory: scale-a, scale-b 1, B not transposed (K-major).
+#define MOSS_PTX_DEFINE_WGMMA_F16(N, REGS, A4, DB, SD, OUTS)                   \
   template <> struct WgmmaF16<N> {                                             \
-    static __device__ __forceinline__ void mma(float (&d)[(N) / 2], u64 descA, \
-                                               u64 descB, u32 scaleD) {        \
-      MOSS_PTX_WGMMA("m64n" #N "k16.f32.f16.f16", REGS, DA, DB, SD,            \
-                     "1, 1, 0, 0", OUTS("+f"));                                \
+    static __device__ __forceinline__ void                                     \
+    mma(float (&d)[(N) / 2], const u32 (&a)[4], u64 descB, u32 scaleD) {       \
+      asm volatile("{\n\t.reg .pred p;\n\t"                                    \
+                   "setp.ne.b32 p, " SD ", 0;\n\t"                             \
+                   "wgmma.mma_async.sync.aligned.m64n" #N                      \
+                   "k16.f32.f16.f16 {" REGS "}, " A4 ", " DB                   \
+                   ", p, 1, 1, 0;\n}"                                          \
+                   : OUTS("+f")                                                \
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(descB),   \
+                     "r"(scaleD));                                             \
     }                                                                          \
   };
 
@@ -145,9 +154,13 @@ enum : int { kFp8E4M3 = 0, kFp8E5M2 = 1 };
 /// Defined for N = 32, 64, ..., 256.
 template <int N> struct WgmmaFp8;
 
-/// wgmma.mma_async m64nNk16, FP32 accumulators, both operands f16 in shared
-/// memory (K-major, 128-byte swizzled like the FP8 tiles):
-/// WgmmaF16<N>::mma(d, descA, descB, scaleD), as WgmmaFp8.
+/// wgmma.mma_async m64nNk16, FP32 accumulators, A f16 from registers and B
+/// f16 in shared memory (K-major, 128-byte swizzled like the FP8 tiles):
+/// WgmmaF16<N>::mma(d, a, descB, scaleD), as WgmmaFp8. Thread t of warp w
+/// holds in a[0] and a[1] A's rows 16w + t/4 and 16w + t/4 + 8 at K 2(t%4)
+/// and the next, in a[2] and a[3] the same rows 8 further along K (two f16
+/// each, the first in the low half). The registers must keep their values
+/// until the wgmma has completed.
 template <int N> struct WgmmaF16;
 
 #define MOSS_PTX_OUTS_32(C) MOSS_PTX_F16(C, 0)
@@ -174,5 +187,29 @@ MOSS_PTX_DEFINE_WGMMA(224, MOSS_PTX_D110 ", " MOSS_PTX_R2(11), "%112", "%113",
 #define MOSS_PTX_OUTS_256(C) MOSS_PTX_F64(C, 0), MOSS_PTX_F64(C, 64)
 MOSS_PTX_DEFINE_WGMMA(256, MOSS_PTX_D120 ", " MOSS_PTX_R8(12), "%128", "%129",
                       "%130", MOSS_PTX_OUTS_256)
+
+MOSS_PTX_DEFINE_WGMMA_F16(32, MOSS_PTX_D10 ", " MOSS_PTX_R6(1),
+                          "{%16, %17, %18, %19}", "%20", "%21",
+                          MOSS_PTX_OUTS_32)
+MOSS_PTX_DEFINE_WGMMA_F16(64, MOSS_PTX_D30 ", " MOSS_PTX_R2(3),
+                          "{%32, %33, %34, %35}", "%36", "%37",
+                          MOSS_PTX_OUTS_64)
+MOSS_PTX_DEFINE_WGMMA_F16(96, MOSS_PTX_D40 ", " MOSS_PTX_R8(4),
+                          "{%48, %49, %50, %51}", "%52", "%53",
+                          MOSS_PTX_OUTS_96)
+MOSS_PTX_DEFINE_WGMMA_F16(128, MOSS_PTX_D60 ", " MOSS_PTX_R4(6),
+                          "{%64, %65, %66, %67}", "%68", "%69",
+                          MOSS_PTX_OUTS_128)
+MOSS_PTX_DEFINE_WGMMA_F16(160, MOSS_PTX_D80, "{%80, %81, %82, %83}", "%84",
+                          "%85", MOSS_PTX_OUTS_160)
+MOSS_PTX_DEFINE_WGMMA_F16(192, MOSS_PTX_D90 ", " MOSS_PTX_R6(9),
+                          "{%96, %97, %98, %99}", "%100", "%101",
+                          MOSS_PTX_OUTS_192)
+MOSS_PTX_DEFINE_WGMMA_F16(224, MOSS_PTX_D110 ", " MOSS_PTX_R2(11),
+                          "{%112, %113, %114, %115}", "%116", "%117",
+                          MOSS_PTX_OUTS_224)
+MOSS_PTX_DEFINE_WGMMA_F16(256, MOSS_PTX_D120 ", " MOSS_PTX_R8(12),
+                          "{%128, %129, %130, %131}", "%132", "%133",
+                          MOSS_PTX_OUTS_256)
 
 } // namespace moss::ptx
