@@ -94,51 +94,49 @@ enum : int { kFp8E4M3 = 0, kFp8E5M2 = 1 };
 #define MOSS_PTX_F32(C, i) MOSS_PTX_F16(C, i), MOSS_PTX_F16(C, (i) + 16)
 #define MOSS_PTX_F64(C, i) MOSS_PTX_F32(C, i), MOSS_PTX_F32(C, (i) + 32)
 
-// One wgmma statement: the shape and types ("m64n128k32.f32.e4m3.e4m3"),
-// the accumulator list string, the operand numbers of desc A, desc B and
-// the scale-d flag, the immediates after scale-d, then the output operands
+// One FP8 wgmma statement (scale-a and scale-b 1): the shape and types
+// ("m64n128k32.f32.e4m3.e4m3"), the accumulator list string, the operand
+// numbers of desc A, desc B and the scale-d flag, then the output operands
 // (variadic: they contain commas).
-#define MOSS_PTX_WGMMA(SHAPE, REGS, DA, DB, SD, IMM, ...)                      \
+#define MOSS_PTX_WGMMA(SHAPE, REGS, DA, DB, SD, ...)                           \
   asm volatile("{\n\t.reg .pred p;\n\t"                                        \
                "setp.ne.b32 p, " SD ", 0;\n\t"                                 \
                "wgmma.mma_async.sync.aligned." SHAPE " {" REGS "}, " DA        \
-               ", " DB ", p, " IMM ";\n}"                                      \
+               ", " DB ", p, 1, 1;\n}"                                         \
                : __VA_ARGS__                                                   \
                : "l"(descA), "l"(descB), "r"(scaleD))
 
-// FP8: scale-a and scale-b 1.
 #define MOSS_PTX_FP8(N, TA, TB) "m64n" #N "k32.f32." TA "." TB
-#define MOSS_PTX_DEFINE_WGMMA(N, REGS, DA, DB, SD, OUTS)                       \
+// Both wrappers for one N: REGS lists the N/2 accumulators, O0 .. O5 are
+// the operand numbers after them (FP8: desc A, desc B, scale-d; f16: the
+// four A registers, desc B, scale-d).
+#define MOSS_PTX_DEFINE_WGMMA(N, REGS, O0, O1, O2, O3, O4, O5, OUTS)           \
   template <> struct WgmmaFp8<N> {                                             \
     template <int kTypeA, int kTypeB>                                          \
     static __device__ __forceinline__ void mma(float (&d)[(N) / 2], u64 descA, \
                                                u64 descB, u32 scaleD) {        \
       if constexpr (kTypeA == kFp8E4M3 && kTypeB == kFp8E4M3)                  \
-        MOSS_PTX_WGMMA(MOSS_PTX_FP8(N, "e4m3", "e4m3"), REGS, DA, DB, SD,      \
-                       "1, 1", OUTS("+f"));                                    \
+        MOSS_PTX_WGMMA(MOSS_PTX_FP8(N, "e4m3", "e4m3"), REGS, O0, O1, O2,      \
+                       OUTS("+f"));                                            \
       else if constexpr (kTypeA == kFp8E4M3 && kTypeB == kFp8E5M2)             \
-        MOSS_PTX_WGMMA(MOSS_PTX_FP8(N, "e4m3", "e5m2"), REGS, DA, DB, SD,      \
-                       "1, 1", OUTS("+f"));                                    \
+        MOSS_PTX_WGMMA(MOSS_PTX_FP8(N, "e4m3", "e5m2"), REGS, O0, O1, O2,      \
+                       OUTS("+f"));                                            \
       else if constexpr (kTypeA == kFp8E5M2 && kTypeB == kFp8E4M3)             \
-        MOSS_PTX_WGMMA(MOSS_PTX_FP8(N, "e5m2", "e4m3"), REGS, DA, DB, SD,      \
-                       "1, 1", OUTS("+f"));                                    \
+        MOSS_PTX_WGMMA(MOSS_PTX_FP8(N, "e5m2", "e4m3"), REGS, O0, O1, O2,      \
+                       OUTS("+f"));                                            \
       else                                                                     \
-        MOSS_PTX_WGMMA(MOSS_PTX_FP8(N, "e5m2", "e5m2"), REGS, DA, DB, SD,      \
-                       "1, 1", OUTS("+f"));                                    \
+        MOSS_PTX_WGMMA(MOSS_PTX_FP8(N, "e5m2", "e5m2"), REGS, O0, O1, O2,      \
+                       OUTS("+f"));                                            \
     }                                                                          \
-  };
-
-// f16 with A from registers (a[0..3], the operand numbers A4 as one list)
-// and B in shared memory: scale-a, scale-b 1, B not transposed (K-major).
-#define MOSS_PTX_DEFINE_WGMMA_F16(N, REGS, A4, DB, SD, OUTS)                   \
+  };                                                                           \
   template <> struct WgmmaF16<N> {                                             \
     static __device__ __forceinline__ void                                     \
     mma(float (&d)[(N) / 2], const u32 (&a)[4], u64 descB, u32 scaleD) {       \
       asm volatile("{\n\t.reg .pred p;\n\t"                                    \
-                   "setp.ne.b32 p, " SD ", 0;\n\t"                             \
+                   "setp.ne.b32 p, " O5 ", 0;\n\t"                             \
                    "wgmma.mma_async.sync.aligned.m64n" #N                      \
-                   "k16.f32.f16.f16 {" REGS "}, " A4 ", " DB                   \
-                   ", p, 1, 1, 0;\n}"                                          \
+                   "k16.f32.f16.f16 {" REGS "}, {" O0 ", " O1 ", " O2 ", " O3  \
+                   "}, " O4 ", p, 1, 1, 0;\n}"                                 \
                    : OUTS("+f")                                                \
                    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(descB),   \
                      "r"(scaleD));                                             \
@@ -165,51 +163,28 @@ template <int N> struct WgmmaF16;
 
 #define MOSS_PTX_OUTS_32(C) MOSS_PTX_F16(C, 0)
 MOSS_PTX_DEFINE_WGMMA(32, MOSS_PTX_D10 ", " MOSS_PTX_R6(1), "%16", "%17", "%18",
-                      MOSS_PTX_OUTS_32)
+                      "%19", "%20", "%21", MOSS_PTX_OUTS_32)
 #define MOSS_PTX_OUTS_64(C) MOSS_PTX_F32(C, 0)
 MOSS_PTX_DEFINE_WGMMA(64, MOSS_PTX_D30 ", " MOSS_PTX_R2(3), "%32", "%33", "%34",
-                      MOSS_PTX_OUTS_64)
+                      "%35", "%36", "%37", MOSS_PTX_OUTS_64)
 #define MOSS_PTX_OUTS_96(C) MOSS_PTX_F32(C, 0), MOSS_PTX_F16(C, 32)
 MOSS_PTX_DEFINE_WGMMA(96, MOSS_PTX_D40 ", " MOSS_PTX_R8(4), "%48", "%49", "%50",
-                      MOSS_PTX_OUTS_96)
+                      "%51", "%52", "%53", MOSS_PTX_OUTS_96)
 #define MOSS_PTX_OUTS_128(C) MOSS_PTX_F64(C, 0)
 MOSS_PTX_DEFINE_WGMMA(128, MOSS_PTX_D60 ", " MOSS_PTX_R4(6), "%64", "%65",
-                      "%66", MOSS_PTX_OUTS_128)
+                      "%66", "%67", "%68", "%69", MOSS_PTX_OUTS_128)
 #define MOSS_PTX_OUTS_160(C) MOSS_PTX_F64(C, 0), MOSS_PTX_F16(C, 64)
-MOSS_PTX_DEFINE_WGMMA(160, MOSS_PTX_D80, "%80", "%81", "%82", MOSS_PTX_OUTS_160)
+MOSS_PTX_DEFINE_WGMMA(160, MOSS_PTX_D80, "%80", "%81", "%82", "%83", "%84",
+                      "%85", MOSS_PTX_OUTS_160)
 #define MOSS_PTX_OUTS_192(C) MOSS_PTX_F64(C, 0), MOSS_PTX_F32(C, 64)
 MOSS_PTX_DEFINE_WGMMA(192, MOSS_PTX_D90 ", " MOSS_PTX_R6(9), "%96", "%97",
-                      "%98", MOSS_PTX_OUTS_192)
+                      "%98", "%99", "%100", "%101", MOSS_PTX_OUTS_192)
 #define MOSS_PTX_OUTS_224(C)                                                   \
   MOSS_PTX_F64(C, 0), MOSS_PTX_F32(C, 64), MOSS_PTX_F16(C, 96)
 MOSS_PTX_DEFINE_WGMMA(224, MOSS_PTX_D110 ", " MOSS_PTX_R2(11), "%112", "%113",
-                      "%114", MOSS_PTX_OUTS_224)
+                      "%114", "%115", "%116", "%117", MOSS_PTX_OUTS_224)
 #define MOSS_PTX_OUTS_256(C) MOSS_PTX_F64(C, 0), MOSS_PTX_F64(C, 64)
 MOSS_PTX_DEFINE_WGMMA(256, MOSS_PTX_D120 ", " MOSS_PTX_R8(12), "%128", "%129",
-                      "%130", MOSS_PTX_OUTS_256)
-
-MOSS_PTX_DEFINE_WGMMA_F16(32, MOSS_PTX_D10 ", " MOSS_PTX_R6(1),
-                          "{%16, %17, %18, %19}", "%20", "%21",
-                          MOSS_PTX_OUTS_32)
-MOSS_PTX_DEFINE_WGMMA_F16(64, MOSS_PTX_D30 ", " MOSS_PTX_R2(3),
-                          "{%32, %33, %34, %35}", "%36", "%37",
-                          MOSS_PTX_OUTS_64)
-MOSS_PTX_DEFINE_WGMMA_F16(96, MOSS_PTX_D40 ", " MOSS_PTX_R8(4),
-                          "{%48, %49, %50, %51}", "%52", "%53",
-                          MOSS_PTX_OUTS_96)
-MOSS_PTX_DEFINE_WGMMA_F16(128, MOSS_PTX_D60 ", " MOSS_PTX_R4(6),
-                          "{%64, %65, %66, %67}", "%68", "%69",
-                          MOSS_PTX_OUTS_128)
-MOSS_PTX_DEFINE_WGMMA_F16(160, MOSS_PTX_D80, "{%80, %81, %82, %83}", "%84",
-                          "%85", MOSS_PTX_OUTS_160)
-MOSS_PTX_DEFINE_WGMMA_F16(192, MOSS_PTX_D90 ", " MOSS_PTX_R6(9),
-                          "{%96, %97, %98, %99}", "%100", "%101",
-                          MOSS_PTX_OUTS_192)
-MOSS_PTX_DEFINE_WGMMA_F16(224, MOSS_PTX_D110 ", " MOSS_PTX_R2(11),
-                          "{%112, %113, %114, %115}", "%116", "%117",
-                          MOSS_PTX_OUTS_224)
-MOSS_PTX_DEFINE_WGMMA_F16(256, MOSS_PTX_D120 ", " MOSS_PTX_R8(12),
-                          "{%128, %129, %130, %131}", "%132", "%133",
-                          MOSS_PTX_OUTS_256)
+                      "%130", "%131", "%132", "%133", MOSS_PTX_OUTS_256)
 
 } // namespace moss::ptx
