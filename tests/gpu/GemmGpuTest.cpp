@@ -489,6 +489,7 @@ std::vector<GemmCase> smallCases() {
     int m, n, k, out, splitK;
     Epilogue e;
     int tileM = 0, tileN = 0, stages = 0; ///< 0: the default tiling's
+    bool f16Mma = false;
   };
   const QuickCase quickFirst[] = {
       {"mossrow_x_tensor", 129, 257, 1024, kF32, 1, all},
@@ -500,11 +501,14 @@ std::vector<GemmCase> smallCases() {
       {"mossrow_x_tensor", 16, 4096, 4096, kF32, 2, plain},
       {"tensor_x_tensor", 1000, 3000, 2048, kF32, 1, all, 128, 256, 4},
       {"row_x_row", 129, 257, 1024, kBF16, 1, biasAmax, 256, 128, 4},
+      {"mossrow_x_tensor", 1000, 3000, 2048, kF32, 1, all, 0, 0, 0, true},
+      {"group_x_group128", 129, 257, 1024, kF32, 1, plain, 0, 0, 0, true},
   };
   for (const QuickCase &c : quickFirst) {
     GemmCase gc;
-    gc.params = withDefaultTiling(
-        makeParams(schemeNamed(c.scheme), c.n, c.k, c.out, c.e));
+    Params p = makeParams(schemeNamed(c.scheme), c.n, c.k, c.out, c.e);
+    p.f16Mma = c.f16Mma;
+    gc.params = withDefaultTiling(p);
     gc.params.splitK = c.splitK;
     if (c.tileM > 0) {
       gc.params.tileM = c.tileM;
@@ -517,7 +521,8 @@ std::vector<GemmCase> smallCases() {
     gc.quickFirst = true;
     gc.name = std::string(c.scheme) + "_" + typeName(c.out) + "_" + c.e.name +
               (c.splitK > 1 ? "_split" + std::to_string(c.splitK) : "") +
-              "_quick_first_" + shapeName(c.m, c.n, c.k);
+              (c.f16Mma ? "_f16mma" : "") + "_quick_first_" +
+              shapeName(c.m, c.n, c.k);
     cases.push_back(gc);
   }
 
