@@ -98,7 +98,7 @@ sanitize() {
 264 --a-scheme per-group --a-block 128 --b-scheme per-group --b-block 128x128 --out f32 --quick-compile
 257 --a-scheme moss --a-global row --b-scheme per-tensor --out f32 --bias f32 --amax --f16-mma
 264 --a-scheme moss --a-global tensor --b-scheme moss --b-global tensor --out f32 --accumulate f32 --f16-mma
-264 --a-scheme per-group --a-block 128 --b-scheme per-group --b-block 128x128 --out f32 --tiling 128x96x3x2x1 --f16-mma
+264 --a-scheme per-group --a-block 128 --b-scheme per-group --b-block 128x128 --out f32 --tiling 128x96x4x2x1 --f16-mma
 257 --a-scheme per-tensor --b-scheme per-tensor --out f32 --tiling 128x64x4x1x1x2 --f16-mma
 VARIANTS
 }
