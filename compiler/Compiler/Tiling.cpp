@@ -143,7 +143,8 @@ ResourceUsage compiler::estimateResources(const GemmSpec &spec,
   int64_t perSet = wgmmaTiles * (tiling.tileN / 2);
   bool rowAndColumn =
       hasRowFactor(spec, tiling.tileN) && hasColumnFactor(spec, tiling.tileN);
-  // The f16 MMA takes one set: with two, its widening spills.
+  // The f16 MMA takes one set (its wgmmas read A from registers, and two
+  // sets spilled).
   if (getPromoteK(spec) > 0) {
     usage.partialSetsNarrowed = !rowAndColumn && !spec.f16Mma &&
                                 3 * perSet > usage.accumulatorRegisterLimit;

@@ -225,8 +225,9 @@ constexpr MOSS_GEMM_HD Plan plan(const Params &p) {
   // issue-bound anyway) one set leaves room for the column factors; tiles
   // too wide for three sets (TileN > 128) take one and rely on the other
   // warpgroup's wgmmas to keep the tensor cores busy while one promotes.
-  // The f16 MMA takes one set too: with two, its widening spills (MOSS,
-  // and per-group with the f32 epilogue's bias and C).
+  // The f16 MMA takes one set too: its wgmmas read A from registers, which
+  // the next block's may only overwrite once they completed (Mainloop.cuh),
+  // and with two sets its widening spilled (MOSS; per-group with bias and C).
   q.partialSets = p.f16Mma || q.factorMode == kFactorRowCol ||
                           3 * q.wgM * (p.tileN / 2) > kMaxAccumulatorRegisters
                       ? 1
