@@ -214,6 +214,16 @@ int main(int argc, char **argv) {
       unsigned(device->getMaxSharedMemoryPerBlockOptin());
   target.arch = device->getArch().str();
   std::vector<Variant> variants;
+  // `base` at --tiling `t` (its clusters kept), and the name suffix.
+  auto withExtraTiling = [](Params base, const std::array<int, 4> &t) {
+    base.tileM = t[0];
+    base.tileN = t[1];
+    base.stages = t[2];
+    base.splitK = t[3];
+    return std::pair{formatv("_t{0}x{1}x{2}", t[0], t[1], t[2]).str() +
+                         (t[3] > 1 ? formatv("_split{0}", t[3]).str() : ""),
+                     base};
+  };
   auto add = [&](const char *name, Params p) {
     p.m = -1;
     p.n = n;
@@ -225,16 +235,8 @@ int main(int argc, char **argv) {
       die(std::string(name) + ": " + toString(chosen.takeError()));
     std::vector<std::pair<std::string, Params>> tilings = {
         {"", fixed}, {"_heuristic", withTiling(p, *chosen)}};
-    for (const std::array<int, 4> &t : extraTilings) {
-      Params extra = fixed;
-      extra.tileM = t[0];
-      extra.tileN = t[1];
-      extra.stages = t[2];
-      extra.splitK = t[3];
-      tilings.push_back({formatv("_t{0}x{1}x{2}", t[0], t[1], t[2]).str() +
-                             (t[3] > 1 ? formatv("_split{0}", t[3]).str() : ""),
-                         extra});
-    }
+    for (const std::array<int, 4> &t : extraTilings)
+      tilings.push_back(withExtraTiling(fixed, t));
     for (const auto &[tiling, q] : tilings)
       for (int cluster : {1, 2}) {
         if (cluster == 2 && (q.splitK > 1 || q.tileM == 64))
@@ -255,19 +257,11 @@ int main(int argc, char **argv) {
           moss::compiler::selectTilingForLaunch(specOf(wide), m, target);
       if (!planned)
         die(std::string(name) + "_f16mma: " + toString(planned.takeError()));
-      variants.push_back(
-          {std::string(name) + "_f16mma", withTiling(wide, *planned)});
+      wide = withTiling(wide, *planned);
+      variants.push_back({std::string(name) + "_f16mma", wide});
       for (const std::array<int, 4> &t : extraTilings) {
-        Params extra = withTiling(wide, *planned);
-        extra.tileM = t[0];
-        extra.tileN = t[1];
-        extra.stages = t[2];
-        extra.splitK = t[3];
-        variants.push_back(
-            {std::string(name) + "_f16mma" +
-                 formatv("_t{0}x{1}x{2}", t[0], t[1], t[2]).str() +
-                 (t[3] > 1 ? formatv("_split{0}", t[3]).str() : ""),
-             extra});
+        auto [suffix, extra] = withExtraTiling(wide, t);
+        variants.push_back({std::string(name) + "_f16mma" + suffix, extra});
       }
     }
   };

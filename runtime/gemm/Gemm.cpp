@@ -690,10 +690,9 @@ Error GemmRunner::run(const GemmSpec &spec, int64_t m,
   if (!found)
     return found.takeError();
   Kernel &kernel = **found;
-  if (kernel.fullCompile.valid())
-    if (Error e = switchToFullKernel(kernel, options.compileMode ==
-                                                 GemmCompileMode::Full))
-      return e;
+  if (Error e = switchToFullKernel(kernel, options.compileMode ==
+                                               GemmCompileMode::Full))
+    return e;
   if (m == 0)
     return Error::success();
 

@@ -155,6 +155,13 @@ double moss::numerics::gemmEntryAllowedError(double expected,
   return rounding.of(expected) + gemmEntryAllowance(a, b, interval);
 }
 
+double moss::numerics::f16MmaEntryAllowedError(
+    double expected, const OutputRounding &rounding, llvm::ArrayRef<double> a,
+    llvm::ArrayRef<double> b, double sum, double bias, double betaC) {
+  return rounding.of(expected) + f16MmaEntryAllowance(a, b) +
+         std::ldexp(std::fabs(sum) + std::fabs(bias) + std::fabs(betaC), -22);
+}
+
 double moss::numerics::gemmEntryErrorRatio(double got, double expected,
                                            double allowed) {
   if (got == expected)

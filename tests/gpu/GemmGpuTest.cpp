@@ -1425,13 +1425,10 @@ TEST_P(GemmCorrectness, MatchesFp64Reference) {
           worstTypical, gemmEntryErrorRatio(got, expected, typicalAllowed));
       double want = expected, allowed;
       if (p.f16Mma) {
-        const double sum = ref[i * cols.size() + j];
-        allowed = outRounding.of(expected) +
-                  f16MmaEntryAllowance(llvm::ArrayRef(&dqA[i * k], k),
-                                       llvm::ArrayRef(&dqB[j * k], k)) +
-                  std::ldexp(std::fabs(sum) + std::fabs(addends.bias) +
-                                 std::fabs(addends.betaC),
-                             -22);
+        allowed = f16MmaEntryAllowedError(
+            expected, outRounding, llvm::ArrayRef(&dqA[i * k], k),
+            llvm::ArrayRef(&dqB[j * k], k), ref[i * cols.size() + j],
+            addends.bias, addends.betaC);
       } else {
         const ModelledGemmEntry &entry = model[i * cols.size() + j];
         want = entry.value;

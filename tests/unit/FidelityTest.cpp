@@ -251,6 +251,12 @@ TEST(FidelityTest, F16MmaEntryAllowanceHandChecked) {
   std::vector<double> threes(20, 3.0), one20(20, 1.0);
   EXPECT_DOUBLE_EQ(f16MmaEntryAllowance(threes, one20),
                    (48 + 108) * u21 + 60 * u22);
+  // The whole allowance: f32 rounding of -4 (2^-23 each), the bound, and
+  // the epilogue's 2^-22 (|sum| + |bias| + |beta C|) for 60 - 66 + 2.
+  const OutputRounding f32{std::ldexp(1.0, -23), 0};
+  EXPECT_DOUBLE_EQ(
+      f16MmaEntryAllowedError(-4.0, f32, threes, one20, 60.0, -66.0, 2.0),
+      4 * std::ldexp(1.0, -23) + (48 + 108) * u21 + 60 * u22 + 128 * u22);
 }
 
 // The whole allowance of an entry and the share of it an error uses.

@@ -121,15 +121,12 @@ jit::checkGemmOutput(const GemmProblem &problem, int64_t m,
             got, entry.value,
             numerics::modelledEntryAllowedError(entry, rounding));
       } else if (spec.f16Mma) {
-        // Plus the epilogue's FP32 operations.
-        const double sum = ref[i * cols.size() + j];
         ratio = numerics::gemmEntryErrorRatio(
             got, expected,
-            rounding.of(expected) +
-                numerics::f16MmaEntryAllowance(ArrayRef(&dqA[i * k], k),
-                                               ArrayRef(&dqB[j * k], k)) +
-                std::ldexp(std::fabs(sum) + std::fabs(bias) + std::fabs(betaC),
-                           -22));
+            numerics::f16MmaEntryAllowedError(
+                expected, rounding, ArrayRef(&dqA[i * k], k),
+                ArrayRef(&dqB[j * k], k), ref[i * cols.size() + j], bias,
+                betaC));
       } else {
         ratio = numerics::gemmEntryErrorRatio(
             got, expected,

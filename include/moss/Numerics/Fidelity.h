@@ -95,6 +95,16 @@ double gemmEntryAllowedError(double expected, const OutputRounding &rounding,
                              llvm::ArrayRef<double> a, llvm::ArrayRef<double> b,
                              int64_t interval);
 
+/// The whole allowed error of one entry of an f16-MMA GEMM
+/// (docs/NUMERICS-CONTRACT.md section 7.4) whose FP64 reference is
+/// `expected` = `sum` (the dot product) + `bias` + `betaC`: the output's
+/// rounding, f16MmaEntryAllowance(a, b), and 2^-22 (|sum| + |bias| +
+/// |betaC|) for the epilogue's FP32 operations.
+double f16MmaEntryAllowedError(double expected, const OutputRounding &rounding,
+                               llvm::ArrayRef<double> a,
+                               llvm::ArrayRef<double> b, double sum,
+                               double bias, double betaC);
+
 /// |got - expected| / allowed, the share of its allowance an entry's error
 /// uses: 0 for an exact result (also where nothing is allowed: an entry that
 /// must be exactly 0), +inf when `got` is NaN.
