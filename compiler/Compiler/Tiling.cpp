@@ -146,10 +146,11 @@ ResourceUsage compiler::estimateResources(const GemmSpec &spec,
   // The f16 MMA takes one set (its wgmmas read A from registers, and two
   // sets spilled).
   if (getPromoteK(spec) > 0) {
-    usage.partialSetsNarrowed = !rowAndColumn && !spec.f16Mma &&
+    usage.partialSetsNarrowed = !rowAndColumn && !spec.multipliesInF16() &&
                                 3 * perSet > usage.accumulatorRegisterLimit;
     usage.partialSets =
-        rowAndColumn || spec.f16Mma || usage.partialSetsNarrowed ? 1 : 2;
+        rowAndColumn || spec.multipliesInF16() || usage.partialSetsNarrowed ? 1
+                                                                            : 2;
   }
   usage.accumulatorRegisters = perSet * (1 + usage.partialSets);
 
@@ -164,14 +165,15 @@ ResourceUsage compiler::estimateResources(const GemmSpec &spec,
                             : 0;
   usage.stageBytes =
       tiling.tileM * kBlockK + tiling.tileN * kBlockK + rowTable + columnTable;
-  if (spec.f16Mma)
+  if (spec.multipliesInF16())
     usage.slotBytes = 2 * llvm::alignTo(2 * tiling.tileN * kBlockK, 1024);
   int64_t stagesEnd =
       usage.slotBytes > 0
           ? llvm::alignTo(tiling.stages * usage.stageBytes, 1024) +
                 usage.slotBytes
           : tiling.stages * usage.stageBytes;
-  int64_t fixedBytes = (2 * tiling.stages + (spec.f16Mma ? 2 : 0)) * 8 + 1024;
+  int64_t fixedBytes =
+      (2 * tiling.stages + (spec.multipliesInF16() ? 2 : 0)) * 8 + 1024;
   int64_t outBytes = getByteWidth(spec.out);
   usage.storable =
       spec.n * outBytes % 16 == 0 && tiling.tileN * outBytes % 128 == 0;
@@ -212,7 +214,7 @@ llvm::Error compiler::checkKernelSupport(const GemmSpec &spec) {
 
 /// `stages` as the kernel takes them: even for the f16 MMA.
 static int64_t getValidStages(const GemmSpec &spec, int64_t stages) {
-  return spec.f16Mma ? stages / 2 * 2 : stages;
+  return spec.multipliesInF16() ? stages / 2 * 2 : stages;
 }
 
 /// The block length along K that a split-K slice must be a multiple of.
@@ -265,11 +267,11 @@ llvm::Error compiler::checkTiling(const GemmSpec &spec,
   if (tiling.stages < 2)
     return error("the pipeline needs at least 2 stages, got " +
                  llvm::Twine(tiling.stages));
-  if (spec.f16Mma && tiling.tileM != 128)
+  if (spec.multipliesInF16() && tiling.tileM != 128)
     return error("the f16 MMA needs tile_m = 128 (two 64-row warpgroups "
                  "widening each stage together), got " +
                  llvm::Twine(tiling.tileM));
-  if (spec.f16Mma && tiling.stages % 2 != 0)
+  if (spec.multipliesInF16() && tiling.stages % 2 != 0)
     return error("the f16 MMA needs an even number of stages (its two f16 "
                  "slots alternate with them), got " +
                  llvm::Twine(tiling.stages));
@@ -446,7 +448,7 @@ compiler::selectTiling(const GemmSpec &spec, const TargetInfo &target,
     return llvm::createStringError("the target has 0 SMs; expected at least 1");
 
   std::vector<int64_t> tileMs = {128, 256};
-  if (spec.f16Mma)
+  if (spec.multipliesInF16())
     tileMs = {128};
   else if (considerTileM64(spec, options))
     tileMs.insert(tileMs.begin(), 64);
@@ -461,7 +463,7 @@ compiler::selectTiling(const GemmSpec &spec, const TargetInfo &target,
   // all that fits beside them. At 8192^3 on the H200 (docs/PERFORMANCE.md,
   // twelfth session) per-tensor ran 526 and 542 TFLOPS on 128x192x2 and
   // 128x224x2 against 511 on 128x128x4.
-  const int64_t minStages = spec.f16Mma ? 2 : options.minStages;
+  const int64_t minStages = spec.multipliesInF16() ? 2 : options.minStages;
   std::optional<Candidate> best;
   // The candidate that came closest to fitting, for the error message.
   std::optional<std::pair<TileConfig, ResourceUsage>> smallest;

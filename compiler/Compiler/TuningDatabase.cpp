@@ -450,9 +450,14 @@ TuningDatabase::lookup(const GemmSpec &spec, const TargetInfo &target,
                        function_ref<void(const Twine &)> note) const {
   // Entries are measured with the FP8 MMA; the f16 MMA's kernel is another
   // (tile_m 128, f16 slots) that the key does not tell apart.
-  if (spec.f16Mma)
-    return std::nullopt;
   TuningKey key = TuningKey::get(spec, target, m);
+  if (spec.multipliesInF16()) {
+    if (note)
+      note("tuning database not consulted: its entries time the FP8 MMA, and "
+           "this GEMM multiplies in f16 (" +
+           key.str() + ")");
+    return std::nullopt;
+  }
   std::optional<TileConfig> found;
   for (const TuningEntry &entry : entries) {
     if (!entry.key.sameGemm(key))

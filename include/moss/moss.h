@@ -318,6 +318,19 @@ typedef enum moss_float_type_t {
   MOSS_TYPE_F32 = 2
 } moss_float_type_t;
 
+/* What the GEMM's tensor cores multiply (docs/NUMERICS-CONTRACT.md
+ * section 7). */
+typedef enum moss_mma_type_t {
+  /* MOSS_MMA_F16 for an f32 output, MOSS_MMA_FP8 otherwise. */
+  MOSS_MMA_AUTO = 0,
+  /* The FP8 codes as they are, at full speed; f32 outputs are within about
+   * 1e-4 of the FP64 reference. */
+  MOSS_MMA_FP8 = 1,
+  /* Every code widened exactly to f16 on chip: exact products summed in
+   * FP32, f32 outputs within 1e-5, at about a third of the FP8 speed. */
+  MOSS_MMA_F16 = 2
+} moss_mma_type_t;
+
 /* One operand's FP8 format and scaling scheme (as in moss_quantize_spec_t). */
 typedef struct moss_gemm_operand_spec_t {
   int32_t format;       /* moss_fp8_format_t */
@@ -349,11 +362,9 @@ typedef struct moss_gemm_spec_t {
    * 128 of K even where the schemes need no promotion (more accurate,
    * somewhat slower; at most the schemes' own scaling block). */
   int32_t promote_k;
-  /* Since version 2 (read only when struct_size covers it). Nonzero: the
-   * tensor cores multiply in f16 instead of FP8 (the codes widened exactly
-   * on chip): exact products summed in FP32, f32 outputs within 1e-5 of
-   * the FP64 reference, at about a third of the FP8 speed. */
-  int32_t f16_mma;
+  /* moss_mma_type_t. Since the struct's second version (read only when
+   * struct_size covers it; older callers get MOSS_MMA_AUTO). */
+  int32_t mma;
 } moss_gemm_spec_t;
 
 /* One operand's device buffers; counts are in elements. */

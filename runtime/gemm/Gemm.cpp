@@ -219,7 +219,7 @@ static GemmRunner::Key makeKey(const GemmSpec &spec,
               packType(spec.accumulate) << 52 | uint64_t(spec.amax) << 54 |
               uint64_t(spec.promoteK >> 5) << 55 | // 0, 1, 2 or 4
               uint64_t(options.compileMode == GemmCompileMode::Quick) << 58 |
-              uint64_t(spec.f16Mma) << 59);
+              uint64_t(spec.multipliesInF16()) << 59);
   if (const std::optional<compiler::TileConfig> &t = options.tiling)
     key.words[3] =
         int64_t(1 | uint64_t(t->tileM) << 1 | uint64_t(t->tileN) << 10 |

@@ -79,8 +79,8 @@ moss_error_t convertSpec(const moss_gemm_spec_t *spec,
                          compiler::GemmSpec &out) {
   if (!spec)
     return invalid("spec is NULL");
-  // Version 1 ends before f16_mma; a caller built against it has none.
-  constexpr size_t kVersion1Size = offsetof(moss_gemm_spec_t, f16_mma);
+  // Version 1 ends before mma; a caller built against it has none.
+  constexpr size_t kVersion1Size = offsetof(moss_gemm_spec_t, mma);
   if (spec->struct_size < kVersion1Size)
     return invalid("spec->struct_size=" + Twine(uint64_t(spec->struct_size)) +
                    " is smaller than version 1's " +
@@ -105,9 +105,21 @@ moss_error_t convertSpec(const moss_gemm_spec_t *spec,
     return e;
   result.amax = spec->amax != 0;
   result.promoteK = spec->promote_k;
-  result.f16Mma = spec->struct_size >= offsetof(moss_gemm_spec_t, f16_mma) +
-                                           sizeof(spec->f16_mma) &&
-                  spec->f16_mma != 0;
+  if (spec->struct_size >= offsetof(moss_gemm_spec_t, mma) + sizeof(spec->mma))
+    switch (spec->mma) {
+    case MOSS_MMA_AUTO:
+      break;
+    case MOSS_MMA_FP8:
+      result.mma = compiler::MmaType::FP8;
+      break;
+    case MOSS_MMA_F16:
+      result.mma = compiler::MmaType::F16;
+      break;
+    default:
+      return invalid("spec->mma=" + Twine(spec->mma) +
+                     " is not a moss_mma_type_t (MOSS_MMA_AUTO, "
+                     "MOSS_MMA_FP8 or MOSS_MMA_F16)");
+    }
   if (result.accumulate)
     result.beta = spec->beta;
   out = result;

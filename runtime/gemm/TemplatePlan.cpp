@@ -62,7 +62,7 @@ static gemm::Params getParams(const compiler::KernelSource &source) {
   p.splitK = int(t.splitK);
   p.forcePromoteK = int(spec.promoteK);
   p.quickCompile = source.quickCompile;
-  p.f16Mma = spec.f16Mma;
+  p.f16Mma = spec.multipliesInF16();
   return p;
 }
 

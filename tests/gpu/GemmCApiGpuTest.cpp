@@ -4,14 +4,17 @@
 // per-row global) and B (per-tensor) from FP32 inputs, moss_gemm() multiplies
 // them into a poisoned bf16 output with a bias, and each entry is compared
 // with the tensor-core model over the host quantizers' operands under the
-// accuracy contract (docs/NUMERICS-CONTRACT.md section 7). Skips with the
-// reason without a Hopper GPU.
+// accuracy contract (docs/NUMERICS-CONTRACT.md section 7). The same GEMM
+// into f32, with the spec's default MMA (f16 for f32 outputs), is held to
+// the FP64 reference within 1e-5 and section 7.4's per-entry bound. Skips
+// with the reason without a Hopper GPU.
 //
 //===----------------------------------------------------------------------===//
 
 #include "HopperSkip.h"
 
 #include "moss/Compiler/GemmSpec.h"
+#include "moss/Numerics/Fidelity.h"
 #include "moss/Numerics/Quantize.h"
 #include "moss/Numerics/Samples.h"
 #include "moss/Numerics/TensorCoreModel.h"
@@ -22,6 +25,7 @@
 #include "gtest/gtest.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -168,6 +172,62 @@ TEST(GemmCApiGpu, QuantizeThenGemmMatchesReference) {
                       << ", expected " << expected.value;
     }
   EXPECT_EQ(bad, 0);
+
+  // --- f32 output: moss_gemm_spec_init's MOSS_MMA_AUTO multiplies in f16;
+  // MOSS_MMA_FP8, for comparison, is about ten times less exact
+  // (docs/NUMERICS-CONTRACT.md section 7) ------------------------------------
+  ASSERT_EQ(spec.mma, MOSS_MMA_AUTO);
+  spec.out = MOSS_TYPE_F32;
+  Buffer d32(m * n * 4);
+  moss_gemm_buffers_t buffers32 = buffers;
+  buffers32.d = d32.ptr;
+  auto runF32 = [&](int32_t mma) {
+    moss_gemm_spec_t chosen = spec;
+    chosen.mma = mma;
+    std::vector<float> result(m * n);
+    EXPECT_EQ(api.memsetD8(d32.ptr, 0xFF, m * n * 4), CUDA_SUCCESS);
+    expectOk(moss_gemm(context, &chosen, m, &buffers32, nullptr));
+    EXPECT_EQ(api.streamSynchronize(nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(api.memcpyDtoH(result.data(), d32.ptr, m * n * 4), CUDA_SUCCESS);
+    return result;
+  };
+  const std::vector<float> out32 = runF32(MOSS_MMA_AUTO);
+  const std::vector<float> fp8Out32 = runF32(MOSS_MMA_FP8);
+  ASSERT_FALSE(HasFailure());
+  const std::vector<double> dqA = dequantize(qa), dqB = dequantize(qb);
+  const OutputRounding f32Rounding =
+      compiler::getOutputRounding(compiler::FloatType::F32);
+  double errorSquares = 0, fp8ErrorSquares = 0, referenceSquares = 0;
+  bad = 0;
+  for (int64_t i = 0; i < m; ++i) {
+    llvm::ArrayRef<double> rowA(&dqA[i * k], k);
+    for (int64_t j = 0; j < n; ++j) {
+      llvm::ArrayRef<double> rowB(&dqB[j * k], k);
+      double sum = 0;
+      for (int64_t x = 0; x < k; ++x)
+        sum += rowA[x] * rowB[x];
+      const double expected = sum + bias[j];
+      const double got = out32[i * n + j];
+      errorSquares += (got - expected) * (got - expected);
+      fp8ErrorSquares +=
+          (fp8Out32[i * n + j] - expected) * (fp8Out32[i * n + j] - expected);
+      referenceSquares += expected * expected;
+      if (!(std::fabs(got - expected) <=
+            f16MmaEntryAllowedError(expected, f32Rounding, rowA, rowB, sum,
+                                    bias[j], 0)) &&
+          bad++ < 5)
+        ADD_FAILURE() << "f32 (" << i << ", " << j << "): got " << got
+                      << ", expected " << expected;
+    }
+  }
+  EXPECT_EQ(bad, 0);
+  const double relFrobenius = std::sqrt(errorSquares / referenceSquares);
+  const double fp8RelFrobenius = std::sqrt(fp8ErrorSquares / referenceSquares);
+  std::printf("f32 output: rel_frobenius %.3e with the default MMA, %.3e "
+              "with MOSS_MMA_FP8\n",
+              relFrobenius, fp8RelFrobenius);
+  EXPECT_LE(relFrobenius, 1e-5);
+  EXPECT_LT(relFrobenius, fp8RelFrobenius);
 }
 
 } // namespace

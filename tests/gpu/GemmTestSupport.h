@@ -158,7 +158,7 @@ inline compiler::GemmSpec specOf(const Params &p, float beta = 1.0f) {
     spec.beta = beta;
   spec.amax = p.amax;
   spec.promoteK = p.forcePromoteK;
-  spec.f16Mma = p.f16Mma;
+  spec.mma = p.f16Mma ? compiler::MmaType::F16 : compiler::MmaType::FP8;
   return spec;
 }
 

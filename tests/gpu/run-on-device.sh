@@ -43,7 +43,7 @@ gemm() {
   local jit="$bin/moss-jit"
   run jit-run-moss "$jit" run --m 1000 --n 3000 --k 2048 --bias f32 --amax
   run jit-run-group "$jit" run --m 129 --n 257 --k 256 --a-scheme per-group --a-block 128 --b-scheme per-group --b-block 128x128 --out f32 --accumulate f32 --beta 0.5
-  run jit-run-f16-mma "$jit" run --m 1000 --n 3000 --k 2048 --out f32 --bias f32 --amax --f16-mma
+  run jit-run-f32-f16-mma "$jit" run --m 1000 --n 3000 --k 2048 --out f32 --bias f32 --amax
 }
 
 jitbench() {
@@ -65,7 +65,7 @@ sanitize() {
   local cs="${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}"
   # K = 1024: eight 128-wide stages, so the shorter rings wrap around.
   # N = 257 stores from registers; N = 264 (16-byte output rows) through
-  # shared memory and TMA.
+  # shared memory and TMA. f32 outputs multiply in f16 unless --mma fp8.
   local i=0
   while read -r n variant; do
     i=$((i + 1))
@@ -74,32 +74,32 @@ sanitize() {
     done
   done <<'VARIANTS'
 257 --a-scheme moss --a-global row --b-scheme per-tensor --bias f32 --amax
-257 --a-scheme moss --a-global tensor --b-scheme moss --b-global tensor --out f32 --accumulate f32
+257 --a-scheme moss --a-global tensor --b-scheme moss --b-global tensor --out f32 --accumulate f32 --mma fp8
 257 --a-scheme per-tensor --b-scheme per-tensor --out f16 --accumulate f16
 257 --a-scheme per-row --b-scheme per-row --tiling 256x192x4
-257 --a-scheme per-group --a-block 128 --b-scheme per-group --b-block 128x128 --out f32
+257 --a-scheme per-group --a-block 128 --b-scheme per-group --b-block 128x128 --out f32 --mma fp8
 257 --a-scheme mxfp8 --b-scheme mxfp8
 257 --a-scheme moss --a-global row --b-scheme per-tensor --tiling 128x128x6x2x1
 257 --a-scheme per-tensor --b-scheme per-tensor --tiling 128x256x4x1x2 --bias bf16 --amax
 257 --a-scheme moss --a-global row --b-scheme per-tensor --tiling 128x192x5
 257 --a-scheme per-group --a-block 128 --b-scheme per-group --b-block 128x128 --tiling 128x192x5 --bias bf16
 257 --a-scheme moss --a-global row --b-scheme per-tensor --bias f32 --amax --tiling 128x64x8x1x1x2
-257 --a-scheme per-group --a-block 128 --b-scheme per-group --b-block 128x128 --out f32 --accumulate f32 --tiling 128x128x6x1x1x2
-257 --a-scheme per-tensor --b-scheme per-tensor --out f32 --tiling 128x32x8x1x1x2
+257 --a-scheme per-group --a-block 128 --b-scheme per-group --b-block 128x128 --out f32 --accumulate f32 --tiling 128x128x6x1x1x2 --mma fp8
+257 --a-scheme per-tensor --b-scheme per-tensor --out f32 --tiling 128x32x8x1x1x2 --mma fp8
 257 --a-scheme moss --a-global row --b-scheme per-tensor --bias f32 --amax --tiling 64x64x8
-257 --a-scheme per-group --a-block 128 --b-scheme per-group --b-block 128x128 --out f32 --tiling 64x128x6x1x1x2
+257 --a-scheme per-group --a-block 128 --b-scheme per-group --b-block 128x128 --out f32 --tiling 64x128x6x1x1x2 --mma fp8
 264 --a-scheme per-tensor --b-scheme per-tensor --bias bf16 --amax
-264 --a-scheme moss --a-global row --b-scheme per-tensor --out f32 --accumulate f32
+264 --a-scheme moss --a-global row --b-scheme per-tensor --out f32 --accumulate f32 --mma fp8
 264 --a-scheme per-group --a-block 128 --b-scheme per-group --b-block 128x128 --out f16 --tiling 128x128x6x2x1
 264 --a-scheme moss --a-global row --b-scheme per-tensor --amax --tiling 64x64x8
 264 --a-scheme per-tensor --b-scheme per-tensor --tiling 256x128x4x1x1x2
 264 --a-scheme per-row --b-scheme per-row --bias f32 --amax --tiling 128x128x6
 257 --a-scheme moss --a-global row --b-scheme per-tensor --bias f32 --amax --tiling 128x128x6x2x1 --quick-compile
-264 --a-scheme per-group --a-block 128 --b-scheme per-group --b-block 128x128 --out f32 --quick-compile
-257 --a-scheme moss --a-global row --b-scheme per-tensor --out f32 --bias f32 --amax --f16-mma
-264 --a-scheme moss --a-global tensor --b-scheme moss --b-global tensor --out f32 --accumulate f32 --f16-mma
-264 --a-scheme per-group --a-block 128 --b-scheme per-group --b-block 128x128 --out f32 --tiling 128x96x4x2x1 --f16-mma
-257 --a-scheme per-tensor --b-scheme per-tensor --out f32 --tiling 128x64x4x1x1x2 --f16-mma
+264 --a-scheme per-group --a-block 128 --b-scheme per-group --b-block 128x128 --out f32 --quick-compile --mma fp8
+257 --a-scheme moss --a-global row --b-scheme per-tensor --out f32 --bias f32 --amax
+264 --a-scheme moss --a-global tensor --b-scheme moss --b-global tensor --out f32 --accumulate f32 --mma f16
+264 --a-scheme per-group --a-block 128 --b-scheme per-group --b-block 128x128 --out f32 --tiling 128x96x4x2x1 --mma f16
+257 --a-scheme per-tensor --b-scheme per-tensor --out f32 --tiling 128x64x4x1x1x2 --mma f16
 VARIANTS
 }
 

@@ -241,16 +241,26 @@ TEST(GemmCApi, ChecksWithoutAGpu) {
   bad.struct_size = 8;
   EXPECT_NE(cCheck(&bad, kM, &buffers).find("call moss_gemm_spec_init"),
             std::string::npos);
-  // A caller built against version 1 (no f16_mma) is still served.
+  // A caller built against version 1 (no mma) is still served.
   moss_gemm_spec_t version1 = spec;
-  version1.struct_size = offsetof(moss_gemm_spec_t, f16_mma);
+  version1.struct_size = offsetof(moss_gemm_spec_t, mma);
   EXPECT_EQ(cCheck(&version1, kM, &buffers), "");
   version1.struct_size -= 4;
   EXPECT_NE(cCheck(&version1, kM, &buffers).find("smaller than version 1's"),
             std::string::npos);
-  moss_gemm_spec_t wide = spec;
-  wide.f16_mma = 1;
-  EXPECT_EQ(cCheck(&wide, kM, &buffers), "");
+  for (int32_t mma : {MOSS_MMA_FP8, MOSS_MMA_F16}) {
+    moss_gemm_spec_t chosen = spec;
+    chosen.mma = mma;
+    EXPECT_EQ(cCheck(&chosen, kM, &buffers), "");
+  }
+  bad = spec;
+  bad.mma = 3;
+  EXPECT_NE(cCheck(&bad, kM, &buffers).find("spec->mma=3 is not"),
+            std::string::npos);
+  // Past the struct's end (a version 1 caller) it is not read.
+  version1 = bad;
+  version1.struct_size = offsetof(moss_gemm_spec_t, mma);
+  EXPECT_EQ(cCheck(&version1, kM, &buffers), "");
   bad = spec;
   bad.a.scheme = 9;
   EXPECT_NE(cCheck(&bad, kM, &buffers).find("spec->a.scheme=9"),

@@ -803,7 +803,8 @@ TEST(GemmKernelPlanTest, HeuristicTilingsCompileClean) {
     spec.k = s.k;
     spec.aScaling = s.a;
     spec.bScaling = s.b;
-    spec.f16Mma = s.f16Mma;
+    spec.mma =
+        s.f16Mma ? moss::compiler::MmaType::F16 : moss::compiler::MmaType::Auto;
     moss::compiler::TargetInfo target;
     llvm::Expected<moss::compiler::TileConfig> tiling =
         moss::compiler::selectTiling(spec, target);

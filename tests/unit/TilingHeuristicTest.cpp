@@ -268,6 +268,7 @@ TEST(TilingHeuristicTest, SplitKOnlyWhenAllowedAndUseful) {
   // M=1, N=1024: 8 N tiles of 128 leave most SMs idle; splitting K helps.
   GemmSpec spec = makeSpec(1, 1024, 16384, ScalingScheme::perTensor(),
                            ScalingScheme::perTensor(), FloatType::F32);
+  spec.mma = MmaType::FP8;
   EXPECT_EQ(select(spec).splitK, 1);
   TilingOptions options;
   options.allowSplitK = true;
@@ -391,13 +392,14 @@ TEST(TilingHeuristicTest, ResourceModelMatchesTemplates) {
       makeSpec(-1, 4096, 4096, ScalingScheme::perGroup(1, 128),
                ScalingScheme::perGroup(128, 128), FloatType::F16),
       tile(128, 128, 6));
+  GemmSpec mx = makeSpec(-1, 4096, 4096, ScalingScheme::mxfp8(),
+                         ScalingScheme::twoLevel(GlobalScope::Tensor, 64),
+                         FloatType::F32);
+  mx.mma = MmaType::FP8;
   expectModelMatches<Config<-1, 4096, 4096, kE5M2, kE4M3, kMXFP8, 1, 32, false,
                             kTwoLevel, 1, 64, false, kF32, kNone, kNone, false,
-                            256, 64, 4, 1, 1, false, 8, 1>>(
-      makeSpec(-1, 4096, 4096, ScalingScheme::mxfp8(),
-               ScalingScheme::twoLevel(GlobalScope::Tensor, 64),
-               FloatType::F32),
-      tile(256, 64, 4));
+                            256, 64, 4, 1, 1, false, 8, 1>>(mx,
+                                                            tile(256, 64, 4));
   // One partial set: too wide for two, and per-group B over a tile its
   // 128-row blocks do not cover (a column table).
   expectModelMatches<Config<-1, 8192, 8192, kE4M3, kE4M3, kTwoLevel, 1, 32,
@@ -412,10 +414,10 @@ TEST(TilingHeuristicTest, ResourceModelMatchesTemplates) {
       makeSpec(-1, 4096, 4096, ScalingScheme::perGroup(1, 128),
                ScalingScheme::perGroup(128, 128)),
       tile(128, 192, 5));
-  // The f16 MMA: two f16 slots beside the stages, one partial set.
+  // The f16 MMA (an f32 output's default): two f16 slots beside the
+  // stages, one partial set.
   GemmSpec wide = mossForward(16384);
   wide.out = FloatType::F32;
-  wide.f16Mma = true;
   expectModelMatches<
       Config<16384, 11008, 4096, kE4M3, kE4M3, kTwoLevel, 1, 32, true,
              kPerTensor, 1, 0, false, kF32, kNone, kNone, false, 128, 128, 4, 1,
@@ -423,7 +425,6 @@ TEST(TilingHeuristicTest, ResourceModelMatchesTemplates) {
   GemmSpec wideGroup =
       makeSpec(-1, 4096, 4096, ScalingScheme::perGroup(1, 128),
                ScalingScheme::perGroup(128, 128), FloatType::F32);
-  wideGroup.f16Mma = true;
   expectModelMatches<
       Config<-1, 4096, 4096, kE4M3, kE4M3, kPerGroup, 1, 128, false, kPerGroup,
              128, 128, false, kF32, kNone, kNone, false, 128, 96, 6, 1, 1,
@@ -438,7 +439,7 @@ TEST(TilingHeuristicTest, F16MmaTakes128RowTilesAndEvenStages) {
         mossForward(16384),
         makeSpec(16, 4096, 4096, ScalingScheme::perGroup(1, 128),
                  ScalingScheme::perGroup(128, 128), FloatType::F32)}) {
-    spec.f16Mma = true;
+    spec.mma = MmaType::F16;
     SCOPED_TRACE(spec.str());
     const TileConfig tiling = select(spec);
     EXPECT_EQ(tiling.tileM, 128);
@@ -460,6 +461,28 @@ TEST(TilingHeuristicTest, F16MmaTakes128RowTilesAndEvenStages) {
     EXPECT_NE(llvm::toString(std::move(wider)).find("needs tile_m = 128"),
               std::string::npos);
   }
+}
+
+TEST(TilingHeuristicTest, F32OutputsMultiplyInF16UnlessAskedOtherwise) {
+  GemmSpec spec = mossForward(4096);
+  EXPECT_FALSE(spec.multipliesInF16());
+  spec.mma = MmaType::F16;
+  EXPECT_TRUE(spec.multipliesInF16());
+  spec.out = FloatType::F32;
+  EXPECT_TRUE(spec.multipliesInF16());
+  spec.mma = MmaType::Auto;
+  EXPECT_TRUE(spec.multipliesInF16());
+  EXPECT_NE(spec.str().find("f16 MMA"), std::string::npos);
+  EXPECT_EQ(select(spec).tileM, 128);
+  EXPECT_EQ(select(spec).stages % 2, 0);
+  spec.mma = MmaType::FP8;
+  EXPECT_FALSE(spec.multipliesInF16());
+  EXPECT_EQ(spec.str().find("f16 MMA"), std::string::npos);
+  // The FP8 kernel's 128x128 tiles hold six stages; the f16 MMA's slots
+  // leave room for four.
+  EXPECT_FALSE(llvm::errorToBool(checkTiling(spec, tile(128, 128, 6), {})));
+  spec.mma = MmaType::Auto;
+  EXPECT_TRUE(llvm::errorToBool(checkTiling(spec, tile(128, 128, 6), {})));
 }
 
 TEST(TilingHeuristicTest, LaunchPlansSmallBatchesForTheirBucket) {

@@ -218,6 +218,7 @@ TEST(TuningDatabaseTest, LookupByBucket) {
   EXPECT_FALSE(database.lookup(other, h200, 2048).has_value());
   other = mossForward();
   other.out = FloatType::F32;
+  other.mma = MmaType::FP8;
   EXPECT_FALSE(database.lookup(other, h200, 2048).has_value());
   other = mossForward();
   other.aScaling = ScalingScheme::twoLevel(GlobalScope::Tensor, 32);
@@ -226,6 +227,26 @@ TEST(TuningDatabaseTest, LookupByBucket) {
   other = mossForward();
   other.bias = FloatType::BF16;
   EXPECT_TRUE(database.lookup(other, h200, 2048).has_value());
+}
+
+TEST(TuningDatabaseTest, F16MmaSpecsSkipTheDatabaseWithNote) {
+  const TargetInfo h200;
+  GemmSpec fp8 = mossForward();
+  fp8.out = FloatType::F32;
+  fp8.mma = MmaType::FP8;
+  TuningDatabase database;
+  database.insert(entry(fp8, h200, 2048, tiling(128, 128, 6)));
+  EXPECT_TRUE(database.lookup(fp8, h200, 2048).has_value());
+
+  // The same f32 GEMM with the default MMA multiplies in f16: the FP8
+  // kernel's timing says nothing about it.
+  GemmSpec byDefault = fp8;
+  byDefault.mma = MmaType::Auto;
+  std::vector<std::string> notes;
+  auto note = [&](const llvm::Twine &text) { notes.push_back(text.str()); };
+  EXPECT_FALSE(database.lookup(byDefault, h200, 2048, note).has_value());
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("multiplies in f16"), std::string::npos);
 }
 
 TEST(TuningDatabaseTest, OtherGpuIgnoredWithNote) {

@@ -94,7 +94,7 @@ jit::checkGemmOutput(const GemmProblem &problem, int64_t m,
   // The model needs an unpromoted kernel's tiling (where its sums restart).
   // The f16 MMA has none: its products are exact (f16MmaEntryAllowance).
   std::optional<numerics::MmaSchedule> schedule;
-  if (spec.f16Mma)
+  if (spec.multipliesInF16())
     ;
   else if (options.tiling)
     schedule = compiler::getMmaSchedule(spec, *options.tiling);
@@ -120,7 +120,7 @@ jit::checkGemmOutput(const GemmProblem &problem, int64_t m,
         ratio = numerics::gemmEntryErrorRatio(
             got, entry.value,
             numerics::modelledEntryAllowedError(entry, rounding));
-      } else if (spec.f16Mma) {
+      } else if (spec.multipliesInF16()) {
         ratio = numerics::gemmEntryErrorRatio(
             got, expected,
             numerics::f16MmaEntryAllowedError(

@@ -107,12 +107,21 @@ cl::opt<int64_t> promoteK(
     cl::desc("Promote the tensor cores' partial sums to FP32 every N of K "
              "(32, 64, 128; default: the schemes' own interval)"),
     cl::init(0), kGemmCommands, cl::cat(category));
-cl::opt<bool> f16Mma(
-    "f16-mma",
-    cl::desc("Multiply in f16 instead of FP8 (codes widened exactly on "
-             "chip): FP32 sums of exact products, f32 outputs within 1e-5 "
-             "of FP64, at about a third of the FP8 speed"),
-    kGemmCommands, cl::cat(category));
+cl::opt<compiler::MmaType>
+    mma("mma",
+        cl::desc("What the tensor cores multiply (default: auto, f16 for f32 "
+                 "outputs and fp8 otherwise)"),
+        cl::init(compiler::MmaType::Auto),
+        cl::values(
+            clEnumValN(compiler::MmaType::Auto, "auto", "f16 for f32 outputs"),
+            clEnumValN(compiler::MmaType::FP8, "fp8",
+                       "the FP8 codes, full speed; f32 outputs within about "
+                       "1e-4 of FP64"),
+            clEnumValN(compiler::MmaType::F16, "f16",
+                       "the codes widened exactly to f16 on chip: FP32 sums of "
+                       "exact products, f32 outputs within 1e-5, about a third "
+                       "of the FP8 speed")),
+        kGemmCommands, cl::cat(category));
 cl::opt<bool> staticM(
     "static-m", cl::desc("run, bench: compile the kernel for this M only"),
     cl::sub(getRunCommand()), cl::sub(getBenchCommand()), cl::cat(category));
@@ -182,7 +191,7 @@ Expected<compiler::GemmSpec> getGemmSpec(bool mIsLaunchRows) {
   }
   spec.amax = amax;
   spec.promoteK = promoteK;
-  spec.f16Mma = f16Mma;
+  spec.mma = mma;
   return spec;
 }
 

@@ -158,7 +158,7 @@ int runRun() {
   const int64_t interval = getPromotionInterval(spec);
   const std::string basis =
       check->againstModel ? std::string("against the tensor-core model")
-      : spec.f16Mma
+      : spec.multipliesInF16()
           ? std::string("against FP64, f16 MMA: exact products, FP32 sums")
           : formatv("against FP64, tensor-core sums of {0} products, "
                     "u = {1:e2}",

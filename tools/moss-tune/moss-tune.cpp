@@ -81,7 +81,10 @@ cl::opt<std::string>
             cl::desc("B's scheme, as --a-scheme (default: per-tensor)"),
             cl::init("per-tensor"), cl::cat(shapeCategory));
 cl::opt<compiler::FloatType>
-    out("out", cl::desc("Output type"), cl::init(compiler::FloatType::BF16),
+    out("out",
+        cl::desc("Output type (the FP8 MMA's kernels are tuned; f32 GEMMs "
+                 "use them only with --mma fp8, else they multiply in f16)"),
+        cl::init(compiler::FloatType::BF16),
         cl::values(clEnumValN(compiler::FloatType::BF16, "bf16", ""),
                    clEnumValN(compiler::FloatType::F16, "f16", ""),
                    clEnumValN(compiler::FloatType::F32, "f32", "")),

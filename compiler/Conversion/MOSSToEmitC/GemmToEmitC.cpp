@@ -122,14 +122,14 @@ getConfigArguments(const compiler::GemmSpec &spec,
           getBool(tiling.raster == compiler::RasterOrder::AlongN),
           tiling.swizzle, tiling.splitK,
           // The optional 26th to 28th parameters, when one of them is set.
-          spec.promoteK || quickCompile || spec.f16Mma
+          spec.promoteK || quickCompile || spec.multipliesInF16()
               ? llvm::formatv(", /*ForcePromoteK=*/{0}{1}{2}", spec.promoteK,
-                              quickCompile || spec.f16Mma
+                              quickCompile || spec.multipliesInF16()
                                   ? llvm::formatv(", /*QuickCompile=*/{0}",
                                                   getBool(quickCompile))
                                         .str()
                                   : std::string(),
-                              spec.f16Mma ? ", /*F16Mma=*/true" : "")
+                              spec.multipliesInF16() ? ", /*F16Mma=*/true" : "")
                     .str()
               : std::string())};
 }

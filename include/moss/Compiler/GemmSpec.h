@@ -27,6 +27,23 @@ namespace moss::compiler {
 /// operand). The values are the ABI's `moss::gemm::kBF16/kF16/kF32`.
 enum class FloatType : uint8_t { BF16 = 0, F16 = 1, F32 = 2 };
 
+/// What the tensor cores multiply (docs/NUMERICS-CONTRACT.md section 7).
+enum class MmaType : uint8_t {
+  /// f16 for f32 outputs, FP8 otherwise (GemmSpec::multipliesInF16).
+  Auto = 0,
+  /// The FP8 codes as they are: full speed; the tensor cores' sums of a
+  /// 32-element block lose about 2^-14 of their size, so f32 outputs are
+  /// within about 1e-4 of the FP64 reference.
+  FP8 = 1,
+  /// Every FP8 code widened exactly to f16 on chip: exact products summed
+  /// in FP32, f32 outputs within 1e-5, at about a third of the FP8 speed.
+  /// Needs 128-row tiles.
+  F16 = 2,
+};
+
+/// "auto", "fp8" or "f16".
+const char *getName(MmaType type);
+
 /// Bytes of one element of `type`.
 unsigned getByteWidth(FloatType type);
 
@@ -77,15 +94,19 @@ struct GemmSpec {
   /// own interval. More accurate, somewhat slower
   /// (docs/NUMERICS-CONTRACT.md section 7).
   int64_t promoteK = 0;
-  /// Multiply in f16 instead of FP8: every FP8 code is widened exactly to
-  /// f16 on chip, so the tensor cores' products are exact and their sums
-  /// FP32: f32 outputs within 1e-5 of the FP64 reference (about 1e-4 with
-  /// FP8), at about a third of the FP8 speed (docs/NUMERICS-CONTRACT.md
-  /// section 7.4). Needs 128-row tiles.
-  bool f16Mma = false;
+  /// What the tensor cores multiply; Auto resolves by the output type.
+  MmaType mma = MmaType::Auto;
 
   /// Whether M is dynamic.
   bool isDynamicM() const { return m == kDynamic; }
+
+  /// Whether the kernel multiplies in f16: asked for, or by default for an
+  /// f32 output, which the accuracy contract holds to 1e-5 (FP8 gives about
+  /// 1e-4). The one place Auto is resolved.
+  bool multipliesInF16() const {
+    return mma == MmaType::F16 ||
+           (mma == MmaType::Auto && out == FloatType::F32);
+  }
 
   /// A short description, e.g. "?x11008x4096 e4m3 two-level(row, 32) x e4m3
   /// per-tensor -> bf16".

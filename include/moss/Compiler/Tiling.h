@@ -98,9 +98,9 @@ struct ResourceUsage {
   bool partialSetsNarrowed = false;
   /// Shared memory per pipeline stage: A and B tiles plus factor tables.
   unsigned stageBytes = 0;
-  /// With the f16 MMA (GemmSpec::f16Mma): both f16 slots, each A's and B's
-  /// stage widened to f16 plus copies of its tables (`Config::kSlotBytes`
-  /// twice); 0 without.
+  /// With the f16 MMA (GemmSpec::multipliesInF16): the two f16 slots that
+  /// the stages' B tiles are widened into (`Config::kSlotBytes` twice); 0
+  /// without.
   unsigned slotBytes = 0;
   /// The epilogue's staging buffers per consumer warp for TMA stores
   /// (`Config::kStoreBuffers`): 2 or 1 as fit in the 227 KiB a block may

@@ -67,9 +67,9 @@ double gemmEntryAllowance(llvm::ArrayRef<double> a, llvm::ArrayRef<double> b,
                           int64_t interval);
 
 /// The tensor cores' share of one GEMM entry's allowed error when they
-/// multiply in f16 (GemmSpec::f16Mma; docs/NUMERICS-CONTRACT.md section
-/// 7.4): the products are exact and each k16 step adds its 16 to an FP32
-/// sum with at most a few units of its last place lost, so
+/// multiply in f16 (GemmSpec::multipliesInF16; docs/NUMERICS-CONTRACT.md
+/// section 7.4): the products are exact and each k16 step adds its 16 to an
+/// FP32 sum with at most a few units of its last place lost, so
 ///   2^-21 sum_j (|R_(j-1)| + |R_j|) + 2^-22 sum_k |a_k b_k|
 /// with R_j the sum of the products up to the end of step j (K cut into
 /// steps of 16 from 0; R_-1 = 0): a bound, not a typical size, yet some

@@ -39,7 +39,8 @@ func.func @moss_forward(%a: tensor<?x4096xf8E4M3FN>, %al: tensor<?x128xf8E8M0FNU
 // -----
 
 // Every other Config value: static M, E5M2 x E4M3, per-group NxN, MXFP8,
-// per-row, bias, accumulate, f32 output, amax, and the other tile fields.
+// per-row, bias, accumulate, f32 output (with the FP8 MMA asked for, so
+// no F16Mma), amax, and the other tile fields.
 // Two equal GEMMs share one translation unit; a different one gets its own.
 // CHECK-LABEL: module
 // CHECK: emitc.file "[[FIRST:moss_gemm_[0-9a-f]{16}]]"
@@ -62,7 +63,7 @@ func.func @all_fields(%a: tensor<128x256xf8E5M2>, %al: tensor<128x8xf8E8M0FNU>, 
                       %bias: tensor<512xf16>, %acc: tensor<128x512xf32>) -> (tensor<128x512xf32>, tensor<1xf32>) {
   %c, %amax = moss.gemm %a scaling<mxfp8> local(%al), %b scaling<per_group 128x128> local(%bl)
                         bias(%bias) accumulate(%acc) beta(0.5)
-      {tiling = #moss.tiling<tile_m = 256, tile_n = 64, stages = 3, cluster_m = 2, raster = along_n, swizzle = 4, split_k = 2>}
+      {mma = #moss.mma<fp8>, tiling = #moss.tiling<tile_m = 256, tile_n = 64, stages = 3, cluster_m = 2, raster = along_n, swizzle = 4, split_k = 2>}
       : (tensor<128x256xf8E5M2>, tensor<128x8xf8E8M0FNU>, tensor<512x256xf8E4M3FN>, tensor<4x2xf32>, tensor<512xf16>, tensor<128x512xf32>) -> (tensor<128x512xf32>, tensor<1xf32>)
   return %c, %amax : tensor<128x512xf32>, tensor<1xf32>
 }
@@ -70,7 +71,7 @@ func.func @all_fields_again(%a: tensor<128x256xf8E5M2>, %al: tensor<128x8xf8E8M0
                             %bias: tensor<512xf16>, %acc: tensor<128x512xf32>) -> (tensor<128x512xf32>, tensor<1xf32>) {
   %c, %amax = moss.gemm %a scaling<mxfp8> local(%al), %b scaling<per_group 128x128> local(%bl)
                         bias(%bias) accumulate(%acc) beta(0.5)
-      {tiling = #moss.tiling<tile_m = 256, tile_n = 64, stages = 3, cluster_m = 2, raster = along_n, swizzle = 4, split_k = 2>}
+      {mma = #moss.mma<fp8>, tiling = #moss.tiling<tile_m = 256, tile_n = 64, stages = 3, cluster_m = 2, raster = along_n, swizzle = 4, split_k = 2>}
       : (tensor<128x256xf8E5M2>, tensor<128x8xf8E8M0FNU>, tensor<512x256xf8E4M3FN>, tensor<4x2xf32>, tensor<512xf16>, tensor<128x512xf32>) -> (tensor<128x512xf32>, tensor<1xf32>)
   return %c, %amax : tensor<128x512xf32>, tensor<1xf32>
 }
@@ -83,12 +84,13 @@ func.func @per_row(%a: tensor<?x4096xf8E4M3FN>, %ag: tensor<1xf32>, %b: tensor<4
 
 // -----
 
-// f16Mma writes out ForcePromoteK and QuickCompile before F16Mma.
+// An f32 result multiplies in f16 unless the op asks for FP8; F16Mma comes
+// after ForcePromoteK and QuickCompile, written out.
 // CHECK-LABEL: module
 // CHECK: verbatim "    /*RasterAlongN=*/false, /*Swizzle=*/8, /*SplitK=*/1, /*ForcePromoteK=*/0, /*QuickCompile=*/false, /*F16Mma=*/true>;"
 func.func @f16_mma(%a: tensor<?x4096xf8E4M3FN>, %ag: tensor<1xf32>, %b: tensor<4096x4096xf8E4M3FN>, %bg: tensor<1xf32>) -> tensor<?x4096xf32> {
   %c = moss.gemm %a scaling<per_tensor> global(%ag), %b scaling<per_tensor> global(%bg)
-      {f16Mma, tiling = #moss.tiling<tile_m = 128, tile_n = 128, stages = 2, swizzle = 8>}
+      {tiling = #moss.tiling<tile_m = 128, tile_n = 128, stages = 2, swizzle = 8>}
       : (tensor<?x4096xf8E4M3FN>, tensor<1xf32>, tensor<4096x4096xf8E4M3FN>, tensor<1xf32>) -> tensor<?x4096xf32>
   return %c : tensor<?x4096xf32>
 }

@@ -95,18 +95,31 @@ func.func @block_too_long(%a: tensor<?x512xf8E4M3FN>, %al: tensor<?x2xf8E8M0FNU>
 
 // -----
 
-// The f16 MMA (f16Mma): 128-row tiles only, one partial set (so tile_n up
-// to 192), and an even number of stages beside its two f16 slots. Of the
-// tiles that leave room for the epilogue's TMA stores, 128x128 asks the
-// least of one SM at the planned M of 4096 (21 waves of 32 x 86 tiles,
-// against 17 waves of 128x160 and 15 of 128x192), with 4 stages of 34 KiB
-// beside 64 KiB of slots.
+// An f32 result multiplies in f16 by default. The f16 MMA: 128-row tiles
+// only, one partial set (so tile_n up to 192), and an even number of stages
+// beside its two f16 slots. Of the tiles that leave room for the epilogue's
+// TMA stores, 128x128 asks the least of one SM at the planned M of 4096 (21
+// waves of 32 x 86 tiles, against 17 waves of 128x160 and 15 of 128x192),
+// with 4 stages of 34 KiB beside 64 KiB of slots.
 // CHECK-LABEL: func.func @moss_forward_f16_mma
 // CHECK: tiling = #moss.tiling<tile_m = 128, tile_n = 128, stages = 4, cluster_m = 2, swizzle = 8, source = heuristic>
 func.func @moss_forward_f16_mma(%a: tensor<?x4096xf8E4M3FN>, %al: tensor<?x128xf8E8M0FNU>, %ag: tensor<?xf32>,
                                 %b: tensor<11008x4096xf8E4M3FN>, %bg: tensor<1xf32>) -> tensor<?x11008xf32> {
   %c = moss.gemm %a scaling<two_level 32, global = row> local(%al) global(%ag),
-                 %b scaling<per_tensor> global(%bg) {f16Mma}
+                 %b scaling<per_tensor> global(%bg)
+      : (tensor<?x4096xf8E4M3FN>, tensor<?x128xf8E8M0FNU>, tensor<?xf32>, tensor<11008x4096xf8E4M3FN>, tensor<1xf32>) -> tensor<?x11008xf32>
+  return %c : tensor<?x11008xf32>
+}
+
+// -----
+
+// The same GEMM asking for the FP8 MMA: the FP8 kernel's six stages.
+// CHECK-LABEL: func.func @moss_forward_f32_fp8
+// CHECK: {mma = #moss.mma<fp8>, tiling = #moss.tiling<tile_m = 128, tile_n = 128, stages = 6, cluster_m = 2, swizzle = 8, source = heuristic>}
+func.func @moss_forward_f32_fp8(%a: tensor<?x4096xf8E4M3FN>, %al: tensor<?x128xf8E8M0FNU>, %ag: tensor<?xf32>,
+                                %b: tensor<11008x4096xf8E4M3FN>, %bg: tensor<1xf32>) -> tensor<?x11008xf32> {
+  %c = moss.gemm %a scaling<two_level 32, global = row> local(%al) global(%ag),
+                 %b scaling<per_tensor> global(%bg) {mma = #moss.mma<fp8>}
       : (tensor<?x4096xf8E4M3FN>, tensor<?x128xf8E8M0FNU>, tensor<?xf32>, tensor<11008x4096xf8E4M3FN>, tensor<1xf32>) -> tensor<?x11008xf32>
   return %c : tensor<?x11008xf32>
 }

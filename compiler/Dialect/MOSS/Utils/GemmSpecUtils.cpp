@@ -140,6 +140,20 @@ static std::optional<compiler::FloatType> getElementFloatType(Value value) {
   return getFloatType(cast<RankedTensorType>(value.getType()).getElementType());
 }
 
+/// The op's `mma` attribute for `type`; none for Auto.
+static MmaTypeAttr getMmaTypeAttr(MLIRContext *context,
+                                  compiler::MmaType type) {
+  switch (type) {
+  case compiler::MmaType::Auto:
+    return MmaTypeAttr();
+  case compiler::MmaType::FP8:
+    return MmaTypeAttr::get(context, MmaType::FP8);
+  case compiler::MmaType::F16:
+    return MmaTypeAttr::get(context, MmaType::F16);
+  }
+  return MmaTypeAttr();
+}
+
 compiler::GemmSpec mlir::moss::getGemmSpec(GemmOp op, GemmShape shape) {
   compiler::GemmSpec spec;
   spec.m =
@@ -158,7 +172,9 @@ compiler::GemmSpec mlir::moss::getGemmSpec(GemmOp op, GemmShape shape) {
     spec.beta = beta->convertToFloat();
   spec.amax = static_cast<bool>(op.getAmax());
   spec.promoteK = op.getPromoteK().value_or(0);
-  spec.f16Mma = op.getF16Mma();
+  if (std::optional<MmaType> mma = op.getMma())
+    spec.mma =
+        *mma == MmaType::F16 ? compiler::MmaType::F16 : compiler::MmaType::FP8;
   return spec;
 }
 
@@ -306,7 +322,7 @@ mlir::moss::buildGemmFunction(OpBuilder &builder, Location loc,
       builder, loc, results, a, aScaling, aLocal, aGlobal, b, bScaling, bLocal,
       bGlobal, bias, c, beta, /*tiling=*/TilingAttr(),
       spec.promoteK ? builder.getI64IntegerAttr(spec.promoteK) : IntegerAttr(),
-      spec.f16Mma);
+      getMmaTypeAttr(context, spec.mma));
   func::ReturnOp::create(builder, loc, gemm->getResults());
   return func;
 }

@@ -127,12 +127,17 @@ func.func @gemm_promote(%a: tensor<?x4096xf8E4M3FN>, %ag: tensor<1xf32>, %al: te
   return
 }
 
-// f16Mma: the tensor cores multiply in f16, kept through a round trip.
-// CHECK-LABEL: func.func @gemm_f16_mma
-// CHECK: moss.gemm {{.*}} {f16Mma}
-func.func @gemm_f16_mma(%a: tensor<?x4096xf8E4M3FN>, %al: tensor<?x128xf8E8M0FNU>, %agr: tensor<?xf32>, %b: tensor<4096x4096xf8E4M3FN>, %bg: tensor<1xf32>) {
-  %c = moss.gemm %a scaling<two_level 32, global = row> local(%al) global(%agr), %b scaling<per_tensor> global(%bg)
-      {f16Mma}
+// mma: what the tensor cores multiply, kept through a round trip (without
+// it the op means f16 for an f32 result and FP8 otherwise).
+// CHECK-LABEL: func.func @gemm_mma
+// CHECK: moss.gemm {{.*}} {mma = #moss.mma<f16>}
+// CHECK: moss.gemm {{.*}} {mma = #moss.mma<fp8>}
+func.func @gemm_mma(%a: tensor<?x4096xf8E4M3FN>, %al: tensor<?x128xf8E8M0FNU>, %agr: tensor<?xf32>, %b: tensor<4096x4096xf8E4M3FN>, %bg: tensor<1xf32>) {
+  %c0 = moss.gemm %a scaling<two_level 32, global = row> local(%al) global(%agr), %b scaling<per_tensor> global(%bg)
+      {mma = #moss.mma<f16>}
+      : (tensor<?x4096xf8E4M3FN>, tensor<?x128xf8E8M0FNU>, tensor<?xf32>, tensor<4096x4096xf8E4M3FN>, tensor<1xf32>) -> tensor<?x4096xbf16>
+  %c1 = moss.gemm %a scaling<two_level 32, global = row> local(%al) global(%agr), %b scaling<per_tensor> global(%bg)
+      {mma = #moss.mma<fp8>}
       : (tensor<?x4096xf8E4M3FN>, tensor<?x128xf8E8M0FNU>, tensor<?xf32>, tensor<4096x4096xf8E4M3FN>, tensor<1xf32>) -> tensor<?x4096xf32>
   return
 }

@@ -88,6 +88,20 @@ def MOSS_TilingSource : I32EnumAttr<"TilingSource",
   let genSpecializedAttr = 0;
 }
 
+def MOSS_MmaType : I32EnumAttr<"MmaType",
+    "what a GEMM's tensor cores multiply", [
+  I32EnumAttrCase<"FP8", 0, "fp8">,
+  I32EnumAttrCase<"F16", 1, "f16">
+]> {
+  let cppNamespace = "::mlir::moss";
+  let genSpecializedAttr = 0;
+}
+
+def MOSS_MmaTypeAttr : EnumAttr<MOSS_Dialect, MOSS_MmaType, "mma"> {
+  let summary = "What a moss.gemm's tensor cores multiply: fp8 or f16";
+  let assemblyFormat = "`<` $value `>`";
+}
+
 def MOSS_TilingAttr : AttrDef<MOSS_Dialect, "Tiling"> {
   let mnemonic = "tiling";
   let summary = "Tile configuration of a moss.gemm kernel";

@@ -62,10 +62,14 @@ def MOSS_GemmOp : MOSS_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
     schemes need no promotion (per-tensor, per-row): more accurate
     (docs/NUMERICS-CONTRACT.md section 7), somewhat slower.
 
-    With `f16Mma` the tensor cores multiply in f16 instead of FP8: the
-    kernel widens every FP8 code to f16 on chip (exactly), so the products
-    are exact and summed in FP32, at half the FP8 rate. For FP32 outputs
-    that must stay within 1e-5 of the FP64 reference (about 1e-4 with FP8).
+    The optional `mma` says what the tensor cores multiply.
+    `#moss.mma<fp8>`: the FP8 codes, at full speed; a 32-element block's
+    sum inside the tensor cores loses about 2^-14 of its size, so f32
+    results are within about 1e-4 of the FP64 reference.
+    `#moss.mma<f16>`: every FP8 code widened exactly to f16 on chip, so the
+    products are exact and summed in FP32: within 1e-5, at about a third of
+    the speed (docs/NUMERICS-CONTRACT.md section 7.4). Without the attribute,
+    f16 for an f32 result and fp8 otherwise.
 
     ```mlir
     %c = moss.gemm %a scaling<two_level 32, global = row>
@@ -89,7 +93,7 @@ def MOSS_GemmOp : MOSS_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
     OptionalAttr<F32Attr>:$beta,
     OptionalAttr<MOSS_TilingAttr>:$tiling,
     OptionalAttr<I64Attr>:$promoteK,
-    UnitAttr:$f16Mma
+    OptionalAttr<MOSS_MmaTypeAttr>:$mma
   );
   let results = (outs
     AnyRankedTensor:$result,
