@@ -52,6 +52,9 @@ static constexpr unsigned kConsumerWarpgroups = 2;
 static constexpr unsigned kProducerRegisters = 40;
 /// What setmaxnreg gives a consumer thread at most (a multiple of 8).
 static constexpr unsigned kMaxConsumerRegisters = 232;
+/// With the f16 MMA, the accumulators and the codes a consumer thread holds
+/// while it widens B (TileN / 8 registers) together (`kMaxF16MmaRegisters`).
+static constexpr unsigned kMaxF16MmaRegisters = 152;
 /// The dynamic shared memory of an sm_90 block (`kMaxSharedBytes`), which
 /// the templates fill with staging buffers as far as it goes.
 static constexpr int64_t kMaxSharedBytes = 232448;
@@ -136,6 +139,9 @@ ResourceUsage compiler::estimateResources(const GemmSpec &spec,
   usage.accumulatorRegisterLimit = consumerRegisters > kRegisterReserve
                                        ? consumerRegisters - kRegisterReserve
                                        : 0;
+  if (spec.multipliesInF16())
+    usage.accumulatorRegisterLimit = std::min<unsigned>(
+        usage.accumulatorRegisterLimit, kMaxF16MmaRegisters - tiling.tileN / 8);
   // Each consumer holds TileM / 2 rows: TileM / 128 m64 tiles of TileN / 2
   // FP32 registers per thread. Promoting adds two partial sets, or one with
   // factors on both sides or when two do not fit.
@@ -233,7 +239,9 @@ TileConfig compiler::getQuickCompileTiling(const GemmSpec &spec,
   TileConfig quick = tiling;
   quick.tileM = std::min(tiling.tileM, kQuickCompileTileM);
   quick.tileN = std::min(tiling.tileN, promoted ? kQuickCompileTileN
-                                                : kQuickCompileDirectTileN);
+                                       : spec.multipliesInF16()
+                                           ? kQuickCompileF16DirectTileN
+                                           : kQuickCompileDirectTileN);
   if (quick.tileN == tiling.tileN && quick.tileM == tiling.tileM)
     return tiling;
   const int64_t kSteps =

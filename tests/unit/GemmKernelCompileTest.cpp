@@ -795,6 +795,14 @@ TEST(GemmKernelPlanTest, HeuristicTilingsCompileClean) {
        ScalingScheme::perTensor(), true},
       {16, 4096, 4096, ScalingScheme::perGroup(1, 128),
        ScalingScheme::perGroup(128, 128), true},
+      // A large static M, where the f16 MMA's widest tiles tempt: they
+      // spilled with block scales (128x192) and without (128x256).
+      {8192, 8192, 8192, ScalingScheme::twoLevel(GlobalScope::Row, 32),
+       ScalingScheme::perTensor(), true},
+      {8192, 8192, 8192, ScalingScheme::twoLevel(GlobalScope::Tensor, 32),
+       ScalingScheme::twoLevel(GlobalScope::Tensor, 32), true},
+      {8192, 8192, 8192, ScalingScheme::perTensor(), ScalingScheme::perTensor(),
+       true},
   };
   for (const Spec &s : specs) {
     moss::compiler::GemmSpec spec;

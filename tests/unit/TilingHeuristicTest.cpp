@@ -115,6 +115,20 @@ TEST(TilingHeuristicTest, QuickCompileShrinksTiles) {
     EXPECT_FALSE(llvm::errorToBool(checkTiling(tensor, smaller, target)));
   }
 
+  // The f16 MMA's direct kernel (an f32 output by default) narrows to
+  // 128 columns, with an even number of stages.
+  GemmSpec wide = tensor;
+  wide.out = FloatType::F32;
+  TileConfig wideFull = select(wide);
+  wideFull.tileN = 224;
+  wideFull.stages = 2;
+  ASSERT_FALSE(llvm::errorToBool(checkTiling(wide, wideFull, target)));
+  const TileConfig wideQuick = getQuickCompileTiling(wide, wideFull, target);
+  EXPECT_EQ(wideQuick.tileM, 128);
+  EXPECT_EQ(wideQuick.tileN, kQuickCompileF16DirectTileN);
+  EXPECT_EQ(wideQuick.stages % 2, 0);
+  EXPECT_FALSE(llvm::errorToBool(checkTiling(wide, wideQuick, target)));
+
   // Nothing to shrink: small enough already, or 64 rows.
   TileConfig small = select(tensor);
   small.tileM = 128;
@@ -461,6 +475,26 @@ TEST(TilingHeuristicTest, F16MmaTakes128RowTilesAndEvenStages) {
     EXPECT_NE(llvm::toString(std::move(wider)).find("needs tile_m = 128"),
               std::string::npos);
   }
+}
+
+TEST(TilingHeuristicTest, F16MmaKeepsItsRegistersFree) {
+  // Beside the accumulators a thread holds B's codes while it widens them:
+  // the widest tiles spilled (ptxas -v), so the model stops short of them.
+  const TargetInfo target;
+  GemmSpec tensor = makeSpec(8192, 8192, 8192, ScalingScheme::perTensor(),
+                             ScalingScheme::perTensor(), FloatType::F32);
+  EXPECT_FALSE(
+      llvm::errorToBool(checkTiling(tensor, tile(128, 224, 2), target)));
+  EXPECT_TRUE(
+      llvm::errorToBool(checkTiling(tensor, tile(128, 256, 2), target)));
+  GemmSpec moss = mossForward(8192);
+  moss.out = FloatType::F32;
+  EXPECT_FALSE(llvm::errorToBool(checkTiling(moss, tile(128, 128, 4), target)));
+  EXPECT_TRUE(llvm::errorToBool(checkTiling(moss, tile(128, 160, 2), target)));
+  EXPECT_LE(select(moss).tileN, 128);
+  // The FP8 MMA takes the wider tiles.
+  moss.mma = MmaType::FP8;
+  EXPECT_FALSE(llvm::errorToBool(checkTiling(moss, tile(128, 192, 4), target)));
 }
 
 TEST(TilingHeuristicTest, F32OutputsMultiplyInF16UnlessAskedOtherwise) {

@@ -89,7 +89,8 @@ struct ResourceUsage {
   /// FP32 accumulator registers per consumer thread.
   unsigned accumulatorRegisters = 0;
   /// Registers a consumer thread may spend on accumulators: its 232 after
-  /// setmaxnreg, less kRegisterReserve.
+  /// setmaxnreg, less kRegisterReserve; with the f16 MMA at most 152 less
+  /// the codes it holds while widening B (TileN / 8).
   unsigned accumulatorRegisterLimit = 0;
   /// Partial accumulator sets (`Config::kPartialSets`; 0 without
   /// promotion): two, or one with factors on both sides or when two do not
@@ -151,14 +152,17 @@ numerics::MmaSchedule getMmaSchedule(const GemmSpec &spec,
 /// kQuickCompileTileN columns for a kernel that promotes partial sums
 /// (NVRTC: 0.30 -> 0.21 s for the 8192^3 MOSS unit on a 2-core VM) or
 /// kQuickCompileDirectTileN for one that does not (128x256 -> 128x192: 0.38
-/// -> 0.32 s; narrower saves little more), with as many stages as fit, up
-/// to 8; the rest stays. Every output entry is computed as by `tiling`: a
-/// tile's extent does not enter an entry's sums (64-row tiles, whose
-/// warpgroups split K, are kept). Unchanged where nothing would change or
-/// the smaller tile does not fit.
+/// -> 0.32 s; narrower saves little more), or kQuickCompileF16DirectTileN
+/// for one that does not and multiplies in f16 (per-tensor 8192^3 units:
+/// 128x224 0.57 s, 128x192 0.49 s, 128x128 0.35 s), with as many stages as
+/// fit, up to 8 (even for the f16 MMA); the rest stays. Every output entry is
+/// computed as by `tiling`: a tile's extent does not enter an entry's sums
+/// (64-row tiles, whose warpgroups split K, are kept). Unchanged where nothing
+/// would change or the smaller tile does not fit.
 constexpr int64_t kQuickCompileTileM = 128;
 constexpr int64_t kQuickCompileTileN = 64;
 constexpr int64_t kQuickCompileDirectTileN = 192;
+constexpr int64_t kQuickCompileF16DirectTileN = 128;
 TileConfig getQuickCompileTiling(const GemmSpec &spec, const TileConfig &tiling,
                                  const TargetInfo &target);
 
