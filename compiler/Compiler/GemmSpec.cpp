@@ -42,18 +42,6 @@ numerics::OutputRounding compiler::getOutputRounding(FloatType type) {
   return {0x1p-8, 0};
 }
 
-const char *compiler::getName(MmaType type) {
-  switch (type) {
-  case MmaType::Auto:
-    return "auto";
-  case MmaType::FP8:
-    return "fp8";
-  case MmaType::F16:
-    return "f16";
-  }
-  return "auto";
-}
-
 static const char *getName(numerics::Fp8Format format) {
   return format == numerics::Fp8Format::E4M3 ? "e4m3" : "e5m2";
 }

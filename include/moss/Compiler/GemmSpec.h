@@ -41,9 +41,6 @@ enum class MmaType : uint8_t {
   F16 = 2,
 };
 
-/// "auto", "fp8" or "f16".
-const char *getName(MmaType type);
-
 /// Bytes of one element of `type`.
 unsigned getByteWidth(FloatType type);
 

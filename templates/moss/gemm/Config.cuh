@@ -179,11 +179,9 @@ constexpr MOSS_GEMM_HD int minPositive(int a, int b) {
 constexpr int kMaxSharedBytes = 232448;
 /// Accumulator registers a consumer thread may hold (of 232).
 constexpr int kMaxAccumulatorRegisters = 192;
-/// With the f16 MMA, the accumulators and the codes a thread holds while it
-/// widens B (TileN / 8 registers) together. More spilled (ptxas -v,
-/// thirteenth session: 128x256 direct at 160, and the promoted schemes at
-/// 128x192, 180 and up; 128x224 direct and 128x128 promoted, 140 and 144,
-/// are clean).
+/// With the f16 MMA, the accumulators plus the B codes a thread holds while
+/// it widens them (TileN / 8). ptxas spilled above it: 128x256 without
+/// block scales (160), 128x192 with them (180 and up).
 constexpr int kMaxF16MmaRegisters = 152;
 /// A consumer warp's staging buffer for TMA stores: 16 rows of 128 bytes.
 constexpr int kStoreBufferBytes = 2048;
