@@ -45,6 +45,7 @@ TuningKey TuningKey::get(const GemmSpec &spec, const TargetInfo &target,
   key.a = std::string(getFormatName(spec.a)) + " " + spec.aScaling.str();
   key.b = std::string(getFormatName(spec.b)) + " " + spec.bScaling.str();
   key.out = getName(spec.out);
+  key.mma = spec.multipliesInF16() ? "f16" : "fp8";
   key.n = spec.n;
   key.k = spec.k;
   key.mBucket = getTuningBucket(m);
@@ -52,8 +53,8 @@ TuningKey TuningKey::get(const GemmSpec &spec, const TargetInfo &target,
 }
 
 static auto asTuple(const TuningKey &key) {
-  return std::tie(key.arch, key.smCount, key.a, key.b, key.out, key.n, key.k,
-                  key.mBucket);
+  return std::tie(key.arch, key.smCount, key.a, key.b, key.out, key.mma, key.n,
+                  key.k, key.mBucket);
 }
 
 bool compiler::operator==(const TuningKey &lhs, const TuningKey &rhs) {
@@ -61,13 +62,14 @@ bool compiler::operator==(const TuningKey &lhs, const TuningKey &rhs) {
 }
 
 bool TuningKey::sameGemm(const TuningKey &other) const {
-  return a == other.a && b == other.b && out == other.out && n == other.n &&
-         k == other.k && mBucket == other.mBucket;
+  return a == other.a && b == other.b && out == other.out && mma == other.mma &&
+         n == other.n && k == other.k && mBucket == other.mBucket;
 }
 
 std::string TuningKey::str() const {
-  return formatv("{0}/{1} SMs: {2} x {3} -> {4}, N={5} K={6} M<={7}", arch,
-                 smCount, a, b, out, n, k, mBucket);
+  return formatv("{0}/{1} SMs: {2} x {3} -> {4}{8}, N={5} K={6} M<={7}", arch,
+                 smCount, a, b, out, n, k, mBucket,
+                 mma == "f16" ? ", f16 MMA" : "");
 }
 
 //===----------------------------------------------------------------------===//
@@ -212,6 +214,7 @@ Expected<TuningEntry> readEntry(const json::Object &object,
       !take(reader.string("a"), key.a, error) ||
       !take(reader.string("b"), key.b, error) ||
       !take(reader.string("out"), key.out, error) ||
+      !take(reader.string("mma", /*required=*/false), key.mma, error) ||
       !take(reader.integer("n", 1, INT32_MAX), key.n, error) ||
       !take(reader.integer("k", 1, INT32_MAX), key.k, error) ||
       !take(reader.integer("m_bucket", 1, int64_t(1) << 31), key.mBucket,
@@ -226,6 +229,10 @@ Expected<TuningEntry> readEntry(const json::Object &object,
   key.smCount = static_cast<unsigned>(sms);
   if (key.out != "bf16" && key.out != "f16" && key.out != "f32")
     return reader.fail("'out' is '" + key.out + "'; expected bf16, f16 or f32");
+  if (key.mma.empty())
+    key.mma = "fp8";
+  if (key.mma != "fp8" && key.mma != "f16")
+    return reader.fail("'mma' is '" + key.mma + "'; expected fp8 or f16");
   if (!isPowerOf2_64(static_cast<uint64_t>(key.mBucket)))
     return reader.fail("'m_bucket' is " + Twine(key.mBucket) +
                        "; expected a power of two");
@@ -368,6 +375,8 @@ std::string TuningDatabase::toJson() const {
           os.attribute("a", key.a);
           os.attribute("b", key.b);
           os.attribute("out", key.out);
+          if (key.mma != "fp8")
+            os.attribute("mma", key.mma);
           os.attribute("n", key.n);
           os.attribute("k", key.k);
           os.attribute("m_bucket", key.mBucket);
@@ -448,16 +457,7 @@ std::optional<TileConfig>
 TuningDatabase::lookup(const GemmSpec &spec, const TargetInfo &target,
                        int64_t m,
                        function_ref<void(const Twine &)> note) const {
-  // Entries are measured with the FP8 MMA; the f16 MMA's kernel is another
-  // (tile_m 128, f16 slots) that the key does not tell apart.
   TuningKey key = TuningKey::get(spec, target, m);
-  if (spec.multipliesInF16()) {
-    if (note)
-      note("tuning database not consulted: its entries time the FP8 MMA, and "
-           "this GEMM multiplies in f16 (" +
-           key.str() + ")");
-    return std::nullopt;
-  }
   std::optional<TileConfig> found;
   for (const TuningEntry &entry : entries) {
     if (!entry.key.sameGemm(key))

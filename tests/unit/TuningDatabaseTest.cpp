@@ -162,6 +162,13 @@ TEST(TuningDatabaseTest, CorruptFiles) {
                 .find("'m' is 40, which is not in bucket 16"),
             std::string::npos);
   bad = text;
+  bad.replace(bad.find("\"out\": \"bf16\""), 13,
+              "\"out\": \"bf16\", \"mma\": \"bf16\"");
+  EXPECT_NE(errorOf(TuningDatabase::parse(bad, "db.json"))
+                .find("'mma' is 'bf16'; expected fp8 or f16"),
+            std::string::npos)
+      << errorOf(TuningDatabase::parse(bad, "db.json"));
+  bad = text;
   bad.replace(bad.find("\"along_n\""), 9, "\"sideways\"");
   EXPECT_NE(errorOf(TuningDatabase::parse(bad, "db.json"))
                 .find("'raster' is 'sideways'; expected along_m or along_n"),
@@ -229,24 +236,39 @@ TEST(TuningDatabaseTest, LookupByBucket) {
   EXPECT_TRUE(database.lookup(other, h200, 2048).has_value());
 }
 
-TEST(TuningDatabaseTest, F16MmaSpecsSkipTheDatabaseWithNote) {
+TEST(TuningDatabaseTest, F16MmaEntriesAreTheirOwn) {
   const TargetInfo h200;
   GemmSpec fp8 = mossForward();
   fp8.out = FloatType::F32;
   fp8.mma = MmaType::FP8;
+  GemmSpec byDefault = fp8; // f32: multiplies in f16
+  byDefault.mma = MmaType::Auto;
   TuningDatabase database;
   database.insert(entry(fp8, h200, 2048, tiling(128, 128, 6)));
   EXPECT_TRUE(database.lookup(fp8, h200, 2048).has_value());
+  // The FP8 kernel's timing says nothing about the f16 MMA's.
+  EXPECT_FALSE(database.lookup(byDefault, h200, 2048).has_value());
+  database.insert(entry(byDefault, h200, 2048, tiling(128, 128, 4)));
+  ASSERT_EQ(database.getEntries().size(), 2u);
+  std::optional<TileConfig> found = database.lookup(byDefault, h200, 2048);
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->stages, 4);
+  GemmSpec asked = mossForward(); // bf16 out, f16 asked for: another key
+  asked.mma = MmaType::F16;
+  EXPECT_FALSE(database.lookup(asked, h200, 2048).has_value());
+  EXPECT_NE(TuningKey::get(byDefault, h200, 2048).str().find("f16 MMA"),
+            std::string::npos);
 
-  // The same f32 GEMM with the default MMA multiplies in f16: the FP8
-  // kernel's timing says nothing about it.
-  GemmSpec byDefault = fp8;
-  byDefault.mma = MmaType::Auto;
-  std::vector<std::string> notes;
-  auto note = [&](const llvm::Twine &text) { notes.push_back(text.str()); };
-  EXPECT_FALSE(database.lookup(byDefault, h200, 2048, note).has_value());
-  ASSERT_EQ(notes.size(), 1u);
-  EXPECT_NE(notes[0].find("multiplies in f16"), std::string::npos);
+  // The key's "mma" is written for f16 entries only, and read back.
+  llvm::Expected<TuningDatabase> reread =
+      TuningDatabase::parse(database.toJson(), "db.json");
+  ASSERT_TRUE(bool(reread)) << llvm::toString(reread.takeError());
+  EXPECT_EQ(reread->lookup(byDefault, h200, 2048)->stages, 4);
+  EXPECT_EQ(reread->lookup(fp8, h200, 2048)->stages, 6);
+  const std::string text = database.toJson();
+  const size_t first = text.find("\"mma\": \"f16\"");
+  EXPECT_NE(first, std::string::npos) << text;
+  EXPECT_EQ(text.find("\"mma\"", first + 1), std::string::npos) << text;
 }
 
 TEST(TuningDatabaseTest, OtherGpuIgnoredWithNote) {

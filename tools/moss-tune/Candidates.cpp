@@ -219,9 +219,10 @@ tune::enumerateCandidates(const compiler::GemmSpec &spec, int64_t m,
                   continue;
                 }
                 const TileShape *shape = findShape(tileM, tileN, splitK);
-                // Clusters too: split-K and 64-row tiles take none.
+                // Clusters too: split-K and 64-row tiles take none; the
+                // f16 MMA takes even stage counts only.
                 if (!shape || stages > shape->maxStages ||
-                    clusterM * clusterN > 1) {
+                    clusterM * clusterN > 1 || spec.multipliesInF16()) {
                   if (Error e = compiler::checkTiling(spec, t, target)) {
                     consumeError(std::move(e));
                     ++counts.resources;

@@ -82,9 +82,7 @@ static TuneShape makeShape(int64_t m, int64_t n, int64_t k,
   shape.spec.b = b.format;
   shape.spec.bScaling = b.scheme;
   shape.spec.out = defaults.out;
-  // The database holds FP8-MMA kernels (TuningDatabase::lookup skips specs
-  // that multiply in f16, as f32 outputs do by default).
-  shape.spec.mma = compiler::MmaType::FP8;
+  shape.spec.mma = defaults.mma;
   shape.origin = std::move(origin);
   return shape;
 }

@@ -34,6 +34,7 @@ struct OperandScheme {
 struct ShapeDefaults {
   OperandScheme a, b;
   compiler::FloatType out = compiler::FloatType::BF16;
+  compiler::MmaType mma = compiler::MmaType::Auto;
 };
 
 /// One GEMM to tune: `spec` has a dynamic M (the kernel the runtime

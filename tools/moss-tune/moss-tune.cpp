@@ -81,14 +81,21 @@ cl::opt<std::string>
             cl::desc("B's scheme, as --a-scheme (default: per-tensor)"),
             cl::init("per-tensor"), cl::cat(shapeCategory));
 cl::opt<compiler::FloatType>
-    out("out",
-        cl::desc("Output type (the FP8 MMA's kernels are tuned; f32 GEMMs "
-                 "use them only with --mma fp8, else they multiply in f16)"),
-        cl::init(compiler::FloatType::BF16),
+    out("out", cl::desc("Output type"), cl::init(compiler::FloatType::BF16),
         cl::values(clEnumValN(compiler::FloatType::BF16, "bf16", ""),
                    clEnumValN(compiler::FloatType::F16, "f16", ""),
                    clEnumValN(compiler::FloatType::F32, "f32", "")),
         cl::cat(shapeCategory));
+cl::opt<compiler::MmaType> mma(
+    "mma",
+    cl::desc("What the tensor cores multiply, as the runtime's GEMMs ask for "
+             "it (default: auto, f16 for f32 outputs); the database keeps "
+             "FP8 and f16 kernels apart"),
+    cl::init(compiler::MmaType::Auto),
+    cl::values(clEnumValN(compiler::MmaType::Auto, "auto", ""),
+               clEnumValN(compiler::MmaType::FP8, "fp8", ""),
+               clEnumValN(compiler::MmaType::F16, "f16", "")),
+    cl::cat(shapeCategory));
 
 cl::OptionCategory searchCategory(
     "Search (tile_m x tile_n x stages x cluster x raster x swizzle, and "
@@ -176,6 +183,7 @@ Expected<std::vector<TuneShape>> readShapes() {
   defaults.a = *a;
   defaults.b = *b;
   defaults.out = out;
+  defaults.mma = mma;
 
   std::vector<TuneShape> shapes;
   if (!preset.empty()) {

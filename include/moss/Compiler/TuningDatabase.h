@@ -55,6 +55,10 @@ struct TuningKey {
   std::string a, b;
   /// The output type: "bf16", "f16" or "f32".
   std::string out;
+  /// What the tensor cores multiply: "fp8" or "f16" (GemmSpec::
+  /// multipliesInF16). The f16 MMA's kernels are other kernels, timed
+  /// apart. Written only when "f16", so FP8 entries read as before.
+  std::string mma = "fp8";
   int64_t n = 0, k = 0;
   /// getTuningBucket of the M.
   int64_t mBucket = 1;
@@ -127,7 +131,7 @@ public:
   /// TilingSource::Database), if there is an entry for this GPU and it fits
   /// the target (checkTiling). Entries of the same GEMM for another arch or
   /// SM count, and entries that do not fit, are skipped with a call to
-  /// `note` saying why. None for an f16 MMA (the entries time FP8 kernels).
+  /// `note` saying why. FP8 and f16 MMA kernels have keys of their own.
   std::optional<TileConfig>
   lookup(const GemmSpec &spec, const TargetInfo &target, int64_t m,
          llvm::function_ref<void(const llvm::Twine &)> note = nullptr) const;
