@@ -63,7 +63,27 @@ std::string GemmSpec::str() const {
     text += ", promote every " + std::to_string(promoteK);
   if (multipliesInF16())
     text += ", f16 MMA";
+  if (fold && getFold() != numerics::BlockScaleFold::None)
+    text += std::string(", fold ") + numerics::getName(*fold);
   return text;
+}
+
+numerics::BlockScaleFold GemmSpec::getFold() const {
+  if (!numerics::isFoldable(aScaling) && !numerics::isFoldable(bScaling))
+    return numerics::BlockScaleFold::None;
+  if (fold)
+    return *fold;
+  return out == FloatType::F32 ? numerics::BlockScaleFold::None
+                               : numerics::BlockScaleFold::Row;
+}
+
+GemmSpec GemmSpec::getKernelSpec() const {
+  GemmSpec kernel = *this;
+  numerics::BlockScaleFold applied = getFold();
+  kernel.aScaling = numerics::getFoldedScheme(aScaling, applied);
+  kernel.bScaling = numerics::getFoldedScheme(bScaling, applied);
+  kernel.fold.reset();
+  return kernel;
 }
 
 llvm::Error compiler::checkShapes(const GemmSpec &spec) {

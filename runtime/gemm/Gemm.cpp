@@ -17,6 +17,7 @@
 #include "moss/Compiler/TuningDatabase.h"
 #include "moss/Runtime/Device.h"
 #include "moss/Runtime/Driver.h"
+#include "moss/Runtime/Folder.h"
 #include "moss/Runtime/Module.h"
 #include "moss/Runtime/TensorMaps.h"
 
@@ -110,8 +111,31 @@ static unsigned byteWidth(std::optional<FloatType> type) {
   return type ? compiler::getByteWidth(*type) : 1;
 }
 
+/// The fold asked for fits the operands.
+static Error checkFold(const GemmSpec &spec) {
+  if (!spec.fold || *spec.fold == numerics::BlockScaleFold::None)
+    return Error::success();
+  bool any = false;
+  for (auto [name, scheme] :
+       {std::pair{"A", &spec.aScaling}, std::pair{"B", &spec.bScaling}}) {
+    if (!numerics::isFoldable(*scheme))
+      continue;
+    any = true;
+    if (Error e = numerics::checkFold(*scheme, spec.k, *spec.fold))
+      return invalid("operand " + Twine(name) + ": " + toString(std::move(e)));
+  }
+  if (!any)
+    return invalid(std::string("fold=") + numerics::getName(*spec.fold) +
+                   " moves E8M0 block factors, but neither operand has them (" +
+                   spec.aScaling.str() + " x " + spec.bScaling.str() +
+                   "); expected two-level or MXFP8, or no fold");
+  return Error::success();
+}
+
 Error moss::checkGemmSpec(const GemmSpec &spec) {
   if (Error e = compiler::checkShapes(spec))
+    return e;
+  if (Error e = checkFold(spec))
     return e;
   constexpr int64_t kIntMax = std::numeric_limits<int32_t>::max();
   if (spec.k % 32 != 0)
@@ -131,13 +155,17 @@ Error moss::checkGemmSpec(const GemmSpec &spec) {
       return invalid("K=" + Twine(spec.k) +
                      " is not a multiple of promoteK=" + Twine(spec.promoteK));
   }
+  // A fold changes the blocks the kernel promotes by.
+  const GemmSpec kernel = spec.getKernelSpec();
   for (auto [name, scheme] :
-       {std::pair{"A", &spec.aScaling}, std::pair{"B", &spec.bScaling}}) {
+       {std::pair{"A", &kernel.aScaling}, std::pair{"B", &kernel.bScaling}})
     if (spec.promoteK && scheme->hasLocalScales() &&
         scheme->blockCols < spec.promoteK)
       return invalid("promoteK=" + Twine(spec.promoteK) +
                      " is coarser than operand " + name + "'s scaling block " +
                      Twine(scheme->blockCols) + " (" + scheme->str() + ")");
+  for (auto [name, scheme] :
+       {std::pair{"A", &spec.aScaling}, std::pair{"B", &spec.bScaling}}) {
     if (scheme->hasLocalScales() && spec.k % scheme->blockCols != 0)
       return invalid("K=" + Twine(spec.k) + " is not a multiple of operand " +
                      name + "'s scaling block " + Twine(scheme->blockCols) +
@@ -415,7 +443,10 @@ struct GemmRunner::Workspaces {
 GemmRunner::GemmRunner(runtime::KernelCache &cache, compiler::TargetInfo target)
     : cache(cache), target(std::move(target)),
       tuning(std::make_unique<TuningState>()),
-      workspaces(std::make_unique<Workspaces>()) {}
+      workspaces(std::make_unique<Workspaces>()),
+      folder(std::make_unique<runtime::GpuFolder>(cache,
+                                                  int(this->target.smCount))),
+      foldWorkspaces(std::make_unique<Workspaces>()) {}
 
 GemmRunner::~GemmRunner() = default;
 
@@ -660,12 +691,82 @@ Error GemmRunner::switchToFullKernel(Kernel &kernel, bool wait) {
   return Error::success();
 }
 
+/// The fold of one operand of `spec`, or none.
+static std::optional<runtime::FoldSpec> getFoldSpec(const GemmSpec &spec,
+                                                    bool operandB, int64_t m) {
+  const ScalingScheme &scheme = operandB ? spec.bScaling : spec.aScaling;
+  if (spec.getFold() == numerics::BlockScaleFold::None ||
+      !numerics::isFoldable(scheme))
+    return std::nullopt;
+  runtime::FoldSpec fold;
+  fold.rows = operandB ? spec.n : m;
+  fold.cols = spec.k;
+  fold.format = operandB ? spec.b : spec.a;
+  fold.scheme = scheme;
+  fold.fold = spec.getFold();
+  return fold;
+}
+
+Expected<GemmBuffers> GemmRunner::foldOperands(const GemmSpec &spec, int64_t m,
+                                               const GemmBuffers &buffers,
+                                               CUstream stream) {
+  std::optional<runtime::FoldSpec> folds[2] = {getFoldSpec(spec, false, m),
+                                               getFoldSpec(spec, true, m)};
+  // Codes, then factors, of each folded operand, 256-byte aligned.
+  size_t offsets[2][2] = {}, bytes = 0;
+  for (int i = 0; i < 2; ++i)
+    if (folds[i]) {
+      offsets[i][0] = bytes;
+      bytes += alignTo(size_t(folds[i]->rows * folds[i]->cols), 256);
+      offsets[i][1] = bytes;
+      bytes += alignTo(size_t(runtime::getFoldFactorCount(*folds[i])) * 4, 256);
+    }
+  Expected<const runtime::DriverApi &> api = runtime::getDriverApi();
+  if (!api)
+    return api.takeError();
+  Expected<CUdeviceptr> workspace =
+      foldWorkspaces->get(*api, stream, bytes, /*counterBytes=*/0);
+  if (!workspace)
+    return workspace.takeError();
+  GemmBuffers folded = buffers;
+  for (int i = 0; i < 2; ++i) {
+    if (!folds[i])
+      continue;
+    const GemmOperand &given = i ? buffers.b : buffers.a;
+    runtime::FoldBuffers fb;
+    fb.codes = given.codes;
+    fb.e8m0 = given.localScales;
+    fb.global = given.globalScales;
+    fb.outCodes = *workspace + offsets[i][0];
+    fb.outFactors = *workspace + offsets[i][1];
+    if (Error e = folder->fold(*folds[i], fb, stream))
+      return std::move(e);
+    GemmOperand &operand = i ? folded.b : folded.a;
+    operand = GemmOperand();
+    operand.codes = fb.outCodes;
+    int64_t count = runtime::getFoldFactorCount(*folds[i]);
+    if (folds[i]->fold == numerics::BlockScaleFold::Row) {
+      operand.globalScales = fb.outFactors;
+      operand.globalScaleCount = count;
+    } else {
+      operand.localScales = fb.outFactors;
+      operand.localScaleCount = count;
+    }
+  }
+  return folded;
+}
+
 Expected<const GemmKernelInfo *>
 GemmRunner::prepare(const GemmSpec &spec, int64_t m,
                     const GemmOptions &options) {
   if (Error e = checkGemmSpec(spec))
     return std::move(e);
-  Expected<Kernel *> kernel = getKernel(spec, m, options);
+  for (bool operandB : {false, true})
+    if (std::optional<runtime::FoldSpec> fold =
+            getFoldSpec(spec, operandB, std::max<int64_t>(m, 1)))
+      if (Error e = folder->prepare(*fold))
+        return std::move(e);
+  Expected<Kernel *> kernel = getKernel(spec.getKernelSpec(), m, options);
   if (!kernel)
     return kernel.takeError();
   if (Error e = switchToFullKernel(**kernel, options.compileMode ==
@@ -681,11 +782,13 @@ GemmRunner::prepare(const GemmSpec &spec, const GemmOptions &options) {
                  options);
 }
 
-Error GemmRunner::run(const GemmSpec &spec, int64_t m,
-                      const GemmBuffers &buffers, CUstream stream,
+Error GemmRunner::run(const GemmSpec &asked, int64_t m,
+                      const GemmBuffers &given, CUstream stream,
                       const GemmOptions &options) {
-  if (Error e = checkGemmLaunch(spec, m, buffers))
+  if (Error e = checkGemmLaunch(asked, m, given))
     return e;
+  // From here on, the GEMM the kernel computes (folded operands, if any).
+  const GemmSpec spec = asked.getKernelSpec();
   Expected<Kernel *> found = getKernel(spec, m, options);
   if (!found)
     return found.takeError();
@@ -695,6 +798,13 @@ Error GemmRunner::run(const GemmSpec &spec, int64_t m,
     return e;
   if (m == 0)
     return Error::success();
+  GemmBuffers buffers = given;
+  if (asked.getFold() != numerics::BlockScaleFold::None) {
+    Expected<GemmBuffers> folded = foldOperands(asked, m, given, stream);
+    if (!folded)
+      return folded.takeError();
+    buffers = *folded;
+  }
 
   Expected<const runtime::DriverApi &> api = runtime::getDriverApi();
   if (!api)

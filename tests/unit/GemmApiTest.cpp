@@ -169,8 +169,24 @@ TEST(GemmApi, RejectsEachBadArgumentByName) {
        },
        "promoteK=48 is not a promotion interval"},
       {"promoteK coarser than the block",
-       [](GemmSpec &s, int64_t &, GemmBuffers &) { s.promoteK = 64; },
+       [](GemmSpec &s, int64_t &, GemmBuffers &) {
+         s.promoteK = 64;
+         s.fold = moss::numerics::BlockScaleFold::None;
+       },
        "promoteK=64 is coarser than operand A's scaling block 32"},
+      {"promoteK coarser than the 128 fold's group",
+       [](GemmSpec &s, int64_t &, GemmBuffers &) {
+         s.promoteK = 128;
+         s.fold = moss::numerics::BlockScaleFold::K128;
+         s.k = 4096 + 64;
+       },
+       "K=4160"},
+      {"a fold without E8M0 factors",
+       [](GemmSpec &s, int64_t &, GemmBuffers &) {
+         s.aScaling = ScalingScheme::perTensor();
+         s.fold = moss::numerics::BlockScaleFold::Row;
+       },
+       "neither operand has them"},
       {"K not a multiple of promoteK",
        [](GemmSpec &s, int64_t &, GemmBuffers &) {
          s.promoteK = 128;

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "moss/Runtime/Folder.h"
 #include "moss/Runtime/Nvrtc.h"
 #include "moss/Runtime/Quantizer.h"
 #include "moss/Runtime/Resources.h"
@@ -221,6 +222,55 @@ TEST(QuantizerArgumentsTest, BadBuffersFailBeforeAnyLaunch) {
                 .find("the block scales (local) is given, but per-tensor has "
                       "none"),
             std::string::npos);
+}
+
+} // namespace
+
+namespace {
+
+TEST(FoldCompileTest, EveryFoldVariantCompilesWithoutLocalMemory) {
+  if (!isNvrtcAvailable())
+    GTEST_SKIP() << "NVRTC (libnvrtc.so.13) is not available";
+  std::vector<ScalingScheme> schemes = {ScalingScheme::mxfp8()};
+  for (int block : {32, 64, 128})
+    for (GlobalScope scope : {GlobalScope::Tensor, GlobalScope::Row})
+      schemes.push_back(ScalingScheme::twoLevel(scope, block));
+  for (const ScalingScheme &scheme : schemes)
+    for (Fp8Format format : {Fp8Format::E4M3, Fp8Format::E5M2})
+      for (BlockScaleFold fold : {BlockScaleFold::K128, BlockScaleFold::Row}) {
+        FoldSpec spec;
+        spec.rows = 64;
+        spec.cols = 4096;
+        spec.format = format;
+        spec.scheme = scheme;
+        spec.fold = fold;
+        SCOPED_TRACE(scheme.str() + " fold " + getName(fold));
+        ASSERT_FALSE(bool(checkFoldSpec(spec)));
+        CompileOptions options;
+        options.flags.push_back(kPtxasVerboseFlag);
+        llvm::Expected<CompileResult> result =
+            compileCuda(generateFoldSource(spec), options);
+        ASSERT_TRUE(bool(result)) << llvm::toString(result.takeError());
+        std::vector<KernelResources> kernels = parsePtxasResources(result->log);
+        ASSERT_EQ(kernels.size(), 1u) << result->log;
+        EXPECT_FALSE(kernels[0].usesLocalMemory()) << result->log;
+      }
+}
+
+TEST(FoldCompileTest, RejectsWhatTheKernelCannotFold) {
+  FoldSpec spec;
+  spec.rows = 4;
+  spec.cols = 96;
+  spec.scheme = ScalingScheme::twoLevel(GlobalScope::Tensor);
+  spec.fold = BlockScaleFold::K128;
+  llvm::Error e = checkFoldSpec(spec);
+  ASSERT_TRUE(bool(e));
+  EXPECT_NE(llvm::toString(std::move(e)).find("K=96"), std::string::npos);
+  spec.scheme = ScalingScheme::perTensor();
+  spec.fold = BlockScaleFold::Row;
+  e = checkFoldSpec(spec);
+  ASSERT_TRUE(bool(e));
+  EXPECT_NE(llvm::toString(std::move(e)).find("has none"), std::string::npos);
 }
 
 } // namespace

@@ -49,7 +49,9 @@ static std::vector<int64_t> sample(int64_t count, unsigned want,
 Expected<GemmCheckResult>
 jit::checkGemmOutput(const GemmProblem &problem, int64_t m,
                      const GemmCheckOptions &options) {
-  const compiler::GemmSpec &spec = problem.spec;
+  // The kernel's GEMM: the model and the reference see the operands as the
+  // kernel multiplies them (folded, when the spec folds).
+  const compiler::GemmSpec spec = problem.spec.getKernelSpec();
   const int64_t n = spec.n, k = spec.k;
   const unsigned width = compiler::getByteWidth(spec.out);
   Expected<const runtime::DriverApi &> api = runtime::getDriverApi();
@@ -83,10 +85,10 @@ jit::checkGemmOutput(const GemmProblem &problem, int64_t m,
   std::vector<int64_t> cols = sample(n, options.compareCols, rng);
   std::vector<double> dqA(pickRows.size() * k), dqB(cols.size() * k);
   for (size_t i = 0; i < pickRows.size(); ++i)
-    numerics::dequantizeRow(problem.qa, rows[pickRows[i]],
+    numerics::dequantizeRow(problem.kernelA, rows[pickRows[i]],
                             MutableArrayRef<double>(&dqA[i * k], k));
   for (size_t j = 0; j < cols.size(); ++j)
-    numerics::dequantizeRow(problem.qb, cols[j],
+    numerics::dequantizeRow(problem.kernelB, cols[j],
                             MutableArrayRef<double>(&dqB[j * k], k));
   std::vector<double> ref = numerics::referenceGemm(
       dqA, dqB, int64_t(pickRows.size()), int64_t(cols.size()), k);
@@ -115,8 +117,9 @@ jit::checkGemmOutput(const GemmProblem &problem, int64_t m,
       double got = output[size_t(pickRows[i]) * size_t(n) + cols[j]];
       double ratio;
       if (schedule) {
-        numerics::ModelledGemmEntry entry = numerics::modelGemmEntry(
-            problem.qa, row, problem.qb, cols[j], *schedule, bias, betaC);
+        numerics::ModelledGemmEntry entry =
+            numerics::modelGemmEntry(problem.kernelA, row, problem.kernelB,
+                                     cols[j], *schedule, bias, betaC);
         ratio = numerics::gemmEntryErrorRatio(
             got, entry.value,
             numerics::modelledEntryAllowedError(entry, rounding));

@@ -2,6 +2,8 @@
 
 #include "GemmProblem.h"
 
+#include "moss/Numerics/Fold.h"
+
 #include "moss/Compiler/Tiling.h"
 #include "moss/Runtime/Driver.h"
 
@@ -143,6 +145,19 @@ GemmProblem::create(const compiler::GemmSpec &spec, int64_t m,
                              "quantizing B: " + toString(qb.takeError()));
   problem->qa = std::move(*qa);
   problem->qb = std::move(*qb);
+  for (auto [quantized, kernel] :
+       {std::pair{&problem->qa, &problem->kernelA},
+        std::pair{&problem->qb, &problem->kernelB}}) {
+    numerics::BlockScaleFold fold = numerics::isFoldable(quantized->scheme)
+                                        ? spec.getFold()
+                                        : numerics::BlockScaleFold::None;
+    Expected<numerics::QuantizedTensor> folded =
+        numerics::foldBlockScales(*quantized, fold);
+    if (!folded)
+      return createStringError(inconvertibleErrorCode(),
+                               "folding: " + toString(folded.takeError()));
+    *kernel = std::move(*folded);
+  }
 
   auto operand = [&](const numerics::QuantizedTensor &q,
                      GemmOperand &out) -> Error {

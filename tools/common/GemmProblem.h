@@ -43,7 +43,11 @@ public:
 
   compiler::GemmSpec spec;
   int64_t m = 0;
+  /// The operands as quantized (uploaded), and as the kernel multiplies
+  /// them: folded when the spec folds (GemmSpec::getKernelSpec), else the
+  /// same.
   numerics::QuantizedTensor qa, qb;
+  numerics::QuantizedTensor kernelA, kernelB;
   std::vector<float> bias, c;
   GemmBuffers buffers;
 

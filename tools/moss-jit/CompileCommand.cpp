@@ -67,8 +67,23 @@ int runCompile() {
       if (stage != compiler::kStageCuda)
         stages += ("// ----- stage: " + stage + "\n" + text + "\n").str();
     };
+  // A spec that folds compiles the GEMM of its folded operands; the fold
+  // itself is a separate kernel of the runtime (runtime::GpuFolder).
+  if (spec->getFold() != numerics::BlockScaleFold::None) {
+    for (auto [name, scheme] : {std::pair{"A", &spec->aScaling},
+                                std::pair{"B", &spec->bScaling}})
+      if (numerics::isFoldable(*scheme))
+        if (Error e = numerics::checkFold(*scheme, spec->k, spec->getFold()))
+          return fail(createStringError(inconvertibleErrorCode(),
+                                        "operand " + Twine(name) + ": " +
+                                            toString(std::move(e))));
+    errs() << "note: fold " << numerics::getName(spec->getFold())
+           << ": the kernel multiplies the folded operands, "
+           << spec->getKernelSpec().str() << " (--fold none: the exact "
+           << "per-32 kernel)\n";
+  }
   Expected<compiler::KernelSource> kernel =
-      compiler::compileGemm(*spec, target, options);
+      compiler::compileGemm(spec->getKernelSpec(), target, options);
   if (!kernel)
     return fail(kernel.takeError());
 

@@ -122,6 +122,13 @@ cl::opt<compiler::MmaType>
                        "exact products, f32 outputs within 1e-5, about a third "
                        "of the FP8 speed")),
         kGemmCommands, cl::cat(category));
+cl::opt<std::string> fold(
+    "fold",
+    cl::desc("Where two-level and MXFP8 operands' E8M0 block factors go: "
+             "none (exact per-32 promotion), 128 (one promotion per 128 of "
+             "K), row (the row's factor in the epilogue), auto (row for "
+             "bf16/f16 outputs, none for f32)"),
+    cl::init("auto"), kGemmCommands, cl::cat(category));
 cl::opt<bool> staticM(
     "static-m", cl::desc("run, bench: compile the kernel for this M only"),
     cl::sub(getRunCommand()), cl::sub(getBenchCommand()), cl::cat(category));
@@ -192,6 +199,16 @@ Expected<compiler::GemmSpec> getGemmSpec(bool mIsLaunchRows) {
   spec.amax = amax;
   spec.promoteK = promoteK;
   spec.mma = mma;
+  if (fold != "auto") {
+    spec.fold = numerics::parseBlockScaleFold(fold);
+    if (!spec.fold)
+      return createStringError(inconvertibleErrorCode(),
+                               "--fold=" + fold +
+                                   " must be auto, none, 128 or row");
+  } else if (spec.getFold() != numerics::BlockScaleFold::None) {
+    // Spelled out, so that the spec's description shows it.
+    spec.fold = spec.getFold();
+  }
   return spec;
 }
 

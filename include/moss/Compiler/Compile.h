@@ -59,7 +59,9 @@ struct CompileOptions {
   std::function<void(llvm::StringRef stage, llvm::StringRef text)> onStage;
 };
 
-/// Compiles one GEMM for `target`: the moss.gemm from `spec` (M dynamic in
+/// Compiles one GEMM for `target`, as its schemes say: callers whose spec
+/// folds (GemmSpec::getFold) compile spec.getKernelSpec(), the GEMM of the
+/// folded operands. The moss.gemm from `spec` (M dynamic in
 /// the IR, then specialized by moss-specialize-shapes when `spec.m` is
 /// static), the pipeline (buildGemmPipeline), and the C++ emitter. Errors
 /// carry the compiler's diagnostics, e.g. "K=100 of operand A is not a

@@ -13,6 +13,7 @@
 
 #include "moss/Numerics/FP8.h"
 #include "moss/Numerics/Fidelity.h"
+#include "moss/Numerics/Fold.h"
 #include "moss/Numerics/Quantize.h"
 
 #include "llvm/Support/Error.h"
@@ -93,6 +94,9 @@ struct GemmSpec {
   int64_t promoteK = 0;
   /// What the tensor cores multiply; Auto resolves by the output type.
   MmaType mma = MmaType::Auto;
+  /// Where the E8M0 block factors of two-level and MXFP8 operands go
+  /// (docs/NUMERICS-CONTRACT.md section 8); unset: getFold()'s default.
+  std::optional<numerics::BlockScaleFold> fold;
 
   /// Whether M is dynamic.
   bool isDynamicM() const { return m == kDynamic; }
@@ -105,7 +109,18 @@ struct GemmSpec {
            (mma == MmaType::Auto && out == FloatType::F32);
   }
 
-  /// A short description, e.g. "?x11008x4096 e4m3 two-level(row, 32) x e4m3
+  /// The fold the GEMM applies: `fold` when set; else Row for bf16 and f16
+  /// outputs and None (exact per-32 promotion) for f32, which the accuracy
+  /// contract holds to 1e-5. None when no operand has E8M0 factors. The one
+  /// place the default is decided.
+  numerics::BlockScaleFold getFold() const;
+
+  /// The GEMM the kernel computes: each operand that getFold() folds
+  /// replaced by its folded scheme (per-row or per-group 1x128), no fold.
+  /// The spec itself when nothing folds.
+  GemmSpec getKernelSpec() const;
+
+  /// A short description, e.g. (a fold appears when `fold` is set) "?x11008x4096 e4m3 two-level(row, 32) x e4m3
   /// per-tensor -> bf16".
   std::string str() const;
 };

@@ -42,6 +42,9 @@ namespace moss {
 namespace compiler {
 struct KernelSource;
 } // namespace compiler
+namespace runtime {
+class GpuFolder;
+} // namespace runtime
 
 /// One FP8 operand on the device, as the quantizers write it
 /// (docs/NUMERICS-CONTRACT.md): codes [rows, K] row-major (K-major), block
@@ -186,6 +189,9 @@ public:
   /// Kernels that split K or use 64-row tiles (small M) take a workspace
   /// the runner keeps per stream; growing it synchronizes that stream once,
   /// so under CUDA graph capture run each shape once before capturing.
+  /// A spec that folds (GemmSpec::getFold) first folds its two-level or
+  /// MXFP8 operands on the stream (runtime::GpuFolder) into a second such
+  /// workspace, then launches the kernel of GemmSpec::getKernelSpec().
   llvm::Error run(const compiler::GemmSpec &spec, int64_t m,
                   const GemmBuffers &buffers, CUstream stream,
                   const GemmOptions &options = {});
@@ -223,6 +229,10 @@ private:
   llvm::Error loadKernel(Kernel &kernel, const compiler::KernelSource &source,
                          std::shared_ptr<const runtime::KernelEntry> entry);
   llvm::Error switchToFullKernel(Kernel &kernel, bool wait);
+  llvm::Expected<GemmBuffers> foldOperands(const compiler::GemmSpec &spec,
+                                           int64_t m,
+                                           const GemmBuffers &buffers,
+                                           CUstream stream);
   std::optional<compiler::TileConfig>
   lookUpDatabase(const compiler::GemmSpec &spec, int64_t m,
                  const std::string &path, bool verbose);
@@ -237,6 +247,9 @@ private:
   std::unique_ptr<TuningState> tuning;
   /// Workspaces of split-K and 64-row-tile kernels, one per stream.
   std::unique_ptr<Workspaces> workspaces;
+  /// The folds of two-level and MXFP8 operands, and their outputs.
+  std::unique_ptr<runtime::GpuFolder> folder;
+  std::unique_ptr<Workspaces> foldWorkspaces;
 };
 
 /// A GEMM's key: every field of the spec that changes the kernel (M only
