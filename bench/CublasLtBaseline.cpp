@@ -134,6 +134,8 @@ struct LtGemm {
   CUdeviceptr a = 0, b = 0, d = 0;
   CUdeviceptr aScale = 0, bScale = 0; // 0: no scale attribute set
   int32_t aScaleMode = -1, bScaleMode = -1; // -1: mode attribute not set
+  /// CUBLASLT_MATMUL_DESC_FAST_ACCUM: FP8 sums stay in the tensor cores.
+  bool fastAccumulation = false;
 };
 
 template <typename T>
@@ -182,6 +184,10 @@ Error describeLt(const CublasLtProblem &p, PreparedLt &prepared) {
     return std::move(error);
   if (Error error = setDesc(lt.op, CUBLASLT_MATMUL_DESC_TRANSB, opB, "TRANSB"))
     return std::move(error);
+  if (g.fastAccumulation)
+    if (Error error = setDesc(lt.op, CUBLASLT_MATMUL_DESC_FAST_ACCUM,
+                              int8_t(1), "FAST_ACCUM"))
+      return error;
   if (g.aScaleMode >= 0)
     if (Error error = setDesc(lt.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE,
                               g.aScaleMode, "A_SCALE_MODE"))
@@ -376,10 +382,11 @@ prepareCublasLtBf16(const CublasLtProblem &p) {
       });
 }
 
-Expected<std::unique_ptr<CublasLtGemm>>
-prepareCublasLtFp8PerTensor(const CublasLtProblem &p) {
+static Expected<std::unique_ptr<CublasLtGemm>>
+prepareFp8PerTensor(const CublasLtProblem &p, bool fastAccumulation) {
   return prepareLt(
       p, [&](std::mt19937_64 &rng, DeviceBuffers &buffers, LtGemm &g) -> Error {
+        g.fastAccumulation = fastAccumulation;
         if (Error error = uploadFp8Operands(p, rng, buffers, g))
           return error;
         // One FP32 scale per operand, on the device (SCALAR_32F, the default
@@ -388,6 +395,16 @@ prepareCublasLtFp8PerTensor(const CublasLtProblem &p) {
         std::vector<float> scaleB = randomScales(1, rng);
         return uploadScales(scaleA, scaleB, buffers, g);
       });
+}
+
+Expected<std::unique_ptr<CublasLtGemm>>
+prepareCublasLtFp8PerTensor(const CublasLtProblem &p) {
+  return prepareFp8PerTensor(p, /*fastAccumulation=*/false);
+}
+
+Expected<std::unique_ptr<CublasLtGemm>>
+prepareCublasLtFp8PerTensorFastAccum(const CublasLtProblem &p) {
+  return prepareFp8PerTensor(p, /*fastAccumulation=*/true);
 }
 
 Expected<std::unique_ptr<CublasLtGemm>>

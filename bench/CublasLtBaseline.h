@@ -57,9 +57,17 @@ llvm::Expected<std::unique_ptr<CublasLtGemm>>
 prepareCublasLtBf16(const CublasLtProblem &problem);
 
 /// E4M3 A and B with one FP32 scale each (device scalars through
-/// CUBLASLT_MATMUL_DESC_{A,B}_SCALE_POINTER), FP32 compute, BF16 D.
+/// CUBLASLT_MATMUL_DESC_{A,B}_SCALE_POINTER), FP32 compute, BF16 D; the
+/// library's default mode, which promotes the tensor cores' sums into FP32
+/// along K.
 llvm::Expected<std::unique_ptr<CublasLtGemm>>
 prepareCublasLtFp8PerTensor(const CublasLtProblem &problem);
+
+/// The same with CUBLASLT_MATMUL_DESC_FAST_ACCUM: the FP8 products are
+/// summed in the tensor cores over all of K, never promoted (the accuracy
+/// class of MOSS-JIT's unpromoted kernels).
+llvm::Expected<std::unique_ptr<CublasLtGemm>>
+prepareCublasLtFp8PerTensorFastAccum(const CublasLtProblem &problem);
 
 /// E4M3 A and B, A scaled per 1x128 block along K and B per 128x128 block
 /// (CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F / _BLK128x128_32F, CUDA 12.9+),

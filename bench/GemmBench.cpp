@@ -51,6 +51,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../tests/gpu/GemmApiLaunch.h"
 #include "../tests/gpu/GemmTestSupport.h"
 
 #include "CublasLtBaseline.h"
@@ -134,11 +135,29 @@ struct Variant {
   Params params;
 };
 
+/// The accuracy class of a kernel (docs/NUMERICS-CONTRACT.md section 7):
+/// what its sums compare with in cuBLASLt.
+std::string accuracyClass(bool f16Mma, int promoteK) {
+  if (f16Mma)
+    return "f16-exact";
+  if (promoteK == 0)
+    return "fast-accum";
+  return "promote-" + std::to_string(promoteK);
+}
+
+/// A GEMM timed through the product path (moss::GemmRunner via
+/// GemmApiLaunch): a spec that folds runs its fold kernel and then the
+/// GEMM kernel, both in the time.
+struct ApiVariant {
+  std::string name;
+  moss::compiler::GemmSpec spec;
+};
+
 } // namespace
 
 int main(int argc, char **argv) {
   int m = 8192, n = 8192, k = 8192, repeat = 20, sustainedMs = 0;
-  std::vector<std::string> only; // name substrings, any of them
+  std::vector<std::string> only;          // name substrings, any of them
   std::vector<std::string> onlyBaselines; // the same for the baselines
   bool cublasLt = true, quickCompile = false, f16Mma = false;
   std::vector<std::string> nvrtcFlags;
@@ -283,6 +302,52 @@ int main(int argc, char **argv) {
   both.scaleB = kTwoLevel;
   both.blockB = 32;
   add("twolevel_x_twolevel", both);
+  // Through the product path: the folds, and their kernels alone.
+  using moss::numerics::BlockScaleFold;
+  using moss::numerics::GlobalScope;
+  using moss::numerics::ScalingScheme;
+  std::vector<ApiVariant> apiVariants;
+  auto addApi = [&](std::string name, ScalingScheme a, ScalingScheme b,
+                    std::optional<BlockScaleFold> fold, int promoteK = 0) {
+    moss::compiler::GemmSpec spec;
+    spec.n = n;
+    spec.k = k;
+    spec.aScaling = a;
+    spec.bScaling = b;
+    spec.fold = fold;
+    spec.promoteK = promoteK;
+    apiVariants.push_back({name + "_api", spec});
+  };
+  const ScalingScheme mossRow = ScalingScheme::twoLevel(GlobalScope::Row);
+  const ScalingScheme mossTensor = ScalingScheme::twoLevel(GlobalScope::Tensor);
+  const ScalingScheme tensorScheme = ScalingScheme::perTensor();
+  addApi("tensor_x_tensor", tensorScheme, tensorScheme, std::nullopt);
+  addApi("tensor_x_tensor_promote128", tensorScheme, tensorScheme, std::nullopt,
+         128);
+  addApi("row_x_tensor", ScalingScheme::perRow(), tensorScheme, std::nullopt);
+  addApi("group1x128_x_tensor", ScalingScheme::perGroup(1, 128), tensorScheme,
+         std::nullopt);
+  for (auto [scope, a] : {std::pair{"moss_rowglobal", mossRow},
+                          std::pair{"moss_tensorglobal", mossTensor}}) {
+    addApi(std::string(scope) + "_x_tensor_fold_none", a, tensorScheme,
+           BlockScaleFold::None);
+    addApi(std::string(scope) + "_x_tensor_fold_row", a, tensorScheme,
+           BlockScaleFold::Row);
+    addApi(std::string(scope) + "_x_tensor_fold_row_promote128", a,
+           tensorScheme, BlockScaleFold::Row, 128);
+    addApi(std::string(scope) + "_x_tensor_fold_128", a, tensorScheme,
+           BlockScaleFold::K128);
+  }
+  addApi("twolevel_x_twolevel_fold_row", mossRow, mossRow, BlockScaleFold::Row);
+  addApi("twolevel_x_twolevel_fold_128", mossRow, mossRow,
+         BlockScaleFold::K128);
+  addApi("row_x_row", ScalingScheme::perRow(), ScalingScheme::perRow(),
+         std::nullopt);
+  addApi("mxfp8_x_mxfp8_fold_row", ScalingScheme::mxfp8(),
+         ScalingScheme::mxfp8(), BlockScaleFold::Row);
+  addApi("mxfp8_x_mxfp8_fold_128", ScalingScheme::mxfp8(),
+         ScalingScheme::mxfp8(), BlockScaleFold::K128);
+
   if (quickCompile)
     for (size_t i = 0, count = variants.size(); i < count; ++i) {
       // What GemmRunner compiles first: the variant on narrowed tiles.
@@ -358,6 +423,8 @@ int main(int argc, char **argv) {
     addBaseline("cublaslt_bf16", moss::bench::prepareCublasLtBf16);
     addBaseline("cublaslt_fp8_tensor_x_tensor",
                 moss::bench::prepareCublasLtFp8PerTensor);
+    addBaseline("cublaslt_fp8_tensor_x_tensor_fastaccum",
+                moss::bench::prepareCublasLtFp8PerTensorFastAccum);
     addBaseline("cublaslt_fp8_block1x128_x_128x128",
                 moss::bench::prepareCublasLtFp8BlockScaled);
   } else {
@@ -461,8 +528,72 @@ int main(int argc, char **argv) {
     prepared.push_back(std::move(prep));
   }
 
+  // The product path's variants: the operands above (two-level factors in
+  // dE8A/dE8B, FP32 ones in dF32A/dF32B, globals in dGA/dGB).
+  struct PreparedApi {
+    std::string name;
+    ApiVariant variant;
+    ApiBuffers buffers;
+    double compileSeconds = 0;
+    std::vector<float> times;
+  };
+  std::vector<std::unique_ptr<PreparedApi>> preparedApi;
+  for (const ApiVariant &v : apiVariants) {
+    if (!only.empty() && llvm::none_of(only, [&](const std::string &part) {
+          return v.name.find(part) != std::string::npos;
+        }))
+      continue;
+    auto prep = std::make_unique<PreparedApi>();
+    prep->variant = v;
+    // Gemm.h's getGemmScaleCounts cannot be included beside the templates'
+    // moss::gemm namespace.
+    auto localCount = [&](const ScalingScheme &scheme, int64_t rows) {
+      return scheme.hasLocalScales()
+                 ? (rows + scheme.blockRows - 1) / scheme.blockRows *
+                       (k / scheme.blockCols)
+                 : 0;
+    };
+    auto globalCount = [&](const ScalingScheme &scheme, int64_t rows) {
+      return scheme.hasGlobalScales() ? (scheme.globalPerRow() ? rows : 1) : 0;
+    };
+    auto operand = [&](const ScalingScheme &scheme, CUdeviceptr e8m0,
+                       CUdeviceptr f32, CUdeviceptr global, CUdeviceptr &local,
+                       CUdeviceptr &globalOut) {
+      local = !scheme.hasLocalScales()      ? 0
+              : scheme.localScalesAreE8M0() ? e8m0
+                                            : f32;
+      globalOut = scheme.hasGlobalScales() ? global : 0;
+    };
+    ApiBuffers &b = prep->buffers;
+    b.aCodes = dA;
+    b.bCodes = dB;
+    operand(v.spec.aScaling, dE8A, dF32A, dGA, b.aLocal, b.aGlobal);
+    operand(v.spec.bScaling, dE8B, dF32B, dGB, b.bLocal, b.bGlobal);
+    b.aLocalCount = localCount(v.spec.aScaling, m);
+    b.aGlobalCount = globalCount(v.spec.aScaling, m);
+    b.bLocalCount = localCount(v.spec.bScaling, n);
+    b.bGlobalCount = globalCount(v.spec.bScaling, n);
+    b.d = dOut;
+    std::string description;
+    moss::compiler::TileConfig planned;
+    auto t0 = std::chrono::steady_clock::now();
+    if (Error e = prepareThroughApi(v.spec, m, std::nullopt, false, description,
+                                    planned)) {
+      outs() << v.name << ": " << toString(std::move(e)) << "\n";
+      continue;
+    }
+    prep->compileSeconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
+    moss::compiler::GemmSpec kernelSpec = v.spec.getKernelSpec();
+    prep->name =
+        v.name + " " + planned.str() + " " +
+        accuracyClass(false, int(moss::compiler::getPromoteK(kernelSpec)));
+    preparedApi.push_back(std::move(prep));
+  }
+
   errs() << "timing " << baselines.size() << " baselines and "
-         << prepared.size() << " kernels "
+         << prepared.size() + preparedApi.size() << " kernels "
          << (sustainedMs > 0 ? "one at a time" : "round-robin") << "...\n";
   // Alone for sustainedMs: the launch count from a short probe.
   auto timeAlone = [&](auto launch, std::vector<float> &times,
@@ -494,6 +625,15 @@ int main(int argc, char **argv) {
             },
             kernel->times, kernel->name);
       });
+    for (const std::unique_ptr<PreparedApi> &prep : preparedApi)
+      items.push_back([&, api = prep.get()] {
+        timeAlone(
+            [&] {
+              return runThroughApi(api->variant.spec, m, std::nullopt, false,
+                                   api->buffers, stream);
+            },
+            api->times, api->name);
+      });
     for (const std::function<void()> &item : items)
       item();
     for (auto it = items.rbegin(); it != items.rend(); ++it)
@@ -521,6 +661,14 @@ int main(int argc, char **argv) {
                                 prep->kernelParams);
           },
           prep->times, prep->name);
+    for (const std::unique_ptr<PreparedApi> &prep : preparedApi)
+      timeRound(
+          round,
+          [&] {
+            return runThroughApi(prep->variant.spec, m, std::nullopt, false,
+                                 prep->buffers, stream);
+          },
+          prep->times, prep->name);
   }
   auto median = [](std::vector<float> &times) {
     std::sort(times.begin(), times.end());
@@ -529,7 +677,7 @@ int main(int argc, char **argv) {
 
   // ratio()'s bases: 0 when a baseline is unsupported or skipped (its
   // column then shows "-").
-  double ltFp8Tflops = 0, ltBlockTflops = 0;
+  double ltFp8Tflops = 0, ltFastTflops = 0, ltBlockTflops = 0;
   outs() << format("%-46s %9s %9s %9s %9s\n", "baseline", "", "median_ms",
                    "best_ms", "TFLOPS");
   for (Baseline &b : baselines) {
@@ -537,25 +685,37 @@ int main(int argc, char **argv) {
     double tflops = tflopsOf(ms);
     if (StringRef(b.name) == "cublaslt_fp8_tensor_x_tensor")
       ltFp8Tflops = tflops;
+    if (StringRef(b.name) == "cublaslt_fp8_tensor_x_tensor_fastaccum")
+      ltFastTflops = tflops;
     if (StringRef(b.name) == "cublaslt_fp8_block1x128_x_128x128")
       ltBlockTflops = tflops;
     outs() << format("%-46s %9s %9.4f %9.4f %9.1f\n", b.name, "", ms,
                      b.times.front(), tflops);
   }
 
-  outs() << format("%-46s %9s %9s %9s %9s %11s %11s\n", "kernel tile",
-                   "compile_s", "median_ms", "best_ms", "TFLOPS", "vs_lt_fp8",
-                   "vs_lt_block");
-  for (const std::unique_ptr<Prepared> &prep : prepared) {
-    std::vector<float> &times = prep->times;
+  // vs_lt_fp8: over cuBLASLt FP8 per-tensor in its default (promoting)
+  // mode; vs_lt_fast: over its fast-accumulation mode, the class of our
+  // unpromoted kernels.
+  outs() << format("%-62s %9s %9s %9s %9s %10s %10s %11s\n",
+                   "kernel tile accuracy", "compile_s", "median_ms", "best_ms",
+                   "TFLOPS", "vs_lt_fp8", "vs_lt_fast", "vs_lt_block");
+  auto row = [&](const std::string &name, double compileSeconds,
+                 std::vector<float> &times, bool perGroup) {
     float ms = median(times);
     double tflops = tflopsOf(ms);
-    const Params &p = prep->params;
-    bool perGroup = p.scaleA == kPerGroup && p.scaleB == kPerGroup;
-    outs() << format("%-46s %9.3f %9.4f %9.4f %9.1f %11s %11s\n",
-                     prep->name.c_str(), prep->compileSeconds, ms,
-                     times.front(), tflops, ratio(tflops, ltFp8Tflops).c_str(),
+    outs() << format("%-62s %9.3f %9.4f %9.4f %9.1f %10s %10s %11s\n",
+                     name.c_str(), compileSeconds, ms, times.front(), tflops,
+                     ratio(tflops, ltFp8Tflops).c_str(),
+                     ratio(tflops, ltFastTflops).c_str(),
                      perGroup ? ratio(tflops, ltBlockTflops).c_str() : "");
+  };
+  for (const std::unique_ptr<Prepared> &prep : prepared) {
+    const Params &p = prep->params;
+    row(prep->name + " " + accuracyClass(p.f16Mma, plan(p).promoteK),
+        prep->compileSeconds, prep->times,
+        p.scaleA == kPerGroup && p.scaleB == kPerGroup);
   }
+  for (const std::unique_ptr<PreparedApi> &prep : preparedApi)
+    row(prep->name, prep->compileSeconds, prep->times, false);
   return 0;
 }

@@ -331,6 +331,21 @@ typedef enum moss_mma_type_t {
   MOSS_MMA_F16 = 2
 } moss_mma_type_t;
 
+/* Where the E8M0 block factors of two-level and MXFP8 operands go
+ * (docs/NUMERICS-CONTRACT.md section 8). */
+typedef enum moss_fold_t {
+  /* MOSS_FOLD_ROW for bf16 and f16 outputs, MOSS_FOLD_NONE for f32. */
+  MOSS_FOLD_AUTO = 0,
+  /* Exact: every 32-of-K partial sum promoted with its factors (slow). */
+  MOSS_FOLD_NONE = 1,
+  /* Codes refer to the largest factor of their 128-wide K group: one
+   * promotion per 128 of K; K must be a multiple of 128. */
+  MOSS_FOLD_128 = 2,
+  /* Codes refer to the largest factor of their row: the row's factor goes
+   * to the epilogue, no promotion in the main loop (fastest). */
+  MOSS_FOLD_ROW = 3
+} moss_fold_t;
+
 /* One operand's FP8 format and scaling scheme (as in moss_quantize_spec_t). */
 typedef struct moss_gemm_operand_spec_t {
   int32_t format;       /* moss_fp8_format_t */
@@ -365,6 +380,10 @@ typedef struct moss_gemm_spec_t {
   /* moss_mma_type_t. Since the struct's second version (read only when
    * struct_size covers it; older callers get MOSS_MMA_AUTO). */
   int32_t mma;
+  /* moss_fold_t. Since the struct's third version (older callers get
+   * MOSS_FOLD_AUTO). A fold runs a memory-bound pass over the folded
+   * operands before the GEMM, into a workspace kept per stream. */
+  int32_t fold;
 } moss_gemm_spec_t;
 
 /* One operand's device buffers; counts are in elements. */

@@ -6,8 +6,10 @@
 #include "moss/Runtime/Module.h"
 
 #include "llvm/ADT/Twine.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MathExtras.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
 #include <climits>
@@ -52,13 +54,36 @@ Error checkFoldSpec(const FoldSpec &spec) {
 
 std::string generateFoldSource(const FoldSpec &spec) {
   int group = spec.fold == BlockScaleFold::Row ? 0 : int(kFoldGroupCols);
-  return formatv("#include \"moss/quantize/fold.cuh\"\n\n"
-                 "extern \"C\" __global__ void __launch_bounds__({4})\n"
-                 "moss_fold(const moss::quantize::FoldArgs args) {{\n"
-                 "  moss::quantize::fold<{0}, {1}, {2}, {3}, {4}>(args);\n"
-                 "}\n",
-                 spec.format == Fp8Format::E4M3 ? 0 : 1, spec.scheme.blockCols,
-                 group, getGlobalKind(spec.scheme), kFoldThreads)
+  // The rounding of every code at every shift, from the host rule: the
+  // kernel looks up what it cannot do by exponent arithmetic.
+  std::string table;
+  raw_string_ostream os(table);
+  const int shifts = getFoldShiftLimit(spec.format) + 1;
+  for (int word = 0; word < shifts * 64; ++word) {
+    uint32_t packed = 0;
+    for (int byte = 0; byte < 4; ++byte) {
+      int index = word * 4 + byte;
+      packed |=
+          uint32_t(foldCode(uint8_t(index & 0xFF), index >> 8, spec.format))
+          << (8 * byte);
+    }
+    os << (word % 4 == 0 ? (word ? "}}, {{" : "{{") : ", ")
+       << format_hex(packed, 10);
+    if (word % 32 == 31)
+      os << "\n   ";
+  }
+  os << "}}";
+  return formatv(
+             "#include \"moss/quantize/fold.cuh\"\n\n"
+             "__device__ const moss::Vec16 kFoldTable[{5}] = {{\n   {6}};\n\n"
+             "extern \"C\" __global__ void __launch_bounds__({4})\n"
+             "moss_fold(const moss::quantize::FoldArgs args) {{\n"
+             "  moss::quantize::fold<{0}, {1}, {2}, {3}, {4}>(args, "
+             "kFoldTable);\n"
+             "}\n",
+             spec.format == Fp8Format::E4M3 ? 0 : 1, spec.scheme.blockCols,
+             group, getGlobalKind(spec.scheme), kFoldThreads, shifts * 16,
+             table)
       .str();
 }
 

@@ -9,7 +9,10 @@
 #   jitbench  moss-jit bench on the issue's shapes and schemes
 #   sanitize  compute-sanitizer memcheck and racecheck, one small GEMM per variant (both epilogue stores)
 #   bench  the benchmarks (quantizers, GEMM against cuBLASLt)
+#   fold   the fold suite, its sanitizer runs and the fold benchmarks
 #   all    (default) everything
+#
+# Exits 1, naming them, when any suite or benchmark fails.
 set -uo pipefail
 bin="${1:?usage: run-on-device.sh BIN_DIR [quick|gemm|jitbench|sanitize|bench|all]}"
 mode="${2:-all}"
@@ -17,13 +20,16 @@ out="${MOSS_GPU_LOG_DIR:-./gpu-logs}"
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/device.txt"
 
+failed=()
 run() { # name, command...
   local name=$1; shift
   [ -x "$1" ] || { echo "=== $name: $1 missing, skipped"; return; }
   echo "=== $name: $*"
   # A hung kernel must not eat the whole lease.
   timeout "${MOSS_RUN_TIMEOUT:-300}" "$@" > "$out/$name.log" 2>&1
-  echo "=== $name exit $?"
+  local status=$?
+  echo "=== $name exit $status"
+  [ "$status" -eq 0 ] || failed+=("$name")
   tail -n "${MOSS_TAIL:-25}" "$out/$name.log"
 }
 
@@ -110,6 +116,35 @@ fresh_caches() {
   rm -rf "$MOSS_CACHE_DIR" "$CUDA_CACHE_PATH"
 }
 
+# The fold of E8M0 block factors: its suite, compute-sanitizer on the fold
+# and the folded kernels, and the benchmark shapes of docs/PERFORMANCE.md.
+fold() {
+  run fold-gpu-test "$bin/FoldGpuTest"
+  local jit="$bin/moss-jit"
+  local cs="${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}"
+  local i=0
+  while read -r variant; do
+    i=$((i + 1))
+    for tool in memcheck racecheck; do
+      MOSS_TAIL=4 run "sanitize-fold-$tool-$i" "$cs" --tool "$tool" --error-exitcode 9 "$jit" run --m 129 --n 264 --k 1024 $variant --check 16
+    done
+  done <<'VARIANTS'
+--a-scheme moss --a-global tensor --b-scheme per-tensor --fold row
+--a-scheme moss --a-global row --b-scheme moss --b-global row --fold 128 --bias f32
+--a-scheme mxfp8 --b-scheme mxfp8 --fold row --out f32
+VARIANTS
+  local keep=(--only _api --only moss_twolevel_x_tensor_heuristic --only twolevel_x_twolevel_heuristic)
+  MOSS_RUN_TIMEOUT=480 run fold-bench-8192 "$bin/moss-bench-gemm" --m 8192 --n 8192 --k 8192 --repeat 20 "${keep[@]}"
+  for shape in "16384 4096 4096" "16384 11008 4096" "16384 12288 4096" "16384 4096 11008" "4096 4096 4096" \
+               "1 4096 4096" "16 4096 4096" "128 4096 4096" "1 11008 4096" "16 11008 4096" "128 11008 4096" \
+               "1 4096 11008" "16 4096 11008" "128 4096 11008"; do
+    set -- $shape
+    MOSS_TAIL=40 run "fold-bench-$1x$2x$3" "$bin/moss-bench-gemm" --m "$1" --n "$2" --k "$3" --repeat 20 --baseline fp8 \
+      --only tensor_x_tensor_api --only tensor_x_tensor_promote128_api --only row_x_tensor_api --only group1x128_x_tensor_api \
+      --only moss_rowglobal_x_tensor_fold --only moss_tensorglobal_x_tensor_fold_row_api --only twolevel_x_twolevel_fold --only mxfp8_x_mxfp8_fold
+  done
+}
+
 benches() {
   fresh_caches
   run quantize-bench "$bin/moss-bench-quantize"
@@ -126,6 +161,11 @@ case "$mode" in
   jitbench) jitbench ;;
   sanitize) sanitize ;;
   bench) benches ;;
-  all) suites; gemm; jitbench; sanitize; benches ;;
+  fold) fold ;;
+  all) suites; gemm; jitbench; sanitize; fold; benches ;;
   *) echo "unknown mode $mode"; exit 2 ;;
 esac
+if [ "${#failed[@]}" -gt 0 ]; then
+  echo "FAILED: ${failed[*]}"
+  exit 1
+fi

@@ -277,6 +277,19 @@ TEST(GemmCApi, ChecksWithoutAGpu) {
   version1 = bad;
   version1.struct_size = offsetof(moss_gemm_spec_t, mma);
   EXPECT_EQ(cCheck(&version1, kM, &buffers), "");
+  for (int32_t fold : {MOSS_FOLD_NONE, MOSS_FOLD_128, MOSS_FOLD_ROW}) {
+    moss_gemm_spec_t chosen = spec;
+    chosen.fold = fold;
+    EXPECT_EQ(cCheck(&chosen, kM, &buffers), "") << "fold " << fold;
+  }
+  bad = spec;
+  bad.fold = 4;
+  EXPECT_NE(cCheck(&bad, kM, &buffers).find("spec->fold=4 is not"),
+            std::string::npos);
+  // A version 2 caller (no fold) is not read past its end.
+  moss_gemm_spec_t version2 = bad;
+  version2.struct_size = offsetof(moss_gemm_spec_t, fold);
+  EXPECT_EQ(cCheck(&version2, kM, &buffers), "");
   bad = spec;
   bad.a.scheme = 9;
   EXPECT_NE(cCheck(&bad, kM, &buffers).find("spec->a.scheme=9"),

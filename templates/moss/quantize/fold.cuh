@@ -4,12 +4,15 @@
 //
 // One warp per row. Each code becomes RNE(code * 2^-(E - e)), E the largest
 // exponent of its row (Group = 0) or of its 128-wide K group, e its block's.
-// The CTA first tabulates that rounding for every code and every shift below
-// the format's limit (from there on every finite code rounds to zero), so
-// the main loop is one shared-memory lookup per byte.
+// Codes whose result stays normal only lose `shift` from their exponent
+// field, four at a time in a 32-bit word; other words go through a table of
+// the rounding for every code and every shift below the format's limit
+// (from there on every finite code rounds to zero). The generated source
+// holds that table, made by the host rule (moss::numerics::foldCode), so the
+// rounding is defined once; each CTA copies it into shared memory.
 #pragma once
 
-#include "moss/ptx/convert.cuh"
+#include "moss/common/fp8.cuh"
 
 namespace moss::quantize {
 
@@ -36,31 +39,53 @@ enum FoldGlobal : int { kFoldNoGlobal = 0, kFoldTensorGlobal = 1,
 /// (moss::numerics::getFoldShiftLimit).
 template <int Fmt> constexpr int kFoldShiftLimit = Fmt == kE4M3 ? 19 : 33;
 
-template <int Fmt> __device__ __forceinline__ bool isNonFiniteCode(uint32_t c) {
-  uint32_t magnitude = c & 0x7Fu;
-  return Fmt == kE4M3 ? magnitude == 0x7Fu : magnitude >= 0x7Cu;
-}
+/// Field layout of a format's codes, four to a 32-bit word.
+template <int Fmt> struct FoldFields;
+template <> struct FoldFields<kE4M3> {
+  static constexpr int kMantissaBits = 3;
+  static constexpr uint32_t kExponentMask = 0x78787878u;
+};
+template <> struct FoldFields<kE5M2> {
+  static constexpr int kMantissaBits = 2;
+  static constexpr uint32_t kExponentMask = 0x7C7C7C7Cu;
+};
 
-/// RNE(code * 2^-shift); non-finite codes stay as they are. The product is
-/// exact in FP32 (it stays far above FP32's subnormals for shift <= 33).
+/// The four codes of `w` times 2^-shift (0 < shift <= 34) when each stays
+/// normal and none is NaN or infinite: then only the exponent fields drop
+/// by `shift`, with no borrow between bytes. Returns false otherwise.
 template <int Fmt>
-__device__ __forceinline__ uint32_t foldCode(uint32_t code, int shift) {
-  if (isNonFiniteCode<Fmt>(code))
-    return code;
-  float value = ptx::f16ToFloat(
-      static_cast<ptx::u16>(ptx::fp8x2ToF16x2<Fmt>(code) & 0xFFFFu));
-  return encodeFp8x2<Fmt>(0.0f, mulRn(value, exp2i(-shift))) & 0xFFu;
+__device__ __forceinline__ bool foldWordExactly(uint32_t w, int shift,
+                                                uint32_t &out) {
+  using F = FoldFields<Fmt>;
+  const uint32_t exponents = (w & F::kExponentMask) >> F::kMantissaBits;
+  // Every byte's exponent above `shift`: bit 7 of exponent + 128 - shift - 1.
+  const uint32_t above =
+      (exponents + uint32_t(127 - shift) * 0x01010101u) & 0x80808080u;
+  // No NaN or infinity: E4M3's S.1111.111, E5M2's S.11111.xx.
+  uint32_t nonFinite;
+  if constexpr (Fmt == kE4M3) {
+    const uint32_t t = (w & 0x7F7F7F7Fu) ^ 0x7F7F7F7Fu; // zero byte: NaN
+    nonFinite = (t - 0x01010101u) & ~t & 0x80808080u;
+  } else {
+    nonFinite = ((exponents + 0x61616161u) & 0x80808080u); // exponent 31
+  }
+  out = w - uint32_t(shift << F::kMantissaBits) * 0x01010101u;
+  return above == 0x80808080u && nonFinite == 0;
 }
 
-/// One 16-byte chunk of codes through the shift's table.
-__device__ __forceinline__ Vec16 lookUp(const uint8_t *table, const Vec16 &v) {
+/// One 16-byte chunk of codes of one block, folded by `shift` (> 0).
+template <int Fmt>
+__device__ __forceinline__ Vec16 foldChunk(const uint8_t *table,
+                                           const Vec16 &v, int shift) {
   Vec16 r;
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    uint32_t w = v.w[i];
-    r.w[i] = uint32_t(table[w & 0xFFu]) | uint32_t(table[(w >> 8) & 0xFFu]) << 8 |
-             uint32_t(table[(w >> 16) & 0xFFu]) << 16 |
-             uint32_t(table[w >> 24]) << 24;
+    const uint32_t w = v.w[i];
+    if (!foldWordExactly<Fmt>(w, shift, r.w[i]))
+      r.w[i] = uint32_t(table[w & 0xFFu]) |
+               uint32_t(table[(w >> 8) & 0xFFu]) << 8 |
+               uint32_t(table[(w >> 16) & 0xFFu]) << 16 |
+               uint32_t(table[w >> 24]) << 24;
   }
   return r;
 }
@@ -78,15 +103,20 @@ __device__ __forceinline__ int referenceExponent(const uint8_t *e8m0, int first,
   return e;
 }
 
+/// `table`: the folded code of every code c at every shift d <= the limit,
+/// at d * 256 + c (made by the host, moss::numerics::foldCode).
 template <int Fmt, int Block, int Group, int Global, int Threads>
-__device__ __forceinline__ void fold(const FoldArgs &args) {
+__device__ __forceinline__ void fold(const FoldArgs &args,
+                                     const Vec16 *table) {
   constexpr int kLimit = kFoldShiftLimit<Fmt>;
   constexpr int kWarps = Threads / 32;
   constexpr int kUnroll = 4;
-  __shared__ uint8_t tables[(kLimit + 1) * 256];
-  for (int i = threadIdx.x; i < (kLimit + 1) * 256; i += Threads)
-    tables[i] = uint8_t(foldCode<Fmt>(uint32_t(i & 0xFF), i >> 8));
+  constexpr int kTableVecs = (kLimit + 1) * 256 / 16;
+  __shared__ Vec16 tableVecs[kTableVecs];
+  for (int i = threadIdx.x; i < kTableVecs; i += Threads)
+    tableVecs[i] = table[i];
   __syncthreads();
+  const uint8_t *tables = reinterpret_cast<const uint8_t *>(tableVecs);
 
   const int lane = threadIdx.x & 31;
   const int blocks = args.cols / Block;
@@ -127,7 +157,7 @@ __device__ __forceinline__ void fold(const FoldArgs &args) {
       for (int u = 0; u < kUnroll; ++u) {
         const int chunk = base + 32 * u;
         if (chunk >= chunks)
-          break;
+          continue;
         int reference = rowReference;
         if constexpr (Group != 0) {
           constexpr int kGroupChunks = Group / 16;
@@ -148,7 +178,7 @@ __device__ __forceinline__ void fold(const FoldArgs &args) {
         } else {
           int shift = min(reference - (blockCode - 127), kLimit);
           if (shift != 0)
-            r = lookUp(tables + shift * 256, v[u]);
+            r = foldChunk<Fmt>(tables + shift * 256, v[u], shift);
         }
         out[chunk] = r;
       }
