@@ -15,6 +15,7 @@
 
 #include "moss/Compiler/GemmSpec.h"
 #include "moss/Numerics/Fidelity.h"
+#include "moss/Numerics/Fold.h"
 #include "moss/Numerics/Quantize.h"
 #include "moss/Numerics/Samples.h"
 #include "moss/Numerics/TensorCoreModel.h"
@@ -120,6 +121,8 @@ TEST(GemmCApiGpu, QuantizeThenGemmMatchesReference) {
   spec.n = n;
   spec.k = k;
   spec.bias = MOSS_TYPE_F32;
+  // The exact path first (bf16 outputs fold by default; checked below).
+  spec.fold = MOSS_FOLD_NONE;
   Buffer biasBuffer(n * 4), d(m * n * 2);
   ASSERT_EQ(api.memcpyHtoD(biasBuffer.ptr, bias.data(), n * 4), CUDA_SUCCESS);
   ASSERT_EQ(api.memsetD8(d.ptr, 0xFF, m * n * 2), CUDA_SUCCESS);
@@ -172,6 +175,37 @@ TEST(GemmCApiGpu, QuantizeThenGemmMatchesReference) {
                       << ", expected " << expected.value;
     }
   EXPECT_EQ(bad, 0);
+
+  // --- the default for bf16: A's block factors folded into its codes
+  // (docs/NUMERICS-CONTRACT.md section 8), against the FP64 product of the
+  // host's folded operands, summed unpromoted.
+  {
+    moss_gemm_spec_t folding = spec;
+    folding.fold = MOSS_FOLD_AUTO;
+    ASSERT_EQ(api.memsetD8(d.ptr, 0xFF, m * n * 2), CUDA_SUCCESS);
+    expectOk(moss_gemm(context, &folding, m, &buffers, nullptr));
+    ASSERT_EQ(api.streamSynchronize(nullptr), CUDA_SUCCESS);
+    std::vector<uint16_t> folded(m * n);
+    ASSERT_EQ(api.memcpyDtoH(folded.data(), d.ptr, m * n * 2), CUDA_SUCCESS);
+    QuantizedTensor fa =
+        llvm::cantFail(foldBlockScales(qa, BlockScaleFold::Row));
+    const std::vector<double> dqFa = dequantize(fa), dqB = dequantize(qb);
+    int64_t badFolded = 0;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        llvm::ArrayRef<double> rowA(&dqFa[i * k], k), rowB(&dqB[j * k], k);
+        double expected = bias[j];
+        for (int64_t t = 0; t < k; ++t)
+          expected += rowA[t] * rowB[t];
+        double got = bf16ToFloat(folded[i * n + j]);
+        if (!(std::fabs(got - expected) <=
+              gemmEntryAllowedError(expected, rounding, rowA, rowB, k)) &&
+            badFolded++ < 5)
+          ADD_FAILURE() << "folded (" << i << ", " << j << "): got " << got
+                        << ", expected " << expected;
+      }
+    EXPECT_EQ(badFolded, 0);
+  }
 
   // --- f32 output: moss_gemm_spec_init's MOSS_MMA_AUTO multiplies in f16;
   // MOSS_MMA_FP8, for comparison, is about ten times less exact

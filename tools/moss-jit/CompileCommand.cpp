@@ -10,6 +10,7 @@
 
 #include "moss/Compiler/Compile.h"
 #include "moss/Runtime/Nvrtc.h"
+#include "moss/Support/Npy.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
@@ -101,13 +102,14 @@ int runCompile() {
       return fail(result.takeError());
     text = emit == Emit::Ptx ? result->ptx : result->cubin;
   }
-  std::error_code ec;
-  raw_fd_ostream os(output, ec,
-                    emit == Emit::Cubin ? sys::fs::OF_None : sys::fs::OF_Text);
-  if (ec)
-    return fail(createStringError(ec, "cannot write '" + output +
-                                          "': " + ec.message()));
-  os << text;
+  if (output == "-") {
+    outs() << text;
+  } else if (Error e = writeFileAtomically(output, ArrayRef(text.data(),
+                                                            text.size()))) {
+    // A temporary file and a rename: a failed write leaves an earlier
+    // FILE as it was.
+    return fail(std::move(e));
+  }
   if (emit != Emit::Mlir)
     errs() << "kernel " << kernel->kernelName << ": tile "
            << kernel->tiling.tileM << "x" << kernel->tiling.tileN << ", "

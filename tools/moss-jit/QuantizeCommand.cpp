@@ -99,12 +99,43 @@ static Error checkOutputDirectory(StringRef dir) {
   return Error::success();
 }
 
-/// Writes every file to a temporary name first, then renames them all, and
-/// removes outputs of an earlier run that this scheme does not produce, so
-/// the directory never mixes two runs.
+/// Replaces the outputs in `dir` all or nothing: every file goes to a
+/// temporary name first; every destination (and an earlier run's
+/// local.npy or global.npy that this scheme does not write) must be a
+/// regular file or absent; those that exist are moved to backups, the new
+/// files renamed in, and the backups removed. A failure on the way puts the
+/// backups back, so the directory never mixes two runs.
 static Error writeOutputs(StringRef dir, ArrayRef<OutputFile> files) {
+  auto pathOf = [&](StringRef name) {
+    SmallString<256> path(dir);
+    sys::path::append(path, name);
+    return std::string(path);
+  };
+  std::vector<std::string> replaced; // destinations, new files first
+  for (const OutputFile &file : files)
+    replaced.push_back(pathOf(file.name));
+  for (StringRef name : {"local.npy", "global.npy"})
+    if (llvm::none_of(files, [&](const OutputFile &f) { return f.name == name; }))
+      replaced.push_back(pathOf(name));
+  for (const std::string &path : replaced) {
+    sys::fs::file_status status;
+    if (sys::fs::status(path, status, /*follow=*/false))
+      continue; // absent
+    if (status.type() != sys::fs::file_type::regular_file)
+      return createStringError(inconvertibleErrorCode(),
+                               "'" + path +
+                                   "' is not a regular file; nothing was "
+                                   "written");
+  }
+
   std::vector<std::string> temps;
-  auto cleanup = [&]() {
+  std::vector<std::pair<std::string, std::string>> backups; // (path, backup)
+  std::vector<std::string> renamedIn;
+  auto rollBack = [&]() {
+    for (const std::string &path : renamedIn)
+      sys::fs::remove(path);
+    for (const auto &[path, backup] : backups)
+      sys::fs::rename(backup, path);
     for (const std::string &temp : temps)
       sys::fs::remove(temp);
   };
@@ -114,7 +145,7 @@ static Error writeOutputs(StringRef dir, ArrayRef<OutputFile> files) {
     int fd = -1;
     SmallString<256> temp;
     if (std::error_code ec = sys::fs::createUniqueFile(model, fd, temp)) {
-      cleanup();
+      rollBack();
       return createStringError(ec, "cannot write in '" + dir +
                                        "': " + ec.message());
     }
@@ -125,28 +156,39 @@ static Error writeOutputs(StringRef dir, ArrayRef<OutputFile> files) {
     if (os.has_error()) {
       std::error_code ec = os.error();
       os.clear_error();
-      cleanup();
+      rollBack();
       return createStringError(ec, "cannot write '" + temp +
                                        "': " + ec.message());
     }
   }
-  for (size_t i = 0; i < files.size(); ++i) {
-    SmallString<256> path(dir);
-    sys::path::append(path, files[i].name);
-    if (std::error_code ec = sys::fs::rename(temps[i], path)) {
-      cleanup();
-      return createStringError(ec, "cannot rename into '" + path +
+  for (const std::string &path : replaced) {
+    if (!sys::fs::exists(path))
+      continue;
+    SmallString<256> backup;
+    if (std::error_code ec = sys::fs::createUniqueFile(
+            path + ".old-%%%%%%%%", backup)) {
+      rollBack();
+      return createStringError(ec, "cannot write in '" + dir +
                                        "': " + ec.message());
     }
+    if (std::error_code ec = sys::fs::rename(path, backup)) {
+      sys::fs::remove(backup);
+      rollBack();
+      return createStringError(ec, "cannot replace '" + path +
+                                       "': " + ec.message());
+    }
+    backups.push_back({path, std::string(backup)});
   }
-  for (StringRef name : {"local.npy", "global.npy"}) {
-    bool produced = llvm::any_of(
-        files, [&](const OutputFile &file) { return file.name == name; });
-    SmallString<256> path(dir);
-    sys::path::append(path, name);
-    if (!produced)
-      sys::fs::remove(path);
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (std::error_code ec = sys::fs::rename(temps[i], replaced[i])) {
+      rollBack();
+      return createStringError(ec, "cannot rename into '" + replaced[i] +
+                                       "': " + ec.message());
+    }
+    renamedIn.push_back(replaced[i]);
   }
+  for (const auto &[path, backup] : backups)
+    sys::fs::remove(backup);
   return Error::success();
 }
 

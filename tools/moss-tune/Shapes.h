@@ -19,6 +19,7 @@
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,8 @@ struct ShapeDefaults {
   OperandScheme a, b;
   compiler::FloatType out = compiler::FloatType::BF16;
   compiler::MmaType mma = compiler::MmaType::Auto;
+  /// The fold of two-level and MXFP8 operands; unset: GemmSpec's default.
+  std::optional<numerics::BlockScaleFold> fold;
 };
 
 /// One GEMM to tune: `spec` has a dynamic M (the kernel the runtime

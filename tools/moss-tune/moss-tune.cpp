@@ -97,6 +97,14 @@ cl::opt<compiler::MmaType> mma(
                clEnumValN(compiler::MmaType::F16, "f16", "")),
     cl::cat(shapeCategory));
 
+cl::opt<std::string> fold(
+    "fold",
+    cl::desc("Where two-level and MXFP8 operands' block factors go, as the "
+             "runtime's GEMMs ask for it: auto (row for bf16/f16 outputs, "
+             "none for f32), none, 128 or row; a fold tunes the kernel of the "
+             "folded operands"),
+    cl::init("auto"), cl::cat(shapeCategory));
+
 cl::OptionCategory searchCategory(
     "Search (tile_m x tile_n x stages x cluster x raster x swizzle, and "
     "split-K at M up to 128; the kernel has a fixed two consumer "
@@ -184,6 +192,13 @@ Expected<std::vector<TuneShape>> readShapes() {
   defaults.b = *b;
   defaults.out = out;
   defaults.mma = mma;
+  if (fold != "auto") {
+    defaults.fold = numerics::parseBlockScaleFold(fold);
+    if (!defaults.fold)
+      return createStringError(inconvertibleErrorCode(),
+                               "--fold=" + fold +
+                                   " must be auto, none, 128 or row");
+  }
 
   std::vector<TuneShape> shapes;
   if (!preset.empty()) {
@@ -219,22 +234,26 @@ Expected<std::vector<TuneShape>> readShapes() {
   return shapes;
 }
 
-/// The database at `path`: empty when there is none; a file that fails its
-/// checks is reported, moved aside to <path>.corrupt and not used.
-compiler::TuningDatabase loadDatabase(StringRef path) {
+/// The database at `path`: empty when there is none. A file that cannot be
+/// read or fails its checks is never moved or changed: the error says so
+/// (a dry run only warns and goes on without it).
+Expected<compiler::TuningDatabase> loadDatabase(StringRef path) {
   if (!sys::fs::exists(path))
-    return {};
+    return compiler::TuningDatabase();
   Expected<compiler::TuningDatabase> loaded =
       compiler::TuningDatabase::load(path);
   if (loaded)
     return std::move(*loaded);
-  std::string aside = (path + ".corrupt").str();
-  errs() << "moss-tune: warning: ignoring the tuning database: "
-         << toString(loaded.takeError()) << "; moving it to '" << aside
-         << "' and starting a new one\n";
-  if (std::error_code ec = sys::fs::rename(path, aside))
-    errs() << "moss-tune: warning: cannot move it: " << ec.message() << "\n";
-  return {};
+  std::string why = toString(loaded.takeError());
+  if (dryRun) {
+    errs() << "moss-tune: warning: ignoring the tuning database: " << why
+           << " (left as it is)\n";
+    return compiler::TuningDatabase();
+  }
+  return createStringError(
+      inconvertibleErrorCode(),
+      why + "; the file is left as it is: repair or remove it, or give --db "
+            "a new file for the results");
 }
 
 void printCounts(raw_ostream &os, const CandidateCounts &c) {
@@ -305,26 +324,6 @@ int main(int argc, char **argv) {
   runtime::KernelCacheOptions cacheOptions;
   cacheOptions.memoryCapacity = 4096;
   runtime::KernelCache cache(cacheOptions);
-  std::unique_ptr<GemmRunner> runner;
-  if (dryRun) {
-    target.arch = arch;
-    target.smCount = smCount;
-    target.sharedMemoryPerBlock = sharedMemory;
-  } else {
-    Expected<runtime::Device> opened = runtime::Device::open(0);
-    if (!opened)
-      return fail("cannot use the GPU: " + toString(opened.takeError()) +
-                  "; --dry-run enumerates and prunes the candidates without "
-                  "one");
-    device = std::move(*opened);
-    if (Error e = device->makeCurrent())
-      return fail("cannot use the GPU: " + toString(std::move(e)));
-    Expected<std::unique_ptr<GemmRunner>> created = GemmRunner::create(cache);
-    if (!created)
-      return fail("cannot use the GPU: " + toString(created.takeError()));
-    runner = std::move(*created);
-    target = runner->getTarget();
-  }
 
   // Outputs.
   auto inOutDir = [&](StringRef name) -> std::string {
@@ -346,8 +345,34 @@ int main(int argc, char **argv) {
                 "$MOSS_TUNING_DB and no kernel cache directory)");
 
   // Skip what the database has for this GPU.
-  compiler::TuningDatabase database =
+  Expected<compiler::TuningDatabase> loaded =
       db.empty() ? compiler::TuningDatabase() : loadDatabase(db);
+  if (!loaded)
+    return fail(loaded.takeError());
+  compiler::TuningDatabase database = std::move(*loaded);
+
+  // The GPU, once every argument and file has been checked.
+  std::unique_ptr<GemmRunner> runner;
+  if (dryRun) {
+    target.arch = arch;
+    target.smCount = smCount;
+    target.sharedMemoryPerBlock = sharedMemory;
+  } else {
+    Expected<runtime::Device> opened = runtime::Device::open(0);
+    if (!opened)
+      return fail("cannot use the GPU: " + toString(opened.takeError()) +
+                  "; --dry-run enumerates and prunes the candidates without "
+                  "one");
+    device = std::move(*opened);
+    if (Error e = device->makeCurrent())
+      return fail("cannot use the GPU: " + toString(std::move(e)));
+    Expected<std::unique_ptr<GemmRunner>> created = GemmRunner::create(cache);
+    if (!created)
+      return fail("cannot use the GPU: " + toString(created.takeError()));
+    runner = std::move(*created);
+    target = runner->getTarget();
+  }
+
   std::vector<ShapePlan> plans;
   size_t skipped = 0;
   for (const TuneShape &shape : *shapes) {
