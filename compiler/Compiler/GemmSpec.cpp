@@ -82,7 +82,8 @@ GemmSpec GemmSpec::getKernelSpec() const {
   numerics::BlockScaleFold applied = getFold();
   kernel.aScaling = numerics::getFoldedScheme(aScaling, applied);
   kernel.bScaling = numerics::getFoldedScheme(bScaling, applied);
-  kernel.fold.reset();
+  // Its operands fold no further (and a foldable one stays exact).
+  kernel.fold = numerics::BlockScaleFold::None;
   return kernel;
 }
 

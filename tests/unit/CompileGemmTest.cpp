@@ -49,6 +49,26 @@ bool contains(const std::string &text, const std::string &part) {
 
 } // namespace
 
+TEST(CompileGemmTest, DefaultFoldCompilesTheFoldedOperandsKernel) {
+  GemmSpec spec = mossForward();
+  spec.fold.reset(); // the default: the row fold for a bf16 output
+  KernelSource folded = compile(spec);
+  EXPECT_TRUE(contains(folded.source, "/*ScaleA=*/moss::gemm::kPerRow, "
+                                      "/*BlockRowsA=*/1, /*BlockA=*/0, "
+                                      "/*GlobalRowA=*/true,"))
+      << folded.source;
+  KernelSource direct = compile(spec.getKernelSpec());
+  EXPECT_EQ(folded.kernelName, direct.kernelName)
+      << "the GEMM that folds is the kernel of its folded operands";
+  spec.fold = numerics::BlockScaleFold::K128;
+  EXPECT_TRUE(contains(compile(spec).source,
+                       "/*ScaleA=*/moss::gemm::kPerGroup, /*BlockRowsA=*/1, "
+                       "/*BlockA=*/128,"));
+  spec.out = FloatType::F32;
+  spec.fold.reset(); // f32 outputs stay exact by default
+  EXPECT_TRUE(contains(compile(spec).source, "/*ScaleA=*/moss::gemm::kTwoLevel"));
+}
+
 TEST(CompileGemmTest, MossForwardSource) {
   KernelSource kernel = compile(mossForward());
   const std::string &src = kernel.source;
@@ -102,6 +122,7 @@ TEST(CompileGemmTest, ShapesGetSaneTiles) {
   cube.k = 8192;
   cube.aScaling = ScalingScheme::twoLevel(GlobalScope::Tensor);
   cube.bScaling = ScalingScheme::twoLevel(GlobalScope::Tensor);
+  cube.fold = numerics::BlockScaleFold::None; // the exact kernel's tiles
   KernelSource large = compile(cube);
   // Factors on both sides: one partial set, so up to 128x192 (or 256x96).
   EXPECT_GE(large.tiling.tileM * large.tiling.tileN, 128 * 128);

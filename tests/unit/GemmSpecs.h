@@ -23,6 +23,9 @@ inline GemmSpec makeSpec(int64_t m, int64_t n, int64_t k,
   spec.aScaling = a;
   spec.bScaling = b;
   spec.out = out;
+  // The kernels as the schemes say: the exact promotion of block factors
+  // (CompileGemmTest checks the default fold separately).
+  spec.fold = numerics::BlockScaleFold::None;
   return spec;
 }
 

@@ -84,7 +84,7 @@ int runCompile() {
            << "per-32 kernel)\n";
   }
   Expected<compiler::KernelSource> kernel =
-      compiler::compileGemm(spec->getKernelSpec(), target, options);
+      compiler::compileGemm(*spec, target, options);
   if (!kernel)
     return fail(kernel.takeError());
 

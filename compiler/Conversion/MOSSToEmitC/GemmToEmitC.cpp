@@ -251,7 +251,9 @@ public:
     OpBuilder builder(&getContext());
     llvm::StringSet<> emitted;
     for (auto [op, func] : kernels) {
-      compiler::GemmSpec spec = getGemmSpec(op, getGemmShape(op));
+      // The kernel of the folded operands, when the op folds.
+      compiler::GemmSpec spec =
+          getGemmSpec(op, getGemmShape(op)).getKernelSpec();
       buildTranslationUnit(builder, op, spec, op.getTilingAttr(), quickCompile,
                            func, emitted);
       func->erase();

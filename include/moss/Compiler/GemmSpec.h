@@ -116,8 +116,8 @@ struct GemmSpec {
   numerics::BlockScaleFold getFold() const;
 
   /// The GEMM the kernel computes: each operand that getFold() folds
-  /// replaced by its folded scheme (per-row or per-group 1x128), no fold.
-  /// The spec itself when nothing folds.
+  /// replaced by its folded scheme (per-row or per-group 1x128), and the
+  /// fold None.
   GemmSpec getKernelSpec() const;
 
   /// A short description, e.g. (a fold appears when `fold` is set) "?x11008x4096 e4m3 two-level(row, 32) x e4m3

@@ -31,7 +31,7 @@ func.func @moss_forward(%a: tensor<?x4096xf8E4M3FN>, %al: tensor<?x128xf8E8M0FNU
                         %b: tensor<11008x4096xf8E4M3FN>, %bg: tensor<1xf32>) -> tensor<?x11008xbf16> {
   %c = moss.gemm %a scaling<two_level 32, global = row> local(%al) global(%ag),
                  %b scaling<per_tensor> global(%bg)
-      {tiling = #moss.tiling<tile_m = 128, tile_n = 128, stages = 4, swizzle = 8, source = heuristic>}
+      {fold = #moss.fold<none>, tiling = #moss.tiling<tile_m = 128, tile_n = 128, stages = 4, swizzle = 8, source = heuristic>}
       : (tensor<?x4096xf8E4M3FN>, tensor<?x128xf8E8M0FNU>, tensor<?xf32>, tensor<11008x4096xf8E4M3FN>, tensor<1xf32>) -> tensor<?x11008xbf16>
   return %c : tensor<?x11008xbf16>
 }
@@ -63,7 +63,7 @@ func.func @all_fields(%a: tensor<128x256xf8E5M2>, %al: tensor<128x8xf8E8M0FNU>, 
                       %bias: tensor<512xf16>, %acc: tensor<128x512xf32>) -> (tensor<128x512xf32>, tensor<1xf32>) {
   %c, %amax = moss.gemm %a scaling<mxfp8> local(%al), %b scaling<per_group 128x128> local(%bl)
                         bias(%bias) accumulate(%acc) beta(0.5)
-      {mma = #moss.mma<fp8>, tiling = #moss.tiling<tile_m = 256, tile_n = 64, stages = 3, cluster_m = 2, raster = along_n, swizzle = 4, split_k = 2>}
+      {fold = #moss.fold<none>, mma = #moss.mma<fp8>, tiling = #moss.tiling<tile_m = 256, tile_n = 64, stages = 3, cluster_m = 2, raster = along_n, swizzle = 4, split_k = 2>}
       : (tensor<128x256xf8E5M2>, tensor<128x8xf8E8M0FNU>, tensor<512x256xf8E4M3FN>, tensor<4x2xf32>, tensor<512xf16>, tensor<128x512xf32>) -> (tensor<128x512xf32>, tensor<1xf32>)
   return %c, %amax : tensor<128x512xf32>, tensor<1xf32>
 }
@@ -71,7 +71,7 @@ func.func @all_fields_again(%a: tensor<128x256xf8E5M2>, %al: tensor<128x8xf8E8M0
                             %bias: tensor<512xf16>, %acc: tensor<128x512xf32>) -> (tensor<128x512xf32>, tensor<1xf32>) {
   %c, %amax = moss.gemm %a scaling<mxfp8> local(%al), %b scaling<per_group 128x128> local(%bl)
                         bias(%bias) accumulate(%acc) beta(0.5)
-      {mma = #moss.mma<fp8>, tiling = #moss.tiling<tile_m = 256, tile_n = 64, stages = 3, cluster_m = 2, raster = along_n, swizzle = 4, split_k = 2>}
+      {fold = #moss.fold<none>, mma = #moss.mma<fp8>, tiling = #moss.tiling<tile_m = 256, tile_n = 64, stages = 3, cluster_m = 2, raster = along_n, swizzle = 4, split_k = 2>}
       : (tensor<128x256xf8E5M2>, tensor<128x8xf8E8M0FNU>, tensor<512x256xf8E4M3FN>, tensor<4x2xf32>, tensor<512xf16>, tensor<128x512xf32>) -> (tensor<128x512xf32>, tensor<1xf32>)
   return %c, %amax : tensor<128x512xf32>, tensor<1xf32>
 }
@@ -126,4 +126,18 @@ func.func @not_alone(%a: tensor<?x64xf8E4M3FN>, %ag: tensor<1xf32>, %b: tensor<6
       {tiling = #moss.tiling<tile_m = 128, tile_n = 64, stages = 4>}
       : (tensor<?x64xf8E4M3FN>, tensor<1xf32>, tensor<64x64xf8E4M3FN>, tensor<1xf32>) -> tensor<?x64xbf16>
   return %c : tensor<?x64xbf16>
+}
+
+// -----
+
+// A GEMM that folds lowers to the kernel of its folded operands: A per-row
+// for the row fold.
+// CHECK-LABEL: module
+// CHECK: verbatim "    /*ScaleA=*/moss::gemm::kPerRow, /*BlockRowsA=*/1, /*BlockA=*/0, /*GlobalRowA=*/true,"
+func.func @moss_forward_row_fold(%a: tensor<?x4096xf8E4M3FN>, %al: tensor<?x128xf8E8M0FNU>, %ag: tensor<1xf32>,
+                                 %b: tensor<11008x4096xf8E4M3FN>, %bg: tensor<1xf32>) -> tensor<?x11008xbf16> {
+  %c = moss.gemm %a scaling<two_level 32, global = tensor> local(%al) global(%ag),
+                 %b scaling<per_tensor> global(%bg) {fold = #moss.fold<row>, tiling = #moss.tiling<tile_m = 128, tile_n = 128, stages = 6, swizzle = 8>}
+      : (tensor<?x4096xf8E4M3FN>, tensor<?x128xf8E8M0FNU>, tensor<1xf32>, tensor<11008x4096xf8E4M3FN>, tensor<1xf32>) -> tensor<?x11008xbf16>
+  return %c : tensor<?x11008xbf16>
 }

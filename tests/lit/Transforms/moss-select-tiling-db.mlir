@@ -29,7 +29,7 @@
 func.func @moss_forward(%a: tensor<?x4096xf8E4M3FN>, %al: tensor<?x128xf8E8M0FNU>, %ag: tensor<?xf32>,
                         %b: tensor<11008x4096xf8E4M3FN>, %bg: tensor<1xf32>) -> tensor<?x11008xbf16> {
   %c = moss.gemm %a scaling<two_level 32, global = row> local(%al) global(%ag),
-                 %b scaling<per_tensor> global(%bg)
+                 %b scaling<per_tensor> global(%bg) {fold = #moss.fold<none>}
       : (tensor<?x4096xf8E4M3FN>, tensor<?x128xf8E8M0FNU>, tensor<?xf32>, tensor<11008x4096xf8E4M3FN>, tensor<1xf32>) -> tensor<?x11008xbf16>
   return %c : tensor<?x11008xbf16>
 }
@@ -59,7 +59,7 @@ func.func @given(%a: tensor<?x4096xf8E4M3FN>, %al: tensor<?x128xf8E8M0FNU>, %ag:
                  %b: tensor<11008x4096xf8E4M3FN>, %bg: tensor<1xf32>) -> tensor<?x11008xbf16> {
   %c = moss.gemm %a scaling<two_level 32, global = row> local(%al) global(%ag),
                  %b scaling<per_tensor> global(%bg)
-      {tiling = #moss.tiling<tile_m = 128, tile_n = 64, stages = 3, source = heuristic>}
+      {fold = #moss.fold<none>, tiling = #moss.tiling<tile_m = 128, tile_n = 64, stages = 3, source = heuristic>}
       : (tensor<?x4096xf8E4M3FN>, tensor<?x128xf8E8M0FNU>, tensor<?xf32>, tensor<11008x4096xf8E4M3FN>, tensor<1xf32>) -> tensor<?x11008xbf16>
   return %c : tensor<?x11008xbf16>
 }

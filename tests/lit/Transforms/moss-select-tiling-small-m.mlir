@@ -13,7 +13,7 @@
 func.func @moss_ffn_down(%a: tensor<?x11008xf8E4M3FN>, %al: tensor<?x344xf8E8M0FNU>, %ag: tensor<?xf32>,
                          %b: tensor<4096x11008xf8E4M3FN>, %bg: tensor<1xf32>) -> tensor<?x4096xbf16> {
   %c = moss.gemm %a scaling<two_level 32, global = row> local(%al) global(%ag),
-                 %b scaling<per_tensor> global(%bg)
+                 %b scaling<per_tensor> global(%bg) {fold = #moss.fold<none>}
       : (tensor<?x11008xf8E4M3FN>, tensor<?x344xf8E8M0FNU>, tensor<?xf32>, tensor<4096x11008xf8E4M3FN>, tensor<1xf32>) -> tensor<?x4096xbf16>
   return %c : tensor<?x4096xbf16>
 }

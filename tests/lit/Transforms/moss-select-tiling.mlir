@@ -9,7 +9,7 @@
 func.func @moss_forward(%a: tensor<?x4096xf8E4M3FN>, %al: tensor<?x128xf8E8M0FNU>, %ag: tensor<?xf32>,
                         %b: tensor<11008x4096xf8E4M3FN>, %bg: tensor<1xf32>) -> tensor<?x11008xbf16> {
   %c = moss.gemm %a scaling<two_level 32, global = row> local(%al) global(%ag),
-                 %b scaling<per_tensor> global(%bg)
+                 %b scaling<per_tensor> global(%bg) {fold = #moss.fold<none>}
       : (tensor<?x4096xf8E4M3FN>, tensor<?x128xf8E8M0FNU>, tensor<?xf32>, tensor<11008x4096xf8E4M3FN>, tensor<1xf32>) -> tensor<?x11008xbf16>
   return %c : tensor<?x11008xbf16>
 }
@@ -37,7 +37,7 @@ func.func @per_tensor_8192(%a: tensor<8192x8192xf8E4M3FN>, %ag: tensor<1xf32>, %
 // CHECK-LABEL: func.func @one_row
 // CHECK: tiling = #moss.tiling<tile_m = 64, tile_n = 64, stages = 8, source = heuristic>
 func.func @one_row(%a: tensor<1x8192xf8E4M3FN>, %al: tensor<1x256xf8E8M0FNU>, %ag: tensor<1xf32>, %b: tensor<8192x8192xf8E4M3FN>, %bg: tensor<1xf32>) -> tensor<1x8192xbf16> {
-  %c = moss.gemm %a scaling<two_level 32, global = row> local(%al) global(%ag), %b scaling<per_tensor> global(%bg)
+  %c = moss.gemm %a scaling<two_level 32, global = row> local(%al) global(%ag), %b scaling<per_tensor> global(%bg) {fold = #moss.fold<none>}
       : (tensor<1x8192xf8E4M3FN>, tensor<1x256xf8E8M0FNU>, tensor<1xf32>, tensor<8192x8192xf8E4M3FN>, tensor<1xf32>) -> tensor<1x8192xbf16>
   return %c : tensor<1x8192xbf16>
 }
@@ -88,7 +88,7 @@ func.func @dynamic_n(%a: tensor<?x64xf8E4M3FN>, %ag: tensor<1xf32>, %b: tensor<?
 
 func.func @block_too_long(%a: tensor<?x512xf8E4M3FN>, %al: tensor<?x2xf8E8M0FNU>, %ag: tensor<1xf32>, %b: tensor<64x512xf8E4M3FN>, %bg: tensor<1xf32>) -> tensor<?x64xbf16> {
   // expected-error @+1 {{'moss.gemm' op cannot be tiled for ?x64x512 e4m3 two-level(tensor, 256) x e4m3 per-tensor -> bf16: operand A is scaled two-level(tensor, 256); the Hopper GEMM kernel takes scaling blocks of 32, 64 or 128 along K}}
-  %c = moss.gemm %a scaling<two_level 256, global = tensor> local(%al) global(%ag), %b scaling<per_tensor> global(%bg)
+  %c = moss.gemm %a scaling<two_level 256, global = tensor> local(%al) global(%ag), %b scaling<per_tensor> global(%bg) {fold = #moss.fold<none>}
       : (tensor<?x512xf8E4M3FN>, tensor<?x2xf8E8M0FNU>, tensor<1xf32>, tensor<64x512xf8E4M3FN>, tensor<1xf32>) -> tensor<?x64xbf16>
   return %c : tensor<?x64xbf16>
 }
@@ -106,7 +106,7 @@ func.func @block_too_long(%a: tensor<?x512xf8E4M3FN>, %al: tensor<?x2xf8E8M0FNU>
 func.func @moss_forward_f16_mma(%a: tensor<?x4096xf8E4M3FN>, %al: tensor<?x128xf8E8M0FNU>, %ag: tensor<?xf32>,
                                 %b: tensor<11008x4096xf8E4M3FN>, %bg: tensor<1xf32>) -> tensor<?x11008xf32> {
   %c = moss.gemm %a scaling<two_level 32, global = row> local(%al) global(%ag),
-                 %b scaling<per_tensor> global(%bg)
+                 %b scaling<per_tensor> global(%bg) {fold = #moss.fold<none>}
       : (tensor<?x4096xf8E4M3FN>, tensor<?x128xf8E8M0FNU>, tensor<?xf32>, tensor<11008x4096xf8E4M3FN>, tensor<1xf32>) -> tensor<?x11008xf32>
   return %c : tensor<?x11008xf32>
 }
@@ -115,11 +115,25 @@ func.func @moss_forward_f16_mma(%a: tensor<?x4096xf8E4M3FN>, %al: tensor<?x128xf
 
 // The same GEMM asking for the FP8 MMA: the FP8 kernel's six stages.
 // CHECK-LABEL: func.func @moss_forward_f32_fp8
-// CHECK: {mma = #moss.mma<fp8>, tiling = #moss.tiling<tile_m = 128, tile_n = 128, stages = 6, cluster_m = 2, swizzle = 8, source = heuristic>}
+// CHECK: {fold = #moss.fold<none>, mma = #moss.mma<fp8>, tiling = #moss.tiling<tile_m = 128, tile_n = 128, stages = 6, cluster_m = 2, swizzle = 8, source = heuristic>}
 func.func @moss_forward_f32_fp8(%a: tensor<?x4096xf8E4M3FN>, %al: tensor<?x128xf8E8M0FNU>, %ag: tensor<?xf32>,
                                 %b: tensor<11008x4096xf8E4M3FN>, %bg: tensor<1xf32>) -> tensor<?x11008xf32> {
   %c = moss.gemm %a scaling<two_level 32, global = row> local(%al) global(%ag),
-                 %b scaling<per_tensor> global(%bg) {mma = #moss.mma<fp8>}
+                 %b scaling<per_tensor> global(%bg) {fold = #moss.fold<none>, mma = #moss.mma<fp8>}
       : (tensor<?x4096xf8E4M3FN>, tensor<?x128xf8E8M0FNU>, tensor<?xf32>, tensor<11008x4096xf8E4M3FN>, tensor<1xf32>) -> tensor<?x11008xf32>
   return %c : tensor<?x11008xf32>
+}
+
+// -----
+
+// Without a fold attribute a bf16 MOSS GEMM folds A's block factors into its
+// codes (GemmSpec::getFold): it is tiled as the per-row kernel it lowers to.
+// CHECK-LABEL: func.func @moss_forward_folds
+// CHECK: tiling = #moss.tiling<tile_m = 128, tile_n = 128, stages = 6, cluster_m = 2, swizzle = 8, source = heuristic>
+func.func @moss_forward_folds(%a: tensor<?x4096xf8E4M3FN>, %al: tensor<?x128xf8E8M0FNU>, %ag: tensor<?xf32>,
+                              %b: tensor<11008x4096xf8E4M3FN>, %bg: tensor<1xf32>) -> tensor<?x11008xbf16> {
+  %c = moss.gemm %a scaling<two_level 32, global = row> local(%al) global(%ag),
+                 %b scaling<per_tensor> global(%bg)
+      : (tensor<?x4096xf8E4M3FN>, tensor<?x128xf8E8M0FNU>, tensor<?xf32>, tensor<11008x4096xf8E4M3FN>, tensor<1xf32>) -> tensor<?x11008xbf16>
+  return %c : tensor<?x11008xbf16>
 }

@@ -23,6 +23,53 @@ void MOSSDialect::registerAttributes() {
       >();
 }
 
+// Syntax: none | 128 | row (128 is the K extent of the fold's groups, as
+// the CLIs and the C API spell it).
+Attribute FoldAttr::parse(AsmParser &parser, Type) {
+  SMLoc loc = parser.getCurrentLocation();
+  if (parser.parseLess())
+    return {};
+  BlockScaleFold value;
+  int64_t group = 0;
+  StringRef keyword;
+  OptionalParseResult integer = parser.parseOptionalInteger(group);
+  if (integer.has_value()) {
+    if (failed(*integer))
+      return {};
+    if (group != 128) {
+      parser.emitError(loc, "expected a fold of none, 128 or row, got ")
+          << group;
+      return {};
+    }
+    value = BlockScaleFold::K128;
+  } else if (succeeded(parser.parseOptionalKeyword(&keyword)) &&
+             (keyword == "none" || keyword == "row")) {
+    value = keyword == "none" ? BlockScaleFold::None : BlockScaleFold::Row;
+  } else {
+    parser.emitError(loc, "expected a fold of none, 128 or row");
+    return {};
+  }
+  if (parser.parseGreater())
+    return {};
+  return FoldAttr::get(parser.getContext(), value);
+}
+
+void FoldAttr::print(AsmPrinter &printer) const {
+  printer << '<';
+  switch (getValue()) {
+  case BlockScaleFold::None:
+    printer << "none";
+    break;
+  case BlockScaleFold::K128:
+    printer << "128";
+    break;
+  case BlockScaleFold::Row:
+    printer << "row";
+    break;
+  }
+  printer << '>';
+}
+
 // Syntax:
 //   per_tensor | per_row | per_group RxB | mxfp8 [32]
 //   | two_level [B] [, global = tensor|row]

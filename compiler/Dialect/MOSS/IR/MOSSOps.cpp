@@ -132,6 +132,34 @@ LogicalResult GemmOp::verify() {
                                  typeOrNull(getBGlobal()))))
     return failure();
 
+  // Block factors a fold moves (two-level, MXFP8), and whether this op
+  // folds them: an explicit fold other than none, or none given (the
+  // default, GemmSpec::getFold, folds all but f32 results).
+  auto foldable = [](ScalingAttr scaling) {
+    return scaling.getKind() == ScalingKind::TwoLevel ||
+           scaling.getKind() == ScalingKind::MXFP8;
+  };
+  FoldAttr fold = getFoldAttr();
+  if (fold && fold.getValue() != BlockScaleFold::None) {
+    if (!foldable(getAScaling()) && !foldable(getBScaling()))
+      return emitOpError() << "fold " << fold
+                           << " moves E8M0 block factors, but neither operand "
+                              "has them (two_level or mxfp8)";
+    if (fold.getValue() == BlockScaleFold::K128) {
+      if (!ShapedType::isDynamic(k) && k % 128 != 0)
+        return emitOpError() << "K=" << k
+                             << " is not a multiple of 128, the 128 fold's "
+                                "group";
+      for (auto [name, scaling] : {std::pair{"A", getAScaling()},
+                                   std::pair{"B", getBScaling()}})
+        if (foldable(scaling) && 128 % scaling.getBlockCols() != 0)
+          return emitOpError() << "operand " << name << "'s blocks of "
+                               << scaling.getBlockCols()
+                               << " do not divide the 128 fold's group";
+    }
+  }
+  const bool mayFold = !fold || fold.getValue() != BlockScaleFold::None;
+
   if (std::optional<int64_t> promote = getPromoteK()) {
     if (*promote != 32 && *promote != 64 && *promote != 128)
       return emitOpError() << "promoteK=" << *promote
@@ -143,6 +171,9 @@ LogicalResult GemmOp::verify() {
     for (auto [name, scaling] : {std::pair{"A", getAScaling()},
                                  std::pair{"B", getBScaling()}}) {
       int64_t block = scaling.getBlockCols();
+      // A folded operand's blocks are those of its folded scheme.
+      if (mayFold && foldable(scaling))
+        continue;
       if (scaling.hasLocalScales() && block < *promote)
         return emitOpError()
                << "promoteK=" << *promote << " is coarser than operand "

@@ -91,7 +91,13 @@ private:
     GemmShape shape = getGemmShape(op);
     if (failed(checkStaticNK(op, shape, "moss-select-tiling")))
       return failure();
-    compiler::GemmSpec spec = getGemmSpec(op, shape);
+    // The kernel of the folded operands, when the op folds; the blocks the
+    // fold reads must still be ones the kernels take.
+    const compiler::GemmSpec asked = getGemmSpec(op, shape);
+    if (llvm::Error error = compiler::checkKernelSupport(asked))
+      return op.emitOpError() << "cannot be tiled for " << asked.str() << ": "
+                              << llvm::toString(std::move(error));
+    compiler::GemmSpec spec = asked.getKernelSpec();
 
     // A configuration given beforehand (tuning database, by hand) stays if
     // it fits this target.

@@ -140,6 +140,38 @@ static std::optional<compiler::FloatType> getElementFloatType(Value value) {
   return getFloatType(cast<RankedTensorType>(value.getType()).getElementType());
 }
 
+/// The spec's fold for the attribute's value, and back.
+static numerics::BlockScaleFold getBlockScaleFold(BlockScaleFold value) {
+  switch (value) {
+  case BlockScaleFold::None:
+    return numerics::BlockScaleFold::None;
+  case BlockScaleFold::K128:
+    return numerics::BlockScaleFold::K128;
+  case BlockScaleFold::Row:
+    return numerics::BlockScaleFold::Row;
+  }
+  return numerics::BlockScaleFold::None;
+}
+
+/// The op's `fold` attribute for the spec's fold: none when unset, or
+/// when no operand has block factors to fold.
+static FoldAttr getFoldAttr(MLIRContext *context,
+                            const compiler::GemmSpec &spec) {
+  const std::optional<numerics::BlockScaleFold> &fold = spec.fold;
+  if (!fold || (!numerics::isFoldable(spec.aScaling) &&
+                !numerics::isFoldable(spec.bScaling)))
+    return FoldAttr();
+  switch (*fold) {
+  case numerics::BlockScaleFold::None:
+    return FoldAttr::get(context, BlockScaleFold::None);
+  case numerics::BlockScaleFold::K128:
+    return FoldAttr::get(context, BlockScaleFold::K128);
+  case numerics::BlockScaleFold::Row:
+    return FoldAttr::get(context, BlockScaleFold::Row);
+  }
+  return FoldAttr();
+}
+
 /// The op's `mma` attribute for `type`; none for Auto.
 static MmaTypeAttr getMmaTypeAttr(MLIRContext *context,
                                   compiler::MmaType type) {
@@ -175,6 +207,8 @@ compiler::GemmSpec mlir::moss::getGemmSpec(GemmOp op, GemmShape shape) {
   if (std::optional<MmaType> mma = op.getMma())
     spec.mma =
         *mma == MmaType::F16 ? compiler::MmaType::F16 : compiler::MmaType::FP8;
+  if (FoldAttr fold = op.getFoldAttr())
+    spec.fold = getBlockScaleFold(fold.getValue());
   return spec;
 }
 
@@ -322,7 +356,7 @@ mlir::moss::buildGemmFunction(OpBuilder &builder, Location loc,
       builder, loc, results, a, aScaling, aLocal, aGlobal, b, bScaling, bLocal,
       bGlobal, bias, c, beta, /*tiling=*/TilingAttr(),
       spec.promoteK ? builder.getI64IntegerAttr(spec.promoteK) : IntegerAttr(),
-      getMmaTypeAttr(context, spec.mma));
+      getMmaTypeAttr(context, spec.mma), getFoldAttr(context, spec));
   func::ReturnOp::create(builder, loc, gemm->getResults());
   return func;
 }

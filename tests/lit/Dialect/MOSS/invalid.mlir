@@ -283,7 +283,34 @@ func.func @promote_k_tail(%a: tensor<?x96xf8E4M3FN>, %ag: tensor<1xf32>, %b: ten
 
 func.func @promote_coarser(%a: tensor<?x4096xf8E4M3FN>, %al: tensor<?x128xf8E8M0FNU>, %ag: tensor<?xf32>, %b: tensor<4096x4096xf8E4M3FN>, %bg: tensor<1xf32>) {
   // expected-error @+1 {{'moss.gemm' op promoteK=128 is coarser than operand A's scaling block 32; the kernel already promotes every 32}}
-  %c = moss.gemm %a scaling<two_level 32, global = row> local(%al) global(%ag), %b scaling<per_tensor> global(%bg) {promoteK = 128 : i64}
+  %c = moss.gemm %a scaling<two_level 32, global = row> local(%al) global(%ag), %b scaling<per_tensor> global(%bg) {fold = #moss.fold<none>, promoteK = 128 : i64}
       : (tensor<?x4096xf8E4M3FN>, tensor<?x128xf8E8M0FNU>, tensor<?xf32>, tensor<4096x4096xf8E4M3FN>, tensor<1xf32>) -> tensor<?x4096xbf16>
+  return
+}
+
+// -----
+
+func.func @fold_without_block_factors(%a: tensor<?x4096xf8E4M3FN>, %ag: tensor<1xf32>, %b: tensor<4096x4096xf8E4M3FN>, %bg: tensor<1xf32>) {
+  // expected-error @+1 {{'moss.gemm' op fold #moss.fold<row> moves E8M0 block factors, but neither operand has them (two_level or mxfp8)}}
+  %c = moss.gemm %a scaling<per_tensor> global(%ag), %b scaling<per_tensor> global(%bg) {fold = #moss.fold<row>}
+      : (tensor<?x4096xf8E4M3FN>, tensor<1xf32>, tensor<4096x4096xf8E4M3FN>, tensor<1xf32>) -> tensor<?x4096xbf16>
+  return
+}
+
+// -----
+
+func.func @fold_128_needs_whole_groups(%a: tensor<?x4064xf8E4M3FN>, %al: tensor<?x127xf8E8M0FNU>, %ag: tensor<1xf32>, %b: tensor<4096x4064xf8E4M3FN>, %bg: tensor<1xf32>) {
+  // expected-error @+1 {{'moss.gemm' op K=4064 is not a multiple of 128, the 128 fold's group}}
+  %c = moss.gemm %a scaling<two_level 32, global = tensor> local(%al) global(%ag), %b scaling<per_tensor> global(%bg) {fold = #moss.fold<128>}
+      : (tensor<?x4064xf8E4M3FN>, tensor<?x127xf8E8M0FNU>, tensor<1xf32>, tensor<4096x4064xf8E4M3FN>, tensor<1xf32>) -> tensor<?x4096xbf16>
+  return
+}
+
+// -----
+
+func.func @fold_bad_group(%a: tensor<?x4096xf8E4M3FN>, %al: tensor<?x128xf8E8M0FNU>, %ag: tensor<1xf32>, %b: tensor<4096x4096xf8E4M3FN>, %bg: tensor<1xf32>) {
+  // expected-error @+1 {{expected a fold of none, 128 or row, got 64}}
+  %c = moss.gemm %a scaling<two_level 32, global = tensor> local(%al) global(%ag), %b scaling<per_tensor> global(%bg) {fold = #moss.fold<64>}
+      : (tensor<?x4096xf8E4M3FN>, tensor<?x128xf8E8M0FNU>, tensor<1xf32>, tensor<4096x4096xf8E4M3FN>, tensor<1xf32>) -> tensor<?x4096xbf16>
   return
 }

@@ -141,3 +141,21 @@ func.func @gemm_mma(%a: tensor<?x4096xf8E4M3FN>, %al: tensor<?x128xf8E8M0FNU>, %
       : (tensor<?x4096xf8E4M3FN>, tensor<?x128xf8E8M0FNU>, tensor<?xf32>, tensor<4096x4096xf8E4M3FN>, tensor<1xf32>) -> tensor<?x4096xf32>
   return
 }
+
+// fold: where the E8M0 block factors go, kept through a round trip.
+// CHECK-LABEL: func.func @gemm_fold
+// CHECK: moss.gemm {{.*}} {fold = #moss.fold<none>}
+// CHECK: moss.gemm {{.*}} {fold = #moss.fold<128>}
+// CHECK: moss.gemm {{.*}} {fold = #moss.fold<row>}
+func.func @gemm_fold(%a: tensor<?x4096xf8E4M3FN>, %al: tensor<?x128xf8E8M0FNU>, %agr: tensor<?xf32>, %b: tensor<4096x4096xf8E4M3FN>, %bg: tensor<1xf32>) {
+  %c0 = moss.gemm %a scaling<two_level 32, global = row> local(%al) global(%agr), %b scaling<per_tensor> global(%bg)
+      {fold = #moss.fold<none>}
+      : (tensor<?x4096xf8E4M3FN>, tensor<?x128xf8E8M0FNU>, tensor<?xf32>, tensor<4096x4096xf8E4M3FN>, tensor<1xf32>) -> tensor<?x4096xbf16>
+  %c1 = moss.gemm %a scaling<two_level 32, global = row> local(%al) global(%agr), %b scaling<per_tensor> global(%bg)
+      {fold = #moss.fold<128>}
+      : (tensor<?x4096xf8E4M3FN>, tensor<?x128xf8E8M0FNU>, tensor<?xf32>, tensor<4096x4096xf8E4M3FN>, tensor<1xf32>) -> tensor<?x4096xbf16>
+  %c2 = moss.gemm %a scaling<two_level 32, global = row> local(%al) global(%agr), %b scaling<per_tensor> global(%bg)
+      {fold = #moss.fold<row>}
+      : (tensor<?x4096xf8E4M3FN>, tensor<?x128xf8E8M0FNU>, tensor<?xf32>, tensor<4096x4096xf8E4M3FN>, tensor<1xf32>) -> tensor<?x4096xbf16>
+  return
+}

@@ -102,6 +102,31 @@ def MOSS_MmaTypeAttr : EnumAttr<MOSS_Dialect, MOSS_MmaType, "mma"> {
   let assemblyFormat = "`<` $value `>`";
 }
 
+def MOSS_BlockScaleFold : I32EnumAttr<"BlockScaleFold",
+    "where a moss.gemm's E8M0 block factors go", [
+  I32EnumAttrCase<"None", 0, "none">,
+  I32EnumAttrCase<"K128", 1, "k128">,
+  I32EnumAttrCase<"Row", 2, "row">
+]> {
+  let cppNamespace = "::mlir::moss";
+  let genSpecializedAttr = 0;
+}
+
+def MOSS_FoldAttr : AttrDef<MOSS_Dialect, "Fold"> {
+  let mnemonic = "fold";
+  let summary = "Where a moss.gemm's E8M0 block factors go: none, 128 or row";
+  let description = [{
+    `#moss.fold<none>`: every 32-of-K partial sum is promoted with its
+    factors (exact). `#moss.fold<128>`: the codes of two-level and MXFP8
+    operands are rescaled to the largest factor of their 128-wide K group,
+    one promotion per 128 of K. `#moss.fold<row>`: to the largest factor of
+    their row, whose factor goes to the epilogue (docs/NUMERICS-CONTRACT.md
+    section 8).
+  }];
+  let parameters = (ins "BlockScaleFold":$value);
+  let hasCustomAssemblyFormat = 1;
+}
+
 def MOSS_TilingAttr : AttrDef<MOSS_Dialect, "Tiling"> {
   let mnemonic = "tiling";
   let summary = "Tile configuration of a moss.gemm kernel";

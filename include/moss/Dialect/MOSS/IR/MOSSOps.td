@@ -71,6 +71,13 @@ def MOSS_GemmOp : MOSS_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
     the speed (docs/NUMERICS-CONTRACT.md section 7.4). Without the attribute,
     f16 for an f32 result and fp8 otherwise.
 
+    The optional `fold` (`#moss.fold<none|128|row>`) says where the E8M0
+    block factors of two-level and MXFP8 operands go; without it, row for
+    bf16 and f16 results and none for f32. A fold other than none lowers to
+    the kernel of the folded operands (per-row, or per-group 1x128 for 128):
+    whoever launches it folds the operands first (the runtime's
+    GpuFolder, docs/NUMERICS-CONTRACT.md section 8).
+
     ```mlir
     %c = moss.gemm %a scaling<two_level 32, global = row>
              local(%al) global(%ag),
@@ -93,7 +100,8 @@ def MOSS_GemmOp : MOSS_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
     OptionalAttr<F32Attr>:$beta,
     OptionalAttr<MOSS_TilingAttr>:$tiling,
     OptionalAttr<I64Attr>:$promoteK,
-    OptionalAttr<MOSS_MmaTypeAttr>:$mma
+    OptionalAttr<MOSS_MmaTypeAttr>:$mma,
+    OptionalAttr<MOSS_FoldAttr>:$fold
   );
   let results = (outs
     AnyRankedTensor:$result,
