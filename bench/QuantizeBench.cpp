@@ -107,6 +107,8 @@ struct Case {
   ScalingScheme scheme;
   bool transpose = false;
   bool autoScaled = false;
+  /// Fold the E8M0 factors as the codes are written (GEMM-ready).
+  BlockScaleFold fold = BlockScaleFold::None;
 };
 
 const char *inputName(InputType input) {
@@ -154,6 +156,12 @@ int main(int argc, char **argv) {
     cases.push_back({"moss row", 16384, cols, InputType::BF16, row});
     cases.push_back({"moss tensor", 16384, cols, InputType::BF16, tensor});
     cases.push_back({"moss tensor T", 16384, cols, InputType::BF16, tensor, true});
+    cases.push_back({"moss row, fold row", 16384, cols, InputType::BF16, row,
+                     false, false, BlockScaleFold::Row});
+    cases.push_back({"moss tensor, fold row", 16384, cols, InputType::BF16,
+                     tensor, false, false, BlockScaleFold::Row});
+    cases.push_back({"moss tensor, fold 128", 16384, cols, InputType::BF16,
+                     tensor, false, false, BlockScaleFold::K128});
     cases.push_back({"per-group 1x128", 16384, cols, InputType::BF16,
                      ScalingScheme::perGroup(1, 128)});
     cases.push_back({"mxfp8", 16384, cols, InputType::BF16,
@@ -171,14 +179,14 @@ int main(int argc, char **argv) {
                      ScalingScheme::perGroup(128, 128)});
   }
 
-  outs() << format("%-18s %-5s %-14s %9s %9s %8s %10s\n", "scheme", "in",
+  outs() << format("%-24s %-5s %-14s %9s %9s %8s %10s\n", "scheme", "in",
                    "shape", "first ms", "time us", "GB/s", "of copy");
   for (const Case &c : cases) {
     QuantizeSpec spec;
     spec.rows = c.rows;
     spec.cols = c.cols;
     spec.input = c.input;
-    spec.options = {c.scheme, Fp8Format::E4M3, c.transpose};
+    spec.options = {c.scheme, Fp8Format::E4M3, c.transpose, c.fold};
     QuantizeLayout layout = getQuantizeLayout(spec);
     size_t elements = size_t(c.rows * c.cols);
     size_t inBytes = elements * (c.input == InputType::F32 ? 4 : 2);
@@ -213,10 +221,10 @@ int main(int argc, char **argv) {
     std::string shape = std::to_string(c.rows) + "x" + std::to_string(c.cols) +
                         (c.transpose ? "T" : "");
     if (firstCallsOnly)
-      outs() << format("%-18s %-5s %-14s %9.1f\n", c.name, inputName(c.input),
+      outs() << format("%-24s %-5s %-14s %9.1f\n", c.name, inputName(c.input),
                        shape.c_str(), firstMs);
     else
-      outs() << format("%-18s %-5s %-14s %9.1f %9.1f %8.0f %9.1f%%\n", c.name,
+      outs() << format("%-24s %-5s %-14s %9.1f %9.1f %8.0f %9.1f%%\n", c.name,
                        inputName(c.input), shape.c_str(), firstMs, ms * 1e3,
                        gbs, 100.0 * gbs / copyGBs);
     for (CUdeviceptr p : {x, q, local, global, scale})

@@ -3,6 +3,8 @@
 #include "moss/Runtime/Quantizer.h"
 
 #include "moss/Runtime/Driver.h"
+#include "moss/Runtime/Folder.h"
+#include "moss/Numerics/Fold.h"
 
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -91,7 +93,9 @@ Variant chooseVariant(const QuantizeSpec &spec, bool withScale) {
 } // namespace
 
 QuantizeLayout getQuantizeLayout(const QuantizeSpec &spec) {
-  const ScalingScheme &scheme = spec.options.scheme;
+  // A quantization that folds writes the folded scheme's scales.
+  const ScalingScheme scheme =
+      getFoldedScheme(spec.options.scheme, spec.options.fold);
   QuantizeLayout layout;
   bool t = spec.options.transpose;
   layout.codeRows = t ? spec.cols : spec.rows;
@@ -169,9 +173,13 @@ Expected<QuantizerSource> generateQuantizerSource(const QuantizeSpec &spec,
   case Family::Rowwise:
     header = "moss/quantize/rowwise.cuh";
     config = formatv("moss::quantize::RowwiseConfig<{0}, {1}, {2}, {3}, {4}, "
-                     "{5}, {6}>",
-                     in, kind, fmt, v.block, spec.cols, v.threads, int(v.source));
-    call = "moss::quantize::rowwise<Config>(args, moss::quantize::{0})";
+                     "{5}, {6}, {7}>",
+                     in, kind, fmt, v.block, spec.cols, v.threads,
+                     int(v.source), int(options.fold));
+    call = options.fold == BlockScaleFold::None
+               ? "moss::quantize::rowwise<Config>(args, moss::quantize::{0})"
+               : "moss::quantize::rowwise<Config>(args, moss::quantize::{0}, "
+                 "kFoldTable)";
     break;
   case Family::Columnwise:
     header = "moss/quantize/columnwise.cuh";
@@ -191,6 +199,8 @@ Expected<QuantizerSource> generateQuantizerSource(const QuantizeSpec &spec,
 
   std::string source = "#include \"" + header + "\"\n\nusing Config = " +
                        config + ";\n";
+  if (options.fold != BlockScaleFold::None)
+    source += "\n" + getFoldTableSource(options.format);
   auto addKernel = [&](StringRef name, StringRef pass) {
     source += formatv("\nextern \"C\" __global__ void __launch_bounds__({0}, 1)\n"
                       "{1}(const moss::quantize::Args args) {{\n  {2};\n}\n",
@@ -239,6 +249,7 @@ static GpuQuantizer::PlanKey makePlanKey(const QuantizeSpec &spec,
                   uint64_t(spec.input) << 6 |
                   uint64_t(spec.options.transpose) << 7 |
                   uint64_t(withScale) << 8 |
+                  uint64_t(spec.options.fold) << 9 |
                   uint64_t(scheme.blockRows & 0xFFFF) << 16 |
                   uint64_t(scheme.blockCols & 0xFFFF) << 32;
   // Only the row-wise kernel has K compiled in.
@@ -298,12 +309,11 @@ Error GpuQuantizer::reserveWorkspace(int64_t globalWords) {
 
 /// Checks one device pointer: present exactly when needed, and aligned.
 static Error checkPointer(CUdeviceptr ptr, bool needed, unsigned alignment,
-                          StringRef name, const QuantizeSpec &spec) {
+                          StringRef name, const ScalingScheme &scheme) {
   if (needed && !ptr)
-    return invalid(name + " is null; " + spec.options.scheme.str() +
-                   " needs it");
+    return invalid(name + " is null; " + scheme.str() + " needs it");
   if (!needed && ptr)
-    return invalid(name + " is given, but " + spec.options.scheme.str() +
+    return invalid(name + " is given, but " + scheme.str() +
                    " has none");
   if (ptr % alignment != 0)
     return invalid(name + " must be " + Twine(alignment) +
@@ -314,16 +324,18 @@ static Error checkPointer(CUdeviceptr ptr, bool needed, unsigned alignment,
 Error GpuQuantizer::run(const QuantizeSpec &spec,
                         const QuantizeBuffers &buffers, CUdeviceptr scale,
                         CUstream stream) {
-  const ScalingScheme &scheme = spec.options.scheme;
-  if (Error e = checkPointer(buffers.x, true, 16, "the input x", spec))
+  // The scales written: the folded scheme's, for a quantization that folds.
+  const ScalingScheme scheme =
+      getFoldedScheme(spec.options.scheme, spec.options.fold);
+  if (Error e = checkPointer(buffers.x, true, 16, "the input x", scheme))
     return e;
-  if (Error e = checkPointer(buffers.q, true, 16, "the codes q", spec))
+  if (Error e = checkPointer(buffers.q, true, 16, "the codes q", scheme))
     return e;
   if (Error e = checkPointer(buffers.local, scheme.hasLocalScales(), 4,
-                             "the block scales (local)", spec))
+                             "the block scales (local)", scheme))
     return e;
   if (Error e = checkPointer(buffers.global, scheme.hasGlobalScales(), 4,
-                             "the global scales", spec))
+                             "the global scales", scheme))
     return e;
   if (buffers.counters % 8 != 0)
     return invalid("the counters must be 8-byte aligned");

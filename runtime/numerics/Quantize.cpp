@@ -9,6 +9,8 @@
 
 #include "moss/Numerics/Quantize.h"
 
+#include "moss/Numerics/Fold.h"
+
 #include <algorithm>
 #include <cassert>
 #include <cmath>
@@ -115,6 +117,8 @@ moss::numerics::checkQuantizeOptions(int64_t rows, int64_t cols,
     if (br != 1)
       return makeError(scheme.str() + " takes blockRows=1, got " +
                        std::to_string(br));
+    if (options.fold != BlockScaleFold::None)
+      return checkFold(scheme, cols, options.fold);
     return llvm::Error::success();
   }
   if (b <= 0)
@@ -139,6 +143,14 @@ moss::numerics::checkQuantizeOptions(int64_t rows, int64_t cols,
                      (options.transpose ? " (K is the input's rows axis of a "
                                           "transposed quantization)"
                                         : ""));
+  if (options.fold != BlockScaleFold::None) {
+    if (options.transpose)
+      return makeError("a quantization that folds its block factors is "
+                       "row-wise; fold the transposed result with "
+                       "foldBlockScales instead");
+    if (llvm::Error e = checkFold(scheme, k, options.fold))
+      return e;
+  }
   return llvm::Error::success();
 }
 
@@ -454,6 +466,8 @@ moss::numerics::quantize(llvm::ArrayRef<float> x, int64_t rows, int64_t cols,
     quantizer.twoLevel(scheme.blockCols, scheme.global);
     break;
   }
+  if (options.fold != BlockScaleFold::None)
+    return foldBlockScales(q, options.fold);
   return q;
 }
 

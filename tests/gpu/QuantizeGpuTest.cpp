@@ -23,6 +23,7 @@
 #include <cstring>
 #include <optional>
 #include <random>
+#include <tuple>
 #include <vector>
 
 using namespace moss::numerics;
@@ -225,6 +226,45 @@ TEST(QuantizeGpuTest, EverySchemeMatchesTheHostReference) {
             spec.options = {scheme, format, transpose};
             checkAgainstReference(spec, data, seed++);
           }
+}
+
+// The quantizers that fold their E8M0 factors as they write (the codes
+// rescaled to the row's or the 128-group's largest factor, FP32 factors
+// out): the same bits as the host's quantize with QuantizeOptions::fold.
+TEST(QuantizeGpuTest, FoldingQuantizationsMatchTheHostReference) {
+  REQUIRE_GPU();
+  uint64_t seed = freshSeed();
+  std::vector<ScalingScheme> schemes = {ScalingScheme::mxfp8()};
+  for (int block : {32, 64, 128})
+    for (GlobalScope scope : {GlobalScope::Tensor, GlobalScope::Row})
+      schemes.push_back(ScalingScheme::twoLevel(scope, block));
+  for (const ScalingScheme &scheme : schemes)
+    for (Fp8Format format : {Fp8Format::E4M3, Fp8Format::E5M2})
+      for (InputType input : {InputType::F32, InputType::BF16})
+        for (BlockScaleFold fold : {BlockScaleFold::Row, BlockScaleFold::K128})
+          for (Data data : {Data::Gaussian, Data::Outliers, Data::Boundaries}) {
+            QuantizeSpec spec;
+            spec.rows = 257;
+            spec.cols = 2048;
+            spec.input = input;
+            spec.options = {scheme, format, false, fold};
+            checkAgainstReference(spec, data, seed++);
+          }
+  // One row; K = 11008 (86 groups of 128); the widest rows (1024 threads).
+  for (auto [rows, cols, input] :
+       {std::tuple{int64_t(1), int64_t(4096), InputType::BF16},
+        std::tuple{int64_t(7), int64_t(11008), InputType::BF16},
+        std::tuple{int64_t(3), int64_t(16384), InputType::F32},
+        std::tuple{int64_t(2), int64_t(32768), InputType::BF16}})
+    for (BlockScaleFold fold : {BlockScaleFold::Row, BlockScaleFold::K128}) {
+      QuantizeSpec spec;
+      spec.rows = rows;
+      spec.cols = cols;
+      spec.input = input;
+      spec.options = {ScalingScheme::twoLevel(GlobalScope::Tensor),
+                      Fp8Format::E4M3, false, fold};
+      checkAgainstReference(spec, Data::Outliers, seed++);
+    }
 }
 
 TEST(QuantizeGpuTest, LargeActivationsMatchTheHostReference) {

@@ -257,6 +257,24 @@ TEST(FoldCompileTest, EveryFoldVariantCompilesWithoutLocalMemory) {
       }
 }
 
+TEST(FoldCompileTest, QuantizersThatFoldCompileWithoutLocalMemory) {
+  if (!isNvrtcAvailable())
+    GTEST_SKIP() << "NVRTC (libnvrtc.so.13) is not available";
+  for (ScalingScheme scheme : {ScalingScheme::mxfp8(),
+                               ScalingScheme::twoLevel(GlobalScope::Tensor),
+                               ScalingScheme::twoLevel(GlobalScope::Row, 64)})
+    for (InputType input : {InputType::F32, InputType::BF16})
+      for (BlockScaleFold fold : {BlockScaleFold::K128, BlockScaleFold::Row}) {
+        QuantizeSpec spec;
+        spec.rows = 64;
+        spec.cols = 4096;
+        spec.input = input;
+        spec.options = {scheme, Fp8Format::E4M3, false, fold};
+        SCOPED_TRACE(std::string("fold ") + getName(fold));
+        expectCompiles(spec, false, "sm_90a", /*checkResources=*/true);
+      }
+}
+
 TEST(FoldCompileTest, RejectsWhatTheKernelCannotFold) {
   FoldSpec spec;
   spec.rows = 4;
@@ -269,6 +287,21 @@ TEST(FoldCompileTest, RejectsWhatTheKernelCannotFold) {
   spec.scheme = ScalingScheme::perTensor();
   spec.fold = BlockScaleFold::Row;
   e = checkFoldSpec(spec);
+  ASSERT_TRUE(bool(e));
+  EXPECT_NE(llvm::toString(std::move(e)).find("has none"), std::string::npos);
+
+  QuantizeSpec transposed;
+  transposed.rows = 64;
+  transposed.cols = 256;
+  transposed.options = {ScalingScheme::twoLevel(GlobalScope::Tensor),
+                        Fp8Format::E4M3, true, BlockScaleFold::Row};
+  e = checkGpuQuantizeSpec(transposed);
+  ASSERT_TRUE(bool(e));
+  EXPECT_NE(llvm::toString(std::move(e)).find("row-wise"), std::string::npos);
+  QuantizeSpec perTensor = transposed;
+  perTensor.options = {ScalingScheme::perTensor(), Fp8Format::E4M3, false,
+                       BlockScaleFold::K128};
+  e = checkGpuQuantizeSpec(perTensor);
   ASSERT_TRUE(bool(e));
   EXPECT_NE(llvm::toString(std::move(e)).find("has none"), std::string::npos);
 }

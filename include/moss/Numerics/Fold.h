@@ -22,21 +22,6 @@
 
 namespace moss::numerics {
 
-/// Where E8M0 block factors go before a GEMM.
-enum class BlockScaleFold : uint8_t {
-  /// Each 32-of-K partial sum is promoted with its factors (exact, slow).
-  None = 0,
-  /// Codes refer to the largest factor of their 128-wide K group: the
-  /// operand becomes per-group 1x128 (one promotion per 128 of K).
-  K128 = 1,
-  /// Codes refer to the largest factor of their row: the operand becomes
-  /// per-row (no promotion in the main loop).
-  Row = 2,
-};
-
-/// The K extent of a 128 fold's groups.
-constexpr int64_t kFoldGroupCols = 128;
-
 /// "none", "128" or "row".
 const char *getName(BlockScaleFold fold);
 

@@ -67,11 +67,30 @@ struct ScalingScheme {
   std::string str() const;
 };
 
+/// Where E8M0 block factors go before a GEMM.
+enum class BlockScaleFold : uint8_t {
+  /// Each 32-of-K partial sum is promoted with its factors (exact, slow).
+  None = 0,
+  /// Codes refer to the largest factor of their 128-wide K group: the
+  /// operand becomes per-group 1x128 (one promotion per 128 of K).
+  K128 = 1,
+  /// Codes refer to the largest factor of their row: the operand becomes
+  /// per-row (no promotion in the main loop).
+  Row = 2,
+};
+
+/// The K extent of a 128 fold's groups.
+constexpr int64_t kFoldGroupCols = 128;
+
 struct QuantizeOptions {
   ScalingScheme scheme;
   Fp8Format format = Fp8Format::E4M3;
   /// Quantize the transpose of the input (column-wise output).
   bool transpose = false;
+  /// Fold a two-level or MXFP8 result's block factors as a GEMM would
+  /// (foldBlockScales in Fold.h): the result is per-row or per-group 1x128,
+  /// ready for a GEMM with no per-32 promotion. Not with `transpose`.
+  BlockScaleFold fold = BlockScaleFold::None;
 };
 
 /// What a quantization reports besides its data.

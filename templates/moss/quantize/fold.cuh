@@ -73,20 +73,45 @@ __device__ __forceinline__ bool foldWordExactly(uint32_t w, int shift,
   return above == 0x80808080u && nonFinite == 0;
 }
 
+/// Four codes of one block folded by `shift` (0 < shift <= the limit);
+/// `table` is the shift's row of the fold table (256 codes).
+template <int Fmt>
+__device__ __forceinline__ uint32_t foldWord(uint32_t w, int shift,
+                                             const uint8_t *table) {
+  uint32_t out;
+  if (foldWordExactly<Fmt>(w, shift, out))
+    return out;
+  return uint32_t(table[w & 0xFFu]) | uint32_t(table[(w >> 8) & 0xFFu]) << 8 |
+         uint32_t(table[(w >> 16) & 0xFFu]) << 16 |
+         uint32_t(table[w >> 24]) << 24;
+}
+
+/// The fold table in shared memory: `kVecs` 16-byte vectors, copied from
+/// the generated source's table by the whole CTA.
+template <int Fmt> struct FoldTable {
+  static constexpr int kVecs = (kFoldShiftLimit<Fmt> + 1) * 256 / 16;
+  Vec16 vecs[kVecs];
+
+  template <int Threads>
+  __device__ __forceinline__ void load(const Vec16 *table) {
+    for (int i = threadIdx.x; i < kVecs; i += Threads)
+      vecs[i] = table[i];
+    __syncthreads();
+  }
+  /// The row of codes folded by `shift`.
+  __device__ __forceinline__ const uint8_t *row(int shift) const {
+    return reinterpret_cast<const uint8_t *>(vecs) + shift * 256;
+  }
+};
+
 /// One 16-byte chunk of codes of one block, folded by `shift` (> 0).
 template <int Fmt>
 __device__ __forceinline__ Vec16 foldChunk(const uint8_t *table,
                                            const Vec16 &v, int shift) {
   Vec16 r;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const uint32_t w = v.w[i];
-    if (!foldWordExactly<Fmt>(w, shift, r.w[i]))
-      r.w[i] = uint32_t(table[w & 0xFFu]) |
-               uint32_t(table[(w >> 8) & 0xFFu]) << 8 |
-               uint32_t(table[(w >> 16) & 0xFFu]) << 16 |
-               uint32_t(table[w >> 24]) << 24;
-  }
+  for (int i = 0; i < 4; ++i)
+    r.w[i] = foldWord<Fmt>(v.w[i], shift, table);
   return r;
 }
 
@@ -111,12 +136,8 @@ __device__ __forceinline__ void fold(const FoldArgs &args,
   constexpr int kLimit = kFoldShiftLimit<Fmt>;
   constexpr int kWarps = Threads / 32;
   constexpr int kUnroll = 4;
-  constexpr int kTableVecs = (kLimit + 1) * 256 / 16;
-  __shared__ Vec16 tableVecs[kTableVecs];
-  for (int i = threadIdx.x; i < kTableVecs; i += Threads)
-    tableVecs[i] = table[i];
-  __syncthreads();
-  const uint8_t *tables = reinterpret_cast<const uint8_t *>(tableVecs);
+  __shared__ FoldTable<Fmt> tables;
+  tables.load<Threads>(table);
 
   const int lane = threadIdx.x & 31;
   const int blocks = args.cols / Block;
@@ -178,7 +199,7 @@ __device__ __forceinline__ void fold(const FoldArgs &args,
         } else {
           int shift = min(reference - (blockCode - 127), kLimit);
           if (shift != 0)
-            r = foldChunk<Fmt>(tables + shift * 256, v[u], shift);
+            r = foldChunk<Fmt>(tables.row(shift), v[u], shift);
         }
         out[chunk] = r;
       }

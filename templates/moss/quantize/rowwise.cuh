@@ -8,19 +8,30 @@
 // in registers: the input is read once and the codes written once. A
 // per-tensor global scale needs the whole tensor first: a reduce pass leaves
 // the max in Args::globalBits and the quantize pass reads it (two passes).
+//
+// Fold (two-level and MXFP8, docs/NUMERICS-CONTRACT.md section 8): the
+// codes are rescaled to the largest block factor of their row (2) or of
+// their 128-wide K group (1) as they are written, and the FP32 factors
+// g * 2^E go to Args::global ([rows]) or Args::local ([rows, K / 128]); the
+// E8M0 factors are not written. moss::numerics::quantize with
+// QuantizeOptions::fold writes the same bits.
 #pragma once
 
 #include "moss/quantize/common.cuh"
+#include "moss/quantize/fold.cuh"
 
 namespace moss::quantize {
 
 /// The row-wise kernel's compile-time shape. `Block` is the block length
 /// along K for block schemes and ignored (pass K) for per-tensor/per-row.
 template <int In_, int Kind_, int Fmt_, int Block_, int K_, int Threads_,
-          int Source_>
+          int Source_, int Fold_ = 0>
 struct RowwiseConfig {
   static constexpr int In = In_, Kind = Kind_, Fmt = Fmt_, Block = Block_,
-                       K = K_, Threads = Threads_, Source = Source_;
+                       K = K_, Threads = Threads_, Source = Source_,
+                       Fold = Fold_;
+  /// Lanes that hold one 128-wide K group of the 128 fold.
+  static constexpr int kGroupLanes = 128 / kVecElements<In>;
   static constexpr int kVecElems = kVecElements<In>;
   static constexpr int kVecs = K / kVecElems;
   static constexpr int kVecsPerThread = (kVecs + Threads - 1) / Threads;
@@ -34,7 +45,12 @@ struct RowwiseConfig {
                     (kBlockLanes & (kBlockLanes - 1)) == 0,
                 "a block must span 1 to 32 lanes");
   static_assert(Threads % 32 == 0 && Threads <= 1024, "whole warps");
+  static_assert(Fold == 0 || Kind == kMXFP8 || Kind == kTwoLevel,
+                "only E8M0 block factors fold");
 };
+
+/// Fold modes, numbered as moss::numerics::BlockScaleFold.
+enum FoldMode : int { kFoldNone = 0, kFold128 = 1, kFoldRow = 2 };
 
 /// The codes of one 16-byte input vector, packed little-endian (element 0
 /// in the lowest byte): 4 bytes for FP32 input, 8 for BF16.
@@ -55,13 +71,22 @@ __device__ __forceinline__ void encodeVector(const Vec16 &v,
   }
 }
 
-template <class Config> __device__ void rowwise(const Args &args, int pass) {
+/// `foldTable`: the generated source's fold table when Config::Fold is set.
+template <class Config>
+__device__ void rowwise(const Args &args, int pass,
+                        const Vec16 *foldTable = nullptr) {
   constexpr int In = Config::In, Kind = Config::Kind, Fmt = Config::Fmt;
   constexpr int Threads = Config::Threads, VPT = Config::kVecsPerThread;
   constexpr int Lanes = Config::kBlockLanes;
+  constexpr int Fold = Config::Fold;
   constexpr bool kBlocks = Kind == kPerGroup || Kind == kMXFP8 ||
                            Kind == kTwoLevel;
   __shared__ uint32_t scratch[Threads / 32];
+  // Unreferenced (and so not allocated) unless the kernel folds.
+  __shared__ FoldTable<Fmt> foldTables;
+  if constexpr (Fold != kFoldNone)
+    if (pass == kQuantizePass)
+      foldTables.template load<Threads>(foldTable);
 
   const int lane = threadIdx.x & 31;
   uint32_t saturated = 0, nonFinite = 0;
@@ -114,7 +139,8 @@ template <class Config> __device__ void rowwise(const Args &args, int pass) {
       rowBits = ctaMax<Threads>(rowBits, scratch);
       global = globalFromBits<Kind, Fmt>(rowBits);
       if (threadIdx.x == 0) {
-        args.global[row] = global;
+        if constexpr (Fold == kFoldNone)
+          args.global[row] = global;
         if (Kind == kPerRow && rowBits >= kInfBits)
           ++nonFinite;
       }
@@ -124,6 +150,33 @@ template <class Config> __device__ void rowwise(const Args &args, int pass) {
       global = *args.scaleIn;
     }
     const GlobalScale g = makeGlobal(global);
+
+    // The fold's reference exponents: the largest E8M0 code of the row, or
+    // of each vector's 128-wide group, over the blocks that are not NaN
+    // (code 0 = 2^-127 where there are none).
+    int reference[VPT];
+    if constexpr (Fold != kFoldNone) {
+      uint32_t rowCode = 0;
+#pragma unroll
+      for (int i = 0; i < VPT; ++i) {
+        int vec = threadIdx.x + i * Threads;
+        uint32_t code = vec < Config::kVecs
+                            ? blockScale<Kind, Fmt>(blockBits[i], g).e8m0
+                            : 0u;
+        code = code == 0xFFu ? 0u : code;
+        if constexpr (Fold == kFold128)
+          reference[i] = int(groupMax<Config::kGroupLanes>(code)) - 127;
+        rowCode = code > rowCode ? code : rowCode;
+      }
+      if constexpr (Fold == kFoldRow) {
+        const int rowReference = int(ctaMax<Threads>(rowCode, scratch)) - 127;
+#pragma unroll
+        for (int i = 0; i < VPT; ++i)
+          reference[i] = rowReference;
+        if (threadIdx.x == 0)
+          args.global[row] = mulRn(global, exp2i(rowReference));
+      }
+    }
 
     uint8_t *dst = args.q + size_t(row) * Config::K;
 #pragma unroll
@@ -136,6 +189,22 @@ template <class Config> __device__ void rowwise(const Args &args, int pass) {
       encodeVector<In, Fmt, Kind == kTwoLevel,
                    Config::Source == kGlobalFromScale>(v[i], s, codes,
                                                        saturated);
+      if constexpr (Fold != kFoldNone) {
+        // A NaN block's codes are NaN already; the others move by E - e.
+        const int shift = min(reference[i] - (int(s.e8m0) - 127),
+                              kFoldShiftLimit<Fmt>);
+        if (s.e8m0 != 0xFFu && shift > 0) {
+#pragma unroll
+          for (int w = 0; w < Config::kVecElems / 4; ++w)
+            codes[w] = foldWord<Fmt>(codes[w], shift, foldTables.row(shift));
+        }
+        if constexpr (Fold == kFold128)
+          if ((lane & (Config::kGroupLanes - 1)) == 0)
+            static_cast<float *>(args.local)[size_t(row) * (Config::K / 128) +
+                                             size_t(vec) /
+                                                 Config::kGroupLanes] =
+                mulRn(global, exp2i(reference[i]));
+      }
       uint8_t *out = dst + vec * Config::kVecElems;
       if constexpr (Config::kVecElems == 4)
         *reinterpret_cast<uint32_t *>(out) = codes[0];
@@ -148,7 +217,7 @@ template <class Config> __device__ void rowwise(const Args &args, int pass) {
                               size_t(vec) / Lanes;
           if constexpr (Kind == kPerGroup)
             static_cast<float *>(args.local)[blockIndex] = s.divisor;
-          else
+          else if constexpr (Fold == kFoldNone)
             static_cast<uint8_t *>(args.local)[blockIndex] = uint8_t(s.e8m0);
           nonFinite += blockBits[i] >= kInfBits;
         }
@@ -169,7 +238,7 @@ template <class Config> __device__ void rowwise(const Args &args, int pass) {
       float global = Config::Source == kGlobalFromBits
                          ? globalFromBits<Kind, Fmt>(*args.globalBits)
                          : *args.scaleIn;
-      if (args.global)
+      if (args.global && Fold == kFoldNone)
         args.global[0] = global;
       if (Kind == kPerTensor && Config::Source == kGlobalFromBits &&
           *args.globalBits >= kInfBits)
