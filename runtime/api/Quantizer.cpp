@@ -201,10 +201,16 @@ Expected<QuantizerSource> generateQuantizerSource(const QuantizeSpec &spec,
                        config + ";\n";
   if (options.fold != BlockScaleFold::None)
     source += "\n" + getFoldTableSource(options.format);
+  // A fold holds more per vector; at most 64 registers keep the row-wise
+  // kernel's residency (1024 threads per SM) as without it.
+  const int minBlocks =
+      options.fold == BlockScaleFold::None ? 1 : std::max(1, 1024 / v.threads);
   auto addKernel = [&](StringRef name, StringRef pass) {
-    source += formatv("\nextern \"C\" __global__ void __launch_bounds__({0}, 1)\n"
+    source += formatv("\nextern \"C\" __global__ void __launch_bounds__({0}, "
+                      "{3})\n"
                       "{1}(const moss::quantize::Args args) {{\n  {2};\n}\n",
-                      v.threads, name, formatv(call.c_str(), pass).str());
+                      v.threads, name, formatv(call.c_str(), pass).str(),
+                      minBlocks);
   };
   if (v.source == kGlobalFromBits) {
     result.reduceKernel = "moss_quantize_reduce";

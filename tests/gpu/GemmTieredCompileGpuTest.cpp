@@ -79,6 +79,7 @@ compiler::GemmSpec mossSpec() {
   spec.k = 4096;
   spec.aScaling = ScalingScheme::twoLevel(GlobalScope::Row);
   spec.bScaling = ScalingScheme::perTensor();
+  spec.fold = numerics::BlockScaleFold::None; // the promoted kernel
   return spec;
 }
 

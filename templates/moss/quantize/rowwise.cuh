@@ -154,15 +154,16 @@ __device__ void rowwise(const Args &args, int pass,
     // The fold's reference exponents: the largest E8M0 code of the row, or
     // of each vector's 128-wide group, over the blocks that are not NaN
     // (code 0 = 2^-127 where there are none).
+    // The block scales are computed once, before the reference is known.
     int reference[VPT];
+    BlockScale scales[Fold != kFoldNone ? VPT : 1];
     if constexpr (Fold != kFoldNone) {
       uint32_t rowCode = 0;
 #pragma unroll
       for (int i = 0; i < VPT; ++i) {
+        scales[i] = blockScale<Kind, Fmt>(blockBits[i], g);
         int vec = threadIdx.x + i * Threads;
-        uint32_t code = vec < Config::kVecs
-                            ? blockScale<Kind, Fmt>(blockBits[i], g).e8m0
-                            : 0u;
+        uint32_t code = vec < Config::kVecs ? scales[i].e8m0 : 0u;
         code = code == 0xFFu ? 0u : code;
         if constexpr (Fold == kFold128)
           reference[i] = int(groupMax<Config::kGroupLanes>(code)) - 127;
@@ -184,7 +185,11 @@ __device__ void rowwise(const Args &args, int pass,
       int vec = threadIdx.x + i * Threads;
       if (vec >= Config::kVecs)
         continue;
-      BlockScale s = blockScale<Kind, Fmt>(blockBits[i], g);
+      BlockScale s;
+      if constexpr (Fold != kFoldNone)
+        s = scales[i];
+      else
+        s = blockScale<Kind, Fmt>(blockBits[i], g);
       uint32_t codes[2];
       encodeVector<In, Fmt, Kind == kTwoLevel,
                    Config::Source == kGlobalFromScale>(v[i], s, codes,
