@@ -585,7 +585,7 @@ int main(int argc, char **argv) {
     prep->compileSeconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
             .count();
-    moss::compiler::GemmSpec kernelSpec = v.spec.getKernelSpec();
+    moss::compiler::GemmSpec kernelSpec = v.spec.getKernelSpec(m);
     prep->name =
         v.name + " " + planned.str() + " " +
         accuracyClass(false, int(moss::compiler::getPromoteK(kernelSpec)));

@@ -2,6 +2,8 @@
 
 #include "moss/Compiler/GemmSpec.h"
 
+#include "moss/Compiler/Tiling.h"
+
 #include "llvm/Support/FormatVariadic.h"
 
 using namespace moss;
@@ -68,18 +70,21 @@ std::string GemmSpec::str() const {
   return text;
 }
 
-numerics::BlockScaleFold GemmSpec::getFold() const {
+numerics::BlockScaleFold GemmSpec::getFold(int64_t rows) const {
   if (!numerics::isFoldable(aScaling) && !numerics::isFoldable(bScaling))
     return numerics::BlockScaleFold::None;
   if (fold)
     return *fold;
-  return out == FloatType::F32 ? numerics::BlockScaleFold::None
-                               : numerics::BlockScaleFold::Row;
+  if (rows == kDynamic)
+    rows = isDynamicM() ? TilingOptions().assumedM : m;
+  return out == FloatType::F32 || rows < kMinRowsToFold
+             ? numerics::BlockScaleFold::None
+             : numerics::BlockScaleFold::Row;
 }
 
-GemmSpec GemmSpec::getKernelSpec() const {
+GemmSpec GemmSpec::getKernelSpec(int64_t rows) const {
   GemmSpec kernel = *this;
-  numerics::BlockScaleFold applied = getFold();
+  numerics::BlockScaleFold applied = getFold(rows);
   kernel.aScaling = numerics::getFoldedScheme(aScaling, applied);
   kernel.bScaling = numerics::getFoldedScheme(bScaling, applied);
   // Its operands fold no further (and a foldable one stays exact).

@@ -334,7 +334,8 @@ typedef enum moss_mma_type_t {
 /* Where the E8M0 block factors of two-level and MXFP8 operands go
  * (docs/NUMERICS-CONTRACT.md section 8). */
 typedef enum moss_fold_t {
-  /* MOSS_FOLD_ROW for bf16 and f16 outputs, MOSS_FOLD_NONE for f32. */
+  /* MOSS_FOLD_ROW for bf16 and f16 outputs launched with at least 1024
+   * rows; MOSS_FOLD_NONE for f32 outputs and fewer rows. */
   MOSS_FOLD_AUTO = 0,
   /* Exact: every 32-of-K partial sum promoted with its factors (slow). */
   MOSS_FOLD_NONE = 1,

@@ -132,7 +132,9 @@ static Error checkFold(const GemmSpec &spec) {
   return Error::success();
 }
 
-Error moss::checkGemmSpec(const GemmSpec &spec) {
+/// checkGemmSpec for a launch of `rows` rows (kDynamic: any), which decide
+/// the default fold and so the blocks the kernel promotes by.
+static Error checkGemmSpecAt(const GemmSpec &spec, int64_t rows) {
   if (Error e = compiler::checkShapes(spec))
     return e;
   if (Error e = checkFold(spec))
@@ -156,7 +158,7 @@ Error moss::checkGemmSpec(const GemmSpec &spec) {
                      " is not a multiple of promoteK=" + Twine(spec.promoteK));
   }
   // A fold changes the blocks the kernel promotes by.
-  const GemmSpec kernel = spec.getKernelSpec();
+  const GemmSpec kernel = spec.getKernelSpec(rows);
   for (auto [name, scheme] :
        {std::pair{"A", &kernel.aScaling}, std::pair{"B", &kernel.bScaling}})
     if (spec.promoteK && scheme->hasLocalScales() &&
@@ -174,9 +176,13 @@ Error moss::checkGemmSpec(const GemmSpec &spec) {
   return Error::success();
 }
 
+Error moss::checkGemmSpec(const GemmSpec &spec) {
+  return checkGemmSpecAt(spec, GemmSpec::kDynamic);
+}
+
 Error moss::checkGemmLaunch(const GemmSpec &spec, int64_t m,
                             const GemmBuffers &buffers) {
-  if (Error e = checkGemmSpec(spec))
+  if (Error e = checkGemmSpecAt(spec, m))
     return e;
   if (m < 0 || m > std::numeric_limits<int32_t>::max())
     return invalid("m=" + Twine(m) +
@@ -695,7 +701,7 @@ Error GemmRunner::switchToFullKernel(Kernel &kernel, bool wait) {
 static std::optional<runtime::FoldSpec> getFoldSpec(const GemmSpec &spec,
                                                     bool operandB, int64_t m) {
   const ScalingScheme &scheme = operandB ? spec.bScaling : spec.aScaling;
-  if (spec.getFold() == numerics::BlockScaleFold::None ||
+  if (spec.getFold(m) == numerics::BlockScaleFold::None ||
       !numerics::isFoldable(scheme))
     return std::nullopt;
   runtime::FoldSpec fold;
@@ -703,7 +709,7 @@ static std::optional<runtime::FoldSpec> getFoldSpec(const GemmSpec &spec,
   fold.cols = spec.k;
   fold.format = operandB ? spec.b : spec.a;
   fold.scheme = scheme;
-  fold.fold = spec.getFold();
+  fold.fold = spec.getFold(m);
   return fold;
 }
 
@@ -766,7 +772,7 @@ GemmRunner::prepare(const GemmSpec &spec, int64_t m,
             getFoldSpec(spec, operandB, std::max<int64_t>(m, 1)))
       if (Error e = folder->prepare(*fold))
         return std::move(e);
-  Expected<Kernel *> kernel = getKernel(spec.getKernelSpec(), m, options);
+  Expected<Kernel *> kernel = getKernel(spec.getKernelSpec(m), m, options);
   if (!kernel)
     return kernel.takeError();
   if (Error e = switchToFullKernel(**kernel, options.compileMode ==
@@ -788,7 +794,7 @@ Error GemmRunner::run(const GemmSpec &asked, int64_t m,
   if (Error e = checkGemmLaunch(asked, m, given))
     return e;
   // From here on, the GEMM the kernel computes (folded operands, if any).
-  const GemmSpec spec = asked.getKernelSpec();
+  const GemmSpec spec = asked.getKernelSpec(m);
   Expected<Kernel *> found = getKernel(spec, m, options);
   if (!found)
     return found.takeError();
@@ -799,7 +805,7 @@ Error GemmRunner::run(const GemmSpec &asked, int64_t m,
   if (m == 0)
     return Error::success();
   GemmBuffers buffers = given;
-  if (asked.getFold() != numerics::BlockScaleFold::None) {
+  if (asked.getFold(m) != numerics::BlockScaleFold::None) {
     Expected<GemmBuffers> folded = foldOperands(asked, m, given, stream);
     if (!folded)
       return folded.takeError();

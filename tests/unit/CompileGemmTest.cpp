@@ -69,6 +69,26 @@ TEST(CompileGemmTest, DefaultFoldCompilesTheFoldedOperandsKernel) {
   EXPECT_TRUE(contains(compile(spec).source, "/*ScaleA=*/moss::gemm::kTwoLevel"));
 }
 
+TEST(CompileGemmTest, DefaultFoldFollowsOutputAndRows) {
+  using numerics::BlockScaleFold;
+  GemmSpec spec = mossForward();
+  spec.fold.reset();
+  EXPECT_EQ(spec.getFold(), BlockScaleFold::Row) << "a dynamic M counts 4096";
+  EXPECT_EQ(spec.getFold(GemmSpec::kMinRowsToFold), BlockScaleFold::Row);
+  EXPECT_EQ(spec.getFold(GemmSpec::kMinRowsToFold - 1), BlockScaleFold::None);
+  EXPECT_EQ(spec.getKernelSpec(16).aScaling.kind, ScalingKind::TwoLevel);
+  EXPECT_EQ(spec.getKernelSpec(4096).aScaling.kind, ScalingKind::PerRow);
+  spec.m = 16;
+  EXPECT_EQ(spec.getFold(), BlockScaleFold::None) << "a static M of 16";
+  spec.m = GemmSpec::kDynamic;
+  spec.out = FloatType::F32;
+  EXPECT_EQ(spec.getFold(8192), BlockScaleFold::None);
+  spec.fold = BlockScaleFold::K128;
+  EXPECT_EQ(spec.getFold(1), BlockScaleFold::K128) << "asked for";
+  spec.aScaling = ScalingScheme::perTensor();
+  EXPECT_EQ(spec.getFold(8192), BlockScaleFold::None) << "nothing to fold";
+}
+
 TEST(CompileGemmTest, MossForwardSource) {
   KernelSource kernel = compile(mossForward());
   const std::string &src = kernel.source;

@@ -51,7 +51,7 @@ jit::checkGemmOutput(const GemmProblem &problem, int64_t m,
                      const GemmCheckOptions &options) {
   // The kernel's GEMM: the model and the reference see the operands as the
   // kernel multiplies them (folded, when the spec folds).
-  const compiler::GemmSpec spec = problem.spec.getKernelSpec();
+  const compiler::GemmSpec spec = problem.spec.getKernelSpec(m);
   const int64_t n = spec.n, k = spec.k;
   const unsigned width = compiler::getByteWidth(spec.out);
   Expected<const runtime::DriverApi &> api = runtime::getDriverApi();

@@ -149,7 +149,7 @@ GemmProblem::create(const compiler::GemmSpec &spec, int64_t m,
        {std::pair{&problem->qa, &problem->kernelA},
         std::pair{&problem->qb, &problem->kernelB}}) {
     numerics::BlockScaleFold fold = numerics::isFoldable(quantized->scheme)
-                                        ? spec.getFold()
+                                        ? spec.getFold(m)
                                         : numerics::BlockScaleFold::None;
     Expected<numerics::QuantizedTensor> folded =
         numerics::foldBlockScales(*quantized, fold);

@@ -127,7 +127,7 @@ cl::opt<std::string> fold(
     cl::desc("Where two-level and MXFP8 operands' E8M0 block factors go: "
              "none (exact per-32 promotion), 128 (one promotion per 128 of "
              "K), row (the row's factor in the epilogue), auto (row for "
-             "bf16/f16 outputs, none for f32)"),
+             "bf16/f16 outputs of at least 1024 rows, else none)"),
     cl::init("auto"), kGemmCommands, cl::cat(category));
 cl::opt<bool> staticM(
     "static-m", cl::desc("run, bench: compile the kernel for this M only"),
@@ -205,9 +205,12 @@ Expected<compiler::GemmSpec> getGemmSpec(bool mIsLaunchRows) {
       return createStringError(inconvertibleErrorCode(),
                                "--fold=" + fold +
                                    " must be auto, none, 128 or row");
-  } else if (spec.getFold() != numerics::BlockScaleFold::None) {
-    // Spelled out, so that the spec's description shows it.
-    spec.fold = spec.getFold();
+  } else {
+    // Spelled out, so that the spec's description shows it: the default at
+    // the launch rows (run, bench) or the spec's M.
+    int64_t rows = mIsLaunchRows ? int64_t(m) : compiler::GemmSpec::kDynamic;
+    if (spec.getFold(rows) != numerics::BlockScaleFold::None)
+      spec.fold = spec.getFold(rows);
   }
   return spec;
 }

@@ -100,9 +100,9 @@ cl::opt<compiler::MmaType> mma(
 cl::opt<std::string> fold(
     "fold",
     cl::desc("Where two-level and MXFP8 operands' block factors go, as the "
-             "runtime's GEMMs ask for it: auto (row for bf16/f16 outputs, "
-             "none for f32), none, 128 or row; a fold tunes the kernel of the "
-             "folded operands"),
+             "runtime's GEMMs ask for it: auto (row for bf16/f16 outputs of "
+             "at least 1024 rows, else none), none, 128 or row; a fold tunes "
+             "the kernel of the folded operands"),
     cl::init("auto"), cl::cat(shapeCategory));
 
 cl::OptionCategory searchCategory(

@@ -109,16 +109,24 @@ struct GemmSpec {
            (mma == MmaType::Auto && out == FloatType::F32);
   }
 
-  /// The fold the GEMM applies: `fold` when set; else Row for bf16 and f16
-  /// outputs and None (exact per-32 promotion) for f32, which the accuracy
-  /// contract holds to 1e-5. None when no operand has E8M0 factors. The one
-  /// place the default is decided.
-  numerics::BlockScaleFold getFold() const;
+  /// Launched with fewer rows than this, a GEMM does not fold by default:
+  /// the fold's extra pass costs more than the promotion it saves. On the
+  /// H200 (2026-12-01, moss-bench-gemm --only _api) a bf16 MOSS GEMM ran
+  /// at 0.86-0.95x of cuBLASLt FP8 exact and 0.77-0.82x folded at M = 128,
+  /// and 0.64x exact and 0.98x folded at M = 4096.
+  static constexpr int64_t kMinRowsToFold = 1024;
 
-  /// The GEMM the kernel computes: each operand that getFold() folds
-  /// replaced by its folded scheme (per-row or per-group 1x128), and the
-  /// fold None.
-  GemmSpec getKernelSpec() const;
+  /// The fold the GEMM applies at `rows` rows (kDynamic: the static M, else
+  /// the heuristic's assumed M): `fold` when set; else None for f32 outputs
+  /// (the accuracy contract holds them to 1e-5) and below kMinRowsToFold
+  /// rows, and Row otherwise. None when no operand has E8M0 factors. The
+  /// one place the default is decided.
+  numerics::BlockScaleFold getFold(int64_t rows = kDynamic) const;
+
+  /// The GEMM the kernel computes at `rows` rows: each operand that
+  /// getFold(rows) folds replaced by its folded scheme (per-row or
+  /// per-group 1x128), and the fold None.
+  GemmSpec getKernelSpec(int64_t rows = kDynamic) const;
 
   /// A short description, e.g. (a fold appears when `fold` is set) "?x11008x4096 e4m3 two-level(row, 32) x e4m3
   /// per-tensor -> bf16".

@@ -73,7 +73,8 @@ def MOSS_GemmOp : MOSS_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
 
     The optional `fold` (`#moss.fold<none|128|row>`) says where the E8M0
     block factors of two-level and MXFP8 operands go; without it, row for
-    bf16 and f16 results and none for f32. A fold other than none lowers to
+    bf16 and f16 results of at least 1024 rows (a dynamic M counts as 4096)
+    and none otherwise. A fold other than none lowers to
     the kernel of the folded operands (per-row, or per-group 1x128 for 128):
     whoever launches it folds the operands first (the runtime's
     GpuFolder, docs/NUMERICS-CONTRACT.md section 8).
