@@ -76,8 +76,8 @@ TEST(CompileGemmTest, DefaultFoldFollowsOutputAndRows) {
   EXPECT_EQ(spec.getFold(), BlockScaleFold::Row) << "a dynamic M counts 4096";
   EXPECT_EQ(spec.getFold(GemmSpec::kMinRowsToFold), BlockScaleFold::Row);
   EXPECT_EQ(spec.getFold(GemmSpec::kMinRowsToFold - 1), BlockScaleFold::None);
-  EXPECT_EQ(spec.getKernelSpec(16).aScaling.kind, ScalingKind::TwoLevel);
-  EXPECT_EQ(spec.getKernelSpec(4096).aScaling.kind, ScalingKind::PerRow);
+  EXPECT_EQ(spec.getKernelSpec(16).aScaling.kind, numerics::ScalingKind::TwoLevel);
+  EXPECT_EQ(spec.getKernelSpec(4096).aScaling.kind, numerics::ScalingKind::PerRow);
   spec.m = 16;
   EXPECT_EQ(spec.getFold(), BlockScaleFold::None) << "a static M of 16";
   spec.m = GemmSpec::kDynamic;
