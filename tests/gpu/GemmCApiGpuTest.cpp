@@ -121,7 +121,7 @@ TEST(GemmCApiGpu, QuantizeThenGemmMatchesReference) {
   spec.n = n;
   spec.k = k;
   spec.bias = MOSS_TYPE_F32;
-  // The exact path first (bf16 outputs fold by default; checked below).
+  // The exact path first (the row fold is checked below).
   spec.fold = MOSS_FOLD_NONE;
   Buffer biasBuffer(n * 4), d(m * n * 2);
   ASSERT_EQ(api.memcpyHtoD(biasBuffer.ptr, bias.data(), n * 4), CUDA_SUCCESS);
@@ -176,12 +176,12 @@ TEST(GemmCApiGpu, QuantizeThenGemmMatchesReference) {
     }
   EXPECT_EQ(bad, 0);
 
-  // --- the default for bf16: A's block factors folded into its codes
-  // (docs/NUMERICS-CONTRACT.md section 8), against the FP64 product of the
-  // host's folded operands, summed unpromoted.
+  // --- the row fold (the default from 1024 rows): A's block factors folded
+  // into its codes (docs/NUMERICS-CONTRACT.md section 8), against the FP64
+  // product of the host's folded operands, summed unpromoted.
   {
     moss_gemm_spec_t folding = spec;
-    folding.fold = MOSS_FOLD_AUTO;
+    folding.fold = MOSS_FOLD_ROW;
     ASSERT_EQ(api.memsetD8(d.ptr, 0xFF, m * n * 2), CUDA_SUCCESS);
     expectOk(moss_gemm(context, &folding, m, &buffers, nullptr));
     ASSERT_EQ(api.streamSynchronize(nullptr), CUDA_SUCCESS);
