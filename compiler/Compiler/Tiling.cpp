@@ -264,6 +264,24 @@ llvm::Error compiler::checkTiling(const GemmSpec &spec,
   auto error = [&](const llvm::Twine &message) {
     return llvm::createStringError("tiling " + tiling.str() + ": " + message);
   };
+  // Every field in range before any arithmetic on them (a tuning database
+  // or an attribute may hold anything).
+  auto outside = [](int64_t value, int64_t low, int64_t high) {
+    return value < low || value > high;
+  };
+  if (outside(tiling.stages, 2, kMaxTilingStages))
+    return error("stages must be from 2 to " + llvm::Twine(kMaxTilingStages) +
+                 ", got " + llvm::Twine(tiling.stages));
+  if (outside(tiling.clusterM, 1, 8) || outside(tiling.clusterN, 1, 8))
+    return error("cluster_m and cluster_n must be from 1 to 8, got " +
+                 llvm::Twine(tiling.clusterM) + "x" +
+                 llvm::Twine(tiling.clusterN));
+  if (outside(tiling.splitK, 1, kMaxSplitK))
+    return error("split_k must be from 1 to " + llvm::Twine(kMaxSplitK) +
+                 ", got " + llvm::Twine(tiling.splitK));
+  if (outside(tiling.swizzle, 1, 8) || !llvm::isPowerOf2_64(tiling.swizzle))
+    return error("swizzle must be 1, 2, 4 or 8, got " +
+                 llvm::Twine(tiling.swizzle));
   if (tiling.tileM != 64 && tiling.tileM != 128 && tiling.tileM != 256)
     return error("tile_m must be 64, 128 or 256 (two consumer warpgroups of "
                  "64-row wgmma tiles; at 64 they share the rows and split "

@@ -642,3 +642,41 @@ TEST(TilingHeuristicTest, TensorCoreChainsFollowTheKernelsWalk) {
                     {{512, 640}, {768, 896}},
                     {{640, 768}, {896, 1024}}}));
 }
+
+// Fields out of range are rejected before any arithmetic on them: a split
+// of 2^57 once made a product overflow to zero and divide by it.
+TEST(CheckTilingTest, HugeFieldsAreRejectedNotOverflowed) {
+  GemmSpec spec = mossForward();
+  TileConfig base;
+  base.tileM = 128;
+  base.tileN = 128;
+  base.stages = 4;
+  struct Case {
+    const char *what;
+    void (*apply)(TileConfig &);
+    const char *expected;
+  } cases[] = {
+      {"split_k 2^57", [](TileConfig &t) { t.splitK = int64_t(1) << 57; },
+       "split_k must be from 1 to 64"},
+      {"split_k 2^63-1", [](TileConfig &t) { t.splitK = INT64_MAX; },
+       "split_k must be from 1 to 64"},
+      {"stages 2^31", [](TileConfig &t) { t.stages = int64_t(1) << 31; },
+       "stages must be from 2 to 64"},
+      {"clusters 2^32 x 2^32",
+       [](TileConfig &t) { t.clusterM = t.clusterN = int64_t(1) << 32; },
+       "cluster_m and cluster_n must be from 1 to 8"},
+      {"swizzle 3", [](TileConfig &t) { t.swizzle = 3; },
+       "swizzle must be 1, 2, 4 or 8"},
+      {"swizzle 16", [](TileConfig &t) { t.swizzle = 16; },
+       "swizzle must be 1, 2, 4 or 8"},
+  };
+  for (const Case &c : cases) {
+    TileConfig tiling = base;
+    c.apply(tiling);
+    llvm::Error error = checkTiling(spec, tiling, TargetInfo());
+    ASSERT_TRUE(bool(error)) << c.what;
+    EXPECT_NE(llvm::toString(std::move(error)).find(c.expected),
+              std::string::npos)
+        << c.what;
+  }
+}

@@ -12,6 +12,7 @@
 #define MOSS_COMPILER_TILING_H
 
 #include "moss/Compiler/GemmSpec.h"
+#include "moss/Compiler/TilingLimits.h"
 #include "moss/Numerics/TensorCoreModel.h"
 
 #include "llvm/Support/Error.h"

@@ -3,6 +3,8 @@
 #include "moss/Dialect/MOSS/IR/MOSSAttrs.h"
 #include "moss/Dialect/MOSS/IR/MOSSDialect.h"
 
+#include "moss/Compiler/TilingLimits.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -263,17 +265,22 @@ LogicalResult TilingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "tile_n must be a multiple of 8 from 8 to 256 (the "
                           "wgmma N extent), got "
                        << tileN;
-  if (stages < 1)
-    return emitError() << "stages must be at least 1, got " << stages;
-  if (clusterM < 1 || !llvm::isPowerOf2_64(clusterM) || clusterN < 1 ||
-      !llvm::isPowerOf2_64(clusterN) || clusterM * clusterN > 8)
+  if (stages < 1 || stages > ::moss::compiler::kMaxTilingStages)
+    return emitError() << "stages must be from 1 to "
+                       << ::moss::compiler::kMaxTilingStages << ", got "
+                       << stages;
+  // Each size bounded first, so that their product cannot overflow.
+  if (clusterM < 1 || clusterM > 8 || !llvm::isPowerOf2_64(clusterM) ||
+      clusterN < 1 || clusterN > 8 || !llvm::isPowerOf2_64(clusterN) ||
+      clusterM * clusterN > 8)
     return emitError() << "cluster_m and cluster_n must be powers of two "
                           "with at most 8 blocks per cluster (the portable "
                           "cluster size), got "
                        << clusterM << "x" << clusterN;
   if (swizzle < 1 || swizzle > 8 || !llvm::isPowerOf2_64(swizzle))
     return emitError() << "swizzle must be 1, 2, 4 or 8, got " << swizzle;
-  if (splitK < 1)
-    return emitError() << "split_k must be at least 1, got " << splitK;
+  if (splitK < 1 || splitK > ::moss::compiler::kMaxSplitK)
+    return emitError() << "split_k must be from 1 to "
+                       << ::moss::compiler::kMaxSplitK << ", got " << splitK;
   return success();
 }

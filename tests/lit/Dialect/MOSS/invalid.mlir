@@ -232,7 +232,7 @@ func.func @bad_tile_n() attributes {t = #moss.tiling<tile_m = 128, tile_n = 300,
 
 // -----
 
-// expected-error @+1 {{stages must be at least 1, got 0}}
+// expected-error @+1 {{stages must be from 1 to 64, got 0}}
 func.func @bad_stages() attributes {t = #moss.tiling<tile_m = 128, tile_n = 128, stages = 0>} { return }
 
 // -----
@@ -247,7 +247,7 @@ func.func @bad_swizzle() attributes {t = #moss.tiling<tile_m = 128, tile_n = 128
 
 // -----
 
-// expected-error @+1 {{split_k must be at least 1, got 0}}
+// expected-error @+1 {{split_k must be from 1 to 64, got 0}}
 func.func @bad_split_k() attributes {t = #moss.tiling<tile_m = 128, tile_n = 128, stages = 4, split_k = 0>} { return }
 
 // -----
@@ -314,3 +314,14 @@ func.func @fold_bad_group(%a: tensor<?x4096xf8E4M3FN>, %al: tensor<?x128xf8E8M0F
       : (tensor<?x4096xf8E4M3FN>, tensor<?x128xf8E8M0FNU>, tensor<1xf32>, tensor<4096x4096xf8E4M3FN>, tensor<1xf32>) -> tensor<?x4096xbf16>
   return
 }
+
+// -----
+
+// Cluster sizes are bounded one by one, so that their product cannot wrap.
+// expected-error @+1 {{cluster_m and cluster_n must be powers of two with at most 8 blocks per cluster}}
+func.func private @tiling_huge_clusters() attributes {t = #moss.tiling<tile_m = 128, tile_n = 128, stages = 4, cluster_m = 4294967296, cluster_n = 4294967296>}
+
+// -----
+
+// expected-error @+1 {{split_k must be from 1 to 64, got 144115188075855872}}
+func.func private @tiling_huge_split() attributes {t = #moss.tiling<tile_m = 128, tile_n = 128, stages = 4, split_k = 144115188075855872>}
