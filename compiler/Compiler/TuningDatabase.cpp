@@ -7,6 +7,8 @@
 
 #include "moss/Compiler/TuningDatabase.h"
 
+#include "moss/Support/UntrustedInput.h"
+
 #include "llvm/ADT/bit.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -271,6 +273,10 @@ Expected<TuningDatabase> TuningDatabase::parse(StringRef text, StringRef name) {
     return createStringError(inconvertibleErrorCode(),
                              "tuning database '" + name + "': " + message);
   };
+  // The parser recurses: a file nested deeper than any database is refused
+  // before it can exhaust the stack.
+  if (Error e = checkJsonNesting(text, kMaxJsonDepth))
+    return fail(toString(std::move(e)));
   Expected<json::Value> root = json::parse(text);
   if (!root)
     return fail("not valid JSON: " + toString(root.takeError()));
@@ -308,12 +314,10 @@ Expected<TuningDatabase> TuningDatabase::parse(StringRef text, StringRef name) {
 }
 
 Expected<TuningDatabase> TuningDatabase::load(StringRef path) {
-  ErrorOr<std::unique_ptr<MemoryBuffer>> buffer =
-      MemoryBuffer::getFile(path, /*IsText=*/true);
+  Expected<std::unique_ptr<MemoryBuffer>> buffer =
+      readRegularFile(path, kMaxDatabaseBytes, "the tuning database");
   if (!buffer)
-    return createStringError(buffer.getError(),
-                             "cannot read the tuning database '" + path +
-                                 "': " + buffer.getError().message());
+    return buffer.takeError();
   return parse((*buffer)->getBuffer(), path);
 }
 

@@ -5,6 +5,7 @@
 #include "SchemeOptions.h"
 
 #include "moss/Compiler/TuningDatabase.h"
+#include "moss/Support/UntrustedInput.h"
 #include "moss/Runtime/Gemm.h"
 
 #include "llvm/ADT/SmallVector.h"
@@ -191,6 +192,8 @@ static std::vector<int> elementLines(StringRef text) {
 
 static Expected<std::vector<TuneShape>>
 parseJsonShapes(StringRef text, StringRef name, const ShapeDefaults &defaults) {
+  if (Error e = checkJsonNesting(text, compiler::kMaxJsonDepth))
+    return error(name + ": " + toString(std::move(e)));
   Expected<json::Value> root = json::parse(text);
   if (!root)
     return error(name + ": not valid JSON: " + toString(root.takeError()));

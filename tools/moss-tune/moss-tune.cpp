@@ -25,6 +25,7 @@
 #include "Sweep.h"
 
 #include "moss/Compiler/TuningDatabase.h"
+#include "moss/Support/UntrustedInput.h"
 #include "moss/Runtime/Device.h"
 #include "moss/Runtime/Driver.h"
 #include "moss/Runtime/Gemm.h"
@@ -208,12 +209,10 @@ Expected<std::vector<TuneShape>> readShapes() {
     append_range(shapes, *presetShapes);
   }
   if (!shapesFile.empty()) {
-    ErrorOr<std::unique_ptr<MemoryBuffer>> buffer =
-        MemoryBuffer::getFile(shapesFile, /*IsText=*/true);
+    Expected<std::unique_ptr<MemoryBuffer>> buffer = readRegularFile(
+        shapesFile, compiler::kMaxDatabaseBytes, "the shapes file");
     if (!buffer)
-      return createStringError(buffer.getError(),
-                               "cannot read the shapes file '" + shapesFile +
-                                   "': " + buffer.getError().message());
+      return buffer.takeError();
     Expected<std::vector<TuneShape>> fileShapes =
         parseShapesFile((*buffer)->getBuffer(), shapesFile, defaults);
     if (!fileShapes)

@@ -36,6 +36,11 @@
 
 namespace moss::compiler {
 
+/// The largest tuning database or shapes file read (a real one is a few
+/// hundred KiB) and the deepest JSON nesting parsed (a database nests 4).
+constexpr uint64_t kMaxDatabaseBytes = uint64_t(64) << 20;
+constexpr unsigned kMaxJsonDepth = 64;
+
 /// The `"format"` string of a tuning database file.
 constexpr llvm::StringLiteral kTuningDatabaseFormat = "moss-tuning-db";
 /// The format version this build writes and reads; other versions are

@@ -63,3 +63,11 @@ func.func @given(%a: tensor<?x4096xf8E4M3FN>, %al: tensor<?x128xf8E8M0FNU>, %ag:
       : (tensor<?x4096xf8E4M3FN>, tensor<?x128xf8E8M0FNU>, tensor<?xf32>, tensor<11008x4096xf8E4M3FN>, tensor<1xf32>) -> tensor<?x11008xbf16>
   return %c : tensor<?x11008xbf16>
 }
+
+// -----
+
+// A database nested deeper than any real one is ignored with a warning (the
+// JSON parser recurses; it never sees it).
+// RUN: %python -c "print('[' * 50000 + ']' * 50000)" > %t.deep.json
+// RUN: moss-opt %s -split-input-file -moss-select-tiling="tuning-db=%t.deep.json" 2>&1 | FileCheck %s --check-prefix=DEEP
+// DEEP: JSON nested deeper than 64 levels
