@@ -88,6 +88,22 @@ typedef enum moss_fp8_format_t {
   MOSS_FORMAT_E5M2 = 1
 } moss_fp8_format_t;
 
+/* Where the E8M0 block factors of two-level and MXFP8 operands go
+ * (docs/NUMERICS-CONTRACT.md section 8). */
+typedef enum moss_fold_t {
+  /* MOSS_FOLD_ROW for bf16 and f16 outputs launched with at least 1024
+   * rows; MOSS_FOLD_NONE for f32 outputs and fewer rows. */
+  MOSS_FOLD_AUTO = 0,
+  /* Exact: every 32-of-K partial sum promoted with its factors (slow). */
+  MOSS_FOLD_NONE = 1,
+  /* Codes refer to the largest factor of their 128-wide K group: one
+   * promotion per 128 of K; K must be a multiple of 128. */
+  MOSS_FOLD_128 = 2,
+  /* Codes refer to the largest factor of their row: the row's factor goes
+   * to the epilogue, no promotion in the main loop (fastest). */
+  MOSS_FOLD_ROW = 3
+} moss_fold_t;
+
 /* One quantization of a row-major [rows, cols] device matrix whose cols axis
  * is the GEMM reduction axis K. The enum fields are int32_t so that the
  * layout is fixed; they hold the values of the enum named beside them. */
@@ -106,7 +122,12 @@ typedef struct moss_quantize_spec_t {
   int32_t format;       /* moss_fp8_format_t */
   /* Nonzero: quantize the transpose of the input (codes [cols, rows]). */
   int32_t transpose;
-  int32_t reserved;     /* set to 0 */
+  /* moss_fold_t (was a reserved 0): MOSS_FOLD_ROW or MOSS_FOLD_128 write a
+   * two-level or MXFP8 result folded, GEMM-ready (docs/NUMERICS-CONTRACT.md
+   * section 8): FP32 factors in `global` ([rows]) or `local` ([rows,
+   * K/128]) instead of E8M0 ones; row-wise only. MOSS_FOLD_AUTO (0) and
+   * MOSS_FOLD_NONE: no fold. */
+  int32_t fold;
 } moss_quantize_spec_t;
 
 /* The output shapes of a spec. */
@@ -330,22 +351,6 @@ typedef enum moss_mma_type_t {
    * FP32, f32 outputs within 1e-5, at about a third of the FP8 speed. */
   MOSS_MMA_F16 = 2
 } moss_mma_type_t;
-
-/* Where the E8M0 block factors of two-level and MXFP8 operands go
- * (docs/NUMERICS-CONTRACT.md section 8). */
-typedef enum moss_fold_t {
-  /* MOSS_FOLD_ROW for bf16 and f16 outputs launched with at least 1024
-   * rows; MOSS_FOLD_NONE for f32 outputs and fewer rows. */
-  MOSS_FOLD_AUTO = 0,
-  /* Exact: every 32-of-K partial sum promoted with its factors (slow). */
-  MOSS_FOLD_NONE = 1,
-  /* Codes refer to the largest factor of their 128-wide K group: one
-   * promotion per 128 of K; K must be a multiple of 128. */
-  MOSS_FOLD_128 = 2,
-  /* Codes refer to the largest factor of their row: the row's factor goes
-   * to the epilogue, no promotion in the main loop (fastest). */
-  MOSS_FOLD_ROW = 3
-} moss_fold_t;
 
 /* One operand's FP8 format and scaling scheme (as in moss_quantize_spec_t). */
 typedef struct moss_gemm_operand_spec_t {

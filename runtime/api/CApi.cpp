@@ -9,6 +9,8 @@
 
 #include "CApiInternal.h"
 
+#include "moss/Numerics/Fold.h"
+
 #include "moss/Runtime/WeightScaler.h"
 
 #include "llvm/ADT/StringRef.h"
@@ -67,6 +69,21 @@ moss_error_t convertSpec(const moss_quantize_spec_t *spec, QuantizeSpec &out) {
   scheme.global = fields.scope;
   result.options.format = fields.format;
   result.options.transpose = spec->transpose != 0;
+  switch (spec->fold) {
+  case MOSS_FOLD_AUTO:
+  case MOSS_FOLD_NONE:
+    break;
+  case MOSS_FOLD_128:
+    result.options.fold = BlockScaleFold::K128;
+    break;
+  case MOSS_FOLD_ROW:
+    result.options.fold = BlockScaleFold::Row;
+    break;
+  default:
+    return invalid("spec->fold=" + Twine(spec->fold) +
+                   " is not a moss_fold_t (MOSS_FOLD_AUTO, MOSS_FOLD_NONE, "
+                   "MOSS_FOLD_128 or MOSS_FOLD_ROW)");
+  }
   if (Error error = checkGpuQuantizeSpec(result))
     return convert(std::move(error), MOSS_ERROR_INVALID_ARGUMENT);
   out = result;
@@ -76,12 +93,13 @@ moss_error_t convertSpec(const moss_quantize_spec_t *spec, QuantizeSpec &out) {
 /// Checks one device pointer: given exactly when needed, and aligned.
 moss_error_t checkPointer(uint64_t ptr, bool needed, unsigned alignment,
                           StringRef name, const QuantizeSpec &spec) {
+  const std::string scheme =
+      getFoldedScheme(spec.options.scheme, spec.options.fold).str();
   if (needed && !ptr)
-    return invalid("buffers->" + name + " is 0, but " +
-                   spec.options.scheme.str() + " writes it");
+    return invalid("buffers->" + name + " is 0, but " + scheme + " writes it");
   if (!needed && ptr)
-    return invalid("buffers->" + name + " is given, but " +
-                   spec.options.scheme.str() + " has none");
+    return invalid("buffers->" + name + " is given, but " + scheme +
+                   " has none");
   if (ptr % alignment != 0)
     return invalid("buffers->" + name + " must be " + Twine(alignment) +
                    "-byte aligned, got 0x" + Twine::utohexstr(ptr));
@@ -99,7 +117,9 @@ moss_error_t checkCall(moss_context_t context,
     return error;
   if (!buffers)
     return invalid("buffers is NULL");
-  const ScalingScheme &scheme = converted.options.scheme;
+  // The scales written: the folded scheme's, for a quantization that folds.
+  const ScalingScheme scheme =
+      getFoldedScheme(converted.options.scheme, converted.options.fold);
   if (moss_error_t e = checkPointer(buffers->x, true, 16, "x", converted))
     return e;
   if (moss_error_t e = checkPointer(buffers->q, true, 16, "q", converted))

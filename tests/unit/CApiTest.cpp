@@ -126,6 +126,35 @@ TEST(CApiTest, LayoutMxfp8AndTwoLevel) {
   EXPECT_EQ(tr.global_count, 1);
 }
 
+TEST(CApiTest, LayoutOfQuantizationsThatFold) {
+  moss_quantize_spec_t spec = makeSpec(16, 256, MOSS_SCHEME_TWO_LEVEL, 0, 32);
+  spec.fold = MOSS_FOLD_ROW;
+  moss_quantize_layout_t row = layoutOf(spec);
+  EXPECT_EQ(row.local_rows, 0) << "no E8M0 factors";
+  EXPECT_EQ(row.global_count, 16) << "one FP32 factor per row";
+  spec.fold = MOSS_FOLD_128;
+  moss_quantize_layout_t group = layoutOf(spec);
+  EXPECT_EQ(group.local_rows, 16);
+  EXPECT_EQ(group.local_cols, 2);
+  EXPECT_EQ(group.local_element_bytes, 4);
+  EXPECT_EQ(group.global_count, 0);
+
+  moss_quantize_layout_t out;
+  spec.fold = 9;
+  moss_error_t error = moss_quantize_layout(&spec, &out);
+  ASSERT_NE(error, nullptr);
+  EXPECT_NE(std::string(moss_error_message(error)).find("spec->fold=9"),
+            std::string::npos);
+  moss_error_destroy(error);
+  spec = makeSpec(16, 256, MOSS_SCHEME_PER_TENSOR, 0, 0);
+  spec.fold = MOSS_FOLD_ROW;
+  error = moss_quantize_layout(&spec, &out);
+  ASSERT_NE(error, nullptr);
+  EXPECT_NE(std::string(moss_error_message(error)).find("has none"),
+            std::string::npos);
+  moss_error_destroy(error);
+}
+
 TEST(CApiTest, InvalidSpecs) {
   moss_quantize_layout_t layout;
   moss_quantize_spec_t spec = makeSpec(4, 100, MOSS_SCHEME_TWO_LEVEL, 1, 32);

@@ -2,8 +2,10 @@
 
 #include "GpuQuantize.h"
 
+
 #include "ToolDevice.h"
 
+#include "moss/Numerics/Fold.h"
 #include "moss/Runtime/Device.h"
 #include "moss/Runtime/Driver.h"
 #include "moss/Runtime/Quantizer.h"
@@ -70,7 +72,8 @@ Expected<QuantizedTensor> quantizeOnGpu(ArrayRef<float> x, int64_t rows,
     return std::move(e);
 
   QuantizedTensor q;
-  q.scheme = options.scheme;
+  // A quantization that folds writes the folded scheme's scales.
+  q.scheme = getFoldedScheme(options.scheme, options.fold);
   q.format = options.format;
   q.transposed = options.transpose;
   q.rows = layout.codeRows;
@@ -78,9 +81,9 @@ Expected<QuantizedTensor> quantizeOnGpu(ArrayRef<float> x, int64_t rows,
   q.localRows = layout.localRows;
   q.localCols = layout.localCols;
   q.codes.resize(x.size());
-  if (options.scheme.localScalesAreE8M0())
+  if (q.scheme.localScalesAreE8M0())
     q.localE8M0.resize(localBytes);
-  else if (options.scheme.hasLocalScales())
+  else if (q.scheme.hasLocalScales())
     q.localF32.resize(localBytes / 4);
   q.global.resize(size_t(layout.globalCount));
   uint64_t counters[2] = {0, 0};

@@ -13,6 +13,7 @@
 #include "SchemeOptions.h"
 
 #include "moss/Numerics/Fidelity.h"
+#include "moss/Numerics/Fold.h"
 #include "moss/Numerics/Quantize.h"
 #include "moss/Support/Npy.h"
 
@@ -77,6 +78,12 @@ cl::opt<Target> target(
     cl::init(Target::Cpu), cl::sub(quantizeCommand), cl::cat(category),
     cl::values(clEnumValN(Target::Cpu, "cpu", "the host reference"),
                clEnumValN(Target::Gpu, "gpu", "the JIT GPU kernels")));
+cl::opt<std::string> fold(
+    "fold",
+    cl::desc("Fold a moss or mxfp8 result's block factors into its codes, "
+             "GEMM-ready: row (global.npy holds the rows' FP32 factors) or "
+             "128 (local.npy holds FP32 factors per 128 of K); default none"),
+    cl::init("none"), cl::sub(quantizeCommand), cl::cat(category));
 cl::opt<bool> report("report",
                      cl::desc("Print SNR, saturated and non-finite counts"),
                      cl::sub(quantizeCommand), cl::cat(category));
@@ -241,6 +248,14 @@ int runQuantize() {
   options.scheme = *parsedScheme;
   options.format = fp8Format;
   options.transpose = transpose;
+  std::optional<BlockScaleFold> parsedFold = parseBlockScaleFold(fold);
+  if (!parsedFold)
+    return fail(createStringError(inconvertibleErrorCode(),
+                                  "--fold=" + fold +
+                                      " must be none, 128 or row"));
+  options.fold = *parsedFold;
+  if (Error error = checkQuantizeOptions(x->rows, x->cols, options))
+    return fail(std::move(error));
   Expected<QuantizedTensor> q =
       target == Target::Gpu
           ? quantizeOnGpu(x->data, x->rows, x->cols, options)
