@@ -17,6 +17,9 @@
 
 #include <cstdlib>
 
+#include <mutex>
+#include <set>
+
 using namespace llvm;
 namespace fs = llvm::sys::fs;
 
@@ -115,7 +118,7 @@ std::string KernelCache::getEntryPath(const CacheKey &key) const {
   return directory.empty() ? "" : getCacheEntryPath(directory, key);
 }
 
-Expected<uint64_t> KernelCache::getMaxDiskBytes() const {
+Expected<uint64_t> KernelCache::parseMaxDiskBytes() const {
   if (options.maxDiskBytes)
     return *options.maxDiskBytes;
   const char *text = std::getenv("MOSS_CACHE_MAX_BYTES");
@@ -125,8 +128,23 @@ Expected<uint64_t> KernelCache::getMaxDiskBytes() const {
   if (!bytes)
     return createStringError(inconvertibleErrorCode(),
                              "MOSS_CACHE_MAX_BYTES: " +
-                                 toString(bytes.takeError()));
+                                 toString(bytes.takeError()) +
+                                 "; using the default of 1 GiB");
   return *bytes;
+}
+
+uint64_t KernelCache::getMaxDiskBytes() const {
+  Expected<uint64_t> bytes = parseMaxDiskBytes();
+  if (bytes)
+    return *bytes;
+  // A bad setting must not stop every compile: warn once per value.
+  std::string message = toString(bytes.takeError());
+  static std::mutex warnedMutex;
+  static std::set<std::string> warned;
+  std::lock_guard<std::mutex> lock(warnedMutex);
+  if (warned.insert(message).second)
+    errs() << "moss: warning: " << message << "\n";
+  return kDefaultMaxDiskBytes;
 }
 
 void KernelCache::noteDiskError(std::string message) {
@@ -205,10 +223,7 @@ KernelCache::loadOrCompile(StringRef source, const CompileOptions &resolved,
   std::string directory = getDirectory();
   uint64_t cap = 0;
   if (!directory.empty()) {
-    Expected<uint64_t> maxBytes = getMaxDiskBytes();
-    if (!maxBytes)
-      return maxBytes.takeError();
-    cap = *maxBytes;
+    cap = getMaxDiskBytes();
     if (EntryPtr entry = readFromDisk(getCacheEntryPath(directory, key), key))
       return entry;
   }
@@ -305,10 +320,12 @@ CacheStats KernelCache::stats() const {
   }
   result.memoryCapacity = options.memoryCapacity;
   result.directory = getDirectory();
-  if (Expected<uint64_t> cap = getMaxDiskBytes())
+  if (Expected<uint64_t> cap = parseMaxDiskBytes()) {
     result.maxDiskBytes = *cap;
-  else
+  } else {
+    result.maxDiskBytes = kDefaultMaxDiskBytes;
     result.lastDiskError = toString(cap.takeError());
+  }
   if (!result.directory.empty()) {
     for (const CacheFileInfo &file : listCacheFiles(result.directory)) {
       ++result.diskEntries;

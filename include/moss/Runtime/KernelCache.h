@@ -216,7 +216,10 @@ private:
   EntryPtr readFromDisk(llvm::StringRef path, const CacheKey &key);
   void writeToDisk(llvm::StringRef directory, uint64_t cap,
                    const KernelEntry &entry);
-  llvm::Expected<uint64_t> getMaxDiskBytes() const;
+  /// The disk cap: the options', else $MOSS_CACHE_MAX_BYTES, else 1 GiB;
+  /// an unreadable variable warns once on stderr and means 1 GiB.
+  uint64_t getMaxDiskBytes() const;
+  llvm::Expected<uint64_t> parseMaxDiskBytes() const;
   void noteDiskError(std::string message);
 
   KernelCacheOptions options;
