@@ -111,6 +111,8 @@ int runBench() {
                                   "--repeat must be >= 1 and --warmup >= 0"));
   if (Error e = checkGemmSpec(*spec))
     return fail(std::move(e));
+  if (Error e = checkTilingOverride(*spec, *tiling))
+    return fail(std::move(e));
 
   Expected<const runtime::Device &> device = openToolDevice();
   if (!device)

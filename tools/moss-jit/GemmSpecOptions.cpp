@@ -7,6 +7,8 @@
 
 #include "llvm/ADT/StringExtras.h"
 
+#include <tuple>
+
 using namespace llvm;
 using namespace moss::numerics;
 
@@ -162,6 +164,17 @@ static Expected<compiler::FloatType> parseFloatType(StringRef text,
 
 Expected<compiler::GemmSpec> getGemmSpec(bool mIsLaunchRows) {
   compiler::GemmSpec spec;
+  // Sizes in range before anything else: the kernels take 1 <= M, N, K
+  // < 2^31 (M may also be omitted for compile).
+  constexpr int64_t kLimit = int64_t(1) << 31;
+  for (auto [name, value, given] :
+       {std::tuple{"m", int64_t(m), m.getNumOccurrences() > 0},
+        std::tuple{"n", int64_t(n), true}, std::tuple{"k", int64_t(k), true}})
+    if (given && (value < 1 || value >= kLimit))
+      return createStringError(inconvertibleErrorCode(),
+                               "--" + Twine(name) + "=" + Twine(value) +
+                                   " is out of range; expected 1 <= " + name +
+                                   " < 2^31");
   if (mIsLaunchRows) {
     if (m < 0)
       return createStringError(inconvertibleErrorCode(),
@@ -216,6 +229,15 @@ Expected<compiler::GemmSpec> getGemmSpec(bool mIsLaunchRows) {
 }
 
 int64_t getLaunchRows() { return m; }
+
+Error checkTilingOverride(const compiler::GemmSpec &spec,
+                          const std::optional<compiler::TileConfig> &tiling) {
+  if (!tiling)
+    return Error::success();
+  // Against the H200's resources: no Hopper GPU has more.
+  return compiler::checkTiling(spec.getKernelSpec(m), *tiling,
+                               compiler::TargetInfo::h200());
+}
 
 bool getQuickCompile() { return quickCompile; }
 

@@ -36,6 +36,12 @@ bool getQuickCompile();
 /// instead of the compiler's choice; none when the flag is absent.
 llvm::Expected<std::optional<compiler::TileConfig>> getTilingOverride();
 
+/// Checks a --tiling for `spec` at the launch rows before the GPU is opened
+/// (against the H200's resources).
+llvm::Error
+checkTilingOverride(const compiler::GemmSpec &spec,
+                    const std::optional<compiler::TileConfig> &tiling);
+
 } // namespace moss::jit
 
 #endif // MOSS_TOOLS_MOSSJIT_GEMMSPECOPTIONS_H

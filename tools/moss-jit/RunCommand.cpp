@@ -104,6 +104,8 @@ int runRun() {
   // What can be checked without the GPU, first.
   if (Error e = checkGemmSpec(spec))
     return fail(std::move(e));
+  if (Error e = checkTilingOverride(spec, *tiling))
+    return fail(std::move(e));
 
   Expected<const runtime::Device &> device = openToolDevice();
   if (!device)
