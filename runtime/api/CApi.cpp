@@ -69,21 +69,11 @@ moss_error_t convertSpec(const moss_quantize_spec_t *spec, QuantizeSpec &out) {
   scheme.global = fields.scope;
   result.options.format = fields.format;
   result.options.transpose = spec->transpose != 0;
-  switch (spec->fold) {
-  case MOSS_FOLD_AUTO:
-  case MOSS_FOLD_NONE:
-    break;
-  case MOSS_FOLD_128:
-    result.options.fold = BlockScaleFold::K128;
-    break;
-  case MOSS_FOLD_ROW:
-    result.options.fold = BlockScaleFold::Row;
-    break;
-  default:
-    return invalid("spec->fold=" + Twine(spec->fold) +
-                   " is not a moss_fold_t (MOSS_FOLD_AUTO, MOSS_FOLD_NONE, "
-                   "MOSS_FOLD_128 or MOSS_FOLD_ROW)");
-  }
+  // A quantizer folds only when asked: AUTO means none here.
+  std::optional<BlockScaleFold> fold;
+  if (moss_error_t error = moss::capi::convertFold(spec->fold, "spec->", fold))
+    return error;
+  result.options.fold = fold.value_or(BlockScaleFold::None);
   if (Error error = checkGpuQuantizeSpec(result))
     return convert(std::move(error), MOSS_ERROR_INVALID_ARGUMENT);
   out = result;
@@ -139,6 +129,27 @@ moss_error_t checkCall(moss_context_t context,
 }
 
 } // namespace
+
+moss_error_t moss::capi::convertFold(int32_t fold, const Twine &field,
+                                      std::optional<BlockScaleFold> &out) {
+  switch (fold) {
+  case MOSS_FOLD_AUTO:
+    out.reset();
+    return nullptr;
+  case MOSS_FOLD_NONE:
+    out = BlockScaleFold::None;
+    return nullptr;
+  case MOSS_FOLD_128:
+    out = BlockScaleFold::K128;
+    return nullptr;
+  case MOSS_FOLD_ROW:
+    out = BlockScaleFold::Row;
+    return nullptr;
+  }
+  return invalid(field + "fold=" + Twine(fold) +
+                 " is not a moss_fold_t (MOSS_FOLD_AUTO, MOSS_FOLD_NONE, "
+                 "MOSS_FOLD_128 or MOSS_FOLD_ROW)");
+}
 
 moss_error_t moss::capi::makeError(moss_error_code_t code,
                                      const Twine &message) {

@@ -59,6 +59,10 @@ moss_error_t convertSchemeFields(int32_t scheme, int32_t globalScope,
                                  int32_t format, const llvm::Twine &field,
                                  SchemeFields &out);
 
+/// A moss_fold_t field, checked: none for MOSS_FOLD_AUTO.
+moss_error_t convertFold(int32_t fold, const llvm::Twine &field,
+                         std::optional<numerics::BlockScaleFold> &out);
+
 } // namespace moss::capi
 
 struct moss_context {

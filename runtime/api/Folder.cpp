@@ -58,7 +58,8 @@ std::string getFoldTableSource(Fp8Format format) {
   std::string table;
   raw_string_ostream os(table);
   const int shifts = getFoldShiftLimit(format) + 1;
-  os << "__device__ const moss::Vec16 kFoldTable[" << shifts * 16 << "] = {\n   ";
+  os << "__device__ const moss::Vec16 kFoldTable[" << shifts * 16
+     << "] = {\n   ";
   for (int word = 0; word < shifts * 64; ++word) {
     uint32_t packed = 0;
     for (int byte = 0; byte < 4; ++byte) {
@@ -83,9 +84,9 @@ std::string generateFoldSource(const FoldSpec &spec) {
                  "  moss::quantize::fold<{0}, {1}, {2}, {3}, {4}>(args, "
                  "kFoldTable);\n"
                  "}\n",
-                 spec.format == Fp8Format::E4M3 ? 0 : 1,
-                 spec.scheme.blockCols, group, getGlobalKind(spec.scheme),
-                 kFoldThreads, getFoldTableSource(spec.format))
+                 spec.format == Fp8Format::E4M3 ? 0 : 1, spec.scheme.blockCols,
+                 group, getGlobalKind(spec.scheme), kFoldThreads,
+                 getFoldTableSource(spec.format))
       .str();
 }
 

@@ -122,23 +122,9 @@ moss_error_t convertSpec(const moss_gemm_spec_t *spec,
     }
   if (spec->struct_size >=
       offsetof(moss_gemm_spec_t, fold) + sizeof(spec->fold))
-    switch (spec->fold) {
-    case MOSS_FOLD_AUTO:
-      break;
-    case MOSS_FOLD_NONE:
-      result.fold = numerics::BlockScaleFold::None;
-      break;
-    case MOSS_FOLD_128:
-      result.fold = numerics::BlockScaleFold::K128;
-      break;
-    case MOSS_FOLD_ROW:
-      result.fold = numerics::BlockScaleFold::Row;
-      break;
-    default:
-      return invalid("spec->fold=" + Twine(spec->fold) +
-                     " is not a moss_fold_t (MOSS_FOLD_AUTO, MOSS_FOLD_NONE, "
-                     "MOSS_FOLD_128 or MOSS_FOLD_ROW)");
-    }
+    if (moss_error_t e = moss::capi::convertFold(spec->fold, "spec->",
+                                                 result.fold))
+      return e;
   if (result.accumulate)
     result.beta = spec->beta;
   out = result;

@@ -19,8 +19,8 @@ moss::readRegularFile(StringRef path, uint64_t maxBytes, StringRef what) {
                                  "': not a regular file");
   if (status.getSize() > maxBytes)
     return createStringError(inconvertibleErrorCode(),
-                             "cannot read " + what + " '" + path + "': " +
-                                 Twine(status.getSize()) +
+                             "cannot read " + what + " '" + path +
+                                 "': " + Twine(status.getSize()) +
                                  " bytes; at most " + Twine(maxBytes));
   ErrorOr<std::unique_ptr<MemoryBuffer>> buffer =
       MemoryBuffer::getFile(path, /*IsText=*/true);

@@ -251,10 +251,9 @@ TEST_P(FoldOperandTest, GemmStaysWithinTheBoundAndKeepsTheSmallRow) {
       << "fold " << foldError << " quantization " << quantError;
   std::printf("[ fold ] %s fold, %s global, %s, 2^%d: relative error %.2e "
               "against the exact two-level product (quantization %.2e)\n",
-              getName(p.fold),
-              p.global == GlobalScope::Row ? "row" : "tensor",
-              p.format == Fp8Format::E4M3 ? "e4m3" : "e5m2", p.span,
-              foldError, quantError);
+              getName(p.fold), p.global == GlobalScope::Row ? "row" : "tensor",
+              p.format == Fp8Format::E4M3 ? "e4m3" : "e5m2", p.span, foldError,
+              quantError);
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -2,6 +2,8 @@
 
 #include "SchemeOptions.h"
 
+#include "moss/Numerics/Fold.h"
+
 using namespace llvm;
 using namespace moss::numerics;
 
@@ -83,3 +85,14 @@ StringRef formatName(Fp8Format format) {
 }
 
 } // namespace moss::jit
+
+Expected<std::optional<moss::numerics::BlockScaleFold>>
+moss::jit::parseGemmFold(StringRef text) {
+  if (text == "auto")
+    return std::nullopt;
+  if (std::optional<moss::numerics::BlockScaleFold> fold =
+          moss::numerics::parseBlockScaleFold(text))
+    return fold;
+  return createStringError(inconvertibleErrorCode(),
+                           "--fold=" + text + " must be auto, none, 128 or row");
+}

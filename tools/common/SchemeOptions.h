@@ -24,6 +24,11 @@ makeScheme(SchemeName name, llvm::StringRef block, llvm::StringRef global);
 /// "e4m3" or "e5m2".
 llvm::StringRef formatName(numerics::Fp8Format format);
 
+/// The value of a GEMM's --fold: none for "auto" (the spec's default), else
+/// none, 128 or row.
+llvm::Expected<std::optional<numerics::BlockScaleFold>>
+parseGemmFold(llvm::StringRef text);
+
 } // namespace moss::jit
 
 #endif // MOSS_TOOLS_COMMON_SCHEMEOPTIONS_H

@@ -212,13 +212,12 @@ Expected<compiler::GemmSpec> getGemmSpec(bool mIsLaunchRows) {
   spec.amax = amax;
   spec.promoteK = promoteK;
   spec.mma = mma;
-  if (fold != "auto") {
-    spec.fold = numerics::parseBlockScaleFold(fold);
-    if (!spec.fold)
-      return createStringError(inconvertibleErrorCode(),
-                               "--fold=" + fold +
-                                   " must be auto, none, 128 or row");
-  } else {
+  Expected<std::optional<numerics::BlockScaleFold>> parsedFold =
+      parseGemmFold(fold);
+  if (!parsedFold)
+    return parsedFold.takeError();
+  spec.fold = *parsedFold;
+  if (!spec.fold) {
     // Spelled out, so that the spec's description shows it: the default at
     // the launch rows (run, bench) or the spec's M.
     int64_t rows = mIsLaunchRows ? int64_t(m) : compiler::GemmSpec::kDynamic;

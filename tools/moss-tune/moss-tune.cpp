@@ -21,15 +21,16 @@
 #include "Candidates.h"
 #include "Progress.h"
 #include "Records.h"
+#include "SchemeOptions.h"
 #include "Shapes.h"
 #include "Sweep.h"
 
 #include "moss/Compiler/TuningDatabase.h"
-#include "moss/Support/UntrustedInput.h"
 #include "moss/Runtime/Device.h"
 #include "moss/Runtime/Driver.h"
 #include "moss/Runtime/Gemm.h"
 #include "moss/Runtime/KernelCache.h"
+#include "moss/Support/UntrustedInput.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
@@ -193,13 +194,11 @@ Expected<std::vector<TuneShape>> readShapes() {
   defaults.b = *b;
   defaults.out = out;
   defaults.mma = mma;
-  if (fold != "auto") {
-    defaults.fold = numerics::parseBlockScaleFold(fold);
-    if (!defaults.fold)
-      return createStringError(inconvertibleErrorCode(),
-                               "--fold=" + fold +
-                                   " must be auto, none, 128 or row");
-  }
+  Expected<std::optional<numerics::BlockScaleFold>> parsedFold =
+      jit::parseGemmFold(fold);
+  if (!parsedFold)
+    return parsedFold.takeError();
+  defaults.fold = *parsedFold;
 
   std::vector<TuneShape> shapes;
   if (!preset.empty()) {
