@@ -169,6 +169,8 @@ struct GemmFoldCase {
   int64_t m, n, k;
 };
 
+void PrintTo(const GemmFoldCase &c, std::ostream *os) { *os << c.name; }
+
 class GemmFoldGpuTest : public ::testing::TestWithParam<GemmFoldCase> {};
 
 TEST_P(GemmFoldGpuTest, MatchesTheModelOfTheFoldedOperands) {

@@ -78,8 +78,12 @@ TEST_P(FoldFormatTest, ShiftLimitIsWhereEveryFiniteCodeBecomesZero) {
   EXPECT_TRUE(anyNonZeroBelow) << "the limit is the smallest such shift";
 }
 
-INSTANTIATE_TEST_SUITE_P(Formats, FoldFormatTest,
-                         ::testing::Values(Fp8Format::E4M3, Fp8Format::E5M2));
+INSTANTIATE_TEST_SUITE_P(
+    Formats, FoldFormatTest,
+    ::testing::Values(Fp8Format::E4M3, Fp8Format::E5M2),
+    [](const ::testing::TestParamInfo<Fp8Format> &info) {
+      return std::string(info.param == Fp8Format::E4M3 ? "E4M3" : "E5M2");
+    });
 
 /// A [rows, cols] operand whose blocks span `decades` powers of two within a
 /// row (block b of a row is scaled 2^-(b * span / blocks)), with rows that
@@ -113,6 +117,12 @@ struct FoldCase {
   Fp8Format format;
   int span;
 };
+
+void PrintTo(const FoldCase &c, std::ostream *os) {
+  *os << getName(c.fold) << " fold, "
+      << (c.global == GlobalScope::Row ? "row" : "tensor") << " global, "
+      << (c.format == Fp8Format::E4M3 ? "e4m3" : "e5m2") << ", 2^" << c.span;
+}
 
 class FoldOperandTest : public ::testing::TestWithParam<FoldCase> {};
 
@@ -267,7 +277,14 @@ INSTANTIATE_TEST_SUITE_P(
                  40},
         FoldCase{BlockScaleFold::K128, GlobalScope::Row, Fp8Format::E4M3, 20},
         FoldCase{BlockScaleFold::Row, GlobalScope::Tensor, Fp8Format::E5M2, 40},
-        FoldCase{BlockScaleFold::K128, GlobalScope::Row, Fp8Format::E5M2, 20}));
+        FoldCase{BlockScaleFold::K128, GlobalScope::Row, Fp8Format::E5M2, 20}),
+    [](const ::testing::TestParamInfo<FoldCase> &info) {
+      const FoldCase &c = info.param;
+      return std::string(c.fold == BlockScaleFold::Row ? "Row" : "K128") +
+             (c.global == GlobalScope::Row ? "RowGlobal" : "TensorGlobal") +
+             (c.format == Fp8Format::E4M3 ? "E4M3" : "E5M2") + "Span" +
+             std::to_string(c.span);
+    });
 
 TEST(FoldTest, RejectsWhatCannotFold) {
   QuantizedTensor perTensor;
