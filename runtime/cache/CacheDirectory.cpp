@@ -47,7 +47,9 @@ std::string getKernelsDirectory(StringRef root) {
 
 /// Calls `visit(path, name, status)` for every file in the fan-out
 /// directories under <root>/kernels. Files vanishing meanwhile are skipped.
-template <typename Visit> void forEachCacheFile(StringRef root, Visit visit) {
+/// Calls `visit(path, name, status)` for every item of the shard
+/// directories, symbolic links not followed (`status` is the link's own).
+template <typename Visit> void forEachCacheItem(StringRef root, Visit visit) {
   std::error_code ec;
   std::string kernels = getKernelsDirectory(root);
   for (fs::directory_iterator shard(kernels, ec), end; !ec && shard != end;
@@ -55,14 +57,24 @@ template <typename Visit> void forEachCacheFile(StringRef root, Visit visit) {
     if (!isHexDigits(sys::path::filename(shard->path()), 2))
       continue;
     std::error_code innerEc;
-    for (fs::directory_iterator file(shard->path(), innerEc);
+    for (fs::directory_iterator file(shard->path(), innerEc,
+                                     /*follow_symlinks=*/false);
          !innerEc && file != end; file.increment(innerEc)) {
       ErrorOr<fs::basic_file_status> status = file->status();
-      if (!status || status->type() != fs::file_type::regular_file)
+      if (!status)
         continue;
       visit(file->path(), sys::path::filename(file->path()), *status);
     }
   }
+}
+
+/// forEachCacheItem for the regular files only.
+template <typename Visit> void forEachCacheFile(StringRef root, Visit visit) {
+  forEachCacheItem(root, [&](StringRef path, StringRef name,
+                             const fs::basic_file_status &status) {
+    if (status.type() == fs::file_type::regular_file)
+      visit(path, name, status);
+  });
 }
 
 } // namespace
@@ -131,17 +143,28 @@ uint64_t evictCacheFiles(StringRef root, uint64_t maxBytes, StringRef keep) {
 
 Error removeCacheFiles(StringRef root) {
   std::string firstFailure;
-  forEachCacheFile(
-      root, [&](StringRef path, StringRef name, const fs::basic_file_status &) {
-        if (!isEntryName(name) && !isTempName(name))
-          return;
-        std::error_code ec = fs::remove(path);
-        if (ec && firstFailure.empty())
-          firstFailure = "cannot delete '" + path.str() + "': " + ec.message();
-      });
+  // Whatever sits at an entry's or a temporary's name goes: links (not what
+  // they point to), FIFOs and directories too.
+  forEachCacheItem(root, [&](StringRef path, StringRef name,
+                             const fs::basic_file_status &) {
+    if (!isEntryName(name) && !isTempName(name))
+      return;
+    std::error_code ec = removeCacheItem(path);
+    if (ec && firstFailure.empty())
+      firstFailure = "cannot delete '" + path.str() + "': " + ec.message();
+  });
   if (!firstFailure.empty())
     return createStringError(inconvertibleErrorCode(), firstFailure);
   return Error::success();
+}
+
+std::error_code removeCacheItem(StringRef path) {
+  fs::file_status status;
+  if (std::error_code ec = fs::status(path, status, /*follow=*/false))
+    return ec;
+  if (status.type() == fs::file_type::directory_file)
+    return fs::remove_directories(path);
+  return fs::remove(path);
 }
 
 void touchCacheFile(StringRef path) {

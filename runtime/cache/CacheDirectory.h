@@ -51,6 +51,10 @@ uint64_t evictCacheFiles(llvm::StringRef root, uint64_t maxBytes,
 llvm::Error removeCacheFiles(llvm::StringRef root);
 
 /// Sets `path`'s modification time to now (marks it recently used).
+/// Removes what sits at `path` in a cache directory, without following a
+/// symbolic link: a file, link, FIFO or a whole directory.
+std::error_code removeCacheItem(llvm::StringRef path);
+
 void touchCacheFile(llvm::StringRef path);
 
 } // namespace moss::runtime

@@ -27,6 +27,9 @@ namespace moss::runtime {
 namespace {
 
 constexpr uint64_t kDefaultMaxDiskBytes = uint64_t(1) << 30;
+/// The largest cache entry read: PTX and cubin of one kernel are at most a
+/// few MiB.
+constexpr uint64_t kMaxEntryBytes = uint64_t(256) << 20;
 
 void printBytes(raw_ostream &os, uint64_t bytes) {
   static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -251,6 +254,28 @@ KernelCache::EntryPtr KernelCache::readFromDisk(StringRef path,
     ++counters.diskMisses;
     return nullptr;
   };
+  // Only a regular file of a plausible size is read: anything else at an
+  // entry's name (a FIFO would block, a link to /dev/zero never ends, a
+  // directory never reads) is removed, and the kernel rebuilt.
+  fs::file_status status;
+  if (std::error_code ec = fs::status(path, status, /*follow=*/false)) {
+    if (ec != std::errc::no_such_file_or_directory)
+      noteDiskError("cannot read '" + path.str() + "': " + ec.message());
+    return miss();
+  }
+  if (status.type() != fs::file_type::regular_file ||
+      status.getSize() > kMaxEntryBytes) {
+    std::error_code removed = removeCacheItem(path);
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      ++counters.corruptEntriesRemoved;
+      counters.lastDiskError =
+          "'" + path.str() + "': not a regular cache file of at most " +
+          std::to_string(kMaxEntryBytes) + " bytes; " +
+          (removed ? "cannot remove it: " + removed.message() : "removed");
+    }
+    return miss();
+  }
   // Read, not mapped: a file is never changed in place, but a reader must
   // not fault if some other tool truncates it.
   ErrorOr<std::unique_ptr<MemoryBuffer>> buffer =

@@ -915,3 +915,60 @@ TEST(KernelCacheRaceTest, ProcessesRaceWithEvictionUnderATinyCap) {
 }
 
 } // namespace
+
+// What sits at an entry's name that is not a regular file (a FIFO would
+// block a read, a link to /dev/zero would never end it, a directory never
+// reads) is removed and the kernel rebuilt; clear() removes such items too,
+// never what a link points to.
+TEST(KernelCacheDiskTest, SpecialFilesAtAnEntryAreRemovedAndRebuilt) {
+  TempDir dir;
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  std::string outside = dir.str() + "/outside.bin";
+  writeAll(outside, "not a cache file");
+  for (const char *kind : {"fifo", "symlink", "directory"}) {
+    SCOPED_TRACE(kind);
+    KernelCache cache(cacheIn(dir.str(), makeStubCompiler(calls)));
+    std::string source = std::string("kernel-") + kind;
+    Expected<CacheKey> key = cache.getKey(source, sm90());
+    ASSERT_TRUE(bool(key)) << toString(key.takeError());
+    std::string path = cache.getEntryPath(*key);
+    ASSERT_FALSE(sys::fs::create_directories(sys::path::parent_path(path)));
+    std::string kindName = kind;
+    if (kindName == "fifo")
+      ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+    else if (kindName == "symlink")
+      ASSERT_FALSE(sys::fs::create_link("/dev/zero", path));
+    else
+      ASSERT_FALSE(sys::fs::create_directories(path + "/inside"));
+    int before = *calls;
+    Expected<std::shared_ptr<const KernelEntry>> entry =
+        cache.getOrCompile(source, sm90());
+    ASSERT_TRUE(bool(entry)) << toString(entry.takeError());
+    EXPECT_EQ(*calls, before + 1);
+    CacheStats stats = cache.stats();
+    EXPECT_EQ(stats.corruptEntriesRemoved, 1u);
+    EXPECT_NE(stats.lastDiskError.find("not a regular cache file"),
+              std::string::npos)
+        << stats.lastDiskError;
+    // The rebuilt entry is a regular file again, and a fresh cache hits it.
+    sys::fs::file_status status;
+    ASSERT_FALSE(sys::fs::status(path, status, /*follow=*/false));
+    EXPECT_EQ(status.type(), sys::fs::file_type::regular_file);
+    KernelCache again(cacheIn(dir.str(), makeStubCompiler(calls)));
+    ASSERT_TRUE(bool(again.getOrCompile(source, sm90())));
+    EXPECT_EQ(*calls, before + 1);
+  }
+  // clear() removes a planted link, not its target.
+  KernelCache cache(cacheIn(dir.str(), makeStubCompiler(calls)));
+  Expected<CacheKey> key = cache.getKey("planted", sm90());
+  ASSERT_TRUE(bool(key));
+  std::string planted = cache.getEntryPath(*key);
+  ASSERT_FALSE(sys::fs::create_directories(sys::path::parent_path(planted)));
+  ASSERT_FALSE(sys::fs::create_link(outside, planted));
+  ASSERT_FALSE(bool(cache.clear()));
+  EXPECT_FALSE(sys::fs::exists(planted));
+  sys::fs::file_status status;
+  EXPECT_TRUE(bool(sys::fs::status(planted, status, /*follow=*/false)))
+      << "the link is gone";
+  EXPECT_EQ(readAll(outside), "not a cache file");
+}
