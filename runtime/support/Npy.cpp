@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "moss/Support/Npy.h"
+#include "moss/Support/UntrustedInput.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
@@ -356,13 +357,13 @@ Expected<NpyMatrix> parseNpyMatrix(StringRef bytes) {
 }
 
 Expected<NpyMatrix> readNpyMatrix(StringRef path) {
-  ErrorOr<std::unique_ptr<MemoryBuffer>> buffer =
-      MemoryBuffer::getFile(path, /*IsText=*/false,
-                            /*RequiresNullTerminator=*/false);
+  // A FIFO would block and /dev/zero never ends: only regular files are
+  // read (mapped where large, so that a sparse file costs nothing until its
+  // header is checked).
+  Expected<std::unique_ptr<MemoryBuffer>> buffer =
+      readRegularFile(path, kMaxNpyBytes, "the .npy file");
   if (!buffer)
-    return createStringError(buffer.getError(),
-                             "cannot read '" + path +
-                                 "': " + buffer.getError().message());
+    return buffer.takeError();
   Expected<NpyMatrix> matrix = parseNpyMatrix((*buffer)->getBuffer());
   if (!matrix)
     return createStringError("'" + path + "': " + toString(matrix.takeError()));

@@ -23,7 +23,8 @@ moss::readRegularFile(StringRef path, uint64_t maxBytes, StringRef what) {
                                  "': " + Twine(status.getSize()) +
                                  " bytes; at most " + Twine(maxBytes));
   ErrorOr<std::unique_ptr<MemoryBuffer>> buffer =
-      MemoryBuffer::getFile(path, /*IsText=*/true);
+      MemoryBuffer::getFile(path, /*IsText=*/false,
+                            /*RequiresNullTerminator=*/false);
   if (!buffer)
     return createStringError(buffer.getError(),
                              "cannot read " + what + " '" + path +

@@ -19,6 +19,9 @@
 
 namespace moss {
 
+/// The largest .npy file read (64 GiB).
+constexpr uint64_t kMaxNpyBytes = uint64_t(64) << 30;
+
 /// A row-major 2-D float32 matrix read from a .npy file.
 struct NpyMatrix {
   int64_t rows = 0;
