@@ -9,6 +9,8 @@
 
 #include "moss/Support/UntrustedInput.h"
 
+#include "llvm/ADT/ScopeExit.h"
+
 #include "llvm/ADT/bit.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -398,6 +400,41 @@ std::string TuningDatabase::toJson() const {
   });
   stream << "\n";
   return text;
+}
+
+Error TuningDatabase::saveMerged(StringRef path) const {
+  SmallString<256> directory(path);
+  sys::path::remove_filename(directory);
+  if (!directory.empty())
+    if (std::error_code ec = sys::fs::create_directories(directory))
+      return createStringError(ec, "cannot create the directory '" +
+                                       directory + "' for the tuning "
+                                       "database: " + ec.message());
+  // The lock file stays: removing it could race with a process waiting on
+  // it. It holds nothing.
+  std::string lockPath = (path + ".lock").str();
+  int fd = -1;
+  if (std::error_code ec = sys::fs::openFileForWrite(
+          lockPath, fd, sys::fs::CD_OpenAlways, sys::fs::OF_None))
+    return createStringError(ec, "cannot open '" + lockPath +
+                                     "': " + ec.message());
+  auto closeLock = llvm::make_scope_exit([&] { sys::fs::closeFile(fd); });
+  if (std::error_code ec = sys::fs::lockFile(fd))
+    return createStringError(ec, "cannot lock '" + lockPath +
+                                     "': " + ec.message());
+  auto unlock = llvm::make_scope_exit([&] { sys::fs::unlockFile(fd); });
+  TuningDatabase merged;
+  if (sys::fs::exists(path)) {
+    Expected<TuningDatabase> onDisk = load(path);
+    if (!onDisk)
+      return createStringError(inconvertibleErrorCode(),
+                               toString(onDisk.takeError()) +
+                                   "; the file is left as it is");
+    merged = std::move(*onDisk);
+  }
+  for (const TuningEntry &entry : entries)
+    merged.insert(entry);
+  return merged.save(path);
 }
 
 Error TuningDatabase::save(StringRef path) const {

@@ -17,6 +17,8 @@
 
 #include <string>
 #include <vector>
+#include <unistd.h>
+#include <sys/wait.h>
 
 using namespace moss;
 using namespace moss::compiler;
@@ -317,3 +319,50 @@ TEST(TuningDatabaseTest, EntryThatDoesNotFitIsIgnored) {
 }
 
 } // namespace
+
+/// A GEMM of its own for each `i` (N differs).
+GemmSpec specNumber(int i) {
+  GemmSpec spec = mossForward();
+  spec.n = 1024 + 32 * i;
+  return spec;
+}
+
+// Two processes tuning into one file keep each other's entries: each save
+// merges under a lock. Eight children each save 16 entries one at a time.
+TEST(TuningDatabaseTest, ConcurrentSavesKeepEveryEntry) {
+  llvm::SmallString<128> dir;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("moss-db", dir));
+  std::string path = (dir + "/tuning.json").str();
+  const TargetInfo target;
+  constexpr int kChildren = 8, kEach = 16;
+  std::vector<pid_t> children;
+  for (int c = 0; c < kChildren; ++c) {
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      for (int i = 0; i < kEach; ++i) {
+        TuningDatabase mine;
+        mine.insert(entry(specNumber(c * kEach + i), target, 4096,
+                          tiling(128, 128, 4)));
+        if (llvm::Error e = mine.saveMerged(path)) {
+          llvm::consumeError(std::move(e));
+          ::_exit(1);
+        }
+      }
+      ::_exit(0);
+    }
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  llvm::Expected<TuningDatabase> merged = TuningDatabase::load(path);
+  ASSERT_TRUE(bool(merged)) << llvm::toString(merged.takeError());
+  EXPECT_EQ(merged->getEntries().size(), size_t(kChildren * kEach));
+  for (int i = 0; i < kChildren * kEach; ++i)
+    EXPECT_TRUE(merged->find(TuningKey::get(specNumber(i), target, 4096)))
+        << "entry " << i << " was lost";
+  llvm::sys::fs::remove_directories(dir);
+}

@@ -495,7 +495,8 @@ int main(int argc, char **argv) {
         append_range(records, result->records);
         if (result->entry)
           database.insert(*result->entry);
-        if (Error e = database.save(db))
+        // Merged with what other runs saved meanwhile, under a lock.
+        if (Error e = database.saveMerged(db))
           return fail(std::move(e));
         if (!csv.empty())
           if (Error e = writeCsv(csv, records))

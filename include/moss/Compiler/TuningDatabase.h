@@ -124,6 +124,12 @@ public:
   /// Writes toJson() to `path` atomically (a temporary file in the same
   /// directory, then rename), creating the directory when needed.
   llvm::Error save(llvm::StringRef path) const;
+  /// Adds this database's entries to the file at `path` (replacing those
+  /// with the same keys, keeping the others) and saves the result, under an
+  /// exclusive lock on `<path>.lock`: processes tuning into one file at once
+  /// keep each other's entries. A file that exists but cannot be read is
+  /// left as it is and is an error.
+  llvm::Error saveMerged(llvm::StringRef path) const;
 
   /// Adds `entry`, replacing one with the same key.
   void insert(TuningEntry entry);
