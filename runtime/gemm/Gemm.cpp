@@ -30,6 +30,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -139,6 +140,8 @@ static Error checkGemmSpecAt(const GemmSpec &spec, int64_t rows) {
     return e;
   if (Error e = checkFold(spec))
     return e;
+  if (spec.beta && !std::isfinite(*spec.beta))
+    return invalid("beta=" + Twine(std::to_string(*spec.beta)) + " is not finite");
   constexpr int64_t kIntMax = std::numeric_limits<int32_t>::max();
   if (spec.k % 32 != 0)
     return invalid("K=" + Twine(spec.k) +
@@ -180,6 +183,57 @@ Error moss::checkGemmSpec(const GemmSpec &spec) {
   return checkGemmSpecAt(spec, GemmSpec::kDynamic);
 }
 
+/// The output does not wrap around the address space and does not overlap
+/// the operands' codes; C is either D itself (of the output's type: each
+/// entry is read before it is written) or apart from it.
+static Error checkBufferRanges(const GemmSpec &spec, int64_t m,
+                               const GemmBuffers &buffers) {
+  struct Range {
+    uint64_t begin, bytes;
+    bool overlaps(const Range &o) const {
+      return bytes && o.bytes && begin < o.begin + o.bytes &&
+             o.begin < begin + bytes;
+    }
+  };
+  auto range = [](CUdeviceptr p, int64_t rows, int64_t cols,
+                  unsigned width) -> Expected<Range> {
+    uint64_t bytes = uint64_t(rows) * uint64_t(cols) * width;
+    if (p + bytes < p)
+      return invalid("a buffer at 0x" + Twine::utohexstr(p) + " of " +
+                     Twine(bytes) + " bytes wraps around the address space");
+    return Range{p, bytes};
+  };
+  const unsigned outWidth = compiler::getByteWidth(spec.out);
+  Expected<Range> d = range(buffers.d, m, spec.n, outWidth);
+  if (!d)
+    return invalid("buffers.d: " + toString(d.takeError()));
+  Expected<Range> a = range(buffers.a.codes, m, spec.k, 1);
+  Expected<Range> b = range(buffers.b.codes, spec.n, spec.k, 1);
+  if (!a || !b)
+    return invalid("operand codes: " +
+                   toString(a ? b.takeError() : a.takeError()));
+  if (d->overlaps(*a) || d->overlaps(*b))
+    return invalid("buffers.d (the output) overlaps the codes of operand " +
+                   Twine(d->overlaps(*a) ? "A" : "B"));
+  if (buffers.c && spec.accumulate) {
+    if (buffers.c == buffers.d) {
+      if (*spec.accumulate != spec.out)
+        return invalid(std::string("buffers.c is buffers.d, but C is ") +
+                       compiler::getName(*spec.accumulate) + " and D " +
+                       compiler::getName(spec.out) +
+                       "; C may be D only with the output's type");
+    } else {
+      Expected<Range> c = range(buffers.c, m, spec.n,
+                                compiler::getByteWidth(*spec.accumulate));
+      if (!c)
+        return invalid("buffers.c: " + toString(c.takeError()));
+      if (c->overlaps(*d))
+        return invalid("buffers.c overlaps buffers.d without being it");
+    }
+  }
+  return Error::success();
+}
+
 Error moss::checkGemmLaunch(const GemmSpec &spec, int64_t m,
                             const GemmBuffers &buffers) {
   if (Error e = checkGemmSpecAt(spec, m))
@@ -214,7 +268,7 @@ Error moss::checkGemmLaunch(const GemmSpec &spec, int64_t m,
   if (Error e = checkPointer(buffers.amax, spec.amax, 4, "buffers.amax",
                              "the spec's amax output"))
     return e;
-  return Error::success();
+  return checkBufferRanges(spec, m, buffers);
 }
 
 //===----------------------------------------------------------------------===//

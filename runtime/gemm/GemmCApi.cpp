@@ -12,6 +12,7 @@
 
 #include "llvm/ADT/Twine.h"
 
+#include <cmath>
 #include <cstddef>
 
 using namespace llvm;
@@ -86,6 +87,14 @@ moss_error_t convertSpec(const moss_gemm_spec_t *spec,
                    " is smaller than version 1's " +
                    Twine(uint64_t(kVersion1Size)) +
                    " (call moss_gemm_spec_init first)");
+  if (spec->struct_size > sizeof(moss_gemm_spec_t))
+    return invalid("spec->struct_size=" + Twine(uint64_t(spec->struct_size)) +
+                   " is larger than this library's moss_gemm_spec_t (" +
+                   Twine(uint64_t(sizeof(moss_gemm_spec_t))) +
+                   " bytes): built against a newer moss.h?");
+  if (spec->a.reserved != 0 || spec->b.reserved != 0)
+    return invalid(std::string("spec->") + (spec->a.reserved ? "a" : "b") +
+                   ".reserved must be 0");
   compiler::GemmSpec result;
   result.m = spec->m == MOSS_DYNAMIC ? compiler::GemmSpec::kDynamic : spec->m;
   result.n = spec->n;
@@ -125,8 +134,12 @@ moss_error_t convertSpec(const moss_gemm_spec_t *spec,
     if (moss_error_t e = moss::capi::convertFold(spec->fold, "spec->",
                                                  result.fold))
       return e;
-  if (result.accumulate)
+  if (result.accumulate) {
+    if (!std::isfinite(spec->beta))
+      return invalid("spec->beta=" + Twine(std::to_string(spec->beta)) +
+                     " is not finite");
     result.beta = spec->beta;
+  }
   out = result;
   return nullptr;
 }

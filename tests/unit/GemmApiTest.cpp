@@ -16,6 +16,8 @@
 
 #include <cstddef>
 #include <functional>
+#include <cmath>
+#include <cstdint>
 #include <string>
 
 using namespace moss;
@@ -187,6 +189,26 @@ TEST(GemmApi, RejectsEachBadArgumentByName) {
          s.fold = moss::numerics::BlockScaleFold::Row;
        },
        "neither operand has them"},
+      {"a NaN beta",
+       [](GemmSpec &s, int64_t &, GemmBuffers &) { s.beta = NAN; },
+       "beta=nan is not finite"},
+      {"an infinite beta",
+       [](GemmSpec &s, int64_t &, GemmBuffers &) { s.beta = INFINITY; },
+       "is not finite"},
+      {"D overlapping A's codes",
+       [](GemmSpec &, int64_t &, GemmBuffers &b) { b.d = b.a.codes + 256; },
+       "buffers.d (the output) overlaps the codes of operand A"},
+      {"D wrapping around the address space",
+       [](GemmSpec &, int64_t &, GemmBuffers &b) {
+         b.d = 0xFFFFFFFFFFFFFFF0ull;
+       },
+       "wraps around the address space"},
+      {"C (f32) at D (bf16)",
+       [](GemmSpec &, int64_t &, GemmBuffers &b) { b.c = b.d; },
+       "C may be D only with the output's type"},
+      {"C overlapping D",
+       [](GemmSpec &, int64_t &, GemmBuffers &b) { b.c = b.d + 1024; },
+       "buffers.c overlaps buffers.d without being it"},
       {"K not a multiple of promoteK",
        [](GemmSpec &s, int64_t &, GemmBuffers &) {
          s.promoteK = 128;
@@ -290,6 +312,18 @@ TEST(GemmCApi, ChecksWithoutAGpu) {
   moss_gemm_spec_t version2 = bad;
   version2.struct_size = offsetof(moss_gemm_spec_t, fold);
   EXPECT_EQ(cCheck(&version2, kM, &buffers), "");
+  bad = spec;
+  bad.a.reserved = 1;
+  EXPECT_NE(cCheck(&bad, kM, &buffers).find("spec->a.reserved must be 0"),
+            std::string::npos);
+  bad = spec;
+  bad.struct_size = SIZE_MAX;
+  EXPECT_NE(cCheck(&bad, kM, &buffers).find("built against a newer moss.h"),
+            std::string::npos);
+  bad = spec;
+  bad.beta = INFINITY;
+  EXPECT_NE(cCheck(&bad, kM, &buffers).find("spec->beta=inf is not finite"),
+            std::string::npos);
   bad = spec;
   bad.a.scheme = 9;
   EXPECT_NE(cCheck(&bad, kM, &buffers).find("spec->a.scheme=9"),
