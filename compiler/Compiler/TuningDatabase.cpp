@@ -418,11 +418,11 @@ Error TuningDatabase::saveMerged(StringRef path) const {
           lockPath, fd, sys::fs::CD_OpenAlways, sys::fs::OF_None))
     return createStringError(ec, "cannot open '" + lockPath +
                                      "': " + ec.message());
-  auto closeLock = llvm::make_scope_exit([&] { sys::fs::closeFile(fd); });
+  scope_exit closeLock([&] { sys::fs::closeFile(fd); });
   if (std::error_code ec = sys::fs::lockFile(fd))
     return createStringError(ec, "cannot lock '" + lockPath +
                                      "': " + ec.message());
-  auto unlock = llvm::make_scope_exit([&] { sys::fs::unlockFile(fd); });
+  scope_exit unlock([&] { sys::fs::unlockFile(fd); });
   TuningDatabase merged;
   if (sys::fs::exists(path)) {
     Expected<TuningDatabase> onDisk = load(path);
