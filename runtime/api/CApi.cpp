@@ -82,13 +82,12 @@ moss_error_t convertSpec(const moss_quantize_spec_t *spec, QuantizeSpec &out) {
 
 /// Checks one device pointer: given exactly when needed, and aligned.
 moss_error_t checkPointer(uint64_t ptr, bool needed, unsigned alignment,
-                          StringRef name, const QuantizeSpec &spec) {
-  const std::string scheme =
-      getFoldedScheme(spec.options.scheme, spec.options.fold).str();
+                          StringRef name, const ScalingScheme &scheme) {
   if (needed && !ptr)
-    return invalid("buffers->" + name + " is 0, but " + scheme + " writes it");
+    return invalid("buffers->" + name + " is 0, but " + scheme.str() +
+                   " writes it");
   if (!needed && ptr)
-    return invalid("buffers->" + name + " is given, but " + scheme +
+    return invalid("buffers->" + name + " is given, but " + scheme.str() +
                    " has none");
   if (ptr % alignment != 0)
     return invalid("buffers->" + name + " must be " + Twine(alignment) +
@@ -110,15 +109,15 @@ moss_error_t checkCall(moss_context_t context,
   // The scales written: the folded scheme's, for a quantization that folds.
   const ScalingScheme scheme =
       getFoldedScheme(converted.options.scheme, converted.options.fold);
-  if (moss_error_t e = checkPointer(buffers->x, true, 16, "x", converted))
+  if (moss_error_t e = checkPointer(buffers->x, true, 16, "x", scheme))
     return e;
-  if (moss_error_t e = checkPointer(buffers->q, true, 16, "q", converted))
+  if (moss_error_t e = checkPointer(buffers->q, true, 16, "q", scheme))
     return e;
   if (moss_error_t e = checkPointer(buffers->local, scheme.hasLocalScales(), 4,
-                                    "local", converted))
+                                    "local", scheme))
     return e;
   if (moss_error_t e = checkPointer(buffers->global, scheme.hasGlobalScales(),
-                                    4, "global", converted))
+                                    4, "global", scheme))
     return e;
   if (buffers->counters % 8 != 0)
     return invalid("buffers->counters must be 8-byte aligned, got 0x" +
