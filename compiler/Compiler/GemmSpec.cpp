@@ -112,3 +112,25 @@ llvm::Error compiler::checkShapes(const GemmSpec &spec) {
         "beta only together with accumulate");
   return llvm::Error::success();
 }
+
+llvm::Error compiler::checkFold(const GemmSpec &spec) {
+  if (!spec.fold || *spec.fold == numerics::BlockScaleFold::None)
+    return llvm::Error::success();
+  bool any = false;
+  for (auto [name, scheme] :
+       {std::pair{"A", &spec.aScaling}, std::pair{"B", &spec.bScaling}}) {
+    if (!numerics::isFoldable(*scheme))
+      continue;
+    any = true;
+    if (llvm::Error e = numerics::checkFold(*scheme, spec.k, *spec.fold))
+      return llvm::createStringError("operand " + llvm::Twine(name) + ": " +
+                                     llvm::toString(std::move(e)));
+  }
+  if (!any)
+    return llvm::createStringError(
+        llvm::Twine("fold=") + numerics::getName(*spec.fold) +
+        " moves E8M0 block factors, but neither operand has them (" +
+        spec.aScaling.str() + " x " + spec.bScaling.str() +
+        "); expected two-level or MXFP8, or no fold");
+  return llvm::Error::success();
+}

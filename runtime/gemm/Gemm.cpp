@@ -112,33 +112,12 @@ static unsigned byteWidth(std::optional<FloatType> type) {
   return type ? compiler::getByteWidth(*type) : 1;
 }
 
-/// The fold asked for fits the operands.
-static Error checkFold(const GemmSpec &spec) {
-  if (!spec.fold || *spec.fold == numerics::BlockScaleFold::None)
-    return Error::success();
-  bool any = false;
-  for (auto [name, scheme] :
-       {std::pair{"A", &spec.aScaling}, std::pair{"B", &spec.bScaling}}) {
-    if (!numerics::isFoldable(*scheme))
-      continue;
-    any = true;
-    if (Error e = numerics::checkFold(*scheme, spec.k, *spec.fold))
-      return invalid("operand " + Twine(name) + ": " + toString(std::move(e)));
-  }
-  if (!any)
-    return invalid(std::string("fold=") + numerics::getName(*spec.fold) +
-                   " moves E8M0 block factors, but neither operand has them (" +
-                   spec.aScaling.str() + " x " + spec.bScaling.str() +
-                   "); expected two-level or MXFP8, or no fold");
-  return Error::success();
-}
-
 /// checkGemmSpec for a launch of `rows` rows (kDynamic: any), which decide
 /// the default fold and so the blocks the kernel promotes by.
 static Error checkGemmSpecAt(const GemmSpec &spec, int64_t rows) {
   if (Error e = compiler::checkShapes(spec))
     return e;
-  if (Error e = checkFold(spec))
+  if (Error e = compiler::checkFold(spec))
     return e;
   if (spec.beta && !std::isfinite(*spec.beta))
     return invalid("beta=" + Twine(std::to_string(*spec.beta)) + " is not finite");

@@ -71,13 +71,8 @@ int runCompile() {
   // A spec that folds compiles the GEMM of its folded operands; the fold
   // itself is a separate kernel of the runtime (runtime::GpuFolder).
   if (spec->getFold() != numerics::BlockScaleFold::None) {
-    for (auto [name, scheme] : {std::pair{"A", &spec->aScaling},
-                                std::pair{"B", &spec->bScaling}})
-      if (numerics::isFoldable(*scheme))
-        if (Error e = numerics::checkFold(*scheme, spec->k, spec->getFold()))
-          return fail(createStringError(inconvertibleErrorCode(),
-                                        "operand " + Twine(name) + ": " +
-                                            toString(std::move(e))));
+    if (Error e = compiler::checkFold(*spec))
+      return fail(std::move(e));
     errs() << "note: fold " << numerics::getName(spec->getFold())
            << ": the kernel multiplies the folded operands, "
            << spec->getKernelSpec().str() << " (--fold none: the exact "

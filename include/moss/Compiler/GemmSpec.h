@@ -137,6 +137,11 @@ struct GemmSpec {
 /// checks the rest): positive static N and K, M positive or kDynamic.
 llvm::Error checkShapes(const GemmSpec &spec);
 
+/// Checks a fold the spec asks for (`fold` set, not None): an operand with
+/// E8M0 factors, each of whose blocks and K the fold takes
+/// (numerics::checkFold).
+llvm::Error checkFold(const GemmSpec &spec);
+
 /// The machine a kernel is compiled for. Defaults: NVIDIA H200 (sm_90a).
 struct TargetInfo {
   /// Streaming multiprocessors.
