@@ -77,7 +77,6 @@ std::string getFoldTableSource(Fp8Format format) {
 }
 
 std::string generateFoldSource(const FoldSpec &spec) {
-  int group = spec.fold == BlockScaleFold::Row ? 0 : int(kFoldGroupCols);
   return formatv("#include \"moss/quantize/fold.cuh\"\n\n{5}\n"
                  "extern \"C\" __global__ void __launch_bounds__({4})\n"
                  "moss_fold(const moss::quantize::FoldArgs args) {{\n"
@@ -85,7 +84,7 @@ std::string generateFoldSource(const FoldSpec &spec) {
                  "kFoldTable);\n"
                  "}\n",
                  spec.format == Fp8Format::E4M3 ? 0 : 1, spec.scheme.blockCols,
-                 group, getGlobalKind(spec.scheme), kFoldThreads,
+                 int(spec.fold), getGlobalKind(spec.scheme), kFoldThreads,
                  getFoldTableSource(spec.format))
       .str();
 }

@@ -3,7 +3,8 @@
 // moss::numerics::foldBlockScales).
 //
 // One warp per row. Each code becomes RNE(code * 2^-(E - e)), E the largest
-// exponent of its row (Group = 0) or of its 128-wide K group, e its block's.
+// exponent of its row (kFoldRow) or of its 128-wide K group (kFold128), e its
+// block's.
 // Codes whose result stays normal only lose `shift` from their exponent
 // field, four at a time in a 32-bit word; other words go through a table of
 // the rounding for every code and every shift below the format's limit
@@ -30,6 +31,12 @@ struct FoldArgs {
   uint8_t *outCodes;
   float *outFactors;
 };
+
+/// Fold modes, numbered as moss::numerics::BlockScaleFold.
+enum FoldMode : int { kFoldNone = 0, kFold128 = 1, kFoldRow = 2 };
+
+/// The K extent of the 128 fold's groups (moss::numerics::kFoldGroupCols).
+constexpr int kFoldGroupCols = 128;
 
 /// Where the global scale comes from.
 enum FoldGlobal : int { kFoldNoGlobal = 0, kFoldTensorGlobal = 1,
@@ -130,9 +137,11 @@ __device__ __forceinline__ int referenceExponent(const uint8_t *e8m0, int first,
 
 /// `table`: the folded code of every code c at every shift d <= the limit,
 /// at d * 256 + c (made by the host, moss::numerics::foldCode).
-template <int Fmt, int Block, int Group, int Global, int Threads>
+template <int Fmt, int Block, int Fold, int Global, int Threads>
 __device__ __forceinline__ void fold(const FoldArgs &args,
                                      const Vec16 *table) {
+  static_assert(Fold == kFold128 || Fold == kFoldRow, "a fold to run");
+  constexpr int Group = kFoldGroupCols;
   constexpr int kLimit = kFoldShiftLimit<Fmt>;
   constexpr int kWarps = Threads / 32;
   constexpr int kUnroll = 4;
@@ -150,7 +159,7 @@ __device__ __forceinline__ void fold(const FoldArgs &args,
             ? 1.0f
             : args.global[Global == kFoldRowGlobal ? row : 0];
     int rowReference = -127;
-    if constexpr (Group == 0) {
+    if constexpr (Fold == kFoldRow) {
       for (int b = lane; b < blocks; b += 32) {
         int code = e8m0[b];
         if (code != 0xFF)
@@ -180,7 +189,7 @@ __device__ __forceinline__ void fold(const FoldArgs &args,
         if (chunk >= chunks)
           continue;
         int reference = rowReference;
-        if constexpr (Group != 0) {
+        if constexpr (Fold == kFold128) {
           constexpr int kGroupChunks = Group / 16;
           reference = referenceExponent(e8m0, chunk / kGroupChunks *
                                                   (Group / Block),

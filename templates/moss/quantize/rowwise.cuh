@@ -31,7 +31,7 @@ struct RowwiseConfig {
                        K = K_, Threads = Threads_, Source = Source_,
                        Fold = Fold_;
   /// Lanes that hold one 128-wide K group of the 128 fold.
-  static constexpr int kGroupLanes = 128 / kVecElements<In>;
+  static constexpr int kGroupLanes = kFoldGroupCols / kVecElements<In>;
   static constexpr int kVecElems = kVecElements<In>;
   static constexpr int kVecs = K / kVecElems;
   static constexpr int kVecsPerThread = (kVecs + Threads - 1) / Threads;
@@ -48,9 +48,6 @@ struct RowwiseConfig {
   static_assert(Fold == 0 || Kind == kMXFP8 || Kind == kTwoLevel,
                 "only E8M0 block factors fold");
 };
-
-/// Fold modes, numbered as moss::numerics::BlockScaleFold.
-enum FoldMode : int { kFoldNone = 0, kFold128 = 1, kFoldRow = 2 };
 
 /// The codes of one 16-byte input vector, packed little-endian (element 0
 /// in the lowest byte): 4 bytes for FP32 input, 8 for BF16.
@@ -205,7 +202,8 @@ __device__ void rowwise(const Args &args, int pass,
         }
         if constexpr (Fold == kFold128)
           if ((lane & (Config::kGroupLanes - 1)) == 0)
-            static_cast<float *>(args.local)[size_t(row) * (Config::K / 128) +
+            static_cast<float *>(args.local)[size_t(row) * (Config::K /
+                                                            kFoldGroupCols) +
                                              size_t(vec) /
                                                  Config::kGroupLanes] =
                 mulRn(global, exp2i(reference[i]));
