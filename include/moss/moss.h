@@ -161,6 +161,27 @@ typedef struct moss_quantize_buffers_t {
 moss_error_t moss_quantize_layout(const moss_quantize_spec_t *spec,
                                   moss_quantize_layout_t *out);
 
+/* Host buffers of one reference quantization (CPU pointers, no alignment
+ * needed). */
+typedef struct moss_quantize_host_buffers_t {
+  /* The input: float, or bf16 as uint16_t bit patterns (spec->input). */
+  const void *x;
+  uint8_t *q;
+  /* Block scales (E8M0 bytes, or FP32) and FP32 global scales: given
+   * exactly when the scheme has them, as for moss_quantize. */
+  void *local;
+  float *global;
+  /* Optional (NULL): two counters the quantization adds to, as for
+   * moss_quantize (saturated values, non-finite blocks). */
+  uint64_t *counters;
+} moss_quantize_host_buffers_t;
+
+/* Quantizes on the host with the reference quantizers
+ * (docs/NUMERICS-CONTRACT.md): the bits moss_quantize writes for the same
+ * spec and input. Synchronous; needs no GPU. */
+moss_error_t moss_quantize_host(const moss_quantize_spec_t *spec,
+                                const moss_quantize_host_buffers_t *buffers);
+
 /*===--- Contexts ---------------------------------------------------------===*/
 
 /* A GPU (its primary context), a kernel cache and a quantizer. Not

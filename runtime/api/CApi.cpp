@@ -17,9 +17,11 @@
 #include "llvm/ADT/Twine.h"
 
 #include <cstddef>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 using namespace llvm;
 using namespace moss::numerics;
@@ -214,6 +216,79 @@ moss_error_t moss_quantize_layout(const moss_quantize_spec_t *spec,
                                 layout.localRows,  layout.localCols,
                                 layout.localElementBytes,
                                 layout.globalCount};
+  return nullptr;
+}
+
+moss_error_t moss_quantize_host(const moss_quantize_spec_t *spec,
+                                const moss_quantize_host_buffers_t *buffers) {
+  QuantizeSpec converted;
+  if (moss_error_t error = convertSpec(spec, converted))
+    return error;
+  if (!buffers)
+    return invalid("buffers is NULL");
+  const ScalingScheme scheme =
+      getFoldedScheme(converted.options.scheme, converted.options.fold);
+  auto checkHost = [&](const void *ptr, bool needed,
+                       StringRef name) -> moss_error_t {
+    if (needed && !ptr)
+      return invalid("buffers->" + name + " is NULL, but " + scheme.str() +
+                     " writes it");
+    if (!needed && ptr)
+      return invalid("buffers->" + name + " is given, but " + scheme.str() +
+                     " has none");
+    return nullptr;
+  };
+  if (moss_error_t e = checkHost(buffers->x, true, "x"))
+    return e;
+  if (moss_error_t e = checkHost(buffers->q, true, "q"))
+    return e;
+  if (moss_error_t e = checkHost(buffers->local, scheme.hasLocalScales(),
+                                 "local"))
+    return e;
+  if (moss_error_t e = checkHost(buffers->global, scheme.hasGlobalScales(),
+                                 "global"))
+    return e;
+
+  size_t count = size_t(converted.rows) * size_t(converted.cols);
+  std::vector<float> widened;
+  ArrayRef<float> x;
+  if (converted.input == InputType::F32) {
+    x = ArrayRef<float>(static_cast<const float *>(buffers->x), count);
+  } else {
+    // bf16 is the top half of an FP32: widening is exact.
+    const auto *bits = static_cast<const uint16_t *>(buffers->x);
+    widened.resize(count);
+    for (size_t i = 0; i < count; ++i) {
+      uint32_t word = uint32_t(bits[i]) << 16;
+      std::memcpy(&widened[i], &word, 4);
+    }
+    x = widened;
+  }
+  Expected<QuantizedTensor> q =
+      quantize(x, converted.rows, converted.cols, converted.options);
+  if (!q)
+    return convert(q.takeError(), MOSS_ERROR_INVALID_ARGUMENT);
+  QuantizeLayout layout = getQuantizeLayout(converted);
+  size_t localCount = size_t(layout.localRows * layout.localCols);
+  if (q->codes.size() != size_t(layout.codeRows * layout.codeCols) ||
+      q->global.size() != size_t(layout.globalCount) ||
+      (layout.localElementBytes == 1 && q->localE8M0.size() != localCount) ||
+      (layout.localElementBytes == 4 && q->localF32.size() != localCount))
+    return moss::capi::makeError(
+        MOSS_ERROR_INTERNAL,
+        "the reference quantizer's output does not match the layout of " +
+            scheme.str());
+  std::memcpy(buffers->q, q->codes.data(), q->codes.size());
+  if (layout.localElementBytes == 1)
+    std::memcpy(buffers->local, q->localE8M0.data(), localCount);
+  else if (layout.localElementBytes == 4)
+    std::memcpy(buffers->local, q->localF32.data(), localCount * 4);
+  if (!q->global.empty())
+    std::memcpy(buffers->global, q->global.data(), q->global.size() * 4);
+  if (buffers->counters) {
+    buffers->counters[0] += uint64_t(q->stats.saturated);
+    buffers->counters[1] += uint64_t(q->stats.nonFiniteBlocks);
+  }
   return nullptr;
 }
 

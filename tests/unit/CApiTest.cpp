@@ -230,6 +230,71 @@ TEST(CApiTest, NullArguments) {
               MOSS_ERROR_INVALID_ARGUMENT, "options->device_ordinal=-1");
 }
 
+TEST(CApiTest, HostQuantizeWritesTheReferenceForBf16Input) {
+  // bf16 input (the top halves of FP32 words) quantizes as its exact FP32
+  // widening does with the reference, poisoned outputs overwritten.
+  const int64_t rows = 5, cols = 64;
+  std::vector<uint16_t> bits(rows * cols);
+  std::vector<float> widened(bits.size());
+  uint32_t state = 12345u;
+  for (size_t i = 0; i < bits.size(); ++i) {
+    state = state * 1664525u + 1013904223u;
+    bits[i] = uint16_t(0x3C00u + (state >> 20) % 0x0800u) |
+              uint16_t((state >> 8) & 0x8000u);
+    uint32_t word = uint32_t(bits[i]) << 16;
+    std::memcpy(&widened[i], &word, 4);
+  }
+  moss_quantize_spec_t spec = makeSpec(rows, cols, MOSS_SCHEME_TWO_LEVEL, 1, 32);
+  spec.input = MOSS_INPUT_BF16;
+  spec.global_scope = MOSS_GLOBAL_ROW;
+  std::vector<uint8_t> q(rows * cols, 0xAB), local(rows * 2, 0xAB);
+  std::vector<float> global(rows, -7.0f);
+  uint64_t counters[2] = {3, 4};
+  moss_quantize_host_buffers_t buffers{bits.data(), q.data(), local.data(),
+                                       global.data(), counters};
+  ErrorPtr error(moss_quantize_host(&spec, &buffers));
+  ASSERT_EQ(error, nullptr) << moss_error_message(error.get());
+
+  moss::numerics::QuantizeOptions options;
+  options.scheme = moss::numerics::ScalingScheme::twoLevel(
+      moss::numerics::GlobalScope::Row, 32);
+  auto want = moss::numerics::quantize(widened, rows, cols, options);
+  ASSERT_TRUE(bool(want));
+  EXPECT_EQ(q, want->codes);
+  EXPECT_EQ(local, want->localE8M0);
+  EXPECT_EQ(global, want->global);
+  EXPECT_EQ(counters[0], 3u + uint64_t(want->stats.saturated));
+  EXPECT_EQ(counters[1], 4u);
+}
+
+TEST(CApiTest, HostQuantizeChecksItsBuffers) {
+  moss_quantize_spec_t spec = makeSpec(4, 64, MOSS_SCHEME_PER_ROW);
+  std::vector<float> x(4 * 64, 1.0f), global(4);
+  std::vector<uint8_t> q(4 * 64), local(8);
+  moss_quantize_host_buffers_t buffers{x.data(), q.data(), nullptr,
+                                       global.data(), nullptr};
+  expectError(moss_quantize_host(&spec, nullptr), MOSS_ERROR_INVALID_ARGUMENT,
+              "buffers is NULL");
+  expectError(moss_quantize_host(nullptr, &buffers),
+              MOSS_ERROR_INVALID_ARGUMENT, "spec is NULL");
+  buffers.local = local.data();
+  expectError(moss_quantize_host(&spec, &buffers), MOSS_ERROR_INVALID_ARGUMENT,
+              "buffers->local is given");
+  buffers.local = nullptr;
+  buffers.global = nullptr;
+  expectError(moss_quantize_host(&spec, &buffers), MOSS_ERROR_INVALID_ARGUMENT,
+              "buffers->global is NULL");
+  buffers.global = global.data();
+  buffers.x = nullptr;
+  expectError(moss_quantize_host(&spec, &buffers), MOSS_ERROR_INVALID_ARGUMENT,
+              "buffers->x is NULL");
+  // The spec is checked as moss_quantize checks it.
+  spec.rows = 0;
+  buffers.x = x.data();
+  expectError(moss_quantize_host(&spec, &buffers), MOSS_ERROR_INVALID_ARGUMENT,
+              "must have positive extents");
+}
+
 TEST(CApiTest, WeightScalerOptions) {
   moss_weight_scaler_options_t options;
   std::memset(&options, 0xFF, sizeof(options));

@@ -8,6 +8,7 @@ MOSS_BUILD_DIR="${MOSS_BUILD_DIR:-$MOSS_ROOT/build}"
 MOSS_PACKAGES=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools libzstd-dev
   zlib1g-dev googletest libgtest-dev ninja-build cmake g++ python3-numpy
+  python3-venv
 )
 
 moss_log() { echo "[moss] $*"; }
@@ -62,4 +63,23 @@ moss_build() {
     -DCMAKE_BUILD_TYPE=Release -DCUDAToolkit_ROOT="$MOSS_CUDA_ROOT" >/dev/null
   moss_log "building (the first build takes several minutes)"
   cmake --build "$MOSS_BUILD_DIR"
+}
+
+# Installs the moss_jit Python package (pip install of the repository, which
+# reuses this build) into the active virtual environment, else into
+# $MOSS_PYTHON's environment, else into a virtual environment in the build
+# tree.
+moss_install_python() {
+  local python="${MOSS_PYTHON:-}"
+  if [ -n "${VIRTUAL_ENV:-}" ] && [ -z "$python" ]; then
+    python="$VIRTUAL_ENV/bin/python"
+  fi
+  if [ -z "$python" ]; then
+    local env="$MOSS_BUILD_DIR/python-env"
+    [ -x "$env/bin/python" ] || python3 -m venv --system-site-packages "$env"
+    python="$env/bin/python"
+  fi
+  moss_log "installing the Python package moss_jit into $python"
+  MOSS_BUILD_DIR="$MOSS_BUILD_DIR" "$python" -m pip install --quiet \
+    --disable-pip-version-check "$MOSS_ROOT"
 }

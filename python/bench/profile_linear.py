@@ -1,0 +1,49 @@
+"""Where one moss_jit.nn.Linear step's GPU time goes: torch.profiler's
+kernel table for forward + backward at one shape.
+
+    python python/bench/profile_linear.py [--shape T,IN,OUT] [--steps N]
+"""
+
+import argparse
+import os
+
+os.environ.setdefault("MOSS_TIERED_COMPILE", "0")
+
+import torch  # noqa: E402
+from torch.profiler import ProfilerActivity, profile  # noqa: E402
+
+import moss_jit  # noqa: E402
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--shape", default="8192,4096,11008")
+    parser.add_argument("--steps", type=int, default=10)
+    args = parser.parse_args()
+    tokens, fin, fout = (int(v) for v in args.shape.split(","))
+    layer = moss_jit.nn.Linear(fin, fout, bias=False, device="cuda",
+                               dtype=torch.bfloat16)
+    x = torch.randn(tokens, fin, device="cuda", dtype=torch.bfloat16,
+                    requires_grad=True)
+    dy = torch.randn(tokens, fout, device="cuda", dtype=torch.bfloat16)
+
+    def step():
+        layer._w_version = None
+        layer.set_learning_rate(1e-5)
+        x.grad = None
+        layer.weight.grad = None
+        layer(x).backward(dy)
+
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(args.steps):
+            step()
+        torch.cuda.synchronize()
+    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=20,
+                                    max_name_column_width=90))
+
+
+if __name__ == "__main__":
+    main()

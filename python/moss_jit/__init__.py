@@ -1,0 +1,48 @@
+"""MOSS-JIT for Python: JIT-compiled block-scaled FP8 GEMMs and the MOSS
+quantizers, on torch tensors (docs/PYTHON.md).
+
+    q = moss_jit.quantize(x, "moss", fold="row")    # MossTensor
+    w = moss_jit.quantize(weight, "per-tensor")
+    y = moss_jit.gemm(q, w)                          # x @ weight^T, bf16
+    model = moss_jit.convert(model)                  # FP8 MOSS training
+
+`quantize` also takes numpy arrays (the host reference quantizers), so the
+package imports and works without torch; everything else needs torch.
+"""
+
+from ._capi import MossError
+from ._quantize import quantize
+from .tensor import MossTensor
+
+try:
+    from importlib.metadata import version as _version
+    __version__ = _version("moss_jit")
+except Exception:  # not installed (run from the source tree)
+    __version__ = "unknown"
+
+try:
+    import torch as _torch_module  # noqa: F401
+except ImportError:  # numpy-only use
+    _torch_module = None
+
+if _torch_module is not None:
+    from . import _torch, nn
+    from ._torch import cast_with_scale
+    from .convert import convert
+    from .nn import attach_optimizer
+
+    def gemm(a, b, out_dtype=None, bias=None, c=None, beta=1.0, amax=False,
+             mma="auto", fold="auto"):
+        """D = a @ b^T for MossTensors a [M, K] and b [N, K], plus `bias`
+        [N] and beta * `c` [M, N] when given, in `out_dtype` (default
+        torch.bfloat16). With amax=True, returns (D, max |D| as a float32
+        tensor [1]). CUDA operands run the JIT kernel on the current stream
+        (a Hopper GPU); CPU operands the exact FP64 reference.
+        mma: 'auto', 'fp8' or 'f16' (moss_mma_type_t); fold: 'auto',
+        'none', '128' or 'row' (moss_fold_t)."""
+        return _torch.gemm(a, b, _torch_module.bfloat16
+                           if out_dtype is None else out_dtype,
+                           bias, c, beta, amax, mma, fold)
+
+__all__ = ["MossError", "MossTensor", "quantize", "gemm", "cast_with_scale",
+           "convert", "nn", "attach_optimizer"]

@@ -1,0 +1,468 @@
+"""The torch side: CUDA and CPU tensors in, zero copy, on the current CUDA
+stream, with no host synchronization; and the torch.library custom ops
+(moss_jit::quantize, moss_jit::gemm) that torch.compile and CUDA graphs see.
+"""
+
+import ctypes
+import functools
+from typing import Optional
+
+import torch
+
+from . import _capi, reference, schemes
+from . import _quantize as _quantize_module
+from .tensor import MossTensor
+
+FP8_DTYPES = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
+OUT_TYPES = {torch.bfloat16: "bf16", torch.float16: "f16",
+             torch.float32: "f32"}
+
+try:
+    _raw_stream = torch._C._cuda_getCurrentRawStream
+except AttributeError:  # pragma: no cover - older torch
+    def _raw_stream(index):
+        return torch.cuda.current_stream(index).cuda_stream
+
+
+@functools.lru_cache(maxsize=None)
+def _capability(index):
+    return torch.cuda.get_device_capability(index)
+
+
+def _check_cuda_device(tensor, name, hopper):
+    index = tensor.device.index
+    if hopper and _capability(index) != (9, 0):
+        major, minor = _capability(index)
+        raise RuntimeError(
+            f"{name} is on cuda:{index}, a {torch.cuda.get_device_name(index)}"
+            f" (sm_{major}{minor}); moss_jit's GEMM needs a Hopper GPU "
+            "(sm_90)")
+    return index
+
+
+class _DeviceGuard:
+    """Makes `index` torch's current device for the call (libmoss makes its
+    context current; torch's must not move)."""
+
+    __slots__ = ("index", "previous")
+
+    def __init__(self, index):
+        self.index = index
+        self.previous = None
+
+    def __enter__(self):
+        current = torch.cuda.current_device()
+        if current != self.index:
+            self.previous = current
+            torch.cuda.set_device(self.index)
+
+    def __exit__(self, *exc):
+        if self.previous is not None:
+            torch.cuda.set_device(self.previous)
+
+
+def _aligned(tensor, name, alignment=16):
+    if tensor.data_ptr() % alignment:
+        raise ValueError(f"{name} must be {alignment}-byte aligned in device "
+                         f"memory (data_ptr 0x{tensor.data_ptr():x}); pass a "
+                         "fresh tensor or .clone()")
+
+
+#===--- quantize -----------------------------------------------------------===#
+
+
+def _empty_outputs(layout, device):
+    q = torch.empty((layout.code_rows, layout.code_cols), dtype=torch.uint8,
+                    device=device)
+    local = glob = None
+    if layout.local_element_bytes:
+        local = torch.empty((layout.local_rows, layout.local_cols),
+                            dtype=torch.uint8 if layout.local_element_bytes ==
+                            1 else torch.float32, device=device)
+    if layout.global_count:
+        glob = torch.empty(layout.global_count, dtype=torch.float32,
+                           device=device)
+    return q, local, glob
+
+
+def _check_counters(counters, device):
+    if counters is None:
+        return 0
+    if (not isinstance(counters, torch.Tensor) or counters.dtype != torch.int64
+            or tuple(counters.shape) != (2,) or counters.device != device):
+        raise ValueError(f"counters must be an int64 tensor of shape (2,) on "
+                         f"{device}")
+    return counters.data_ptr()
+
+
+def quantize_raw(x, spec, layout, counters=None):
+    """Runs one quantization of spec; returns (codes as uint8, local, global)
+    with None for the scales the scheme has not."""
+    q, local, glob = _empty_outputs(layout, x.device)
+    counter_ptr = _check_counters(counters, x.device)
+    if x.is_cuda:
+        index = _check_cuda_device(x, "x", hopper=False)
+        _aligned(x, "x")
+        buffers = _capi.QuantizeBuffers(
+            x.data_ptr(), q.data_ptr(),
+            local.data_ptr() if local is not None else 0,
+            glob.data_ptr() if glob is not None else 0, counter_ptr)
+        with _DeviceGuard(index):
+            _capi.check(_capi.lib.moss_quantize(
+                _capi.context(index), ctypes.byref(spec),
+                ctypes.byref(buffers), _raw_stream(index)))
+    elif x.device.type == "cpu":
+        buffers = _capi.QuantizeHostBuffers(
+            x.data_ptr(), q.data_ptr(),
+            local.data_ptr() if local is not None else None,
+            glob.data_ptr() if glob is not None else None,
+            counter_ptr or None)
+        _capi.check(_capi.lib.moss_quantize_host(ctypes.byref(spec),
+                                                 ctypes.byref(buffers)))
+    else:
+        raise ValueError(f"x is on {x.device}; quantize takes CUDA or CPU "
+                         "tensors")
+    return q, local, glob
+
+
+def cast_with_scale(x, scale, fmt="e4m3", transpose=False):
+    """Per-tensor FP8 codes of x (or x^T) with a scale already on the
+    device: codes = encode(x / scale[0]), one pass, no host synchronization
+    (moss_cast_with_scale). Returns the codes; the scale is `scale`'s."""
+    _quantize_module._check_matrix(x, "x")
+    input_type = _quantize_module._input_type(x)
+    if (not isinstance(scale, torch.Tensor) or scale.dtype != torch.float32
+            or scale.numel() != 1 or scale.device != x.device):
+        raise ValueError(f"scale must be a float32 tensor of one element on "
+                         f"{x.device}")
+    spec, layout = schemes.quantize_spec(
+        int(x.shape[0]), int(x.shape[1]), input_type, "per-tensor", fmt, 1, 0,
+        "tensor", bool(transpose), "none")
+    q, _, glob = _empty_outputs(layout, x.device)
+    if not x.is_cuda:
+        raise ValueError(f"x is on {x.device}; cast_with_scale takes CUDA "
+                         "tensors (on the CPU, quantize(x, 'per-tensor'))")
+    index = _check_cuda_device(x, "x", hopper=False)
+    _aligned(x, "x")
+    buffers = _capi.QuantizeBuffers(x.data_ptr(), q.data_ptr(), 0,
+                                    glob.data_ptr(), 0)
+    with _DeviceGuard(index):
+        _capi.check(_capi.lib.moss_cast_with_scale(
+            _capi.context(index), ctypes.byref(spec), scale.data_ptr(),
+            ctypes.byref(buffers), _raw_stream(index)))
+    return q.view(FP8_DTYPES[fmt])
+
+
+def compiling():
+    return torch.compiler.is_compiling()
+
+
+def quantize_traced(x, scheme, fmt, block_rows, block_cols, global_scope,
+                    transpose, fold, counters):
+    """quantize() as torch.compile sees it: the moss_jit::quantize op."""
+    if counters is not None:
+        raise ValueError("counters are not supported under torch.compile")
+    q, local, glob = torch.ops.moss_jit.quantize(
+        x, scheme, fmt, block_rows, block_cols, global_scope, bool(transpose),
+        fold)
+    return _quantize_module.result(
+        q.view(FP8_DTYPES[fmt]), local if local.numel() else None,
+        glob if glob.numel() else None, scheme, fmt, block_rows, block_cols,
+        global_scope, transpose, fold)
+
+
+def quantize(x, spec, layout, scheme, fmt, block_rows, block_cols,
+             global_scope, transpose, fold, counters):
+    q, local, glob = quantize_raw(x, spec, layout, counters)
+    return _quantize_module.result(
+        q.view(FP8_DTYPES[fmt]), local, glob, scheme, fmt, block_rows,
+        block_cols, global_scope, transpose, fold)
+
+
+#===--- gemm ---------------------------------------------------------------===#
+
+
+def _scale_counts(q, rows, k):
+    """(local, global) scale counts the operand's scheme needs."""
+    block_rows, block_cols = q.block
+    if q.scheme == "per-tensor":
+        return 0, 1
+    if q.scheme == "per-row":
+        return 0, rows
+    if q.scheme == "per-group":
+        return -(-rows // block_rows) * (k // block_cols), 0
+    if q.scheme == "mxfp8":
+        return rows * (k // 32), 0
+    return rows * (k // block_cols), (rows if q.global_scope == "row" else 1)
+
+
+def _check_operand(q, name):
+    if not isinstance(q, MossTensor):
+        raise TypeError(f"{name} must be a MossTensor (from moss_jit.quantize "
+                        f"or MossTensor.from_parts), not {type(q).__name__}")
+    codes = q.codes
+    if not isinstance(codes, torch.Tensor):
+        raise TypeError(f"{name}.codes must be a torch tensor (use "
+                        "moss_jit.reference.gemm_numpy for numpy arrays)")
+    if codes.dtype != FP8_DTYPES[q.format]:
+        raise TypeError(f"{name}.codes has dtype {codes.dtype}, but its format "
+                        f"{q.format!r} needs {FP8_DTYPES[q.format]}")
+    if codes.ndim != 2 or not codes.is_contiguous():
+        raise ValueError(f"{name}.codes must be a contiguous 2-D [rows, K] "
+                         f"tensor, got shape {tuple(codes.shape)} strides "
+                         f"{codes.stride()}")
+    rows, k = codes.shape
+    local_count, global_count = _scale_counts(q, rows, k)
+    for scales, count, what, dtype in (
+            (q.local_scales, local_count, "local_scales",
+             torch.float32 if q.scheme == "per-group" else torch.uint8),
+            (q.global_scales, global_count, "global_scales", torch.float32)):
+        if count == 0:
+            if scales is not None:
+                raise ValueError(f"{name}.{what} is given, but {q.scheme} has "
+                                 "none")
+            continue
+        if scales is None:
+            raise ValueError(f"{name}.{what} is missing: {q.scheme} needs "
+                             f"{count}")
+        if scales.dtype == getattr(torch, "float8_e8m0fnu", None):
+            scales = scales.view(torch.uint8)
+        if scales.dtype != dtype or scales.numel() != count or \
+                not scales.is_contiguous() or scales.device != codes.device:
+            raise ValueError(
+                f"{name}.{what} must be a contiguous {dtype} tensor of {count} "
+                f"elements on {codes.device}, got {scales.dtype} with "
+                f"{scales.numel()} on {scales.device}")
+
+
+def _check_epilogue(tensor, name, shape, device):
+    if tensor is None:
+        return None
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"{name} must be a torch tensor")
+    if tensor.dtype not in OUT_TYPES:
+        raise TypeError(f"{name} has dtype {tensor.dtype}; it takes "
+                        "bfloat16, float16 or float32")
+    if tuple(tensor.shape) != shape or not tensor.is_contiguous():
+        raise ValueError(f"{name} must be a contiguous tensor of shape "
+                         f"{shape}, got {tuple(tensor.shape)} strides "
+                         f"{tensor.stride()}")
+    if tensor.device != device:
+        raise ValueError(f"{name} is on {tensor.device}, the operands on "
+                         f"{device}")
+    return OUT_TYPES[tensor.dtype]
+
+
+def _operand_spec(scheme, fmt, block, global_scope):
+    spec = _capi.GemmOperandSpec()
+    spec.format = _capi.FORMATS[fmt]
+    spec.scheme = _capi.SCHEMES[scheme]
+    spec.block_rows, spec.block_cols = block
+    spec.global_scope = _capi.GLOBAL_SCOPES[global_scope]
+    return spec
+
+
+@functools.lru_cache(maxsize=4096)
+def _gemm_spec(m, n, k, a, b, out, bias, c, amax, beta, mma, fold):
+    """The moss_gemm_spec_t of a call; `a` and `b` are the operands'
+    (scheme, format, block, global_scope)."""
+    spec = _capi.GemmSpec()
+    _capi.lib.moss_gemm_spec_init(ctypes.byref(spec))
+    spec.m, spec.n, spec.k = m, n, k
+    spec.a = _operand_spec(*a)
+    spec.b = _operand_spec(*b)
+    spec.out = _capi.FLOAT_TYPES[out]
+    spec.bias = _capi.FLOAT_TYPES[bias]
+    spec.accumulate = _capi.FLOAT_TYPES[c]
+    spec.amax = int(amax)
+    spec.beta = beta
+    spec.mma = _capi.MMA_TYPES[mma]
+    spec.fold = _capi.FOLDS[fold]
+    return spec
+
+
+def _fill_operand(operand, q):
+    operand.codes = q.codes.data_ptr()
+    if q.local_scales is not None:
+        operand.local_scales = q.local_scales.data_ptr()
+        operand.local_scale_count = q.local_scales.numel()
+    if q.global_scales is not None:
+        operand.global_scales = q.global_scales.data_ptr()
+        operand.global_scale_count = q.global_scales.numel()
+
+
+def check_gemm_args(a, b, out_dtype, bias, c, beta, mma, fold):
+    _check_operand(a, "a")
+    _check_operand(b, "b")
+    m, k = a.codes.shape
+    n, kb = b.codes.shape
+    if k != kb:
+        raise ValueError(f"a is [{m}, {k}] and b is [{n}, {kb}]: both must be "
+                         "K-major with the same K (D = a @ b^T)")
+    device = a.codes.device
+    if b.codes.device != device:
+        raise ValueError(f"a is on {device}, b on {b.codes.device}")
+    if out_dtype not in OUT_TYPES:
+        raise TypeError(f"out_dtype={out_dtype} is not torch.bfloat16, "
+                        "torch.float16 or torch.float32")
+    bias_type = _check_epilogue(bias, "bias", (n,), device)
+    c_type = _check_epilogue(c, "c", (m, n), device)
+    if c is None and beta != 1.0:
+        raise ValueError(f"beta={beta} is given without c")
+    schemes._choice(mma, tuple(_capi.MMA_TYPES), "mma")
+    schemes._choice(fold, tuple(_capi.FOLDS), "fold")
+    return m, n, k, device, bias_type, c_type
+
+
+def gemm_raw(a, b, out_dtype, bias, c, beta, amax, mma, fold):
+    """D = a @ b^T with the epilogue; returns (D, amax or None)."""
+    m, n, k, device, bias_type, c_type = check_gemm_args(
+        a, b, out_dtype, bias, c, beta, mma, fold)
+    out_type = OUT_TYPES[out_dtype]
+    if device.type == "cpu":
+        d = torch.from_numpy(reference.gemm_numpy(a, b, bias, c, beta))
+        amax_value = d.abs().max().to(torch.float32).reshape(1) if amax \
+            else None
+        return d.to(out_dtype), amax_value
+    if device.type != "cuda":
+        raise ValueError(f"the operands are on {device}; gemm takes CUDA or "
+                         "CPU tensors")
+    index = _check_cuda_device(a.codes, "a", hopper=True)
+    # Fields 3..6 of a MossTensor: scheme, format, block, global_scope.
+    spec = _gemm_spec(m, n, k, a[3:7], b[3:7], out_type, bias_type, c_type,
+                      bool(amax), float(beta), mma, fold)
+    d = torch.empty((m, n), dtype=out_dtype, device=device)
+    amax_out = torch.zeros(1, dtype=torch.float32, device=device) if amax \
+        else None
+    buffers = _capi.GemmBuffers()
+    _fill_operand(buffers.a, a)
+    _fill_operand(buffers.b, b)
+    buffers.d = d.data_ptr()
+    if bias is not None:
+        buffers.bias = bias.data_ptr()
+    if c is not None:
+        buffers.c = c.data_ptr()
+    if amax_out is not None:
+        buffers.amax = amax_out.data_ptr()
+    with _DeviceGuard(index):
+        _capi.check(_capi.lib.moss_gemm(_capi.context(index),
+                                        ctypes.byref(spec), m,
+                                        ctypes.byref(buffers),
+                                        _raw_stream(index)))
+    return d, amax_out
+
+
+def gemm(a, b, out_dtype=torch.bfloat16, bias=None, c=None, beta=1.0,
+         amax=False, mma="auto", fold="auto"):
+    if compiling():
+        d, amax_out = torch.ops.moss_jit.gemm(
+            *_op_operand(a), a.descriptor(), *_op_operand(b), b.descriptor(),
+            out_dtype, bias, c, float(beta), bool(amax), mma, fold)
+        return (d, amax_out) if amax else d
+    d, amax_out = gemm_raw(a, b, out_dtype, bias, c, beta, amax, mma, fold)
+    return (d, amax_out) if amax else d
+
+
+#===--- custom ops ---------------------------------------------------------===#
+
+
+def _none_if_empty(t):
+    return t if t.numel() else None
+
+
+def _empty(device, dtype=torch.uint8):
+    return torch.empty(0, dtype=dtype, device=device)
+
+
+def _op_operand(q):
+    """A MossTensor as the GEMM op's tensors. The codes pass as uint8 bit
+    patterns: torch's checks of ops compare inputs with arithmetic that
+    FP8 dtypes lack."""
+    device = q.codes.device
+    return (q.codes.view(torch.uint8),
+            q.local_scales if q.local_scales is not None else _empty(device),
+            q.global_scales if q.global_scales is not None
+            else _empty(device, torch.float32))
+
+
+def _from_descriptor(codes, local, glob, descriptor):
+    scheme, fmt, rows, cols, scope = descriptor.split(":")
+    return MossTensor(codes.view(FP8_DTYPES[fmt]), _none_if_empty(local),
+                      _none_if_empty(glob),
+                      scheme, fmt, (int(rows), int(cols)), scope)
+
+
+def quantize_layout_shapes(rows, cols, scheme, block_rows, block_cols,
+                           global_scope, transpose, fold):
+    """The output shapes of a quantization, from the scheme alone (symbolic
+    sizes allowed): ((code_rows, K), local shape or None, global count or
+    None). tests/ check it against libmoss's layout."""
+    out_rows, k = (cols, rows) if transpose else (rows, cols)
+    if fold == "row":
+        return (out_rows, k), None, out_rows
+    if fold == "128":
+        return (out_rows, k), (out_rows, k // 128), None
+    local = glob = None
+    if scheme == "per-tensor":
+        glob = 1
+    elif scheme == "per-row":
+        glob = out_rows
+    elif scheme == "per-group":
+        local = (-(-out_rows // block_rows), k // block_cols)
+    else:
+        local = (out_rows, k // block_cols)
+        if scheme == "moss":
+            glob = out_rows if global_scope == "row" else 1
+    return (out_rows, k), local, glob
+
+
+@torch.library.custom_op("moss_jit::quantize", mutates_args=())
+def _quantize_op(x: torch.Tensor, scheme: str, fmt: str, block_rows: int,
+                 block_cols: int, global_scope: str, transpose: bool,
+                 fold: str) -> tuple[torch.Tensor, torch.Tensor,
+                                     torch.Tensor]:
+    input_type = "bf16" if x.dtype == torch.bfloat16 else "f32"
+    spec, layout = schemes.quantize_spec(
+        int(x.shape[0]), int(x.shape[1]), input_type, scheme, fmt, block_rows,
+        block_cols, global_scope, transpose, fold)
+    q, local, glob = quantize_raw(x, spec, layout)
+    return (q,
+            local if local is not None else _empty(x.device),
+            glob if glob is not None else _empty(x.device, torch.float32))
+
+
+@_quantize_op.register_fake
+def _quantize_fake(x, scheme, fmt, block_rows, block_cols, global_scope,
+                   transpose, fold):
+    codes, local, glob = quantize_layout_shapes(
+        x.shape[0], x.shape[1], scheme, block_rows, block_cols, global_scope,
+        transpose, fold)
+    local_dtype = torch.float32 if (scheme == "per-group" or fold == "128") \
+        else torch.uint8
+    return (x.new_empty(codes, dtype=torch.uint8),
+            x.new_empty(local, dtype=local_dtype) if local else
+            x.new_empty(0, dtype=torch.uint8),
+            x.new_empty(glob, dtype=torch.float32) if glob else
+            x.new_empty(0, dtype=torch.float32))
+
+
+@torch.library.custom_op("moss_jit::gemm", mutates_args=())
+def _gemm_op(a_codes: torch.Tensor, a_local: torch.Tensor,
+             a_global: torch.Tensor, a_desc: str, b_codes: torch.Tensor,
+             b_local: torch.Tensor, b_global: torch.Tensor, b_desc: str,
+             out_dtype: torch.dtype, bias: Optional[torch.Tensor],
+             c: Optional[torch.Tensor], beta: float, amax: bool, mma: str,
+             fold: str) -> tuple[torch.Tensor, torch.Tensor]:
+    a = _from_descriptor(a_codes, a_local, a_global, a_desc)
+    b = _from_descriptor(b_codes, b_local, b_global, b_desc)
+    d, amax_out = gemm_raw(a, b, out_dtype, bias, c, beta, amax, mma, fold)
+    return d, (amax_out if amax_out is not None
+               else _empty(d.device, torch.float32))
+
+
+@_gemm_op.register_fake
+def _gemm_fake(a_codes, a_local, a_global, a_desc, b_codes, b_local,
+               b_global, b_desc, out_dtype, bias, c, beta, amax, mma, fold):
+    d = a_codes.new_empty((a_codes.shape[0], b_codes.shape[0]),
+                          dtype=out_dtype)
+    return d, a_codes.new_empty(1 if amax else 0, dtype=torch.float32)

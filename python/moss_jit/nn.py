@@ -1,0 +1,323 @@
+"""moss_jit.nn.Linear: a drop-in torch.nn.Linear that trains in FP8 the MOSS
+way (docs/PYTHON.md).
+
+Forward  Y = X W^T + b: X two-level (E4M3, E8M0 per 32 of K, an FP32 global
+         scale per row or per tensor), folded by the quantizer into per-row
+         factors; W per tensor, E4M3, with the scale the weight scaler
+         predicts (a CUDA weight) or its exact scale (CPU).
+Backward dX = dY W: dY two-level (E4M3 by default: with per-32 block
+         scales it has the higher SNR, docs/PYTHON.md), row-wise and folded;
+         W^T's codes are W's, transposed.
+         dW = dY^T X: dY and X two-level along the tokens, quantized
+         transposed and folded by the GEMM.
+The master weight stays in its own dtype (the optimizer's precision).
+"""
+
+import ctypes
+import weakref
+
+import torch
+
+from . import _capi, _torch, schemes
+from ._quantize import quantize
+from .tensor import MossTensor
+
+# Why a weight cast happened: the scaler's moss_rescale_reason_t values,
+# then "exact" for a cast with the weight's exact scale outside the scaler.
+_REASONS = ("predicted", "no_anchor", "interval", "saturation", "exact")
+
+
+class WeightScaler:
+    """MOSS automatic scaling of one CUDA weight (moss_weight_scaler_t):
+    per-tensor casts with a predicted scale, exact rescales on the first
+    steps, every `interval` steps and after a saturation."""
+
+    def __init__(self, device_index, interval=500, bound="paper",
+                 betas=(0.9, 0.999)):
+        options = _capi.WeightScalerOptions()
+        _capi.lib.moss_weight_scaler_options_init(ctypes.byref(options))
+        options.interval = int(interval)
+        options.bound = {"paper": 0, "provable": 1}[bound]
+        options.beta1, options.beta2 = betas
+        self.device_index = device_index
+        handle = ctypes.c_void_p()
+        with _torch._DeviceGuard(device_index):
+            _capi.check(_capi.lib.moss_weight_scaler_create(
+                _capi.context(device_index), ctypes.byref(options),
+                ctypes.byref(handle)))
+        self._handle = handle.value
+        # The scaler uses this thread's context: keep it alive as long.
+        self._context = _capi._contexts.by_device[device_index]
+        _capi.live_scalers.add(self)
+
+    def step(self, weight, lr, codes, scale):
+        """Casts `weight` (just updated with learning rate `lr`) into `codes`
+        and `scale`; returns the reason ('predicted' or a rescale's)."""
+        spec, _ = schemes.quantize_spec(
+            weight.shape[0], weight.shape[1],
+            "bf16" if weight.dtype == torch.bfloat16 else "f32",
+            "per-tensor", "e4m3", 1, 0, "tensor", False, "none")
+        buffers = _capi.QuantizeBuffers(weight.data_ptr(), codes.data_ptr(),
+                                        0, scale.data_ptr(), 0)
+        out = _capi.WeightScaleStep()
+        with _torch._DeviceGuard(self.device_index):
+            _capi.check(_capi.lib.moss_weight_scaler_step(
+                self._handle, float(lr), ctypes.byref(spec),
+                ctypes.byref(buffers),
+                _torch._raw_stream(self.device_index), ctypes.byref(out)))
+        return _REASONS[out.reason]
+
+    def stats(self):
+        """The scaler's counters (moss_weight_scaler_stats_t) as a dict."""
+        stats = _capi.WeightScalerStats()
+        stats.struct_size = ctypes.sizeof(stats)
+        _capi.check(_capi.lib.moss_weight_scaler_stats(self._handle,
+                                                       ctypes.byref(stats)))
+        return {name: getattr(stats, name) for name, _ in stats._fields_
+                if name not in ("struct_size", "reserved")}
+
+    def close(self):
+        if getattr(self, "_handle", None):
+            _capi.lib.moss_weight_scaler_destroy(self._handle)
+            self._handle = None
+
+    __del__ = close
+
+
+class _LinearFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, bias, w_codes, w_t_codes, w_scale, config):
+        x_q = quantize(x, "moss", config.x_format, config.block,
+                       config.global_scope, fold=config.fold)
+        w_q = MossTensor(w_codes, None, w_scale, "per-tensor", "e4m3")
+        # FP8 products summed in FP32 for every output type (an f32 output's
+        # default would widen the codes to f16, at a third of the speed).
+        y = _torch.gemm(x_q, w_q, out_dtype=config.out_dtype(x), bias=bias,
+                        mma="fp8")
+        ctx.save_for_backward(x, weight, w_t_codes, w_scale)
+        ctx.config = config
+        ctx.has_bias = bias is not None
+        ctx.bias_dtype = bias.dtype if bias is not None else None
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, w_t_codes, w_scale = ctx.saved_tensors
+        config = ctx.config
+        dy = dy.contiguous()
+        if dy.dtype not in (torch.float32, torch.bfloat16):
+            dy = dy.float()
+        dx = dw = db = None
+        if ctx.needs_input_grad[0]:
+            dy_q = quantize(dy, "moss", config.grad_format, config.block,
+                            config.global_scope, fold=config.fold)
+            w_t = MossTensor(w_t_codes, None, w_scale, "per-tensor", "e4m3")
+            # The gradient has its input's dtype, whatever autocast did.
+            dx = _torch.gemm(dy_q, w_t, out_dtype=x.dtype, mma="fp8")
+        if ctx.needs_input_grad[1]:
+            # K of this GEMM is the token count: pad it to the block with
+            # zero rows, which leave every block's scale and code as they are.
+            pad = -x.shape[0] % config.block
+            xs, dys = x, dy
+            if pad:
+                xs = torch.nn.functional.pad(x, (0, 0, 0, pad))
+                dys = torch.nn.functional.pad(dy, (0, 0, 0, pad))
+            dy_t = quantize(dys, "moss", config.grad_format, config.block,
+                            config.global_scope, transpose=True)
+            x_t = quantize(xs, "moss", config.x_format, config.block,
+                           config.global_scope, transpose=True)
+            dw = _torch.gemm(dy_t, x_t, out_dtype=weight.dtype, mma="fp8",
+                             fold=config.wgrad_fold)
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            db = dy.sum(0, dtype=torch.float32).to(ctx.bias_dtype)
+        return dx, dw, db, None, None, None, None
+
+
+class LinearConfig:
+    """The quantization of one Linear (see Linear)."""
+
+    def __init__(self, x_format="e4m3", grad_format="e4m3", block=32,
+                 global_scope="row", fold="row"):
+        schemes._choice(x_format, schemes.FORMATS, "x_format")
+        schemes._choice(grad_format, schemes.FORMATS, "grad_format")
+        schemes._choice(global_scope, ("tensor", "row"), "global_scope")
+        schemes._choice(fold, ("none", "row"), "fold")
+        if block not in (32, 64, 128):
+            raise ValueError(f"block={block} is not 32, 64 or 128")
+        self.x_format = x_format
+        self.grad_format = grad_format
+        self.block = block
+        self.global_scope = global_scope
+        self.fold = fold
+        # The wgrad operands are quantized transposed, which a quantizer
+        # cannot fold: the GEMM folds them (or runs exactly, fold='none').
+        self.wgrad_fold = "row" if fold == "row" else "none"
+
+    @staticmethod
+    def out_dtype(x):
+        """The forward's output dtype: autocast's bf16 or f16 where it is on
+        (as torch.nn.Linear's), else the activations' dtype."""
+        device = x.device.type
+        if torch.is_autocast_enabled(device):
+            dtype = torch.get_autocast_dtype(device)
+            if dtype in (torch.bfloat16, torch.float16):
+                return dtype
+        return x.dtype
+
+
+# Weights of MOSS Linears, for attach_optimizer().
+_layers_by_weight = weakref.WeakValueDictionary()
+
+
+class Linear(torch.nn.Module):
+    """torch.nn.Linear in FP8, MOSS's way. `in_features` and
+    `out_features` must be multiples of 32 (the scaling block); CUDA weights
+    need a Hopper GPU.
+
+    Keyword options: x_format ('e4m3'), grad_format ('e4m3';
+    docs/PYTHON.md says why), block (32), global_scope ('row' or
+    'tensor'), fold ('row': the quantizers fold the
+    block factors, docs/NUMERICS-CONTRACT.md section 8; 'none': exact),
+    scaler_interval (500 steps between exact weight rescales).
+
+    The weight's FP8 cast is redone whenever the weight changes (its
+    version counter moves). With attach_optimizer(optimizer), or
+    set_learning_rate(lr) after each step, a CUDA weight's cast uses the
+    auto-scaler's predicted scale; otherwise its exact per-tensor scale.
+    """
+
+    def __init__(self, in_features, out_features, bias=True, device=None,
+                 dtype=None, *, x_format="e4m3", grad_format="e4m3",
+                 block=32, global_scope="row", fold="row",
+                 scaler_interval=500):
+        super().__init__()
+        for name, value in (("in_features", in_features),
+                            ("out_features", out_features)):
+            if value <= 0 or value % 32:
+                raise ValueError(f"{name}={value} is not a positive multiple "
+                                 "of 32")
+        self.in_features = in_features
+        self.out_features = out_features
+        self.config = LinearConfig(x_format, grad_format, block, global_scope,
+                                   fold)
+        reference = torch.nn.Linear(in_features, out_features, bias, device,
+                                    dtype)
+        self.weight = reference.weight
+        self.bias = reference.bias
+        self.scaler_interval = scaler_interval
+        self._scaler = None
+        self._w_codes = self._w_t_codes = self._w_scale = None
+        self._w_version = None
+        self._pending_lr = None
+        self.weight_casts = {reason: 0 for reason in _REASONS}
+        _layers_by_weight[id(self.weight)] = self
+
+    @classmethod
+    def from_linear(cls, linear, **options):
+        """A MOSS Linear with `linear`'s parameters (shared, not copied)."""
+        layer = cls(linear.in_features, linear.out_features,
+                    linear.bias is not None, device=linear.weight.device,
+                    dtype=linear.weight.dtype, **options)
+        layer.weight = linear.weight
+        layer.bias = linear.bias
+        _layers_by_weight[id(layer.weight)] = layer
+        return layer
+
+    def extra_repr(self):
+        c = self.config
+        return (f"in_features={self.in_features}, "
+                f"out_features={self.out_features}, "
+                f"bias={self.bias is not None}, x={c.x_format}, "
+                f"grad={c.grad_format}, block={c.block}, "
+                f"global={c.global_scope}, fold={c.fold}")
+
+    def set_learning_rate(self, lr):
+        """Tells the auto-scaler the learning rate of the step that just
+        updated the weight (attach_optimizer does it for you)."""
+        self._pending_lr = (self._pending_lr or 0.0) + float(lr)
+
+    def scaler_stats(self):
+        """The weight auto-scaler's counters (None before the first CUDA
+        forward)."""
+        return self._scaler.stats() if self._scaler is not None else None
+
+    @torch.compiler.disable
+    def _weight_codes(self, need_transpose):
+        """The weight's FP8 codes [out, in], those of its transpose
+        [in, out] when `need_transpose` (None otherwise), and their scale:
+        cast again when the weight changed (its version counter moved)."""
+        w = self.weight
+        if self._w_codes is None or self._w_version != w._version or \
+                self._w_codes.device != w.device:
+            if w.dtype not in (torch.float32, torch.bfloat16):
+                raise TypeError(f"weight has dtype {w.dtype}; the MOSS Linear "
+                                "keeps float32 or bfloat16 master weights")
+            with torch.no_grad():
+                self._cast_weight(w.detach().contiguous())
+            self._w_version = w._version
+        if need_transpose and self._w_t_codes is None:
+            with torch.no_grad():
+                if w.is_cuda:
+                    # The same scale, the same rounding: W's codes,
+                    # transposed, in one pass over the weight.
+                    self._w_t_codes = _torch.cast_with_scale(
+                        w.detach().contiguous(), self._w_scale,
+                        transpose=True)
+                else:
+                    self._w_t_codes = self._w_codes.view(
+                        torch.uint8).t().contiguous().view(
+                            torch.float8_e4m3fn)
+        return self._w_codes, self._w_t_codes, self._w_scale
+
+    def _cast_weight(self, data):
+        w = self.weight
+        if w.is_cuda and self._pending_lr is not None:
+            if self._scaler is None or \
+                    self._scaler.device_index != w.device.index:
+                self._scaler = WeightScaler(w.device.index,
+                                            self.scaler_interval)
+            codes = torch.empty(w.shape, dtype=torch.uint8, device=w.device)
+            scale = torch.empty(1, dtype=torch.float32, device=w.device)
+            reason = self._scaler.step(data, self._pending_lr, codes, scale)
+            codes = codes.view(torch.float8_e4m3fn)
+        else:
+            q = quantize(data, "per-tensor", "e4m3")
+            codes, scale, reason = q.codes, q.global_scales, "exact"
+        self.weight_casts[reason] += 1
+        self._pending_lr = None
+        self._w_codes, self._w_scale = codes, scale
+        self._w_t_codes = None
+
+    def forward(self, x):
+        if x.shape[-1] != self.in_features:
+            raise ValueError(f"x has {x.shape[-1]} features in its last "
+                             f"dimension, this layer takes {self.in_features}")
+        if x.dtype not in (torch.float32, torch.bfloat16):
+            raise TypeError(f"x has dtype {x.dtype}; the MOSS Linear takes "
+                            "bfloat16 or float32 activations")
+        if x.device != self.weight.device:
+            raise ValueError(f"x is on {x.device}, the weight on "
+                             f"{self.weight.device}")
+        need_transpose = torch.is_grad_enabled() and x.requires_grad
+        w_codes, w_t_codes, w_scale = self._weight_codes(need_transpose)
+        x2d = x.reshape(-1, self.in_features).contiguous()
+        y = _LinearFunction.apply(x2d, self.weight, self.bias, w_codes,
+                                  w_t_codes, w_scale, self.config)
+        return y.reshape(*x.shape[:-1], self.out_features)
+
+
+def attach_optimizer(optimizer):
+    """Registers a hook that passes each step's learning rate to the MOSS
+    Linears whose weights `optimizer` updates. Returns the hook's handle."""
+
+    def hook(opt, args, kwargs):
+        for group in opt.param_groups:
+            lr = group.get("lr")
+            if lr is None:
+                continue
+            for p in group["params"]:
+                layer = _layers_by_weight.get(id(p))
+                if layer is not None and layer.weight is p:
+                    layer.set_learning_rate(float(lr))
+
+    return optimizer.register_step_post_hook(hook)

@@ -1,0 +1,319 @@
+"""The torch API on a Hopper GPU: the JIT quantizers bit for bit as the host
+reference, every GEMM scheme pair against the FP64 product of its operands
+(odd shapes included), the Linear's forward, dgrad and wgrad against the FP64
+products of the same quantized operands, torch.compile, CUDA graphs,
+threads and device errors. Skips without a CUDA GPU."""
+
+import threading
+import unittest
+
+import numpy as np
+
+from support import QUANTIZE_CASES, have_cuda, llm_like
+
+if not have_cuda():
+    raise unittest.SkipTest("no CUDA GPU (torch.cuda.is_available() is "
+                            "False, or torch is missing)")
+
+import torch  # noqa: E402
+
+import moss_jit  # noqa: E402
+
+if torch.cuda.get_device_capability(0) != (9, 0):
+    raise unittest.SkipTest("cuda:0 is not a Hopper GPU (sm_90)")
+
+DEVICE = torch.device("cuda", 0)
+
+
+def poison_allocator(*tensors_like):
+    """Leaves blocks the size of these tensors full of 0x7E bytes in torch's
+    caching allocator, so that outputs of those sizes allocated next start
+    as garbage rather than as earlier results or zeros."""
+    blocks = [torch.full((t.numel() * t.element_size(),), 0x7E,
+                         dtype=torch.uint8, device=DEVICE)
+              for t in tensors_like]
+    del blocks
+
+
+def rel_error(got, want):
+    got = got.double()
+    return float((got - want).norm() / want.norm())
+
+
+def row_shapes(block_cols):
+    k = 4064 if 4064 % block_cols == 0 else 4096
+    return [(1, k), (7, k), (333, k)]
+
+
+class QuantizeCudaTest(unittest.TestCase):
+    def test_gpu_quantizers_match_the_host_reference_bit_for_bit(self):
+        rng = np.random.default_rng()
+        for case in QUANTIZE_CASES:
+            scheme, fmt, block, scope, transpose, fold = case
+            _, block_cols = moss_jit.schemes.parse_block(scheme, block)
+            if transpose:
+                shapes = [(384, 2049), (64 if block_cols <= 64 else 128, 33)]
+            else:
+                shapes = row_shapes(max(block_cols, 128 if fold == "128"
+                                        else 1))
+            for shape in shapes:
+                for dtype in (torch.float32, torch.bfloat16):
+                    with self.subTest(case=case, shape=shape, dtype=dtype):
+                        x = torch.from_numpy(llm_like(rng, *shape)).to(dtype)
+                        want = moss_jit.quantize(x, scheme, fmt, block, scope,
+                                                 transpose, fold)
+                        poison_allocator(*[t for t in want[:3]
+                                           if t is not None])
+                        counters = torch.zeros(2, dtype=torch.int64,
+                                               device=DEVICE)
+                        got = moss_jit.quantize(x.to(DEVICE), scheme, fmt,
+                                                block, scope, transpose, fold,
+                                                counters=counters)
+                        for g, w in zip(got[:3], want[:3]):
+                            if w is None:
+                                self.assertIsNone(g)
+                                continue
+                            self.assertEqual(g.device, DEVICE)
+                            self.assertTrue(torch.equal(
+                                g.cpu().view(torch.uint8),
+                                w.view(torch.uint8)))
+
+
+# (scheme, block, global_scope, fold) of the operands each side takes.
+A_OPERANDS = [("per-tensor", None, "tensor", None),
+              ("per-row", None, "tensor", None),
+              ("per-group", 128, "tensor", None),
+              ("mxfp8", None, "tensor", None),
+              ("moss", None, "tensor", None),
+              ("moss", None, "row", None),
+              ("moss", None, "row", "row"),
+              ("moss", None, "tensor", "128")]
+B_OPERANDS = [("per-tensor", None, "tensor", None),
+              ("per-row", None, "tensor", None),
+              ("per-group", (128, 128), "tensor", None),
+              ("mxfp8", None, "tensor", None),
+              ("moss", None, "row", None)]
+
+
+def quantized(rows, k, operand, fmt="e4m3", seed=None):
+    scheme, block, scope, fold = operand
+    rng = np.random.default_rng(seed)
+    x = torch.from_numpy(llm_like(rng, rows, k)).to(DEVICE)
+    return moss_jit.quantize(x, scheme, fmt, block, scope, fold=fold)
+
+
+class GemmCudaTest(unittest.TestCase):
+    def check_gemm(self, a, b, out_dtype=torch.bfloat16, bias=None, c=None,
+                   beta=1.0, tolerance=None, **kwargs):
+        m, n = a.codes.shape[0], b.codes.shape[0]
+        want = a.dequantize() @ b.dequantize().T
+        if bias is not None:
+            want = want + bias.double()
+        if c is not None:
+            want = want + beta * c.double()
+        poison_allocator(torch.empty((m, n), dtype=out_dtype))
+        d = moss_jit.gemm(a, b, out_dtype=out_dtype, bias=bias, c=c,
+                          beta=beta, **kwargs)
+        self.assertEqual(d.dtype, out_dtype)
+        self.assertEqual(tuple(d.shape), (m, n))
+        if tolerance is None:
+            tolerance = 5e-3 if out_dtype != torch.float32 else 1e-3
+        self.assertLess(rel_error(d, want), tolerance)
+        return d, want
+
+    def test_every_scheme_pair(self):
+        m, n, k = 333, 2049, 4096
+        for a_op in A_OPERANDS:
+            for b_op in B_OPERANDS:
+                with self.subTest(a=a_op, b=b_op):
+                    self.check_gemm(quantized(m, k, a_op),
+                                    quantized(n, k, b_op))
+
+    def test_odd_shapes(self):
+        for m in (1, 7, 333):
+            for a_op, b_op in ((A_OPERANDS[5], B_OPERANDS[0]),
+                               (A_OPERANDS[0], B_OPERANDS[0]),
+                               (A_OPERANDS[3], B_OPERANDS[3])):
+                with self.subTest(m=m, a=a_op, b=b_op):
+                    self.check_gemm(quantized(m, 4064, a_op),
+                                    quantized(2049, 4064, b_op))
+
+    def test_e5m2_gradients_against_e4m3_weights(self):
+        a = quantized(333, 4064, A_OPERANDS[6], fmt="e5m2")
+        self.check_gemm(a, quantized(2049, 4064, B_OPERANDS[0]))
+
+    def test_epilogue_bias_c_beta_amax_and_output_types(self):
+        m, n, k = 1024, 2049, 4096
+        a = quantized(m, k, A_OPERANDS[5])
+        b = quantized(n, k, B_OPERANDS[0])
+        bias = torch.randn(n, device=DEVICE)
+        for out_dtype in (torch.bfloat16, torch.float16, torch.float32):
+            for beta in (0.0, 1.0, -1.0, 0.5):
+                with self.subTest(out=out_dtype, beta=beta):
+                    c = torch.randn(m, n, device=DEVICE, dtype=out_dtype)
+                    self.check_gemm(a, b, out_dtype, bias=bias, c=c,
+                                    beta=beta, mma="fp8")
+        d, amax = moss_jit.gemm(a, b, amax=True)
+        self.assertEqual(float(amax), float(d.float().abs().max()))
+
+    def test_the_default_stream_is_not_assumed(self):
+        a = quantized(1024, 4096, A_OPERANDS[6])
+        b = quantized(4096, 4096, B_OPERANDS[0])
+        want = moss_jit.gemm(a, b)
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(3):
+                got = moss_jit.gemm(a, b)
+        torch.cuda.current_stream().wait_stream(stream)
+        self.assertTrue(torch.equal(got, want))
+
+    def test_threads_get_their_own_contexts(self):
+        a = quantized(512, 4096, A_OPERANDS[5])
+        b = quantized(1024, 4096, B_OPERANDS[0])
+        want = moss_jit.gemm(a, b)
+        torch.cuda.synchronize()
+        results, errors = [None] * 4, []
+
+        def work(i):
+            try:
+                stream = torch.cuda.Stream()
+                with torch.cuda.stream(stream):
+                    results[i] = moss_jit.gemm(a, b)
+                stream.synchronize()
+            except Exception as error:  # reported below
+                errors.append(error)
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(errors, [])
+        for r in results:
+            self.assertTrue(torch.equal(r, want))
+
+    def test_device_errors(self):
+        a = quantized(64, 128, A_OPERANDS[5])
+        b_cpu = moss_jit.quantize(torch.randn(32, 128), "per-tensor")
+        with self.assertRaisesRegex(ValueError, "a is on cuda:0, b on cpu"):
+            moss_jit.gemm(a, b_cpu)
+        if torch.cuda.device_count() > 1:
+            x1 = torch.randn(64, 128, device="cuda:1")
+            q1 = moss_jit.quantize(x1, "moss")
+            self.assertEqual(q1.codes.device, torch.device("cuda:1"))
+            self.assertEqual(torch.cuda.current_device(), 0)
+            want = moss_jit.quantize(x1.cpu(), "moss")
+            self.assertTrue(torch.equal(q1.codes.cpu().view(torch.uint8),
+                                        want.codes.view(torch.uint8)))
+
+    def test_misaligned_input_is_refused(self):
+        x = torch.randn(4 * 64 + 1, device=DEVICE)[1:].view(4, 64)
+        with self.assertRaisesRegex(ValueError, "16-byte aligned"):
+            moss_jit.quantize(x, "moss")
+
+
+def reference_linear_cuda(layer, x, dy):
+    """The Linear's outputs as FP64 products of the same quantized operands,
+    quantized on the host."""
+    c = layer.config
+    x2 = x.reshape(-1, layer.in_features).cpu()
+    dy2 = dy.reshape(-1, layer.out_features).cpu()
+    w = layer.weight.detach().cpu()
+    xq = moss_jit.quantize(x2, "moss", c.x_format, c.block, c.global_scope,
+                           fold=c.fold)
+    wq = moss_jit.quantize(w, "per-tensor")
+    y = xq.dequantize() @ wq.dequantize().T
+    if layer.bias is not None:
+        y = y + layer.bias.detach().cpu().double()
+    dyq = moss_jit.quantize(dy2, "moss", c.grad_format, c.block,
+                            c.global_scope, fold=c.fold)
+    dx = dyq.dequantize() @ wq.dequantize()
+    pad = -x2.shape[0] % c.block
+    x2p = torch.nn.functional.pad(x2, (0, 0, 0, pad))
+    dy2p = torch.nn.functional.pad(dy2, (0, 0, 0, pad))
+    dyt = moss_jit.quantize(dy2p, "moss", c.grad_format, c.block,
+                            c.global_scope, transpose=True)
+    xt = moss_jit.quantize(x2p, "moss", c.x_format, c.block, c.global_scope,
+                           transpose=True)
+    dw = dyt.dequantize() @ xt.dequantize().T
+    return y, dx, dw
+
+
+class LinearCudaTest(unittest.TestCase):
+    def test_forward_dgrad_wgrad_against_fp64(self):
+        torch.manual_seed(int(np.random.default_rng().integers(1 << 30)))
+        for tokens, fin, fout in ((2048, 1024, 2048), (333, 512, 1024)):
+            with self.subTest(tokens=tokens, fin=fin, fout=fout):
+                layer = moss_jit.nn.Linear(fin, fout, device=DEVICE)
+                x = torch.randn(tokens, fin, device=DEVICE,
+                                dtype=torch.bfloat16, requires_grad=True)
+                y = layer(x)
+                dy = torch.randn_like(y)
+                y.backward(dy)
+                want_y, want_dx, want_dw = reference_linear_cuda(
+                    layer, x.detach(), dy)
+                self.assertLess(rel_error(y.cpu(), want_y), 5e-3)
+                self.assertLess(rel_error(x.grad.cpu(), want_dx), 5e-3)
+                # The GEMM folds wgrad's transposed operands (2^-17.8 of a
+                # row's largest element at most, docs/NUMERICS-CONTRACT.md).
+                self.assertLess(rel_error(layer.weight.grad.cpu(), want_dw),
+                                1e-3)
+
+    def test_scaler_predicts_after_the_optimizer_hook(self):
+        layer = moss_jit.nn.Linear(1024, 1024, device=DEVICE)
+        optimizer = torch.optim.AdamW(layer.parameters(), lr=1e-4)
+        moss_jit.attach_optimizer(optimizer)
+        x = torch.randn(256, 1024, device=DEVICE, dtype=torch.bfloat16)
+        for _ in range(8):
+            layer(x).float().square().mean().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        layer(x)
+        torch.cuda.synchronize()
+        casts = layer.weight_casts
+        self.assertEqual(casts["exact"], 1)
+        self.assertGreater(casts["predicted"], 0)
+        self.assertEqual(layer.scaler_stats()["steps"], 8)
+
+    def test_torch_compile_matches_eager(self):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(512, 1024),
+                                    torch.nn.GELU(),
+                                    torch.nn.Linear(1024, 512)).to(DEVICE)
+        moss_jit.convert(model, verbose=False)
+        x = torch.randn(1024, 512, device=DEVICE, dtype=torch.float32)
+        eager = model(x)
+        eager.sum().backward()
+        grads = [p.grad.clone() for p in model.parameters()]
+        model.zero_grad()
+        compiled = torch.compile(model)
+        out = compiled(x)
+        out.sum().backward()
+        # Inductor may round the GELU between the layers differently.
+        self.assertLess(rel_error(out, eager.double()), 1e-2)
+        for p, g in zip(model.parameters(), grads):
+            self.assertLess(rel_error(p.grad, g.double()), 2e-2)
+
+    def test_cuda_graph_replays_the_forward(self):
+        layer = moss_jit.nn.Linear(1024, 2048, device=DEVICE)
+        x = torch.randn(2048, 1024, device=DEVICE, dtype=torch.bfloat16)
+        with torch.no_grad():
+            want = layer(x)
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                layer(x)  # warm up on the capture's stream kind
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                y = layer(x)
+            x.copy_(torch.randn_like(x))
+            graph.replay()
+            torch.cuda.synchronize()
+            self.assertTrue(torch.equal(y, layer(x)))
+            self.assertFalse(torch.equal(y, want))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,124 @@
+"""The package without torch: numpy arrays through the host reference
+quantizers, checked bit for bit against `moss-jit quantize`, and the
+argument errors."""
+
+import unittest
+
+import numpy as np
+
+import moss_jit
+from moss_jit import reference
+
+from support import QUANTIZE_CASES, cli_quantize, llm_like
+
+
+class QuantizeNumpyTest(unittest.TestCase):
+    def test_every_scheme_matches_the_cli_bit_for_bit(self):
+        rng = np.random.default_rng()
+        for case in QUANTIZE_CASES:
+            scheme, fmt, block, scope, transpose, fold = case
+            with self.subTest(case=case):
+                x = llm_like(rng, 256, 384)
+                q = moss_jit.quantize(x, scheme, format=fmt, block=block,
+                                      global_scope=scope, transpose=transpose,
+                                      fold=fold)
+                want_q, want_local, want_global = cli_quantize(
+                    x, scheme, fmt, block, scope, transpose, fold)
+                np.testing.assert_array_equal(q.codes, want_q)
+                for got, want in ((q.local_scales, want_local),
+                                  (q.global_scales, want_global)):
+                    if want is None:
+                        self.assertIsNone(got)
+                    else:
+                        self.assertEqual(got.dtype, want.dtype)
+                        np.testing.assert_array_equal(
+                            got.reshape(want.shape), want)
+
+    def test_every_code_is_the_nearest_fp8_value_of_x_over_its_scale(self):
+        # Independent of libmoss: with the scale each element got, its code
+        # must decode (by reference's own tables) to the FP8 value nearest
+        # x / scale, clamped to the format's largest finite value. Only
+        # values within 2^-20 of a midpoint may go either way (the scale's
+        # own FP32 rounding).
+        rng = np.random.default_rng()
+        x = llm_like(rng, 64, 256).astype(np.float64)
+        for scheme in ("per-tensor", "per-row", "per-group", "mxfp8",
+                       "moss"):
+            for fmt in ("e4m3", "e5m2"):
+                with self.subTest(scheme=scheme, format=fmt):
+                    q = moss_jit.quantize(x.astype(np.float32), scheme,
+                                          format=fmt)
+                    one = {"e4m3": 0x38, "e5m2": 0x3C}[fmt]
+                    scale = reference.dequantize_numpy(q._replace(
+                        codes=np.full_like(q.codes, one)))
+                    got = reference.FP8_VALUES[fmt][q.codes.astype(np.int64)]
+                    table = reference.FP8_VALUES[fmt]
+                    finite = np.unique(table[np.isfinite(table)])
+                    v = np.clip(x / scale, finite[0], finite[-1])
+                    hi = np.clip(np.searchsorted(finite, v), 1,
+                                 len(finite) - 1)
+                    below, above = finite[hi - 1], finite[hi]
+                    nearest = np.where(v - below <= above - v, below, above)
+                    midpoint = np.abs(v - (below + above) / 2) <= \
+                        np.abs(v) * 2.0 ** -20
+                    ok = (got == nearest) | (midpoint & ((got == below) |
+                                                         (got == above)))
+                    self.assertTrue(np.all(ok), f"{np.sum(~ok)} codes are "
+                                    "not the nearest FP8 value")
+
+    def test_counters_add_saturated_and_non_finite(self):
+        x = np.ones((4, 64), dtype=np.float32)
+        x[1, 3] = np.nan
+        counters = np.zeros(2, dtype=np.uint64)
+        q = moss_jit.quantize(x, "moss", counters=counters)
+        self.assertEqual(int(counters[1]), 1)
+        self.assertEqual(int(q.local_scales[1, 0]), 255)
+
+
+class QuantizeNumpyErrorTest(unittest.TestCase):
+    def assertRaisesNaming(self, exception, text, *args, **kwargs):
+        with self.assertRaises(exception) as caught:
+            moss_jit.quantize(*args, **kwargs)
+        self.assertIn(text, str(caught.exception))
+
+    def test_errors_name_the_argument(self):
+        x = np.zeros((64, 128), dtype=np.float32)
+        self.assertRaisesNaming(ValueError, "scheme=", x, "two-level")
+        self.assertRaisesNaming(ValueError, "format=", x, "moss",
+                                format="e3m4")
+        self.assertRaisesNaming(ValueError, "global_scope=", x, "moss",
+                                global_scope="column")
+        self.assertRaisesNaming(ValueError, "fold=", x, "moss", fold="col")
+        self.assertRaisesNaming(ValueError, "fold='row'", x, "per-row",
+                                fold="row")
+        self.assertRaisesNaming(ValueError, "block=", x, "mxfp8", block=64)
+        self.assertRaisesNaming(ValueError, "block=", x, "per-tensor",
+                                block=32)
+        self.assertRaisesNaming(ValueError, "block=", x, "moss", block="1x")
+        self.assertRaisesNaming(ValueError, "not a multiple of the block",
+                                np.zeros((64, 100), np.float32), "moss")
+        self.assertRaisesNaming(ValueError, "not a multiple of the block",
+                                np.zeros((100, 64), np.float32), "moss",
+                                transpose=True)
+        self.assertRaisesNaming(TypeError, "dtype", x.astype(np.float64),
+                                "moss")
+        self.assertRaisesNaming(ValueError, "2-D", np.zeros(64, np.float32),
+                                "moss")
+        self.assertRaisesNaming(ValueError, "contiguous", x[:, ::2], "moss")
+        self.assertRaisesNaming(TypeError, "torch tensor or a numpy array",
+                                [[1.0]], "moss")
+        self.assertRaisesNaming(ValueError, "counters", x, "moss",
+                                counters=np.zeros(2, np.int64))
+
+    def test_a_spec_libmoss_rejects_is_a_value_error(self):
+        # Square per-group blocks take transpose=False only in the GPU
+        # quantizers' contract; whatever libmoss refuses comes back as a
+        # ValueError prefixed with the function's name.
+        x = np.zeros((0, 128), dtype=np.float32)
+        with self.assertRaises(ValueError) as caught:
+            moss_jit.quantize(x, "moss")
+        self.assertTrue(str(caught.exception).startswith("quantize: "))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,299 @@
+"""The torch API on CPU tensors (the host reference path): quantize bit for
+bit as the CLI, the custom ops and their fake implementations, gemm against
+the FP64 reference, the Linear's shapes, dtypes and gradients, convert, and
+the argument errors. Skips without torch."""
+
+import unittest
+
+import numpy as np
+
+from support import QUANTIZE_CASES, cli_quantize, have_torch, llm_like
+
+if not have_torch():
+    raise unittest.SkipTest("torch is not installed (the CPU tests of the "
+                            "torch API need it; test_numpy covers the core)")
+
+import torch  # noqa: E402
+
+import moss_jit  # noqa: E402
+from moss_jit import _torch as mt  # noqa: E402
+from moss_jit import reference  # noqa: E402
+
+
+def as_numpy(t):
+    if t.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+        t = t.view(torch.uint8)
+    return t.numpy()
+
+
+class QuantizeTorchCpuTest(unittest.TestCase):
+    def test_every_scheme_matches_the_cli_for_f32_and_bf16(self):
+        rng = np.random.default_rng()
+        for case in QUANTIZE_CASES:
+            scheme, fmt, block, scope, transpose, fold = case
+            for dtype in (torch.float32, torch.bfloat16):
+                with self.subTest(case=case, dtype=dtype):
+                    x = torch.from_numpy(llm_like(rng, 128, 256)).to(dtype)
+                    q = moss_jit.quantize(x, scheme, format=fmt, block=block,
+                                          global_scope=scope,
+                                          transpose=transpose, fold=fold)
+                    self.assertEqual(q.codes.dtype, mt.FP8_DTYPES[fmt])
+                    want = cli_quantize(x.float().numpy(), scheme, fmt, block,
+                                        scope, transpose, fold)
+                    np.testing.assert_array_equal(as_numpy(q.codes), want[0])
+                    for got, expected in ((q.local_scales, want[1]),
+                                          (q.global_scales, want[2])):
+                        if expected is None:
+                            self.assertIsNone(got)
+                        else:
+                            np.testing.assert_array_equal(
+                                as_numpy(got).reshape(expected.shape),
+                                expected)
+
+    def test_fake_shapes_match_the_libmoss_layout(self):
+        for case in QUANTIZE_CASES:
+            scheme, fmt, block, scope, transpose, fold = case
+            with self.subTest(case=case):
+                x = torch.randn(256, 384)
+                real = torch.ops.moss_jit.quantize(
+                    x, scheme, fmt, *moss_jit.schemes.parse_block(scheme,
+                                                                  block),
+                    scope, transpose, fold or "none")
+                with torch._subclasses.fake_tensor.FakeTensorMode() as mode:
+                    fake = torch.ops.moss_jit.quantize(
+                        mode.from_tensor(x), scheme, fmt,
+                        *moss_jit.schemes.parse_block(scheme, block), scope,
+                        transpose, fold or "none")
+                for r, f in zip(real, fake):
+                    self.assertEqual(tuple(r.shape), tuple(f.shape))
+                    self.assertEqual(r.dtype, f.dtype)
+
+    def test_custom_ops_pass_opcheck(self):
+        x = torch.randn(64, 128)
+        torch.library.opcheck(torch.ops.moss_jit.quantize.default,
+                              (x, "moss", "e4m3", 1, 32, "row", False, "row"))
+        a = moss_jit.quantize(x, "moss")
+        b = moss_jit.quantize(torch.randn(96, 128), "per-tensor")
+        args = (*mt._op_operand(a), a.descriptor(), *mt._op_operand(b),
+                b.descriptor(), torch.bfloat16, None, None, 1.0, True,
+                "auto", "auto")
+        torch.library.opcheck(torch.ops.moss_jit.gemm.default, args)
+
+
+class GemmTorchCpuTest(unittest.TestCase):
+    def test_gemm_is_the_fp64_product_with_its_epilogue(self):
+        m, n, k = 33, 96, 256
+        a = moss_jit.quantize(torch.randn(m, k), "moss", global_scope="row")
+        b = moss_jit.quantize(torch.randn(n, k), "per-group", block=(128, 128))
+        bias = torch.randn(n)
+        c = torch.randn(m, n, dtype=torch.bfloat16)
+        d, amax = moss_jit.gemm(a, b, out_dtype=torch.float32, bias=bias, c=c,
+                                beta=-0.5, amax=True)
+        want = (a.dequantize() @ b.dequantize().T + bias.double() -
+                0.5 * c.double())
+        self.assertEqual(d.dtype, torch.float32)
+        torch.testing.assert_close(d.double(), want, rtol=1e-6, atol=1e-6)
+        self.assertAlmostEqual(float(amax), float(want.abs().max()),
+                               delta=1e-4 * float(want.abs().max()))
+
+    def test_gemm_errors_name_the_argument(self):
+        a = moss_jit.quantize(torch.randn(64, 128), "moss")
+        b = moss_jit.quantize(torch.randn(32, 128), "per-tensor")
+        short = moss_jit.quantize(torch.randn(32, 64), "per-tensor")
+        cases = [
+            ((a, torch.randn(32, 128)), {}, TypeError, "b must be a MossTensor"),
+            ((a, short), {}, ValueError, "same K"),
+            ((a, b), {"out_dtype": torch.int8}, TypeError, "out_dtype"),
+            ((a, b), {"bias": torch.randn(31)}, ValueError, "bias"),
+            ((a, b), {"bias": torch.randn(32, dtype=torch.float64)},
+             TypeError, "bias"),
+            ((a, b), {"c": torch.randn(64, 31)}, ValueError, "c must"),
+            ((a, b), {"beta": 2.0}, ValueError, "beta"),
+            ((a, b), {"mma": "tf32"}, ValueError, "mma="),
+            ((a, b), {"fold": "col"}, ValueError, "fold="),
+            ((a._replace(codes=a.codes.view(torch.uint8)), b), {}, TypeError,
+             "a.codes has dtype"),
+            ((a._replace(global_scales=None), b), {}, ValueError,
+             "a.global_scales is missing"),
+            ((a, b._replace(local_scales=torch.ones(4))), {}, ValueError,
+             "b.local_scales is given"),
+            ((a._replace(local_scales=a.local_scales[:1]), b), {}, ValueError,
+             "a.local_scales must be"),
+        ]
+        for args, kwargs, exception, text in cases:
+            with self.subTest(text=text):
+                with self.assertRaises(exception) as caught:
+                    moss_jit.gemm(*args, **kwargs)
+                self.assertIn(text, str(caught.exception))
+
+    def test_quantize_errors_name_the_argument(self):
+        with self.assertRaisesRegex(TypeError, "x has dtype torch.float16"):
+            moss_jit.quantize(torch.randn(8, 32, dtype=torch.float16), "moss")
+        with self.assertRaisesRegex(ValueError, "contiguous"):
+            moss_jit.quantize(torch.randn(64, 32).t(), "moss")
+        with self.assertRaisesRegex(ValueError, "counters"):
+            moss_jit.quantize(torch.randn(8, 32), "moss",
+                              counters=torch.zeros(3, dtype=torch.int64))
+
+
+def reference_linear(layer, x, dy):
+    """The Linear's forward and gradients as the FP64 products of the same
+    quantized operands (quantized here through the numpy path)."""
+    c = layer.config
+    x2 = x.reshape(-1, layer.in_features).float().numpy()
+    dy2 = dy.reshape(-1, layer.out_features).float().numpy()
+    w = layer.weight.detach().float().numpy()
+    xq = moss_jit.quantize(x2, "moss", c.x_format, c.block, c.global_scope,
+                           fold=c.fold)
+    wq = moss_jit.quantize(w, "per-tensor")
+    y = reference.gemm_numpy(xq, wq)
+    if layer.bias is not None:
+        y = y + layer.bias.detach().double().numpy()
+    dyq = moss_jit.quantize(dy2, "moss", c.grad_format, c.block,
+                            c.global_scope, fold=c.fold)
+    wt = wq._replace(codes=np.ascontiguousarray(wq.codes.T))
+    dx = reference.gemm_numpy(dyq, wt)
+    pad = -x2.shape[0] % c.block
+    x2p = np.pad(x2, ((0, pad), (0, 0)))
+    dy2p = np.pad(dy2, ((0, pad), (0, 0)))
+    dyt = moss_jit.quantize(dy2p, "moss", c.grad_format, c.block,
+                            c.global_scope, transpose=True)
+    xt = moss_jit.quantize(x2p, "moss", c.x_format, c.block, c.global_scope,
+                           transpose=True)
+    dw = reference.gemm_numpy(dyt, xt)
+    return y, dx, dw, dy2.astype(np.float64).sum(0)
+
+
+class LinearCpuTest(unittest.TestCase):
+    def test_forward_and_backward_are_the_quantized_products(self):
+        torch.manual_seed(np.random.default_rng().integers(1 << 30))
+        for shape, bias in (((3, 5, 128), True), ((64, 128), False)):
+            with self.subTest(shape=shape, bias=bias):
+                layer = moss_jit.nn.Linear(128, 96, bias=bias)
+                x = torch.randn(*shape, requires_grad=True)
+                y = layer(x)
+                self.assertEqual(tuple(y.shape), shape[:-1] + (96,))
+                self.assertEqual(y.dtype, torch.float32)
+                dy = torch.randn_like(y)
+                y.backward(dy)
+                want_y, want_dx, want_dw, want_db = reference_linear(
+                    layer, x.detach(), dy)
+                close = dict(rtol=1e-5, atol=1e-5)
+                np.testing.assert_allclose(
+                    y.detach().reshape(-1, 96).numpy(), want_y, **close)
+                np.testing.assert_allclose(
+                    x.grad.reshape(-1, 128).numpy(), want_dx, **close)
+                self.assertEqual(layer.weight.grad.dtype, torch.float32)
+                np.testing.assert_allclose(layer.weight.grad.numpy(), want_dw,
+                                           **close)
+                if bias:
+                    np.testing.assert_allclose(layer.bias.grad.numpy(),
+                                               want_db, **close)
+
+    def test_bf16_activations_give_bf16_outputs_and_gradients(self):
+        layer = moss_jit.nn.Linear(64, 32, dtype=torch.bfloat16)
+        x = torch.randn(40, 64, dtype=torch.bfloat16, requires_grad=True)
+        y = layer(x)
+        self.assertEqual(y.dtype, torch.bfloat16)
+        y.sum().backward()
+        self.assertEqual(x.grad.dtype, torch.bfloat16)
+        self.assertEqual(layer.weight.grad.dtype, torch.bfloat16)
+        self.assertEqual(layer.bias.grad.dtype, torch.bfloat16)
+
+    def test_autocast_sets_the_output_dtype_not_the_gradients(self):
+        layer = moss_jit.nn.Linear(64, 32)
+        x = torch.randn(40, 64, requires_grad=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = layer(x)
+        self.assertEqual(y.dtype, torch.bfloat16)
+        y.float().sum().backward()
+        self.assertEqual(x.grad.dtype, torch.float32)
+        self.assertEqual(layer.weight.grad.dtype, torch.float32)
+
+    def test_the_weight_cast_follows_the_weight(self):
+        layer = moss_jit.nn.Linear(64, 32)
+        x = torch.randn(8, 64)
+        y1 = layer(x)
+        self.assertEqual(layer(x).tolist(), y1.tolist())
+        self.assertEqual(layer.weight_casts["exact"], 1)
+        with torch.no_grad():
+            layer.weight.mul_(2)
+        y2 = layer(x)
+        self.assertEqual(layer.weight_casts["exact"], 2)
+        torch.testing.assert_close(y2 - layer.bias, 2 * (y1 - layer.bias))
+
+    def test_bad_input_is_refused(self):
+        with self.assertRaisesRegex(ValueError, "in_features=100"):
+            moss_jit.nn.Linear(100, 64)
+        layer = moss_jit.nn.Linear(64, 32)
+        with self.assertRaisesRegex(ValueError, "features"):
+            layer(torch.randn(4, 32))
+        with self.assertRaisesRegex(TypeError, "float16"):
+            layer(torch.randn(4, 64, dtype=torch.float16))
+        with self.assertRaisesRegex(ValueError, "grad_format="):
+            moss_jit.nn.Linear(64, 32, grad_format="e8m0")
+
+
+class CompileCpuTest(unittest.TestCase):
+    def test_torch_compile_runs_the_custom_ops(self):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(64, 128),
+                                    torch.nn.GELU(),
+                                    torch.nn.Linear(128, 64))
+        moss_jit.convert(model, verbose=False)
+        x = torch.randn(32, 64)
+        eager = model(x)
+        eager.sum().backward()
+        grads = [p.grad.clone() for p in model.parameters()]
+        model.zero_grad()
+        torch._dynamo.reset()
+        compiled = torch.compile(model)
+        out = compiled(x)
+        out.sum().backward()
+        torch.testing.assert_close(out, eager, rtol=1e-3, atol=1e-4)
+        for p, g in zip(model.parameters(), grads):
+            torch.testing.assert_close(p.grad, g, rtol=1e-3, atol=1e-4)
+
+
+class ConvertTest(unittest.TestCase):
+    def test_convert_swaps_eligible_layers_and_says_why_not(self):
+        class Block(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.up = torch.nn.Linear(64, 128)
+                self.down = torch.nn.Linear(128, 64)
+                self.half = torch.nn.Linear(64, 64).half()
+
+            def forward(self, x):
+                return self.down(torch.relu(self.up(x)))
+
+        model = torch.nn.Sequential(Block(), Block(), torch.nn.Linear(64, 10))
+        weight = model[0].up.weight
+        x = torch.randn(16, 64)
+        moss_jit.convert(model, filter_fn=lambda name, m: name != "1.up",
+                         verbose=False)
+        report = model.moss_report
+        self.assertEqual(sorted(report["converted"]),
+                         ["0.down", "0.up", "1.down"])
+        reasons = dict(report["skipped"])
+        self.assertIn("out_features=10", reasons["2"])
+        self.assertIn("float16", reasons["1.half"])
+        self.assertIn("float16", reasons["0.half"])
+        self.assertIn("filter_fn", reasons["1.up"])
+        self.assertIsInstance(model[0].up, moss_jit.nn.Linear)
+        self.assertIs(model[0].up.weight, weight)
+        self.assertEqual(tuple(model(x).shape), (16, 10))
+
+
+class OptimizerHookTest(unittest.TestCase):
+    def test_attach_optimizer_passes_the_learning_rate(self):
+        layer = moss_jit.nn.Linear(64, 32)
+        optimizer = torch.optim.AdamW(layer.parameters(), lr=3e-4)
+        moss_jit.attach_optimizer(optimizer)
+        layer(torch.randn(8, 64)).sum().backward()
+        optimizer.step()
+        self.assertAlmostEqual(layer._pending_lr, 3e-4)
+
+
+if __name__ == "__main__":
+    unittest.main()
