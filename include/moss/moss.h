@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "moss/Version.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -27,6 +29,10 @@ extern "C" {
 /* The API version the library was built with (compare with
  * MOSS_API_VERSION). */
 int moss_api_version(void);
+
+/* The library's project version, MOSS_VERSION_STRING of its build
+ * ("MAJOR.MINOR.PATCH"). */
+const char *moss_version(void);
 
 /*===--- Errors -----------------------------------------------------------===*/
 

@@ -14,11 +14,10 @@ from ._capi import MossError
 from ._quantize import quantize
 from .tensor import MossTensor
 
-try:
-    from importlib.metadata import version as _version
-    __version__ = _version("moss_jit")
-except Exception:  # not installed (run from the source tree)
-    __version__ = "unknown"
+from . import _capi
+
+#: The project version of the libmoss the package carries.
+__version__ = _capi.lib.moss_version().decode()
 
 try:
     import torch as _torch_module  # noqa: F401

@@ -135,6 +135,7 @@ def _load():
     error_t = c_void_p
     signatures = {
         "moss_api_version": (c_int, []),
+        "moss_version": (c_char_p, []),
         "moss_error_message": (c_char_p, [error_t]),
         "moss_error_code": (c_int, [error_t]),
         "moss_error_destroy": (None, [error_t]),

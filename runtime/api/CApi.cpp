@@ -82,11 +82,12 @@ moss_error_t convertSpec(const moss_quantize_spec_t *spec, QuantizeSpec &out) {
   return nullptr;
 }
 
-/// Checks one device pointer: given exactly when needed, and aligned.
+/// Checks one buffer pointer (device, or host as an integer): given exactly
+/// when needed, and aligned.
 moss_error_t checkPointer(uint64_t ptr, bool needed, unsigned alignment,
                           StringRef name, const ScalingScheme &scheme) {
   if (needed && !ptr)
-    return invalid("buffers->" + name + " is 0, but " + scheme.str() +
+    return invalid("buffers->" + name + " is 0 (NULL), but " + scheme.str() +
                    " writes it");
   if (!needed && ptr)
     return invalid("buffers->" + name + " is given, but " + scheme.str() +
@@ -194,6 +195,8 @@ extern "C" {
 
 int moss_api_version(void) { return MOSS_API_VERSION; }
 
+const char *moss_version(void) { return MOSS_VERSION_STRING; }
+
 const char *moss_error_message(moss_error_t error) {
   return error ? error->message.c_str() : "";
 }
@@ -228,25 +231,18 @@ moss_error_t moss_quantize_host(const moss_quantize_spec_t *spec,
     return invalid("buffers is NULL");
   const ScalingScheme scheme =
       getFoldedScheme(converted.options.scheme, converted.options.fold);
-  auto checkHost = [&](const void *ptr, bool needed,
-                       StringRef name) -> moss_error_t {
-    if (needed && !ptr)
-      return invalid("buffers->" + name + " is NULL, but " + scheme.str() +
-                     " writes it");
-    if (!needed && ptr)
-      return invalid("buffers->" + name + " is given, but " + scheme.str() +
-                     " has none");
-    return nullptr;
-  };
-  if (moss_error_t e = checkHost(buffers->x, true, "x"))
+  auto address = [](const void *p) { return uint64_t(uintptr_t(p)); };
+  if (moss_error_t e = checkPointer(address(buffers->x), true, 1, "x", scheme))
     return e;
-  if (moss_error_t e = checkHost(buffers->q, true, "q"))
+  if (moss_error_t e = checkPointer(address(buffers->q), true, 1, "q", scheme))
     return e;
-  if (moss_error_t e = checkHost(buffers->local, scheme.hasLocalScales(),
-                                 "local"))
+  if (moss_error_t e = checkPointer(address(buffers->local),
+                                    scheme.hasLocalScales(), 1, "local",
+                                    scheme))
     return e;
-  if (moss_error_t e = checkHost(buffers->global, scheme.hasGlobalScales(),
-                                 "global"))
+  if (moss_error_t e = checkPointer(address(buffers->global),
+                                    scheme.hasGlobalScales(), 1, "global",
+                                    scheme))
     return e;
 
   size_t count = size_t(converted.rows) * size_t(converted.cols);

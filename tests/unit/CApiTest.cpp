@@ -283,11 +283,11 @@ TEST(CApiTest, HostQuantizeChecksItsBuffers) {
   buffers.local = nullptr;
   buffers.global = nullptr;
   expectError(moss_quantize_host(&spec, &buffers), MOSS_ERROR_INVALID_ARGUMENT,
-              "buffers->global is NULL");
+              "buffers->global is 0 (NULL)");
   buffers.global = global.data();
   buffers.x = nullptr;
   expectError(moss_quantize_host(&spec, &buffers), MOSS_ERROR_INVALID_ARGUMENT,
-              "buffers->x is NULL");
+              "buffers->x is 0 (NULL)");
   // The spec is checked as moss_quantize checks it.
   spec.rows = 0;
   buffers.x = x.data();

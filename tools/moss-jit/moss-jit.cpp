@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Commands.h"
+#include "ToolVersion.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
@@ -15,6 +16,7 @@ using namespace moss::jit;
 
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
+  moss::tools::setVersionPrinter("moss-jit");
   llvm::cl::ParseCommandLineOptions(
       argc, argv,
       "MOSS-JIT: block-scaled FP8 GEMM kernels and quantizers\n\n"

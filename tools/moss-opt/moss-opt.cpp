@@ -18,7 +18,10 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 
+#include "ToolVersion.h"
+
 int main(int argc, char **argv) {
+  moss::tools::setVersionPrinter("moss-opt");
   mlir::DialectRegistry registry;
   registry.insert<mlir::moss::MOSSDialect, mlir::func::FuncDialect,
                   mlir::arith::ArithDialect, mlir::emitc::EmitCDialect>();

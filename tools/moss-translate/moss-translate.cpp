@@ -11,11 +11,14 @@
 #include "mlir/Target/Cpp/CppEmitter.h"
 #include "mlir/Tools/mlir-translate/MlirTranslateMain.h"
 
+#include "ToolVersion.h"
+
 namespace mlir {
 void registerToCppTranslation();
 } // namespace mlir
 
 int main(int argc, char **argv) {
+  moss::tools::setVersionPrinter("moss-translate");
   mlir::moss::registerToCudaTranslation();
   mlir::registerToCppTranslation();
   return mlir::failed(

@@ -24,6 +24,7 @@
 #include "SchemeOptions.h"
 #include "Shapes.h"
 #include "Sweep.h"
+#include "ToolVersion.h"
 
 #include "moss/Compiler/TuningDatabase.h"
 #include "moss/Runtime/Device.h"
@@ -299,6 +300,7 @@ void printPlan(const std::vector<ShapePlan> &plans, size_t skipped,
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
+  moss::tools::setVersionPrinter("moss-tune");
   cl::HideUnrelatedOptions({&shapeCategory, &searchCategory, &outputCategory});
   cl::ParseCommandLineOptions(
       argc, argv,

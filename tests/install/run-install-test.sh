@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs the build into a temporary prefix, then builds and runs the
+# out-of-tree examples against that prefix alone: examples/c with
+# pkg-config and cc, examples/cmake with find_package(MOSSJIT).
+#
+#   bash tests/install/run-install-test.sh BUILD_DIR
+set -euo pipefail
+build="$(cd "${1:?usage: run-install-test.sh BUILD_DIR}" && pwd)"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+prefix="$(mktemp -d)"
+trap 'rm -rf "$prefix"' EXIT
+cmake --install "$build" --prefix "$prefix/usr" > "$prefix/install.log"
+# Only the prefix from here on: copies of the examples, outside the tree.
+cp -r "$root/examples" "$prefix/examples"
+installed="$prefix/usr"
+libdir="$(PKG_CONFIG_PATH="$installed/lib/pkgconfig" pkg-config --variable=libdir moss)"
+
+echo "--- examples/c with pkg-config"
+# shellcheck disable=SC2046
+cc -std=c99 -Wall -Werror "$prefix/examples/c/quantize.c" -o "$prefix/quantize" \
+  $(PKG_CONFIG_PATH="$installed/lib/pkgconfig" pkg-config --cflags --libs moss) \
+  -lm -Wl,-rpath,"$libdir"
+"$prefix/quantize"
+
+echo "--- examples/cmake with find_package(MOSSJIT)"
+cmake -S "$prefix/examples/cmake" -B "$prefix/cmake-build" -G Ninja \
+  -DCMAKE_PREFIX_PATH="$installed" > "$prefix/cmake.log"
+cmake --build "$prefix/cmake-build" > "$prefix/cmake-build.log"
+"$prefix/cmake-build/layout"
+
+echo "--- the installed tools"
+"$installed/bin/moss-jit" quantize --help > /dev/null
+for tool in moss-opt moss-translate moss-tune; do
+  [ -x "$installed/bin/$tool" ] || { echo "missing $installed/bin/$tool"; exit 1; }
+done
+echo "the installed tree works"
