@@ -184,20 +184,42 @@ def quantize(x, spec, layout, scheme, fmt, block_rows, block_cols,
 
 def _scale_counts(q, rows, k):
     """(local, global) scale counts the operand's scheme needs."""
-    block_rows, block_cols = q.block
-    if q.scheme == "per-tensor":
+    scheme = q.scheme
+    if scheme == "per-tensor":
         return 0, 1
-    if q.scheme == "per-row":
+    if scheme == "per-row":
         return 0, rows
-    if q.scheme == "per-group":
+    block_rows, block_cols = q.block
+    if scheme == "per-group":
         return -(-rows // block_rows) * (k // block_cols), 0
-    if q.scheme == "mxfp8":
+    if scheme == "mxfp8":
         return rows * (k // 32), 0
     return rows * (k // block_cols), (rows if q.global_scope == "row" else 1)
 
 
+_E8M0 = getattr(torch, "float8_e8m0fnu", None)
+
+
+def _check_scales(scales, count, name, dtype, device):
+    if scales is None:
+        if count:
+            raise ValueError(f"{name} is missing: the scheme needs {count}")
+        return
+    if not count:
+        raise ValueError(f"{name} is given, but the scheme has none")
+    if (scales.dtype != dtype and not (dtype == torch.uint8 and
+                                       scales.dtype == _E8M0)) or \
+            scales.numel() != count or not scales.is_contiguous() or \
+            scales.device != device:
+        raise ValueError(
+            f"{name} must be a contiguous {dtype} tensor of {count} elements "
+            f"on {device}, got {scales.dtype} with {scales.numel()} on "
+            f"{scales.device}")
+
+
 def _check_operand(q, name):
-    if not isinstance(q, MossTensor):
+    """Checks a GEMM operand; returns its codes' (rows, K, device)."""
+    if type(q) is not MossTensor:
         raise TypeError(f"{name} must be a MossTensor (from moss_jit.quantize "
                         f"or MossTensor.from_parts), not {type(q).__name__}")
     codes = q.codes
@@ -207,32 +229,20 @@ def _check_operand(q, name):
     if codes.dtype != FP8_DTYPES[q.format]:
         raise TypeError(f"{name}.codes has dtype {codes.dtype}, but its format "
                         f"{q.format!r} needs {FP8_DTYPES[q.format]}")
-    if codes.ndim != 2 or not codes.is_contiguous():
+    shape = codes.shape
+    if len(shape) != 2 or not codes.is_contiguous():
         raise ValueError(f"{name}.codes must be a contiguous 2-D [rows, K] "
-                         f"tensor, got shape {tuple(codes.shape)} strides "
+                         f"tensor, got shape {tuple(shape)} strides "
                          f"{codes.stride()}")
-    rows, k = codes.shape
+    rows, k = shape
+    device = codes.device
     local_count, global_count = _scale_counts(q, rows, k)
-    for scales, count, what, dtype in (
-            (q.local_scales, local_count, "local_scales",
-             torch.float32 if q.scheme == "per-group" else torch.uint8),
-            (q.global_scales, global_count, "global_scales", torch.float32)):
-        if count == 0:
-            if scales is not None:
-                raise ValueError(f"{name}.{what} is given, but {q.scheme} has "
-                                 "none")
-            continue
-        if scales is None:
-            raise ValueError(f"{name}.{what} is missing: {q.scheme} needs "
-                             f"{count}")
-        if scales.dtype == getattr(torch, "float8_e8m0fnu", None):
-            scales = scales.view(torch.uint8)
-        if scales.dtype != dtype or scales.numel() != count or \
-                not scales.is_contiguous() or scales.device != codes.device:
-            raise ValueError(
-                f"{name}.{what} must be a contiguous {dtype} tensor of {count} "
-                f"elements on {codes.device}, got {scales.dtype} with "
-                f"{scales.numel()} on {scales.device}")
+    _check_scales(q.local_scales, local_count, name + ".local_scales",
+                  torch.float32 if q.scheme == "per-group" else torch.uint8,
+                  device)
+    _check_scales(q.global_scales, global_count, name + ".global_scales",
+                  torch.float32, device)
+    return rows, k, device
 
 
 def _check_epilogue(tensor, name, shape, device):
@@ -292,16 +302,13 @@ def _fill_operand(operand, q):
 
 
 def check_gemm_args(a, b, out_dtype, bias, c, beta, mma, fold):
-    _check_operand(a, "a")
-    _check_operand(b, "b")
-    m, k = a.codes.shape
-    n, kb = b.codes.shape
+    m, k, device = _check_operand(a, "a")
+    n, kb, device_b = _check_operand(b, "b")
     if k != kb:
         raise ValueError(f"a is [{m}, {k}] and b is [{n}, {kb}]: both must be "
                          "K-major with the same K (D = a @ b^T)")
-    device = a.codes.device
-    if b.codes.device != device:
-        raise ValueError(f"a is on {device}, b on {b.codes.device}")
+    if device_b != device:
+        raise ValueError(f"a is on {device}, b on {device_b}")
     if out_dtype not in OUT_TYPES:
         raise TypeError(f"out_dtype={out_dtype} is not torch.bfloat16, "
                         "torch.float16 or torch.float32")
@@ -309,8 +316,10 @@ def check_gemm_args(a, b, out_dtype, bias, c, beta, mma, fold):
     c_type = _check_epilogue(c, "c", (m, n), device)
     if c is None and beta != 1.0:
         raise ValueError(f"beta={beta} is given without c")
-    schemes._choice(mma, tuple(_capi.MMA_TYPES), "mma")
-    schemes._choice(fold, tuple(_capi.FOLDS), "fold")
+    if mma not in _capi.MMA_TYPES:
+        schemes._choice(mma, tuple(_capi.MMA_TYPES), "mma")
+    if fold not in _capi.FOLDS:
+        schemes._choice(fold, tuple(_capi.FOLDS), "fold")
     return m, n, k, device, bias_type, c_type
 
 
