@@ -113,6 +113,17 @@ llvm::Error compiler::checkShapes(const GemmSpec &spec) {
   return llvm::Error::success();
 }
 
+llvm::Error compiler::checkGemmArch(llvm::StringRef arch) {
+  if (arch == "sm_90a")
+    return llvm::Error::success();
+  llvm::StringRef why = arch == "sm_90"
+                            ? " (wgmma needs the arch-specific 'a' target)"
+                            : "";
+  return llvm::createStringError(
+      "arch " + llvm::Twine(arch) + " is not supported" + why +
+      ": the GEMM kernels are Hopper's, compiled for sm_90a only");
+}
+
 llvm::Error compiler::checkFold(const GemmSpec &spec) {
   if (!spec.fold || *spec.fold == numerics::BlockScaleFold::None)
     return llvm::Error::success();

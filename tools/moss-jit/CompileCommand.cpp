@@ -58,6 +58,8 @@ int runCompile() {
   if (!spec)
     return fail(spec.takeError());
 
+  if (Error e = compiler::checkGemmArch(arch))
+    return fail(std::move(e));
   compiler::TargetInfo target;
   target.arch = arch;
   compiler::CompileOptions options;

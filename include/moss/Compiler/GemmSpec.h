@@ -16,6 +16,7 @@
 #include "moss/Numerics/Fold.h"
 #include "moss/Numerics/Quantize.h"
 
+#include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
@@ -141,6 +142,11 @@ llvm::Error checkShapes(const GemmSpec &spec);
 /// E8M0 factors, each of whose blocks and K the fold takes
 /// (numerics::checkFold).
 llvm::Error checkFold(const GemmSpec &spec);
+
+/// Checks that the GEMM kernels can be compiled for `arch`: sm_90a only,
+/// the one target with wgmma and the TMA paths they use. The error is one
+/// line naming what is supported.
+llvm::Error checkGemmArch(llvm::StringRef arch);
 
 /// The machine a kernel is compiled for. Defaults: NVIDIA H200 (sm_90a).
 struct TargetInfo {
