@@ -3,6 +3,7 @@
 #include "CacheDirectory.h"
 
 #include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -12,6 +13,7 @@
 #include <cstdlib>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 using namespace llvm;
 namespace fs = llvm::sys::fs;
@@ -165,6 +167,30 @@ std::error_code removeCacheItem(StringRef path) {
   if (status.type() == fs::file_type::directory_file)
     return fs::remove_directories(path);
   return fs::remove(path);
+}
+
+std::string getUntrustedReason(StringRef root, StringRef path) {
+  // The file, root/kernels/<2 hex>, root/kernels, then root.
+  SmallVector<std::string, 4> chain;
+  for (StringRef p = path; p.size() > root.size() && p.starts_with(root);
+       p = sys::path::parent_path(p))
+    chain.push_back(p.str());
+  chain.push_back(root.str());
+  const unsigned user = ::geteuid();
+  for (const std::string &item : chain) {
+    fs::file_status status;
+    // The root may be a link to the real directory; nothing below it may.
+    if (std::error_code ec = fs::status(item, status, /*follow=*/item == root))
+      return "cannot check '" + item + "': " + ec.message();
+    if (status.getUser() != user && status.getUser() != 0)
+      return "'" + item + "' belongs to another user (uid " +
+             std::to_string(status.getUser()) + ")";
+    if (status.permissions() & (fs::group_write | fs::others_write))
+      return "'" + item + "' is writable by " +
+             ((status.permissions() & fs::others_write) ? "others"
+                                                        : "its group");
+  }
+  return "";
 }
 
 void touchCacheFile(StringRef path) {

@@ -29,6 +29,12 @@ std::string getDefaultCacheDirectory();
 /// <root>/kernels/<2 hex>/<32 hex>.kernel.
 std::string getCacheEntryPath(llvm::StringRef root, const Hash128 &key);
 
+/// Why the entry file `path` under `root` must not be loaded, or "" when it
+/// may: `root`, every directory between it and `path`, and the file must be
+/// owned by this user (or root) and writable by no one else. A kernel that
+/// another user could plant would run in this process.
+std::string getUntrustedReason(llvm::StringRef root, llvm::StringRef path);
+
 /// An entry file found on disk.
 struct CacheFileInfo {
   std::string path;

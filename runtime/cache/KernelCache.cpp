@@ -141,13 +141,16 @@ uint64_t KernelCache::getMaxDiskBytes() const {
   if (bytes)
     return *bytes;
   // A bad setting must not stop every compile: warn once per value.
-  std::string message = toString(bytes.takeError());
+  warnOnce(toString(bytes.takeError()));
+  return kDefaultMaxDiskBytes;
+}
+
+void KernelCache::warnOnce(const std::string &message) {
   static std::mutex warnedMutex;
   static std::set<std::string> warned;
   std::lock_guard<std::mutex> lock(warnedMutex);
   if (warned.insert(message).second)
     errs() << "moss: warning: " << message << "\n";
-  return kDefaultMaxDiskBytes;
 }
 
 void KernelCache::noteDiskError(std::string message) {
@@ -227,7 +230,7 @@ KernelCache::loadOrCompile(StringRef source, const CompileOptions &resolved,
   uint64_t cap = 0;
   if (!directory.empty()) {
     cap = getMaxDiskBytes();
-    if (EntryPtr entry = readFromDisk(getCacheEntryPath(directory, key), key))
+    if (EntryPtr entry = readFromDisk(directory, key))
       return entry;
   }
   if (!compile)
@@ -247,20 +250,21 @@ KernelCache::loadOrCompile(StringRef source, const CompileOptions &resolved,
   return entry;
 }
 
-KernelCache::EntryPtr KernelCache::readFromDisk(StringRef path,
+KernelCache::EntryPtr KernelCache::readFromDisk(StringRef directory,
                                                 const CacheKey &key) {
   auto miss = [&]() -> EntryPtr {
     std::lock_guard<std::mutex> lock(mutex);
     ++counters.diskMisses;
     return nullptr;
   };
+  std::string path = getCacheEntryPath(directory, key);
   // Only a regular file of a plausible size is read: anything else at an
   // entry's name (a FIFO would block, a link to /dev/zero never ends, a
   // directory never reads) is removed, and the kernel rebuilt.
   fs::file_status status;
   if (std::error_code ec = fs::status(path, status, /*follow=*/false)) {
     if (ec != std::errc::no_such_file_or_directory)
-      noteDiskError("cannot read '" + path.str() + "': " + ec.message());
+      noteDiskError("cannot read '" + path + "': " + ec.message());
     return miss();
   }
   if (status.type() != fs::file_type::regular_file ||
@@ -270,9 +274,22 @@ KernelCache::EntryPtr KernelCache::readFromDisk(StringRef path,
       std::lock_guard<std::mutex> lock(mutex);
       ++counters.corruptEntriesRemoved;
       counters.lastDiskError =
-          "'" + path.str() + "': not a regular cache file of at most " +
+          "'" + path + "': not a regular cache file of at most " +
           std::to_string(kMaxEntryBytes) + " bytes; " +
           (removed ? "cannot remove it: " + removed.message() : "removed");
+    }
+    return miss();
+  }
+  // Only what no one else could have planted is loaded: the kernel would
+  // run in this process. Otherwise warn once and compile.
+  if (std::string why = getUntrustedReason(directory, path); !why.empty()) {
+    warnOnce("kernel cache entries in '" + directory.str() +
+             "' are not loaded: " + why +
+             "; kernels are compiled instead (keep the cache directory "
+             "private to its user, mode 0700)");
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      ++counters.untrustedEntriesSkipped;
     }
     return miss();
   }
@@ -284,7 +301,7 @@ KernelCache::EntryPtr KernelCache::readFromDisk(StringRef path,
                             /*IsVolatile=*/true);
   if (!buffer) {
     if (buffer.getError() != std::errc::no_such_file_or_directory)
-      noteDiskError("cannot read '" + path.str() +
+      noteDiskError("cannot read '" + path +
                     "': " + buffer.getError().message());
     return miss();
   }
@@ -298,7 +315,7 @@ KernelCache::EntryPtr KernelCache::readFromDisk(StringRef path,
     {
       std::lock_guard<std::mutex> lock(mutex);
       ++counters.corruptEntriesRemoved;
-      counters.lastDiskError = "'" + path.str() + "': " + why;
+      counters.lastDiskError = "'" + path + "': " + why;
     }
     return miss();
   }
@@ -317,7 +334,10 @@ void KernelCache::writeToDisk(StringRef directory, uint64_t cap,
   std::string bytes =
       serializeCacheFile(entry.getKey(), entry.getPtx(), entry.getCubin());
   Error err = Error::success();
-  if (std::error_code ec = fs::create_directories(sys::path::parent_path(path)))
+  // New directories are private to the user (entries are created 0600).
+  if (std::error_code ec = fs::create_directories(sys::path::parent_path(path),
+                                                  /*IgnoreExisting=*/true,
+                                                  fs::perms::owner_all))
     err =
         createStringError(ec, "cannot create '" + sys::path::parent_path(path) +
                                   "': " + ec.message());
@@ -388,6 +408,12 @@ void KernelCache::formatStats(raw_ostream &os) const {
     } else {
       os << ", no valid cap)\n";
     }
+    if (fs::is_directory(s.directory)) {
+      std::string why = getUntrustedReason(s.directory, s.directory);
+      os << "  private:    "
+         << (why.empty() ? "yes" : "no, entries are not loaded: " + why)
+         << "\n";
+    }
   }
   os << "memory cache: " << s.memoryEntries << " of " << s.memoryCapacity
      << " entries (";
@@ -396,10 +422,12 @@ void KernelCache::formatStats(raw_ostream &os) const {
      << "this process: " << s.memoryHits << " memory hits, " << s.memoryMisses
      << " misses; " << s.diskHits << " disk hits, " << s.diskMisses
      << " misses; " << s.compiles << " compiles\n";
-  if (s.corruptEntriesRemoved || s.filesEvicted || s.diskWriteFailures)
+  if (s.corruptEntriesRemoved || s.filesEvicted || s.diskWriteFailures ||
+      s.untrustedEntriesSkipped)
     os << "  " << s.corruptEntriesRemoved << " corrupt entries removed, "
        << s.filesEvicted << " files evicted, " << s.diskWriteFailures
-       << " failed writes\n";
+       << " failed writes, " << s.untrustedEntriesSkipped
+       << " entries not loaded (not private)\n";
   if (!s.lastDiskError.empty())
     os << "  last disk problem: " << s.lastDiskError << "\n";
 }

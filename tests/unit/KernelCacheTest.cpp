@@ -45,6 +45,8 @@ public:
   TempDir() {
     std::error_code ec = fs::createUniqueDirectory("moss-cache-test", path);
     EXPECT_FALSE(ec) << ec.message();
+    // Private whatever the umask: the cache loads only from such.
+    EXPECT_FALSE(fs::setPermissions(path, fs::perms::owner_all));
   }
   ~TempDir() { fs::remove_directories(path); }
   std::string str() const { return std::string(path); }
@@ -217,7 +219,9 @@ TEST(KernelCacheKeyTest, CopiedCacheStillHits) {
   // Copy the whole tree somewhere else, as a user shipping a cache would.
   for (auto &[path, size] : listFiles(a.str())) {
     std::string target = b.str() + path.substr(a.str().size());
-    ASSERT_FALSE(fs::create_directories(sys::path::parent_path(target)));
+    ASSERT_FALSE(fs::create_directories(sys::path::parent_path(target),
+                                        /*IgnoreExisting=*/true,
+                                        fs::perms::owner_all));
     ASSERT_FALSE(fs::copy_file(path, target));
   }
   KernelCache copy(cacheIn(b.str(), makeFailingCompiler()));
@@ -561,6 +565,74 @@ INSTANTIATE_TEST_SUITE_P(
     [](const testing::TestParamInfo<Damage> &info) {
       return std::string(info.param.name);
     });
+
+TEST(KernelCacheTest, NewDirectoriesArePrivateAndEntriesOwnerWritable) {
+  TempDir dir;
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  KernelCache cache(cacheIn(dir.str(), makeStubCompiler(calls)));
+  Expected<std::shared_ptr<const KernelEntry>> entry =
+      cache.getOrCompile("kernel", sm90());
+  ASSERT_TRUE(bool(entry)) << toString(entry.takeError());
+  std::string file = cache.getEntryPath((*entry)->getKey());
+  // Directories 0700; the file writable by its owner only.
+  for (auto [path, others] :
+       {std::pair{file, fs::group_write | fs::others_write},
+        std::pair{std::string(sys::path::parent_path(file)),
+                  fs::group_all | fs::others_all},
+        std::pair{
+            std::string(sys::path::parent_path(sys::path::parent_path(file))),
+            fs::group_all | fs::others_all}}) {
+    fs::file_status status;
+    ASSERT_FALSE(fs::status(path, status));
+    EXPECT_EQ(status.permissions() & others, 0) << path;
+  }
+}
+
+TEST(KernelCacheTest, EntriesOthersCouldHaveWrittenAreCompiledInstead) {
+  TempDir dir;
+  ASSERT_FALSE(fs::setPermissions(dir.str(), fs::perms::owner_all));
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  std::string file;
+  {
+    KernelCache cache(cacheIn(dir.str(), makeStubCompiler(calls)));
+    Expected<std::shared_ptr<const KernelEntry>> entry =
+        cache.getOrCompile("kernel", sm90());
+    ASSERT_TRUE(bool(entry)) << toString(entry.takeError());
+    file = cache.getEntryPath((*entry)->getKey());
+  }
+  auto lookUp = [&](int wantCalls, uint64_t wantSkipped) {
+    KernelCache fresh(cacheIn(dir.str(), makeStubCompiler(calls)));
+    Expected<std::shared_ptr<const KernelEntry>> entry =
+        fresh.getOrCompile("kernel", sm90());
+    ASSERT_TRUE(bool(entry)) << toString(entry.takeError());
+    expectStubEntry(**entry, "kernel");
+    EXPECT_EQ(*calls, wantCalls);
+    EXPECT_EQ(fresh.stats().untrustedEntriesSkipped, wantSkipped);
+  };
+  // A world-writable root, a group-writable fan-out directory, a
+  // group-writable file: each means compiling, not loading.
+  ASSERT_FALSE(fs::setPermissions(dir.str(), fs::perms::all_all));
+  lookUp(2, 1);
+  ASSERT_FALSE(fs::setPermissions(dir.str(), fs::perms::owner_all));
+  ASSERT_FALSE(fs::setPermissions(sys::path::parent_path(file),
+                                  fs::perms::owner_all | fs::group_write));
+  lookUp(3, 1);
+  ASSERT_FALSE(
+      fs::setPermissions(sys::path::parent_path(file), fs::perms::owner_all));
+  ASSERT_FALSE(fs::setPermissions(file, fs::perms::owner_read |
+                                            fs::owner_write |
+                                            fs::group_write));
+  lookUp(4, 1);
+  // Private again: the entry (rewritten by the last compile) loads.
+  ASSERT_FALSE(fs::setPermissions(file, fs::perms::owner_read |
+                                            fs::owner_write));
+  lookUp(4, 0);
+  // Owned by another user (only root can arrange that).
+  if (::geteuid() == 0) {
+    ASSERT_EQ(::chown(file.c_str(), 65534, 65534), 0);
+    lookUp(5, 1);
+  }
+}
 
 TEST(KernelCacheTest, FileOfAnotherKeyIsNotLoaded) {
   TempDir dir;

@@ -154,6 +154,9 @@ struct CacheStats {
   uint64_t compiles = 0;
   /// Files that failed verification and were deleted.
   uint64_t corruptEntriesRemoved = 0;
+  /// Entry files not loaded because another user could have written them
+  /// (docs/RUNTIME.md, "The kernel cache"); their kernels were compiled.
+  uint64_t untrustedEntriesSkipped = 0;
   /// Files deleted to stay under the size cap.
   uint64_t filesEvicted = 0;
   /// Entries that could not be written (the kernel is still returned).
@@ -213,7 +216,7 @@ private:
   llvm::Expected<EntryPtr> loadOrCompile(llvm::StringRef source,
                                          const CompileOptions &resolved,
                                          const CacheKey &key, bool compile);
-  EntryPtr readFromDisk(llvm::StringRef path, const CacheKey &key);
+  EntryPtr readFromDisk(llvm::StringRef directory, const CacheKey &key);
   void writeToDisk(llvm::StringRef directory, uint64_t cap,
                    const KernelEntry &entry);
   /// The disk cap: the options', else $MOSS_CACHE_MAX_BYTES, else 1 GiB;
@@ -221,6 +224,9 @@ private:
   uint64_t getMaxDiskBytes() const;
   llvm::Expected<uint64_t> parseMaxDiskBytes() const;
   void noteDiskError(std::string message);
+  /// Prints "moss: warning: <message>" on stderr, once per message per
+  /// process.
+  static void warnOnce(const std::string &message);
 
   KernelCacheOptions options;
   std::once_flag compilerOnce;
