@@ -111,6 +111,13 @@ static Error checkPointer(CUdeviceptr pointer, bool needed, unsigned alignment,
   return Error::success();
 }
 
+Expected<std::shared_ptr<const KernelEntry>>
+compileFoldKernel(KernelCache &cache, const FoldSpec &spec) {
+  if (Error e = checkFoldSpec(spec))
+    return std::move(e);
+  return cache.getOrCompile(generateFoldSource(spec), CompileOptions());
+}
+
 Expected<const GpuFolder::Plan *> GpuFolder::getPlan(const FoldSpec &spec) {
   uint64_t key = uint64_t(spec.format) | uint64_t(spec.fold) << 1 |
                  uint64_t(getGlobalKind(spec.scheme)) << 3 |
@@ -118,7 +125,7 @@ Expected<const GpuFolder::Plan *> GpuFolder::getPlan(const FoldSpec &spec) {
   if (auto it = plans.find(key); it != plans.end())
     return it->second.get();
   Expected<std::shared_ptr<const KernelEntry>> entry =
-      cache.getOrCompile(generateFoldSource(spec), CompileOptions());
+      compileFoldKernel(cache, spec);
   if (!entry)
     return entry.takeError();
   Expected<CUfunction> function = (*entry)->getFunction("moss_fold");

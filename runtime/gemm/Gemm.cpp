@@ -489,6 +489,12 @@ GemmRunner::GemmRunner(runtime::KernelCache &cache, compiler::TargetInfo target)
 
 GemmRunner::~GemmRunner() = default;
 
+std::unique_ptr<GemmRunner>
+GemmRunner::createForTarget(runtime::KernelCache &cache,
+                            compiler::TargetInfo target) {
+  return std::unique_ptr<GemmRunner>(new GemmRunner(cache, std::move(target)));
+}
+
 Expected<std::unique_ptr<GemmRunner>>
 GemmRunner::create(runtime::KernelCache &cache) {
   Expected<const runtime::DriverApi &> api = runtime::getDriverApi();
@@ -524,6 +530,10 @@ GemmRunner::create(runtime::KernelCache &cache) {
   return std::unique_ptr<GemmRunner>(new GemmRunner(cache, std::move(target)));
 }
 
+/// The fold of one operand of `spec`, or none.
+static std::optional<runtime::FoldSpec> getFoldSpec(const GemmSpec &spec,
+                                                    bool operandB, int64_t m);
+
 Expected<GemmRunner::Kernel *>
 GemmRunner::getKernel(const GemmSpec &spec, int64_t m,
                       const GemmOptions &options) {
@@ -533,29 +543,76 @@ GemmRunner::getKernel(const GemmSpec &spec, int64_t m,
   if (auto it = resolved.find(key); it != resolved.end())
     return it->second;
 
-  // First time for this spec and M bucket: the database, else the
-  // heuristic (a kernel without a given tiling).
-  std::string path = options.tuningDatabase
-                         ? *options.tuningDatabase
-                         : getDefaultTuningDatabasePath(cache);
-  std::optional<compiler::TileConfig> tiling;
-  if (!path.empty())
-    tiling = lookUpDatabase(spec, m, path, isVerbose(options));
-  if (!tiling) {
-    // The heuristic, planned for this M bucket (a dynamic M) and given
-    // explicitly, so that each bucket's plan gets its own kernel key.
-    Expected<compiler::TileConfig> planned =
-        compiler::selectTilingForLaunch(spec, m, target);
-    if (!planned)
-      return planned.takeError();
-    tiling = *planned;
-  }
-  Expected<Kernel *> kernel =
-      compileKernel(spec, tiling, path, options.compileMode);
+  // First time for this spec and M bucket.
+  Expected<std::pair<compiler::TileConfig, std::string>> tiling =
+      resolveTiling(spec, m, options);
+  if (!tiling)
+    return tiling.takeError();
+  Expected<Kernel *> kernel = compileKernel(spec, tiling->first,
+                                            tiling->second, options.compileMode);
   if (!kernel)
     return kernel.takeError();
   resolved[key] = *kernel;
   return *kernel;
+}
+
+Expected<std::pair<compiler::TileConfig, std::string>>
+GemmRunner::resolveTiling(const GemmSpec &spec, int64_t m,
+                          const GemmOptions &options) {
+  // The database, else the heuristic.
+  std::string path = options.tuningDatabase
+                         ? *options.tuningDatabase
+                         : getDefaultTuningDatabasePath(cache);
+  if (!path.empty())
+    if (std::optional<compiler::TileConfig> tiling =
+            lookUpDatabase(spec, m, path, isVerbose(options)))
+      return std::pair{*tiling, path};
+  // The heuristic, planned for this M bucket (a dynamic M) and given
+  // explicitly, so that each bucket's plan gets its own kernel key.
+  Expected<compiler::TileConfig> planned =
+      compiler::selectTilingForLaunch(spec, m, target);
+  if (!planned)
+    return planned.takeError();
+  return std::pair{*planned, path};
+}
+
+Expected<unsigned> GemmRunner::warm(const GemmSpec &asked, int64_t m,
+                                    const GemmOptions &options) {
+  if (Error e = checkGemmSpec(asked))
+    return std::move(e);
+  if (m < 1 || m >= (int64_t(1) << 31) ||
+      (asked.m != GemmSpec::kDynamic && m != asked.m))
+    return invalid("M=" + Twine(m) + " cannot be warmed: expected 1 <= M < "
+                   "2^31" +
+                   (asked.m != GemmSpec::kDynamic
+                        ? ", the spec's static M " + Twine(asked.m)
+                        : Twine()));
+  const GemmSpec spec = asked.getKernelSpec(m);
+  std::optional<compiler::TileConfig> tiling = options.tiling;
+  if (!tiling) {
+    Expected<std::pair<compiler::TileConfig, std::string>> resolvedTiling =
+        resolveTiling(spec, m, options);
+    if (!resolvedTiling)
+      return resolvedTiling.takeError();
+    tiling = resolvedTiling->first;
+  }
+  compiler::CompileOptions compileOptions;
+  compileOptions.tiling = tiling;
+  Expected<compiler::KernelSource> source =
+      compiler::compileGemm(spec, target, compileOptions);
+  if (!source)
+    return source.takeError();
+  runtime::CompileOptions nvrtc;
+  nvrtc.arch = target.arch;
+  uint64_t compilesBefore = cache.stats().compiles;
+  if (Error e = cache.getOrCompile(source->source, nvrtc).takeError())
+    return std::move(e);
+  for (bool operandB : {false, true})
+    if (std::optional<runtime::FoldSpec> fold =
+            getFoldSpec(asked, operandB, m))
+      if (Error e = runtime::compileFoldKernel(cache, *fold).takeError())
+        return std::move(e);
+  return unsigned(cache.stats().compiles - compilesBefore);
 }
 
 /// `mode`, except that $MOSS_TIERED_COMPILE=0 turns Tiered into Full (no
@@ -730,7 +787,6 @@ Error GemmRunner::switchToFullKernel(Kernel &kernel, bool wait) {
   return Error::success();
 }
 
-/// The fold of one operand of `spec`, or none.
 static std::optional<runtime::FoldSpec> getFoldSpec(const GemmSpec &spec,
                                                     bool operandB, int64_t m) {
   const ScalingScheme &scheme = operandB ? spec.bScaling : spec.aScaling;

@@ -1,21 +1,110 @@
-//===- CacheCommand.cpp - moss-jit cache stats|clear ----------------------===//
+//===- CacheCommand.cpp - moss-jit cache stats|clear|warm -----------------===//
 
 #include "Commands.h"
+#include "Shapes.h"
 
+#include "moss/Runtime/Gemm.h"
 #include "moss/Runtime/KernelCache.h"
+#include "moss/Support/UntrustedInput.h"
 
+#include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
 
 using namespace llvm;
 
 namespace moss::jit {
 
-cl::SubCommand cacheCommand("cache",
-                            "Show or clear the kernel cache (stats|clear)");
+cl::SubCommand cacheCommand(
+    "cache", "Show, clear or warm the kernel cache (stats|clear|warm)");
 
 namespace {
-cl::opt<std::string> action(cl::Positional, cl::desc("<stats|clear>"),
+cl::opt<std::string> action(cl::Positional, cl::desc("<stats|clear|warm>"),
                             cl::Required, cl::sub(cacheCommand));
+cl::opt<std::string> shapesFile(
+    "shapes",
+    cl::desc("warm: a shapes file, as moss-tune reads it (lines \"M N K "
+             "[a-scheme] [b-scheme]\" or a JSON list; docs/TUNING.md)"),
+    cl::sub(cacheCommand));
+cl::opt<std::string> out("out", cl::desc("warm: output type bf16, f16, f32"),
+                         cl::init("bf16"), cl::sub(cacheCommand));
+cl::opt<bool> staticM(
+    "static-m",
+    cl::desc("warm: kernels specialized to each shape's M (what the Python "
+             "package launches); default: the any-M kernels of the C and "
+             "C++ APIs' dynamic-M specs"),
+    cl::sub(cacheCommand));
+cl::opt<unsigned> smCount("sms",
+                          cl::desc("warm: the GPU's SM count (H200: 132)"),
+                          cl::init(132), cl::sub(cacheCommand));
+
+int warmError(const Twine &message) {
+  errs() << "moss-jit cache warm: error: " << message << "\n";
+  return 1;
+}
+
+int runWarm(runtime::KernelCache &cache) {
+  if (shapesFile.empty())
+    return warmError("--shapes FILE is required");
+  std::optional<compiler::FloatType> outType =
+      out == "bf16"  ? std::optional(compiler::FloatType::BF16)
+      : out == "f16" ? std::optional(compiler::FloatType::F16)
+      : out == "f32" ? std::optional(compiler::FloatType::F32)
+                     : std::nullopt;
+  if (!outType)
+    return warmError("--out=" + out + " is not bf16, f16 or f32");
+  if (smCount < 1 || smCount > 1024)
+    return warmError("--sms=" + Twine(smCount) + " is not an SM count");
+  Expected<std::unique_ptr<MemoryBuffer>> text =
+      readRegularFile(shapesFile, 16 << 20, "the shapes file");
+  if (!text)
+    return warmError(toString(text.takeError()));
+  // The product's defaults: activations MOSS two-level with a per-row
+  // global, weights per tensor.
+  tune::ShapeDefaults defaults;
+  defaults.a.scheme =
+      numerics::ScalingScheme::twoLevel(numerics::GlobalScope::Row, 32);
+  defaults.b.scheme = numerics::ScalingScheme::perTensor();
+  defaults.out = *outType;
+  Expected<std::vector<tune::TuneShape>> shapes =
+      tune::parseShapesFile((*text)->getBuffer(), shapesFile, defaults);
+  if (!shapes)
+    return warmError(toString(shapes.takeError()));
+  if (Error e = tune::checkShapes(*shapes))
+    return warmError(toString(std::move(e)));
+  if (cache.getDirectory().empty())
+    return warmError("the disk cache is off: set MOSS_CACHE_DIR");
+
+  compiler::TargetInfo target = compiler::TargetInfo::h200();
+  target.smCount = smCount;
+  std::unique_ptr<GemmRunner> runner =
+      GemmRunner::createForTarget(cache, target);
+  unsigned compiled = 0;
+  for (size_t i = 0; i < shapes->size(); ++i) {
+    tune::TuneShape &shape = (*shapes)[i];
+    compiler::GemmSpec spec = shape.given;
+    if (staticM)
+      spec.m = shape.m;
+    auto start = std::chrono::steady_clock::now();
+    Expected<unsigned> count = runner->warm(spec, shape.m);
+    if (!count)
+      return warmError(shape.origin + ": " + toString(count.takeError()));
+    compiled += *count;
+    double seconds = std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - start)
+                         .count();
+    outs() << "[" << (i + 1) << "/" << shapes->size() << "] "
+           << shape.getShapeText() << " " << spec.str() << ": "
+           << (*count ? "compiled " + std::to_string(*count) + " kernel(s)"
+                      : std::string("cached"))
+           << " (" << format("%.2f", seconds) << " s)\n";
+    outs().flush();
+  }
+  outs() << "warmed " << shapes->size() << " shapes into "
+         << cache.getDirectory() << ": " << compiled << " kernels compiled\n";
+  return 0;
+}
 } // namespace
 
 int runCache() {
@@ -38,8 +127,10 @@ int runCache() {
            << "\n";
     return 0;
   }
+  if (action == "warm")
+    return runWarm(cache);
   errs() << "moss-jit cache: error: unknown action '" << action
-         << "'; expected stats or clear\n";
+         << "'; expected stats, clear or warm\n";
   return 2;
 }
 

@@ -64,6 +64,11 @@ std::string getFoldTableSource(numerics::Fp8Format format);
 std::string generateFoldSource(const FoldSpec &spec);
 constexpr unsigned kFoldThreads = 256;
 
+/// Builds the fold kernel of a spec into `cache` (or finds it there), with
+/// no GPU; what GpuFolder launches for it.
+llvm::Expected<std::shared_ptr<const KernelEntry>>
+compileFoldKernel(KernelCache &cache, const FoldSpec &spec);
+
 /// Runs folds on one device. Not thread-safe: use one per thread.
 class GpuFolder {
 public:

@@ -177,6 +177,10 @@ public:
   /// A runner for the device of the calling thread's current context.
   static llvm::Expected<std::unique_ptr<GemmRunner>>
   create(runtime::KernelCache &cache);
+  /// A runner that only warms the cache (warm()) for `target`, with no GPU:
+  /// run() and prepare() need one from create().
+  static std::unique_ptr<GemmRunner>
+  createForTarget(runtime::KernelCache &cache, compiler::TargetInfo target);
   ~GemmRunner();
   GemmRunner(const GemmRunner &) = delete;
   GemmRunner &operator=(const GemmRunner &) = delete;
@@ -207,6 +211,14 @@ public:
   llvm::Expected<const GemmKernelInfo *>
   prepare(const compiler::GemmSpec &spec, const GemmOptions &options = {});
 
+  /// Builds into the kernel cache, with no GPU, the kernels run() needs for
+  /// `m` rows of `spec`: the GEMM's full kernel (tiled as run() resolves
+  /// it: options.tiling, else the tuning database, else the heuristic) and
+  /// the folds' kernels. Returns how many were compiled (the others were in
+  /// the cache already).
+  llvm::Expected<unsigned> warm(const compiler::GemmSpec &spec, int64_t m,
+                                const GemmOptions &options = {});
+
   /// The machine kernels are compiled for (from the device).
   const compiler::TargetInfo &getTarget() const { return target; }
 
@@ -222,6 +234,11 @@ private:
   GemmRunner(runtime::KernelCache &cache, compiler::TargetInfo target);
   llvm::Expected<Kernel *> getKernel(const compiler::GemmSpec &spec, int64_t m,
                                      const GemmOptions &options);
+  /// The tiling run() uses when options give none, and the database
+  /// consulted ("" for none).
+  llvm::Expected<std::pair<compiler::TileConfig, std::string>>
+  resolveTiling(const compiler::GemmSpec &spec, int64_t m,
+                const GemmOptions &options);
   llvm::Expected<Kernel *>
   compileKernel(const compiler::GemmSpec &spec,
                 const std::optional<compiler::TileConfig> &tiling,

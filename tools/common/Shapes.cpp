@@ -87,6 +87,7 @@ static TuneShape makeShape(int64_t m, int64_t n, int64_t k,
   shape.spec.fold = defaults.fold;
   // What the runtime launches: a spec that folds runs the kernel of its
   // folded operands, and the database holds that kernel's tiling.
+  shape.given = shape.spec;
   shape.spec = shape.spec.getKernelSpec(m);
   shape.origin = std::move(origin);
   return shape;

@@ -1,4 +1,4 @@
-//===- Shapes.h - The GEMMs moss-tune sweeps --------------------*- C++ -*-===//
+//===- Shapes.h - GEMM shapes: moss-tune, moss-jit cache warm -*- C++ -*-===//
 //
 // Shapes come from --shape MxNxK flags, a shapes file (plain text lines
 // "M N K [a-scheme] [b-scheme]" with # comments, or a JSON list), or a
@@ -10,8 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MOSS_TOOLS_MOSSTUNE_SHAPES_H
-#define MOSS_TOOLS_MOSSTUNE_SHAPES_H
+#ifndef MOSS_TOOLS_COMMON_SHAPES_H
+#define MOSS_TOOLS_COMMON_SHAPES_H
 
 #include "moss/Compiler/GemmSpec.h"
 
@@ -44,6 +44,9 @@ struct ShapeDefaults {
 /// compiles for any M) and is launched with `m` rows.
 struct TuneShape {
   compiler::GemmSpec spec;
+  /// The spec as written, before its fold: what a program passes to
+  /// moss::gemm (spec is its getKernelSpec(m)).
+  compiler::GemmSpec given;
   int64_t m = 0;
   /// Where it came from, e.g. "shapes.txt:4" or "--preset llama7b".
   std::string origin;
@@ -83,4 +86,4 @@ llvm::Error checkShapes(const std::vector<TuneShape> &shapes);
 
 } // namespace moss::tune
 
-#endif // MOSS_TOOLS_MOSSTUNE_SHAPES_H
+#endif // MOSS_TOOLS_COMMON_SHAPES_H
