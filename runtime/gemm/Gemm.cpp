@@ -576,13 +576,14 @@ GemmRunner::resolveTiling(const GemmSpec &spec, int64_t m,
   return std::pair{*planned, path};
 }
 
-Expected<unsigned> GemmRunner::warm(const GemmSpec &asked, int64_t m,
-                                    const GemmOptions &options) {
+Expected<compiler::KernelSource>
+GemmRunner::getSource(const GemmSpec &asked, int64_t m,
+                      const GemmOptions &options) {
   if (Error e = checkGemmSpec(asked))
     return std::move(e);
   if (m < 1 || m >= (int64_t(1) << 31) ||
       (asked.m != GemmSpec::kDynamic && m != asked.m))
-    return invalid("M=" + Twine(m) + " cannot be warmed: expected 1 <= M < "
+    return invalid("M=" + Twine(m) + " cannot be built: expected 1 <= M < "
                    "2^31" +
                    (asked.m != GemmSpec::kDynamic
                         ? ", the spec's static M " + Twine(asked.m)
@@ -598,18 +599,32 @@ Expected<unsigned> GemmRunner::warm(const GemmSpec &asked, int64_t m,
   }
   compiler::CompileOptions compileOptions;
   compileOptions.tiling = tiling;
-  Expected<compiler::KernelSource> source =
-      compiler::compileGemm(spec, target, compileOptions);
+  compileOptions.quickCompile = options.compileMode == GemmCompileMode::Quick;
+  return compiler::compileGemm(spec, target, compileOptions);
+}
+
+Expected<GemmRunner::BuiltKernel>
+GemmRunner::build(const GemmSpec &spec, int64_t m,
+                  const GemmOptions &options) {
+  Expected<compiler::KernelSource> source = getSource(spec, m, options);
   if (!source)
     return source.takeError();
   runtime::CompileOptions nvrtc;
   nvrtc.arch = target.arch;
+  Expected<std::shared_ptr<const runtime::KernelEntry>> entry =
+      cache.getOrCompile(source->source, nvrtc);
+  if (!entry)
+    return entry.takeError();
+  return BuiltKernel{std::move(*source), std::move(*entry)};
+}
+
+Expected<unsigned> GemmRunner::warm(const GemmSpec &spec, int64_t m,
+                                    const GemmOptions &options) {
   uint64_t compilesBefore = cache.stats().compiles;
-  if (Error e = cache.getOrCompile(source->source, nvrtc).takeError())
+  if (Error e = build(spec, m, options).takeError())
     return std::move(e);
   for (bool operandB : {false, true})
-    if (std::optional<runtime::FoldSpec> fold =
-            getFoldSpec(asked, operandB, m))
+    if (std::optional<runtime::FoldSpec> fold = getFoldSpec(spec, operandB, m))
       if (Error e = runtime::compileFoldKernel(cache, *fold).takeError())
         return std::move(e);
   return unsigned(cache.stats().compiles - compilesBefore);

@@ -1,7 +1,10 @@
 //===- CompileCommand.cpp - moss-jit compile ------------------------------===//
 //
 // Runs the GEMM pipeline for one spec and emits one stage: the MLIR after
-// each pass, the CUDA C++ translation unit, or NVRTC's PTX or cubin.
+// each pass, the CUDA C++ translation unit, or NVRTC's PTX or cubin. The
+// kernel is the one the runtime launches: tiled as it tiles (the tuning
+// database, else the heuristic), and its PTX and cubin come from the kernel
+// cache, which a miss fills.
 //
 //===----------------------------------------------------------------------===//
 
@@ -9,7 +12,9 @@
 #include "GemmSpecOptions.h"
 
 #include "moss/Compiler/Compile.h"
-#include "moss/Runtime/Nvrtc.h"
+#include "moss/Compiler/Tiling.h"
+#include "moss/Runtime/Gemm.h"
+#include "moss/Runtime/KernelCache.h"
 #include "moss/Support/Npy.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -62,14 +67,6 @@ int runCompile() {
     return fail(std::move(e));
   compiler::TargetInfo target;
   target.arch = arch;
-  compiler::CompileOptions options;
-  options.quickCompile = getQuickCompile();
-  std::string stages;
-  if (emit == Emit::Mlir)
-    options.onStage = [&](StringRef stage, StringRef text) {
-      if (stage != compiler::kStageCuda)
-        stages += ("// ----- stage: " + stage + "\n" + text + "\n").str();
-    };
   // A spec that folds compiles the GEMM of its folded operands; the fold
   // itself is a separate kernel of the runtime (runtime::GpuFolder).
   if (spec->getFold() != numerics::BlockScaleFold::None) {
@@ -80,24 +77,52 @@ int runCompile() {
            << spec->getKernelSpec().str() << " (--fold none: the exact "
            << "per-32 kernel)\n";
   }
-  Expected<compiler::KernelSource> kernel =
-      compiler::compileGemm(*spec, target, options);
-  if (!kernel)
-    return fail(kernel.takeError());
+  // The rows the kernel is resolved for: a static M, else the heuristic's
+  // assumed M (what GemmRunner::prepare(spec) resolves).
+  int64_t rows = spec->m != compiler::GemmSpec::kDynamic
+                     ? spec->m
+                     : compiler::TilingOptions().assumedM;
+  std::unique_ptr<GemmRunner> runner =
+      GemmRunner::createForTarget(runtime::getDefaultKernelCache(), target);
+  GemmOptions runOptions;
+  runOptions.compileMode =
+      getQuickCompile() ? GemmCompileMode::Quick : GemmCompileMode::Full;
+  // CUDA and MLIR need no NVRTC; PTX and cubin come through the cache.
+  std::optional<GemmRunner::BuiltKernel> built;
+  if (emit == Emit::Ptx || emit == Emit::Cubin) {
+    Expected<GemmRunner::BuiltKernel> entry =
+        runner->build(*spec, rows, runOptions);
+    if (!entry)
+      return fail(entry.takeError());
+    built = std::move(*entry);
+  } else {
+    Expected<compiler::KernelSource> source =
+        runner->getSource(*spec, rows, runOptions);
+    if (!source)
+      return fail(source.takeError());
+    built = GemmRunner::BuiltKernel{std::move(*source), nullptr};
+  }
+  const compiler::KernelSource *kernel = &built->source;
 
   std::string text;
   if (emit == Emit::Mlir) {
-    text = std::move(stages);
+    // The pipeline's stages, with the tiling the runtime resolved.
+    compiler::CompileOptions options;
+    options.quickCompile = getQuickCompile();
+    options.tiling = kernel->tiling;
+    options.onStage = [&](StringRef stage, StringRef stageText) {
+      if (stage != compiler::kStageCuda)
+        text += ("// ----- stage: " + stage + "\n" + stageText + "\n").str();
+    };
+    Expected<compiler::KernelSource> staged =
+        compiler::compileGemm(spec->getKernelSpec(rows), target, options);
+    if (!staged)
+      return fail(staged.takeError());
   } else if (emit == Emit::Cuda) {
     text = kernel->source;
   } else {
-    runtime::CompileOptions nvrtc;
-    nvrtc.arch = arch;
-    Expected<runtime::CompileResult> result =
-        runtime::compileCuda(kernel->source, nvrtc);
-    if (!result)
-      return fail(result.takeError());
-    text = emit == Emit::Ptx ? result->ptx : result->cubin;
+    text = emit == Emit::Ptx ? std::string(built->entry->getPtx())
+                             : std::string(built->entry->getCubin());
   }
   if (output == "-") {
     outs() << text;

@@ -24,6 +24,7 @@
 #define MOSS_RUNTIME_GEMM_H
 
 #include "moss/Compiler/GemmSpec.h"
+#include "moss/Compiler/KernelSource.h"
 #include "moss/Compiler/Tiling.h"
 #include "moss/Runtime/KernelCache.h"
 
@@ -39,9 +40,6 @@
 
 namespace moss {
 
-namespace compiler {
-struct KernelSource;
-} // namespace compiler
 namespace runtime {
 class GpuFolder;
 } // namespace runtime
@@ -210,6 +208,23 @@ public:
   /// M) for a dynamic one.
   llvm::Expected<const GemmKernelInfo *>
   prepare(const compiler::GemmSpec &spec, const GemmOptions &options = {});
+
+  /// The CUDA C++ of the full kernel run() launches for `m` rows of `spec`
+  /// (Quick mode: its quick-compile variant), tiled as run() resolves it:
+  /// options.tiling, else the tuning database, else the heuristic. Needs no
+  /// GPU and no NVRTC.
+  llvm::Expected<compiler::KernelSource>
+  getSource(const compiler::GemmSpec &spec, int64_t m,
+            const GemmOptions &options = {});
+
+  /// That kernel built into the kernel cache (or found there), with no GPU:
+  /// its source and the cache entry (PTX, cubin).
+  struct BuiltKernel {
+    compiler::KernelSource source;
+    std::shared_ptr<const runtime::KernelEntry> entry;
+  };
+  llvm::Expected<BuiltKernel> build(const compiler::GemmSpec &spec, int64_t m,
+                                    const GemmOptions &options = {});
 
   /// Builds into the kernel cache, with no GPU, the kernels run() needs for
   /// `m` rows of `spec`: the GEMM's full kernel (tiled as run() resolves
