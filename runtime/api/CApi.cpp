@@ -98,6 +98,23 @@ moss_error_t checkPointer(uint64_t ptr, bool needed, unsigned alignment,
   return nullptr;
 }
 
+/// Checks a quantization's input, codes and scales pointers against the
+/// scales `scheme` writes: `dataAlign` for the input and codes, `scaleAlign`
+/// for the scales.
+moss_error_t checkBuffers(uint64_t x, uint64_t q, uint64_t local,
+                          uint64_t global, unsigned dataAlign,
+                          unsigned scaleAlign, const ScalingScheme &scheme) {
+  if (moss_error_t e = checkPointer(x, true, dataAlign, "x", scheme))
+    return e;
+  if (moss_error_t e = checkPointer(q, true, dataAlign, "q", scheme))
+    return e;
+  if (moss_error_t e = checkPointer(local, scheme.hasLocalScales(),
+                                    scaleAlign, "local", scheme))
+    return e;
+  return checkPointer(global, scheme.hasGlobalScales(), scaleAlign, "global",
+                      scheme);
+}
+
 /// Checks the arguments common to moss_quantize and moss_cast_with_scale.
 moss_error_t checkCall(moss_context_t context,
                        const moss_quantize_spec_t *spec,
@@ -112,15 +129,8 @@ moss_error_t checkCall(moss_context_t context,
   // The scales written: the folded scheme's, for a quantization that folds.
   const ScalingScheme scheme =
       getFoldedScheme(converted.options.scheme, converted.options.fold);
-  if (moss_error_t e = checkPointer(buffers->x, true, 16, "x", scheme))
-    return e;
-  if (moss_error_t e = checkPointer(buffers->q, true, 16, "q", scheme))
-    return e;
-  if (moss_error_t e = checkPointer(buffers->local, scheme.hasLocalScales(), 4,
-                                    "local", scheme))
-    return e;
-  if (moss_error_t e = checkPointer(buffers->global, scheme.hasGlobalScales(),
-                                    4, "global", scheme))
+  if (moss_error_t e = checkBuffers(buffers->x, buffers->q, buffers->local,
+                                    buffers->global, 16, 4, scheme))
     return e;
   if (buffers->counters % 8 != 0)
     return invalid("buffers->counters must be 8-byte aligned, got 0x" +
@@ -232,17 +242,9 @@ moss_error_t moss_quantize_host(const moss_quantize_spec_t *spec,
   const ScalingScheme scheme =
       getFoldedScheme(converted.options.scheme, converted.options.fold);
   auto address = [](const void *p) { return uint64_t(uintptr_t(p)); };
-  if (moss_error_t e = checkPointer(address(buffers->x), true, 1, "x", scheme))
-    return e;
-  if (moss_error_t e = checkPointer(address(buffers->q), true, 1, "q", scheme))
-    return e;
-  if (moss_error_t e = checkPointer(address(buffers->local),
-                                    scheme.hasLocalScales(), 1, "local",
-                                    scheme))
-    return e;
-  if (moss_error_t e = checkPointer(address(buffers->global),
-                                    scheme.hasGlobalScales(), 1, "global",
-                                    scheme))
+  if (moss_error_t e = checkBuffers(address(buffers->x), address(buffers->q),
+                                    address(buffers->local),
+                                    address(buffers->global), 1, 1, scheme))
     return e;
 
   size_t count = size_t(converted.rows) * size_t(converted.cols);
