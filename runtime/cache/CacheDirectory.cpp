@@ -81,9 +81,24 @@ template <typename Visit> void forEachCacheFile(StringRef root, Visit visit) {
 
 } // namespace
 
+/// The non-empty entries of $MOSS_CACHE_DIR, a ':'-separated list.
+static SmallVector<StringRef, 4> getCacheDirList() {
+  SmallVector<StringRef, 4> dirs;
+  if (const char *list = std::getenv("MOSS_CACHE_DIR"))
+    StringRef(list).split(dirs, ':', /*MaxSplit=*/-1, /*KeepEmpty=*/false);
+  return dirs;
+}
+
+std::vector<std::string> getReadOnlyCacheDirectories() {
+  SmallVector<StringRef, 4> dirs = getCacheDirList();
+  if (dirs.size() < 2)
+    return {};
+  return std::vector<std::string>(dirs.begin(), dirs.end() - 1);
+}
+
 std::string getDefaultCacheDirectory() {
-  if (const char *dir = std::getenv("MOSS_CACHE_DIR"); dir && *dir)
-    return dir;
+  if (SmallVector<StringRef, 4> dirs = getCacheDirList(); !dirs.empty())
+    return dirs.back().str();
   SmallString<256> path;
   // XDG_CACHE_HOME, else $HOME/.cache (else the passwd entry's home).
   if (!sys::path::cache_directory(path))

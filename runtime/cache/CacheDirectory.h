@@ -21,10 +21,15 @@
 
 namespace moss::runtime {
 
-/// The default directory: $MOSS_CACHE_DIR, else $XDG_CACHE_HOME/moss, else
-/// ~/.cache/moss; empty when none can be determined. Reads the environment
-/// on every call.
+/// The default (writable) directory: the last entry of $MOSS_CACHE_DIR (a
+/// ':'-separated list), else $XDG_CACHE_HOME/moss, else ~/.cache/moss;
+/// empty when none can be determined. Reads the environment on every call.
 std::string getDefaultCacheDirectory();
+
+/// The entries of $MOSS_CACHE_DIR before its last: prebuilt directories
+/// that lookups read, in order, before the writable one, and that the cache
+/// never writes or deletes in.
+std::vector<std::string> getReadOnlyCacheDirectories();
 
 /// <root>/kernels/<2 hex>/<32 hex>.kernel.
 std::string getCacheEntryPath(llvm::StringRef root, const Hash128 &key);

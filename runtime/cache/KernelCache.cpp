@@ -116,6 +116,12 @@ std::string KernelCache::getDirectory() const {
                                    : options.directory;
 }
 
+std::vector<std::string> KernelCache::getReadOnlyDirectories() const {
+  if (!options.useDisk || !options.directory.empty())
+    return {};
+  return getReadOnlyCacheDirectories();
+}
+
 std::string KernelCache::getEntryPath(const CacheKey &key) const {
   std::string directory = getDirectory();
   return directory.empty() ? "" : getCacheEntryPath(directory, key);
@@ -229,6 +235,10 @@ KernelCache::loadOrCompile(StringRef source, const CompileOptions &resolved,
   std::string directory = getDirectory();
   uint64_t cap = 0;
   if (!directory.empty()) {
+    // Prebuilt directories first, then the writable one.
+    for (const std::string &prebuilt : getReadOnlyDirectories())
+      if (EntryPtr entry = readFromDisk(prebuilt, key, /*readOnly=*/true))
+        return entry;
     cap = getMaxDiskBytes();
     if (EntryPtr entry = readFromDisk(directory, key))
       return entry;
@@ -251,10 +261,13 @@ KernelCache::loadOrCompile(StringRef source, const CompileOptions &resolved,
 }
 
 KernelCache::EntryPtr KernelCache::readFromDisk(StringRef directory,
-                                                const CacheKey &key) {
+                                                const CacheKey &key,
+                                                bool readOnly) {
+  // A lookup counts one miss, in the writable directory.
   auto miss = [&]() -> EntryPtr {
     std::lock_guard<std::mutex> lock(mutex);
-    ++counters.diskMisses;
+    if (!readOnly)
+      ++counters.diskMisses;
     return nullptr;
   };
   std::string path = getCacheEntryPath(directory, key);
@@ -269,6 +282,12 @@ KernelCache::EntryPtr KernelCache::readFromDisk(StringRef directory,
   }
   if (status.type() != fs::file_type::regular_file ||
       status.getSize() > kMaxEntryBytes) {
+    if (readOnly) {
+      noteDiskError("'" + path + "': not a regular cache file of at most " +
+                    std::to_string(kMaxEntryBytes) +
+                    " bytes (a prebuilt directory: left as it is)");
+      return miss();
+    }
     std::error_code removed = removeCacheItem(path);
     {
       std::lock_guard<std::mutex> lock(mutex);
@@ -309,6 +328,11 @@ KernelCache::EntryPtr KernelCache::readFromDisk(StringRef directory,
       parseCacheFile((*buffer)->getBuffer(), key);
   if (!payload) {
     std::string why = toString(payload.takeError());
+    if (readOnly) {
+      noteDiskError("'" + path + "': " + why +
+                    " (a prebuilt directory: left as it is)");
+      return miss();
+    }
     // A concurrent writer only ever renames a complete file over this one,
     // so deleting can at worst drop a good entry, which is rebuilt.
     fs::remove(path);
@@ -319,7 +343,8 @@ KernelCache::EntryPtr KernelCache::readFromDisk(StringRef directory,
     }
     return miss();
   }
-  touchCacheFile(path);
+  if (!readOnly)
+    touchCacheFile(path);
   {
     std::lock_guard<std::mutex> lock(mutex);
     ++counters.diskHits;
@@ -398,6 +423,8 @@ void KernelCache::formatStats(raw_ostream &os) const {
   if (s.directory.empty()) {
     os << "disk cache:   off\n";
   } else {
+    for (const std::string &prebuilt : getReadOnlyDirectories())
+      os << "prebuilt:     " << prebuilt << " (read first, never written)\n";
     os << "disk cache:   " << s.directory << "\n"
        << "  entries:    " << s.diskEntries << " (";
     printBytes(os, s.diskBytes);

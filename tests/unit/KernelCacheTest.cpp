@@ -681,6 +681,58 @@ TEST(KernelCacheEnvTest, CacheDirIsReadAtEveryCall) {
   EXPECT_EQ(listFiles(b.str()).size(), 2u);
 }
 
+TEST(KernelCacheEnvTest, PrebuiltDirectoriesAreReadFirstAndNeverWritten) {
+  TempDir prebuilt, writable;
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  {
+    KernelCache builder(cacheIn(prebuilt.str(), makeStubCompiler(calls)));
+    ASSERT_TRUE(bool(builder.getOrCompile("shipped", sm90())));
+  }
+  ASSERT_EQ(*calls, 1);
+  std::string list = prebuilt.str() + "::" + writable.str();
+  ScopedEnv env("MOSS_CACHE_DIR", list.c_str());
+  KernelCacheOptions options;
+  options.compiler = makeStubCompiler(calls);
+  options.memoryCapacity = 0;
+  KernelCache cache(options);
+  EXPECT_EQ(cache.getDirectory(), writable.str());
+  EXPECT_EQ(cache.getReadOnlyDirectories(),
+            std::vector<std::string>{prebuilt.str()});
+
+  // The shipped kernel comes from the prebuilt directory, not compiled, and
+  // nothing is written anywhere.
+  Expected<std::shared_ptr<const KernelEntry>> shipped =
+      cache.getOrCompile("shipped", sm90());
+  ASSERT_TRUE(bool(shipped)) << toString(shipped.takeError());
+  expectStubEntry(**shipped, "shipped");
+  EXPECT_EQ(*calls, 1);
+  EXPECT_EQ(cache.stats().diskHits, 1u);
+  EXPECT_EQ(listFiles(writable.str()).size(), 0u);
+
+  // A new kernel is compiled into the writable directory only.
+  ASSERT_TRUE(bool(cache.getOrCompile("new", sm90())));
+  EXPECT_EQ(*calls, 2);
+  EXPECT_EQ(listFiles(prebuilt.str()).size(), 1u);
+  EXPECT_EQ(listFiles(writable.str()).size(), 1u);
+
+  // A damaged prebuilt entry is left as it is and compiled instead; clear()
+  // empties only the writable directory.
+  std::string file = listFiles(prebuilt.str()).begin()->first;
+  {
+    std::error_code ec;
+    raw_fd_ostream os(file, ec);
+    ASSERT_FALSE(ec);
+    os << "damaged";
+  }
+  KernelCache fresh(options);
+  ASSERT_TRUE(bool(fresh.getOrCompile("shipped", sm90())));
+  EXPECT_EQ(*calls, 3);
+  EXPECT_TRUE(fs::exists(file));
+  ASSERT_FALSE(fresh.clear());
+  EXPECT_EQ(listFiles(writable.str()).size(), 0u);
+  EXPECT_EQ(listFiles(prebuilt.str()).size(), 1u);
+}
+
 TEST(KernelCacheEnvTest, FallsBackToXdgThenHome) {
   TempDir xdg, home;
   KernelCacheOptions options;

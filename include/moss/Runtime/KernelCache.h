@@ -188,9 +188,13 @@ public:
   llvm::Expected<CacheKey> getKey(llvm::StringRef source,
                                   const CompileOptions &options);
 
-  /// The disk directory a call made now would use; empty when disk caching
-  /// is off or no directory can be determined.
+  /// The (writable) disk directory a call made now would use; empty when
+  /// disk caching is off or no directory can be determined.
   std::string getDirectory() const;
+  /// The prebuilt directories lookups read first, in order: the entries of
+  /// $MOSS_CACHE_DIR before its last (none when the options name the
+  /// directory or turn the disk off). They are never written to or cleared.
+  std::vector<std::string> getReadOnlyDirectories() const;
 
   /// The path of `key`'s file under getDirectory(); empty without one.
   std::string getEntryPath(const CacheKey &key) const;
@@ -216,7 +220,10 @@ private:
   llvm::Expected<EntryPtr> loadOrCompile(llvm::StringRef source,
                                          const CompileOptions &resolved,
                                          const CacheKey &key, bool compile);
-  EntryPtr readFromDisk(llvm::StringRef directory, const CacheKey &key);
+  /// A read-only directory is a prebuilt one: a bad entry there is left
+  /// alone, and a miss there does not count.
+  EntryPtr readFromDisk(llvm::StringRef directory, const CacheKey &key,
+                        bool readOnly = false);
   void writeToDisk(llvm::StringRef directory, uint64_t cap,
                    const KernelEntry &entry);
   /// The disk cap: the options', else $MOSS_CACHE_MAX_BYTES, else 1 GiB;
