@@ -64,6 +64,7 @@
 #include "moss/Runtime/TensorMaps.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
@@ -155,59 +156,62 @@ struct ApiVariant {
 
 } // namespace
 
+namespace {
+cl::opt<int> mOpt("m", cl::desc("M"), cl::init(8192));
+cl::opt<int> nOpt("n", cl::desc("N"), cl::init(8192));
+cl::opt<int> kOpt("k", cl::desc("K"), cl::init(8192));
+cl::opt<int> repeatOpt("repeat", cl::desc("Launches timed per variant"),
+                       cl::init(20));
+cl::opt<int> sustainedOpt(
+    "sustained",
+    cl::desc("Also time back-to-back launches for this many ms"),
+    cl::init(0));
+cl::list<std::string> onlyOpt(
+    "only", cl::desc("Run only variants whose name contains NAME (repeatable)"),
+    cl::value_desc("NAME"));
+cl::opt<bool> noCublasLt("no-cublaslt", cl::desc("Skip the cuBLASLt baselines"));
+cl::list<std::string> baselineOpt(
+    "baseline",
+    cl::desc("Run only baselines whose name contains NAME (repeatable)"),
+    cl::value_desc("NAME"));
+cl::list<std::string> nvrtcFlagOpt(
+    "nvrtc-flag", cl::desc("An extra NVRTC flag (repeatable)"),
+    cl::value_desc("FLAG"));
+cl::opt<bool> quickCompileOpt("quick-compile",
+                              cl::desc("Time the quick-compile variants"));
+cl::opt<bool> f16MmaOpt("f16-mma", cl::desc("Also time the f16-MMA kernels"));
+cl::list<std::string> tilingOpt(
+    "tiling", cl::desc("An extra tiling to time (repeatable)"),
+    cl::value_desc("TMxTNxSTAGES[xSPLITK]"));
+} // namespace
+
 int main(int argc, char **argv) {
-  int m = 8192, n = 8192, k = 8192, repeat = 20, sustainedMs = 0;
-  std::vector<std::string> only;          // name substrings, any of them
-  std::vector<std::string> onlyBaselines; // the same for the baselines
-  bool cublasLt = true, quickCompile = false, f16Mma = false;
-  std::vector<std::string> nvrtcFlags;
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "moss-bench-gemm: the GEMM kernels against cuBLASLt, in one process\n");
+  int m = mOpt, n = nOpt, k = kOpt, repeat = repeatOpt,
+      sustainedMs = sustainedOpt;
+  std::vector<std::string> only(onlyOpt.begin(), onlyOpt.end());
+  std::vector<std::string> onlyBaselines(baselineOpt.begin(),
+                                         baselineOpt.end());
+  bool cublasLt = !noCublasLt, quickCompile = quickCompileOpt,
+       f16Mma = f16MmaOpt;
+  std::vector<std::string> nvrtcFlags(nvrtcFlagOpt.begin(),
+                                      nvrtcFlagOpt.end());
   std::vector<std::array<int, 4>> extraTilings;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> const char * {
-      if (i + 1 >= argc)
-        die("missing value after " + a);
-      return argv[++i];
-    };
-    if (a == "--m")
-      m = std::atoi(next());
-    else if (a == "--n")
-      n = std::atoi(next());
-    else if (a == "--k")
-      k = std::atoi(next());
-    else if (a == "--repeat")
-      repeat = std::atoi(next());
-    else if (a == "--sustained")
-      sustainedMs = std::atoi(next());
-    else if (a == "--only")
-      only.push_back(next());
-    else if (a == "--no-cublaslt")
-      cublasLt = false;
-    else if (a == "--baseline")
-      onlyBaselines.push_back(next());
-    else if (a == "--nvrtc-flag")
-      nvrtcFlags.push_back(next());
-    else if (a == "--quick-compile")
-      quickCompile = true;
-    else if (a == "--f16-mma")
-      f16Mma = true;
-    else if (a == "--tiling") {
-      std::array<int, 4> t{0, 0, 0, 1};
-      const char *text = next();
-      int fields = std::sscanf(text, "%dx%dx%dx%d", &t[0], &t[1], &t[2], &t[3]);
-      if (fields != 3 && fields != 4)
-        die(std::string("--tiling takes TMxTNxSTAGES[xSPLITK], e.g. "
-                        "128x192x5 or 128x128x6x4; got ") +
-            text);
-      extraTilings.push_back(t);
-    } else
-      die("unknown argument " + a +
-          "; usage: moss-bench-gemm [--m M] [--n N] [--k K] [--repeat R] "
-          "[--only NAME]... [--no-cublaslt] [--baseline NAME]... "
-          "[--nvrtc-flag FLAG]... "
-          "[--tiling TMxTNxSTAGES[xSPLITK]]... [--sustained MS] "
-          "[--quick-compile] [--f16-mma]");
+  for (const std::string &text : tilingOpt) {
+    std::array<int, 4> t{0, 0, 0, 1};
+    char tail = 0;
+    int fields = std::sscanf(text.c_str(), "%dx%dx%dx%d%c", &t[0], &t[1],
+                             &t[2], &t[3], &tail);
+    if (fields != 3 && fields != 4)
+      die("--tiling takes TMxTNxSTAGES[xSPLITK], e.g. 128x192x5 or "
+          "128x128x6x4; got " +
+          text);
+    extraTilings.push_back(t);
   }
+  if (m < 1 || n < 1 || k < 1)
+    die("--m, --n and --k must be positive");
 
   if (repeat < 1)
     die("--repeat must be at least 1");

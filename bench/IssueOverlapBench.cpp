@@ -38,6 +38,7 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -338,17 +339,16 @@ void check(CUresult result, const char *what) {
 
 } // namespace
 
+namespace {
+cl::opt<int> chunksOpt("chunks", cl::desc("Work chunks per warp"),
+                       cl::init(4000));
+} // namespace
+
 int main(int argc, char **argv) {
-  int chunks = 4000;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--chunks" && i + 1 < argc) {
-      chunks = std::atoi(argv[++i]);
-    } else {
-      errs() << "usage: moss-bench-overlap [--chunks N]\n";
-      return 2;
-    }
-  }
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "moss-bench-overlap: FFMA issue next to running FP8 wgmma\n");
+  int chunks = chunksOpt;
   if (chunks < 1) {
     errs() << "moss-bench-overlap: --chunks must be positive\n";
     return 2;

@@ -12,6 +12,7 @@
 
 #include "moss/Runtime/Nvrtc.h"
 
+#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
@@ -57,21 +58,29 @@ __device__ __forceinline__ float scale(float x) {
 
 } // namespace
 
+namespace {
+cl::opt<bool> noMinimal("no-minimal", cl::desc("Compile without -minimal"));
+cl::opt<std::string> archOpt("arch", cl::desc("NVRTC target"),
+                             cl::init("sm_90a"));
+cl::opt<int> repeatOpt("repeat", cl::desc("Compiles of each unit"),
+                       cl::init(5));
+cl::list<std::string> flagOpt("nvrtc-flag",
+                              cl::desc("An extra NVRTC flag (repeatable)"),
+                              cl::value_desc("FLAG"));
+} // namespace
+
 int main(int argc, char **argv) {
+  cl::ParseCommandLineOptions(
+      argc, argv, "moss-bench-nvrtc: NVRTC start-up and compile times\n");
   CompileOptions options;
-  options.arch = "sm_90a";
+  options.arch = archOpt;
   options.headers.push_back({"helpers.cuh", kHelpers});
-  int repeat = 5;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--no-minimal")
-      options.minimal = false;
-    else if (arg == "--arch" && i + 1 < argc)
-      options.arch = argv[++i];
-    else if (arg == "--repeat" && i + 1 < argc)
-      repeat = std::atoi(argv[++i]);
-    else
-      options.flags.push_back(arg);
+  options.minimal = !noMinimal;
+  options.flags.assign(flagOpt.begin(), flagOpt.end());
+  int repeat = repeatOpt;
+  if (repeat < 1) {
+    errs() << "moss-bench-nvrtc: --repeat must be at least 1\n";
+    return 2;
   }
 
   auto start = std::chrono::steady_clock::now();

@@ -22,6 +22,7 @@
 #include "moss/Runtime/Driver.h"
 #include "moss/Runtime/Quantizer.h"
 
+#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -117,12 +118,20 @@ const char *inputName(InputType input) {
 
 } // namespace
 
+namespace {
+cl::opt<int> repeatOpt("repeat", cl::desc("Launches timed per case (>= 3)"),
+                       cl::init(0));
+cl::opt<bool> firstCallsOnlyOpt(
+    "first-calls-only",
+    cl::desc("Only the first calls (compile or cache load) of each case"));
+} // namespace
+
 int main(int argc, char **argv) {
-  for (int i = 1; i < argc; ++i)
-    if (std::string(argv[i]) == "--repeat" && i + 1 < argc)
-      repeat = std::max(3, std::atoi(argv[++i]));
-    else if (std::string(argv[i]) == "--first-calls-only")
-      firstCallsOnly = true;
+  cl::ParseCommandLineOptions(
+      argc, argv, "moss-bench-quantize: the GPU quantizers against a copy\n");
+  if (repeatOpt.getNumOccurrences())
+    repeat = std::max(3, int(repeatOpt));
+  firstCallsOnly = firstCallsOnlyOpt;
 
   Expected<Device> device = Device::open(0);
   if (!device)
