@@ -11,6 +11,7 @@
 
 #include "moss/Numerics/Fold.h"
 
+#include "moss/Runtime/RuntimeError.h"
 #include "moss/Runtime/WeightScaler.h"
 
 #include "llvm/ADT/StringRef.h"
@@ -31,16 +32,16 @@ using moss::capi::invalid;
 
 namespace {
 
-/// The code of a runtime error, from where its message says it came from.
-moss_error_code_t classify(StringRef message) {
-  if (message.starts_with("no CUDA driver") ||
-      message.starts_with("no CUDA device"))
+/// The C code of a runtime error's kind.
+moss_error_code_t getCode(ErrorKind kind) {
+  switch (kind) {
+  case ErrorKind::NoDevice:
     return MOSS_ERROR_NO_DEVICE;
-  if (message.contains("NVRTC") || message.contains("nvrtc"))
+  case ErrorKind::Compile:
     return MOSS_ERROR_COMPILE;
-  if ((message.starts_with("cu") && message.contains(" failed: ")) ||
-      message.contains("CUDA_ERROR_") || message.contains("kernel image"))
+  case ErrorKind::Cuda:
     return MOSS_ERROR_CUDA;
+  }
   return MOSS_ERROR_INTERNAL;
 }
 
@@ -197,8 +198,18 @@ moss_error_t moss::capi::convert(Error error,
                                  std::optional<moss_error_code_t> code) {
   if (!error)
     return nullptr;
-  std::string message = toString(std::move(error));
-  return makeError(code ? *code : classify(message), message);
+  // The code comes from the error's type (runtime::RuntimeError); anything
+  // untyped is internal.
+  moss_error_code_t typed = MOSS_ERROR_INTERNAL;
+  std::string message;
+  handleAllErrors(std::move(error), [&](const ErrorInfoBase &info) {
+    if (info.isA<RuntimeError>())
+      typed = getCode(static_cast<const RuntimeError &>(info).getKind());
+    if (!message.empty())
+      message += "\n";
+    message += info.message();
+  });
+  return makeError(code ? *code : typed, message);
 }
 
 extern "C" {

@@ -43,7 +43,8 @@ moss_error_t makeError(moss_error_code_t code, const llvm::Twine &message);
 moss_error_t invalid(const llvm::Twine &message);
 
 /// Converts `error` (consuming it); NULL for success. The code comes from
-/// the message's source (driver, NVRTC) unless `code` forces one.
+/// the error's type (runtime::RuntimeError; other errors are internal)
+/// unless `code` forces one.
 moss_error_t convert(llvm::Error error,
                      std::optional<moss_error_code_t> code = std::nullopt);
 

@@ -3,6 +3,7 @@
 #include "moss/Runtime/Device.h"
 
 #include "moss/Runtime/Driver.h"
+#include "moss/Runtime/RuntimeError.h"
 
 #include "llvm/ADT/Twine.h"
 
@@ -16,10 +17,10 @@ Expected<CUdevice> getDeviceHandle(const DriverApi &api, int ordinal) {
   if (Error err = checkCuda(api.deviceGetCount(&count), "cuDeviceGetCount"))
     return std::move(err);
   if (ordinal < 0 || ordinal >= count)
-    return createStringError(inconvertibleErrorCode(),
-                             "no CUDA device " + Twine(ordinal) +
-                                 ": the driver sees " + Twine(count) +
-                                 " device(s), numbered from 0");
+    return makeRuntimeError(ErrorKind::NoDevice,
+                            "no CUDA device " + Twine(ordinal) +
+                                ": the driver sees " + Twine(count) +
+                                " device(s), numbered from 0");
   CUdevice device = 0;
   if (Error err = checkCuda(api.deviceGet(&device, ordinal), "cuDeviceGet"))
     return std::move(err);

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "moss/Runtime/Driver.h"
+#include "moss/Runtime/RuntimeError.h"
 
 #include "llvm/ADT/Twine.h"
 
@@ -127,16 +128,16 @@ const DriverState &getDriverState() {
 Expected<const DriverApi &> getDriverApi() {
   const DriverState &state = getDriverState();
   if (!state.error.empty())
-    return createStringError(inconvertibleErrorCode(), state.error);
+    return makeRuntimeError(ErrorKind::NoDevice, state.error);
   return state.api;
 }
 
 bool isDriverAvailable() { return getDriverState().error.empty(); }
 
 Error makeCudaError(CUresult result, const Twine &call) {
-  return createStringError(
-      inconvertibleErrorCode(),
-      call + " failed: " + describe(getDriverState().api, result));
+  return makeRuntimeError(ErrorKind::Cuda,
+                          call + " failed: " +
+                              describe(getDriverState().api, result));
 }
 
 Error checkCuda(CUresult result, const Twine &call) {

@@ -3,6 +3,7 @@
 #include "moss/Runtime/Nvrtc.h"
 
 #include "moss/Runtime/Device.h"
+#include "moss/Runtime/RuntimeError.h"
 #include "moss/Runtime/Templates.h"
 
 #include "llvm/ADT/SmallVector.h"
@@ -103,14 +104,13 @@ const NvrtcState &getNvrtcState() {
 Expected<const NvrtcApi &> getNvrtcApi() {
   const NvrtcState &state = getNvrtcState();
   if (!state.error.empty())
-    return createStringError(inconvertibleErrorCode(), state.error);
+    return makeRuntimeError(ErrorKind::Compile, state.error);
   return state.api;
 }
 
 Error makeNvrtcError(const NvrtcApi &api, nvrtcResult result, StringRef call) {
-  return createStringError(inconvertibleErrorCode(),
-                           call +
-                               " failed: " + api.nvrtcGetErrorString(result));
+  return makeRuntimeError(ErrorKind::Compile,
+                          call + " failed: " + api.nvrtcGetErrorString(result));
 }
 
 /// Destroys the program on every path out of compileCuda.
@@ -224,11 +224,11 @@ Expected<CompileResult> compileCuda(StringRef source,
     std::string command;
     for (const std::string &flag : *flags)
       command += " " + flag;
-    return createStringError(inconvertibleErrorCode(),
-                             "NVRTC could not compile '" +
-                                 resolved.programName + "' (flags:" + command +
-                                 "): " + api.nvrtcGetErrorString(compiled) +
-                                 "\n" + out.log);
+    return makeRuntimeError(ErrorKind::Compile,
+                            "NVRTC could not compile '" +
+                                resolved.programName + "' (flags:" + command +
+                                "): " + api.nvrtcGetErrorString(compiled) +
+                                "\n" + out.log);
   }
 
   size_t size = 0;

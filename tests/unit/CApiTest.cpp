@@ -8,7 +8,10 @@
 
 #include "moss/moss.h"
 
+#include "../../runtime/api/CApiInternal.h"
+
 #include "moss/Numerics/Quantize.h"
+#include "moss/Runtime/RuntimeError.h"
 #include "moss/Runtime/Driver.h"
 
 #include "gtest/gtest.h"
@@ -228,6 +231,29 @@ TEST(CApiTest, NullArguments) {
   options.device_ordinal = -1;
   expectError(moss_context_create(&options, &context),
               MOSS_ERROR_INVALID_ARGUMENT, "options->device_ordinal=-1");
+}
+
+TEST(CApiTest, ErrorCodesComeFromTheErrorsTypeNotItsWording) {
+  using moss::runtime::ErrorKind;
+  using moss::runtime::makeRuntimeError;
+  auto codeOf = [](llvm::Error error) {
+    ErrorPtr converted(moss::capi::convert(std::move(error)));
+    return moss_error_code(converted.get());
+  };
+  EXPECT_EQ(codeOf(makeRuntimeError(ErrorKind::NoDevice, "x")),
+            MOSS_ERROR_NO_DEVICE);
+  EXPECT_EQ(codeOf(makeRuntimeError(ErrorKind::Compile, "x")),
+            MOSS_ERROR_COMPILE);
+  EXPECT_EQ(codeOf(makeRuntimeError(ErrorKind::Cuda, "x")), MOSS_ERROR_CUDA);
+  // Words that once decided the code no longer do.
+  EXPECT_EQ(codeOf(llvm::createStringError(
+                "no CUDA device: cuLaunch failed: NVRTC CUDA_ERROR_")),
+            MOSS_ERROR_INTERNAL);
+  ErrorPtr joined(moss::capi::convert(llvm::joinErrors(
+      makeRuntimeError(ErrorKind::Cuda, "first"),
+      llvm::createStringError("second"))));
+  EXPECT_EQ(moss_error_code(joined.get()), MOSS_ERROR_CUDA);
+  EXPECT_STREQ(moss_error_message(joined.get()), "first\nsecond");
 }
 
 TEST(CApiTest, HostQuantizeWritesTheReferenceForBf16Input) {
