@@ -35,7 +35,7 @@ Expected<ScalingScheme> makeScheme(SchemeName name, StringRef block,
   int64_t blockCols = name == SchemeName::PerGroup ? 128 : 32;
   if (!block.empty()) {
     auto [rowsText, colsText] = block.split('x');
-    if (colsText.empty()) {
+    if (!block.contains('x')) {
       Expected<int64_t> cols = parseLength(rowsText, block);
       if (!cols)
         return cols.takeError();

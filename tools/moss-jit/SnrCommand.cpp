@@ -256,6 +256,12 @@ int runSnr() {
     if (sampleRows <= 0 || sampleCols <= 0)
       return fail("--rows and --cols must be positive, got " +
                   Twine(sampleRows) + " and " + Twine(sampleCols));
+    // The sample and its quantizations live in memory: bound them first.
+    constexpr int64_t kMaxSampleElements = int64_t(1) << 28;
+    if (sampleCols > kMaxSampleElements / sampleRows)
+      return fail("--rows " + Twine(sampleRows) + " x --cols " +
+                  Twine(sampleCols) + " is more than the 2^28 elements a "
+                  "sample may have");
     if (sample == SampleKind::StudentT && !(dof > 0.0))
       return fail("--dof must be positive, got " + printed("%g", dof));
     x.rows = sampleRows;
