@@ -201,7 +201,6 @@ compiler::compileGemm(const GemmSpec &spec, const TargetInfo &target,
   kernel.launch.sharedBytes = usage.sharedBytes;
   kernel.launch.cluster[0] =
       static_cast<unsigned>(kernel.tiling.clusterM * kernel.tiling.clusterN);
-  kernel.launch.grid = GridPolicy::Persistent;
   if (options.onStage)
     options.onStage(kStageCuda, kernel.source);
   return kernel;

@@ -124,7 +124,6 @@ TEST(CompileGemmTest, MossForwardSource) {
   // Six 128x128 stages with their tables, and one set of staging buffers.
   EXPECT_EQ(kernel.launch.sharedBytes, 226400u);
   EXPECT_EQ(kernel.launch.cluster[0], 2u); // the planned 32 M tiles pair up
-  EXPECT_EQ(kernel.launch.grid, GridPolicy::Persistent);
   EXPECT_EQ(kernel.tiling.source, TilingSource::Heuristic);
   EXPECT_EQ(kernel.spec.n, 11008);
   // Persistent grid: one block per SM, fewer when there are fewer tiles.

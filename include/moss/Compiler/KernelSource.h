@@ -17,15 +17,6 @@
 
 namespace moss::compiler {
 
-/// How many thread blocks a launch gets.
-enum class GridPolicy : uint8_t {
-  /// Persistent: one block per SM (rounded down to whole clusters), but no
-  /// more than the (cluster-rounded) number of output tiles times split-K
-  /// slices; each block walks tiles in the tiling's raster order. This is
-  /// `moss::gemm::gridSize<Config>(m, smCount)` of the templates.
-  Persistent = 0,
-};
-
 /// Launch geometry of a GEMM kernel (docs/GEMM-KERNEL-ABI.md, "Launch").
 struct LaunchGeometry {
   /// Threads per block: `Config::kThreads`. The value is the compiler's
@@ -39,7 +30,8 @@ struct LaunchGeometry {
   /// Cluster dimensions: (ClusterM * ClusterN, 1, 1); {1, 1, 1} means no
   /// cluster launch.
   unsigned cluster[3] = {1, 1, 1};
-  GridPolicy grid = GridPolicy::Persistent;
+  // The grid is always persistent: `moss::gemm::gridSize<Config>(m,
+  // smCount)` of the templates (one block per SM, no more than the tiles).
 };
 
 /// One compiled GEMM, ready for NVRTC.

@@ -45,8 +45,6 @@ public:
   /// Makes the primary context current on the calling thread.
   llvm::Error makeCurrent() const;
 
-  /// The ordinal this device was opened with.
-  int getOrdinal() const { return ordinal; }
   /// The driver's device handle.
   CUdevice getHandle() const { return device; }
   /// The retained primary context.

@@ -224,7 +224,6 @@ public:
   llvm::Error poll();
 
   const WeightScalerStats &stats() const { return planner.stats(); }
-  const WeightScalePlanner &getPlanner() const { return planner; }
 
   /// Snapshot slots: the GPU may lag this many steps behind the host before
   /// a snapshot is overwritten unread.

@@ -222,11 +222,5 @@ LogicalResult GemmOp::verify() {
   return success();
 }
 
-float GemmOp::getBetaOrDefault() {
-  if (std::optional<APFloat> beta = getBeta())
-    return beta->convertToFloat();
-  return getC() ? 1.0f : 0.0f;
-}
-
 #define GET_OP_CLASSES
 #include "moss/Dialect/MOSS/IR/MOSSOps.cpp.inc"

@@ -115,11 +115,6 @@ def MOSS_GemmOp : MOSS_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
     (`beta` `(` $beta^ `)`)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
-  let extraClassDeclaration = [{
-    /// The effective beta: the attribute's value, 1 when `c` is present
-    /// without one, 0 without `c`.
-    float getBetaOrDefault();
-  }];
 }
 
 #endif // MOSS_OPS_TD
