@@ -190,7 +190,8 @@ struct TilingOptions {
   /// planned M's tiles pair up and fill at least a wave (a dynamic M is
   /// planned as assumedM, or by the runtime for the launch's bucket): each
   /// kernel alone at the power cap on the H200, 0-4% faster than 1x1
-  /// (docs/PERFORMANCE.md, eighth to tenth sessions).
+  /// (2026-11-29, docs/PERFORMANCE.md "each kernel alone at the power cap"
+  /// and "2x1 clusters for a dynamic M").
   bool allowClusters = true;
   /// Pipeline depth bounds.
   int64_t minStages = 3;
