@@ -99,6 +99,18 @@ moss_error_t checkPointer(uint64_t ptr, bool needed, unsigned alignment,
   return nullptr;
 }
 
+/// Converts a quantization call's spec and checks it has buffers; `scheme`
+/// gets the scales it writes (the folded scheme's, for one that folds).
+moss_error_t convertCall(const moss_quantize_spec_t *spec, const void *buffers,
+                         QuantizeSpec &converted, ScalingScheme &scheme) {
+  if (moss_error_t error = convertSpec(spec, converted))
+    return error;
+  if (!buffers)
+    return invalid("buffers is NULL");
+  scheme = getFoldedScheme(converted.options.scheme, converted.options.fold);
+  return nullptr;
+}
+
 /// Checks a quantization's input, codes and scales pointers against the
 /// scales `scheme` writes: `dataAlign` for the input and codes, `scaleAlign`
 /// for the scales.
@@ -123,13 +135,9 @@ moss_error_t checkCall(moss_context_t context,
                        QuantizeSpec &converted, QuantizeBuffers &out) {
   if (!context)
     return invalid("context is NULL");
-  if (moss_error_t error = convertSpec(spec, converted))
+  ScalingScheme scheme;
+  if (moss_error_t error = convertCall(spec, buffers, converted, scheme))
     return error;
-  if (!buffers)
-    return invalid("buffers is NULL");
-  // The scales written: the folded scheme's, for a quantization that folds.
-  const ScalingScheme scheme =
-      getFoldedScheme(converted.options.scheme, converted.options.fold);
   if (moss_error_t e = checkBuffers(buffers->x, buffers->q, buffers->local,
                                     buffers->global, 16, 4, scheme))
     return e;
@@ -246,12 +254,9 @@ moss_error_t moss_quantize_layout(const moss_quantize_spec_t *spec,
 moss_error_t moss_quantize_host(const moss_quantize_spec_t *spec,
                                 const moss_quantize_host_buffers_t *buffers) {
   QuantizeSpec converted;
-  if (moss_error_t error = convertSpec(spec, converted))
+  ScalingScheme scheme;
+  if (moss_error_t error = convertCall(spec, buffers, converted, scheme))
     return error;
-  if (!buffers)
-    return invalid("buffers is NULL");
-  const ScalingScheme scheme =
-      getFoldedScheme(converted.options.scheme, converted.options.fold);
   auto address = [](const void *p) { return uint64_t(uintptr_t(p)); };
   if (moss_error_t e = checkBuffers(address(buffers->x), address(buffers->q),
                                     address(buffers->local),

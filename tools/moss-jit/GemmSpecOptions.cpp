@@ -141,6 +141,10 @@ cl::opt<std::string>
                     "the compiler's choice)"),
            cl::sub(getRunCommand()), cl::sub(getBenchCommand()),
            cl::cat(category));
+// run and bench compile for the GPU they run on; --arch is compile's. Known
+// here so that it gets that answer, not LLVM's reading of "-a -r -c -h".
+cl::opt<std::string> runArch("arch", cl::Hidden, cl::sub(getRunCommand()),
+                             cl::sub(getBenchCommand()));
 cl::opt<bool> quickCompile(
     "quick-compile",
     cl::desc("The kernel's quick-compile variant (less than half the NVRTC "
@@ -163,6 +167,11 @@ static Expected<compiler::FloatType> parseFloatType(StringRef text,
 }
 
 Expected<compiler::GemmSpec> getGemmSpec(bool mIsLaunchRows) {
+  if (runArch.getNumOccurrences())
+    return createStringError(inconvertibleErrorCode(),
+                             "--arch is not an option of run and bench: they "
+                             "compile for the GPU they run on (moss-jit "
+                             "compile takes --arch)");
   compiler::GemmSpec spec;
   // Sizes in range before anything else: the kernels take 1 <= M, N, K
   // < 2^31 (M may also be omitted for compile).
