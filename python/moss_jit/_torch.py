@@ -61,6 +61,13 @@ class _DeviceGuard:
             torch.cuda.set_device(self.previous)
 
 
+def _call_on_device(index, function, *args):
+    """Runs the libmoss call function(context, *args, stream) on device
+    `index` (this thread's context, torch's current stream there)."""
+    with _DeviceGuard(index):
+        _capi.check(function(_capi.context(index), *args, _raw_stream(index)))
+
+
 def _aligned(tensor, name, alignment=16):
     if tensor.data_ptr() % alignment:
         raise ValueError(f"{name} must be {alignment}-byte aligned in device "
@@ -107,10 +114,8 @@ def quantize_raw(x, spec, layout, counters=None):
             x.data_ptr(), q.data_ptr(),
             local.data_ptr() if local is not None else 0,
             glob.data_ptr() if glob is not None else 0, counter_ptr)
-        with _DeviceGuard(index):
-            _capi.check(_capi.lib.moss_quantize(
-                _capi.context(index), ctypes.byref(spec),
-                ctypes.byref(buffers), _raw_stream(index)))
+        _call_on_device(index, _capi.lib.moss_quantize, ctypes.byref(spec),
+                        ctypes.byref(buffers))
     elif x.device.type == "cpu":
         buffers = _capi.QuantizeHostBuffers(
             x.data_ptr(), q.data_ptr(),
@@ -135,21 +140,19 @@ def cast_with_scale(x, scale, fmt="e4m3", transpose=False):
             or scale.numel() != 1 or scale.device != x.device):
         raise ValueError(f"scale must be a float32 tensor of one element on "
                          f"{x.device}")
-    spec, layout = schemes.quantize_spec(
-        int(x.shape[0]), int(x.shape[1]), input_type, "per-tensor", fmt, 1, 0,
-        "tensor", bool(transpose), "none")
-    q, _, glob = _empty_outputs(layout, x.device)
     if not x.is_cuda:
         raise ValueError(f"x is on {x.device}; cast_with_scale takes CUDA "
                          "tensors (on the CPU, quantize(x, 'per-tensor'))")
     index = _check_cuda_device(x, "x", hopper=False)
     _aligned(x, "x")
+    spec, layout = schemes.quantize_spec(
+        int(x.shape[0]), int(x.shape[1]), input_type, "per-tensor", fmt, 1, 0,
+        "tensor", bool(transpose), "none")
+    q, _, glob = _empty_outputs(layout, x.device)
     buffers = _capi.QuantizeBuffers(x.data_ptr(), q.data_ptr(), 0,
                                     glob.data_ptr(), 0)
-    with _DeviceGuard(index):
-        _capi.check(_capi.lib.moss_cast_with_scale(
-            _capi.context(index), ctypes.byref(spec), scale.data_ptr(),
-            ctypes.byref(buffers), _raw_stream(index)))
+    _call_on_device(index, _capi.lib.moss_cast_with_scale, ctypes.byref(spec),
+                    scale.data_ptr(), ctypes.byref(buffers))
     return q.view(FP8_DTYPES[fmt])
 
 
@@ -353,11 +356,8 @@ def gemm_raw(a, b, out_dtype, bias, c, beta, amax, mma, fold):
         buffers.c = c.data_ptr()
     if amax_out is not None:
         buffers.amax = amax_out.data_ptr()
-    with _DeviceGuard(index):
-        _capi.check(_capi.lib.moss_gemm(_capi.context(index),
-                                        ctypes.byref(spec), m,
-                                        ctypes.byref(buffers),
-                                        _raw_stream(index)))
+    _call_on_device(index, _capi.lib.moss_gemm, ctypes.byref(spec), m,
+                    ctypes.byref(buffers))
     return d, amax_out
 
 

@@ -213,8 +213,8 @@ static Error checkBufferRanges(const GemmSpec &spec, int64_t m,
   return Error::success();
 }
 
-Error moss::checkGemmLaunch(const GemmSpec &spec, int64_t m,
-                            const GemmBuffers &buffers) {
+/// checkGemmSpecAt, and that `m` rows can be launched with the spec.
+static Error checkGemmRows(const GemmSpec &spec, int64_t m) {
   if (Error e = checkGemmSpecAt(spec, m))
     return e;
   if (m < 0 || m > std::numeric_limits<int32_t>::max())
@@ -225,6 +225,13 @@ Error moss::checkGemmLaunch(const GemmSpec &spec, int64_t m,
                    " but the spec is specialized to M=" + Twine(spec.m) +
                    "; use a spec with a dynamic M (-1) to "
                    "launch other row counts");
+  return Error::success();
+}
+
+Error moss::checkGemmLaunch(const GemmSpec &spec, int64_t m,
+                            const GemmBuffers &buffers) {
+  if (Error e = checkGemmRows(spec, m))
+    return e;
 
   GemmScaleCounts counts = getGemmScaleCounts(spec, m);
   if (Error e = checkOperand(buffers.a, "a", spec.aScaling, m, counts.aLocal,
@@ -579,15 +586,9 @@ GemmRunner::resolveTiling(const GemmSpec &spec, int64_t m,
 Expected<compiler::KernelSource>
 GemmRunner::getSource(const GemmSpec &asked, int64_t m,
                       const GemmOptions &options) {
-  if (Error e = checkGemmSpec(asked))
+  // The checks of a launch of m rows, buffers aside: run() builds this kernel.
+  if (Error e = checkGemmRows(asked, m))
     return std::move(e);
-  if (m < 1 || m >= (int64_t(1) << 31) ||
-      (asked.m != GemmSpec::kDynamic && m != asked.m))
-    return invalid("M=" + Twine(m) + " cannot be built: expected 1 <= M < "
-                   "2^31" +
-                   (asked.m != GemmSpec::kDynamic
-                        ? ", the spec's static M " + Twine(asked.m)
-                        : Twine()));
   const GemmSpec spec = asked.getKernelSpec(m);
   std::optional<compiler::TileConfig> tiling = options.tiling;
   if (!tiling) {
