@@ -4,6 +4,7 @@
 
 #include "moss/Runtime/Driver.h"
 #include "moss/Runtime/Folder.h"
+#include "moss/Runtime/Module.h"
 #include "moss/Numerics/Fold.h"
 
 #include "llvm/ADT/Twine.h"
@@ -46,6 +47,15 @@ int vecElements(InputType input) { return input == InputType::F32 ? 4 : 8; }
 /// (QuantizerCompileTest checks).
 constexpr int kMaxVecsPerThread = 4;
 
+/// The transposed kernel's CTA and tile (ColumnwiseConfig in
+/// templates/moss/quantize/columnwise.cuh): 128 input rows by 128 bytes of
+/// input columns.
+constexpr int kColumnwiseThreads = 128;
+constexpr int kColumnwiseTileRows = 128;
+int64_t columnwiseTileCols(InputType input) {
+  return input == InputType::F32 ? 32 : 64;
+}
+
 bool isSquareGroup(const ScalingScheme &scheme) {
   return scheme.kind == ScalingKind::PerGroup && scheme.blockRows > 1;
 }
@@ -74,6 +84,7 @@ Variant chooseVariant(const QuantizeSpec &spec, bool withScale) {
 
   if (spec.options.transpose) {
     v.family = Family::Columnwise;
+    v.threads = kColumnwiseThreads;
     v.globalPerRow = hasGlobal && scheme.globalPerRow();
     if (!scheme.hasLocalScales())
       v.block = 32;
@@ -132,10 +143,11 @@ Error checkGpuQuantizeSpec(const QuantizeSpec &spec) {
                    "128, got " +
                    Twine(scheme.blockCols));
   if (spec.options.transpose) {
-    if (llvm::divideCeil(spec.rows, 32) > 65535)
+    if (llvm::divideCeil(spec.rows, kColumnwiseTileRows) > 65535)
       return invalid("rows=" + Twine(spec.rows) +
                      " is too many for the transposed GPU quantizer "
-                     "(at most 2097120)");
+                     "(at most " +
+                     Twine(65535 * kColumnwiseTileRows) + ")");
     return Error::success();
   }
   int vec = vecElements(spec.input);
@@ -201,10 +213,12 @@ Expected<QuantizerSource> generateQuantizerSource(const QuantizeSpec &spec,
                        config + ";\n";
   if (options.fold != BlockScaleFold::None)
     source += "\n" + getFoldTableSource(options.format);
-  // A fold holds more per vector; at most 64 registers keep the row-wise
-  // kernel's residency (1024 threads per SM) as without it.
-  const int minBlocks =
-      options.fold == BlockScaleFold::None ? 1 : std::max(1, 1024 / v.threads);
+  // The row-wise kernel keeps at least 768 threads per SM (at most 85
+  // registers for up to 256 threads, 64 for more); left alone, ptxas gives
+  // the encoding's independent values enough registers to halve that.
+  const int minBlocks = v.family == Family::Rowwise
+                            ? int(llvm::divideCeil(768, v.threads))
+                            : 1;
   auto addKernel = [&](StringRef name, StringRef pass) {
     source += formatv("\nextern \"C\" __global__ void __launch_bounds__({0}, "
                       "{3})\n"
@@ -231,7 +245,59 @@ struct GpuQuantizer::Plan {
   CUfunction reduce = nullptr;
   CUfunction quantize = nullptr;
   Variant variant;
+  /// Dynamic shared memory per CTA: the row-wise kernel's staged rows, the
+  /// square-block kernel's block.
+  unsigned sharedBytes = 0;
+  /// Row-wise kernel: rows in flight per CTA, and CTAs resident per SM.
+  int stages = 1;
+  int ctasPerSm = 1;
 };
+
+/// Shared memory of an SM given to the row-wise kernel's staged rows: of
+/// sm_90's 228 KiB, the rest holds the static tables (fold) and scratch.
+constexpr int64_t kRowStageBudget = 192 * 1024;
+/// The row-wise kernel's most rows in flight per CTA (kMaxRowStages of
+/// templates/moss/quantize/common.cuh).
+constexpr int kMaxRowStages = 8;
+
+/// Sizes the row-wise kernel's stages: as many CTAs per SM as its registers
+/// allow while each keeps two rows in flight, then as many stages as the
+/// budget gives each.
+static Error planRowStages(GpuQuantizer::Plan &plan, const QuantizeSpec &spec) {
+  Expected<const DriverApi &> api = getDriverApi();
+  if (!api)
+    return api.takeError();
+  const int threads = plan.variant.threads;
+  const int64_t rowBytes =
+      spec.cols * (spec.input == InputType::F32 ? 4 : 2);
+  int byRegisters = 0;
+  if (Error e = checkCuda(api->occupancyMaxActiveBlocksPerMultiprocessor(
+                              &byRegisters, plan.quantize, threads, 0),
+                          "cuOccupancyMaxActiveBlocksPerMultiprocessor"))
+    return e;
+  int64_t ctas = std::clamp<int64_t>(
+      std::min<int64_t>(byRegisters, kRowStageBudget / (2 * rowBytes)), 1,
+      32);
+  plan.stages = int(std::clamp<int64_t>(kRowStageBudget / (ctas * rowBytes),
+                                        1, kMaxRowStages));
+  plan.sharedBytes = unsigned(plan.stages * rowBytes);
+  for (CUfunction function : {plan.reduce, plan.quantize})
+    if (function)
+      if (Error e = setSharedMemoryLimit(function, plan.sharedBytes))
+        return e;
+  int resident = 0;
+  if (Error e = checkCuda(api->occupancyMaxActiveBlocksPerMultiprocessor(
+                              &resident, plan.quantize, threads,
+                              plan.sharedBytes),
+                          "cuOccupancyMaxActiveBlocksPerMultiprocessor"))
+    return e;
+  if (resident < 1)
+    return invalid("the row-wise quantizer of K=" + Twine(spec.cols) +
+                   " does not fit an SM (" + Twine(plan.sharedBytes) +
+                   " bytes of shared memory)");
+  plan.ctasPerSm = resident;
+  return Error::success();
+}
 
 GpuQuantizer::GpuQuantizer(KernelCache &cache, int smCount)
     : cache(cache), smCount(smCount) {}
@@ -290,6 +356,15 @@ GpuQuantizer::getPlan(const QuantizeSpec &spec, bool withScale) {
     if (!reduce)
       return reduce.takeError();
     plan->reduce = *reduce;
+  }
+  if (plan->variant.family == Family::Rowwise) {
+    if (Error e = planRowStages(*plan, spec))
+      return std::move(e);
+  } else if (plan->variant.family == Family::Tile2d) {
+    plan->sharedBytes = unsigned(plan->variant.block * plan->variant.block *
+                                 (spec.input == InputType::F32 ? 4 : 2));
+    if (Error e = setSharedMemoryLimit(plan->quantize, plan->sharedBytes))
+      return std::move(e);
   }
   return (plans[key] = std::move(plan)).get();
 }
@@ -382,9 +457,10 @@ Error GpuQuantizer::run(const QuantizeSpec &spec,
     CUdeviceptr x;
     int rows, cols;
     CUdeviceptr q, local, global, globalBits, scaleIn, saturated, nonFinite;
+    int stages;
   } args{buffers.x,      int(spec.rows), int(spec.cols), buffers.q,
          buffers.local,  buffers.global, globalBits,     scale,
-         counters,       counters + 8};
+         counters,       counters + 8,   (*plan)->stages};
   void *params[] = {&args};
 
   LaunchConfig launch;
@@ -392,19 +468,23 @@ Error GpuQuantizer::run(const QuantizeSpec &spec,
   launch.block[0] = unsigned(v.threads);
   switch (v.family) {
   case Family::Rowwise: {
-    int64_t resident = int64_t(smCount) * std::max(1, 2048 / v.threads);
+    int64_t resident = int64_t(smCount) * (*plan)->ctasPerSm;
     launch.grid[0] = unsigned(std::min<int64_t>(spec.rows, resident));
+    launch.sharedMemoryBytes = (*plan)->sharedBytes;
+    launch.sharedMemoryLimitSet = true;
     break;
   }
-  case Family::Columnwise: {
-    int tileRows = scheme.hasLocalScales() ? v.block : 32;
-    launch.grid[0] = unsigned(llvm::divideCeil(spec.cols, 64));
-    launch.grid[1] = unsigned(llvm::divideCeil(spec.rows, tileRows));
+  case Family::Columnwise:
+    launch.grid[0] =
+        unsigned(llvm::divideCeil(spec.cols, columnwiseTileCols(spec.input)));
+    launch.grid[1] =
+        unsigned(llvm::divideCeil(spec.rows, kColumnwiseTileRows));
     break;
-  }
   case Family::Tile2d:
     launch.grid[0] = unsigned(llvm::divideCeil(spec.cols, v.block));
     launch.grid[1] = unsigned(llvm::divideCeil(spec.rows, v.block));
+    launch.sharedMemoryBytes = (*plan)->sharedBytes;
+    launch.sharedMemoryLimitSet = true;
     break;
   }
   if ((*plan)->reduce)

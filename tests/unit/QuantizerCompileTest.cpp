@@ -90,6 +90,15 @@ TEST(QuantizerCompileTest, EveryVariantCompilesWithoutLocalMemory) {
           expectCompiles(spec, variant.withScale, "sm_90a",
                          /*checkResources=*/true);
         }
+  // Longer rows take more threads per CTA and fewer registers each.
+  for (const Variant &variant : allSchemes()) {
+    QuantizeSpec spec;
+    spec.rows = 256;
+    spec.cols = 11008;
+    spec.input = InputType::BF16;
+    spec.options = {variant.scheme, Fp8Format::E4M3, false};
+    expectCompiles(spec, variant.withScale, "sm_90a", /*checkResources=*/true);
+  }
 }
 
 // Blackwell must compile. Its resources are reported but not held to zero:

@@ -49,6 +49,27 @@ __device__ __forceinline__ void tmaLoad2d(u32 dst, const CUtensorMap &map,
       : "memory");
 }
 
+/// A 1-D bulk copy of `bytes` (a multiple of 16; both addresses 16-byte
+/// aligned) from global `src` to shared `dst`, completing its bytes on
+/// `barrier`. With EvictFirst the source leaves L2 first (data read once).
+template <bool EvictFirst>
+__device__ __forceinline__ void bulkLoad1d(u32 dst, const void *src, u32 bytes,
+                                           u32 barrier) {
+  if constexpr (EvictFirst)
+    asm volatile("{ .reg .b64 policy;\n\t"
+                 "createpolicy.fractional.L2::evict_first.b64 policy, 1.0;\n\t"
+                 "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::"
+                 "bytes.L2::cache_hint [%0], [%1], %2, [%3], policy; }" ::"r"(
+                     dst),
+                 "l"(src), "r"(bytes), "r"(barrier)
+                 : "memory");
+  else
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::"
+                 "bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(barrier)
+                 : "memory");
+}
+
 /// A 2D tiled copy global -> shared multicast to the CTAs of the cluster in
 /// `ctaMask`: the box lands at the same shared offset `dst` in each, and
 /// completes its bytes on the barrier at offset `barrier` in each.

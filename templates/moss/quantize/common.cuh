@@ -51,7 +51,13 @@ struct Args {
   /// Counters the quantize pass adds to (zeroed by the caller).
   uint64_t *saturated;
   uint64_t *nonFinite;
+  /// Row-wise kernel: input rows staged in dynamic shared memory at once
+  /// (1 to kMaxRowStages).
+  int stages;
 };
+
+/// The row-wise kernel's most rows in flight per CTA.
+constexpr int kMaxRowStages = 8;
 
 /// How one block is scaled: codes are encode((x * up) / divisor).
 struct BlockScale {
@@ -183,9 +189,9 @@ __device__ __forceinline__ float fmaRn(float a, float b, float c) {
   return d;
 }
 
-/// RN32(xs / s.divisor) without a division per element (which would make
-/// the quantizers compute-bound): with recip the correctly rounded 1/d,
-/// q0 = RN(xs * recip) is within an ulp of xs / d, the residual
+/// RN32(xs / s.divisor) on the fast route (s.fast), without a division
+/// (which would make the quantizers compute-bound): with recip the correctly
+/// rounded 1/d, q0 = RN(xs * recip) is within an ulp of xs / d, the residual
 /// xs - d * q0 is exact in one FMA, and RN(q0 + residual * recip) is the
 /// correctly rounded quotient (Markstein's theorem), provided nothing
 /// underflows or overflows: setReciprocal admits only divisors for which
@@ -193,31 +199,54 @@ __device__ __forceinline__ float fmaRn(float a, float b, float c) {
 /// by an ulp and still encode to zero). Infinite xs, possible only in a cast
 /// with the caller's scale, keep inf.
 template <bool MayBeInfinite>
-__device__ __forceinline__ float quotient(float xs, const BlockScale &s) {
-  if (!s.fast)
-    return divRn(xs, s.divisor, s.recip64);
+__device__ __forceinline__ float fastQuotient(float xs, const BlockScale &s) {
   float q0 = mulRn(xs, s.recip);
   float residual = fmaRn(-s.divisor, q0, xs);
   float q1 = fmaRn(residual, s.recip, q0);
-  if (MayBeInfinite && absBits(xs) == kInfBits)
-    return q0;
+  if constexpr (MayBeInfinite)
+    return absBits(xs) == kInfBits ? q0 : q1;
   return q1;
 }
 
-/// The codes of (x0, x1) scaled by `s`: code 0 in bits 7..0, code 1 in bits
-/// 15..8. Saturated values are counted where `valid`.
-template <int Fmt, bool Scaled, bool MayBeInfinite = false>
-__device__ __forceinline__ uint32_t encodePair(float x0, float x1,
-                                               const BlockScale &s,
-                                               uint32_t &saturated,
-                                               bool valid0 = true,
-                                               bool valid1 = true) {
-  float y0 = quotient<MayBeInfinite>(Scaled ? mulRn(x0, s.up) : x0, s);
-  float y1 = quotient<MayBeInfinite>(Scaled ? mulRn(x1, s.up) : x1, s);
-  if (s.maySaturate)
-    saturated +=
-        (valid0 && saturates<Fmt>(y0)) + (valid1 && saturates<Fmt>(y1));
-  return encodeFp8x2<Fmt>(y1, y0);
+/// The codes of N values (a multiple of 4) scaled by `s`, four to a word:
+/// value 4w + k in bits 8k .. 8k + 7 of codes[w]. Values from `valid` on
+/// are padding: encoded, but not counted when they saturate. The common
+/// case (the fast route, nothing near saturation) branches once for all N
+/// values and keeps no quotient past its conversion; other blocks take the
+/// route per value and count saturation.
+template <int Fmt, bool Scaled, bool MayBeInfinite = false, int N>
+__device__ __forceinline__ void encodeValues(const float (&x)[N],
+                                             const BlockScale &s,
+                                             uint32_t (&codes)[N / 4],
+                                             uint32_t &saturated,
+                                             int valid = N) {
+  static_assert(N % 4 == 0, "whole words");
+  auto scaled = [&](int i) { return Scaled ? mulRn(x[i], s.up) : x[i]; };
+  if (s.fast && !s.maySaturate) {
+#pragma unroll
+    for (int w = 0; w < N / 4; ++w) {
+      float y[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k)
+        y[k] = fastQuotient<MayBeInfinite>(scaled(4 * w + k), s);
+      codes[w] = encodeFp8x2<Fmt>(y[1], y[0]) | encodeFp8x2<Fmt>(y[3], y[2])
+                                                    << 16;
+    }
+    return;
+  }
+#pragma unroll
+  for (int w = 0; w < N / 4; ++w) {
+    float y[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const float xs = scaled(4 * w + k);
+      y[k] = s.fast ? fastQuotient<MayBeInfinite>(xs, s)
+                    : divRn(xs, s.divisor, s.recip64);
+      saturated += s.maySaturate && 4 * w + k < valid && saturates<Fmt>(y[k]);
+    }
+    codes[w] =
+        encodeFp8x2<Fmt>(y[1], y[0]) | encodeFp8x2<Fmt>(y[3], y[2]) << 16;
+  }
 }
 
 /// Max of `v` over groups of `Lanes` adjacent lanes (a power of two <= 32).
@@ -261,15 +290,6 @@ __device__ __forceinline__ uint32_t ctaMax(uint32_t v, uint32_t *scratch) {
     m = scratch[w] > m ? scratch[w] : m;
   __syncthreads();
   return m;
-}
-
-/// A 16-byte load that bypasses L1: every input byte is read once.
-__device__ __forceinline__ Vec16 loadStreaming(const void *p) {
-  Vec16 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.w[0]), "=r"(v.w[1]), "=r"(v.w[2]), "=r"(v.w[3])
-               : "l"(p));
-  return v;
 }
 
 /// An 8-byte store of two words (lo at the lower address).

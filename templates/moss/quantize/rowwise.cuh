@@ -1,11 +1,14 @@
 // moss/quantize/rowwise.cuh - row-wise quantization (blocks along K, the
 // contiguous axis) for every scheme but 2-D per-group blocks.
 //
-// A CTA owns whole rows. Each thread holds VecsPerThread 16-byte vectors of
-// the row in registers (vector v = threadIdx.x + i * Threads, so a warp's
-// loads are contiguous), the lanes holding one block reduce its amax with
-// shuffles, and a per-row global scale is a CTA reduction over the row held
-// in registers: the input is read once and the codes written once. A
+// A CTA owns whole rows, and keeps Args::stages of them in flight: one
+// thread copies each row into a shared-memory stage with a bulk copy (TMA)
+// while the CTA works on an earlier one, so the loads never wait on the
+// arithmetic. Each thread takes VecsPerThread 16-byte vectors of the row
+// from its stage into registers (vector v = threadIdx.x + i * Threads), the
+// lanes holding one block reduce its amax with shuffles, and a per-row
+// global scale is a CTA reduction over the row held in registers: the input
+// is read once and the codes written once. A
 // per-tensor global scale needs the whole tensor first: a reduce pass leaves
 // the max in Args::globalBits and the quantize pass reads it (two passes).
 //
@@ -19,6 +22,9 @@
 
 #include "moss/quantize/common.cuh"
 #include "moss/quantize/fold.cuh"
+#include "moss/ptx/mbarrier.cuh"
+#include "moss/ptx/shared.cuh"
+#include "moss/ptx/tma.cuh"
 
 namespace moss::quantize {
 
@@ -35,6 +41,8 @@ struct RowwiseConfig {
   static constexpr int kVecElems = kVecElements<In>;
   static constexpr int kVecs = K / kVecElems;
   static constexpr int kVecsPerThread = (kVecs + Threads - 1) / Threads;
+  /// Whether every thread's vectors all lie in the row.
+  static constexpr bool kWholeRows = kVecs % Threads == 0;
   /// Lanes that hold one block (the whole warp for groups wider than it).
   static constexpr int kBlockLanes =
       (Kind == kPerGroup || Kind == kMXFP8 || Kind == kTwoLevel)
@@ -57,15 +65,15 @@ __device__ __forceinline__ void encodeVector(const Vec16 &v,
                                              uint32_t (&codes)[2],
                                              uint32_t &saturated) {
   constexpr int n = kVecElements<In>;
+  float x[n];
 #pragma unroll
-  for (int w = 0; w < n / 4; ++w) {
-    uint32_t lo = encodePair<Fmt, Scaled, MayBeInfinite>(
-        vecElement<In>(v, 4 * w), vecElement<In>(v, 4 * w + 1), s, saturated);
-    uint32_t hi = encodePair<Fmt, Scaled, MayBeInfinite>(
-        vecElement<In>(v, 4 * w + 2), vecElement<In>(v, 4 * w + 3), s,
-        saturated);
-    codes[w] = lo | (hi << 16);
-  }
+  for (int e = 0; e < n; ++e)
+    x[e] = vecElement<In>(v, e);
+  uint32_t words[n / 4];
+  encodeValues<Fmt, Scaled, MayBeInfinite>(x, s, words, saturated);
+#pragma unroll
+  for (int w = 0; w < n / 4; ++w)
+    codes[w] = words[w];
 }
 
 /// `foldTable`: the generated source's fold table when Config::Fold is set.
@@ -93,18 +101,69 @@ __device__ void rowwise(const Args &args, int pass,
   // the reduce pass read last are still in L2.
   const bool reversed =
       pass == kQuantizePass && Config::Source == kGlobalFromBits;
-  for (int step = blockIdx.x; step < args.rows; step += gridDim.x) {
-    const int row = reversed ? args.rows - 1 - step : step;
-    const char *src = static_cast<const char *>(args.x) +
-                      size_t(row) * Config::K * InputTraits<In>::kBytes;
+  constexpr uint32_t kRowBytes = Config::K * InputTraits<In>::kBytes;
+  extern __shared__ __align__(128) unsigned char rowStages[];
+  __shared__ uint64_t stageFull[kMaxRowStages];
+  const int stages = args.stages;
+  const uint32_t stageBase = ptx::smemAddress(rowStages);
+  const uint32_t fullBase = ptx::smemAddress(stageFull);
+  // Rows of this CTA: blockIdx.x, blockIdx.x + gridDim.x, ...
+  const int myRows =
+      blockIdx.x < args.rows
+          ? (args.rows - 1 - int(blockIdx.x)) / int(gridDim.x) + 1
+          : 0;
+  auto rowOf = [&](int j) {
+    int step = int(blockIdx.x) + j * int(gridDim.x);
+    return reversed ? args.rows - 1 - step : step;
+  };
+  // Thread 0 fills stage j % stages with the CTA's row j. A reduce pass
+  // leaves what it read in L2 for the quantize pass; other reads are the
+  // last of their bytes.
+  const bool keepInL2 = pass == kReducePass;
+  auto stageRow = [&](int j) {
+    const uint32_t full = fullBase + 8u * uint32_t(j % stages);
+    const uint32_t dst = stageBase + uint32_t(j % stages) * kRowBytes;
+    const char *src =
+        static_cast<const char *>(args.x) + size_t(rowOf(j)) * kRowBytes;
+    ptx::mbarrierArriveExpectTx(full, kRowBytes);
+    if (keepInL2)
+      ptx::bulkLoad1d<false>(dst, src, kRowBytes, full);
+    else
+      ptx::bulkLoad1d<true>(dst, src, kRowBytes, full);
+  };
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < stages; ++s)
+      ptx::mbarrierInit(fullBase + 8u * uint32_t(s), 1);
+    ptx::fenceBarrierInit();
+  }
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (int j = 0; j < stages && j < myRows; ++j)
+      stageRow(j);
+
+  for (int j = 0; j < myRows; ++j) {
+    const int row = rowOf(j);
+    const uint32_t stage = stageBase + uint32_t(j % stages) * kRowBytes;
+    ptx::mbarrierWait(fullBase + 8u * uint32_t(j % stages),
+                      uint32_t(j / stages) & 1u);
     Vec16 v[VPT];
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      int vec = threadIdx.x + i * Threads;
+      if (Config::kWholeRows || vec < Config::kVecs)
+        ptx::loadShared128(stage + uint32_t(vec) * 16u, v[i].w);
+    }
+    // Every thread has its part of the row: the stage takes row j + stages.
+    __syncthreads();
+    if (threadIdx.x == 0 && j + stages < myRows)
+      stageRow(j + stages);
+
     uint32_t blockBits[VPT];
 #pragma unroll
     for (int i = 0; i < VPT; ++i) {
       int vec = threadIdx.x + i * Threads;
       uint32_t bits = 0;
-      if (vec < Config::kVecs) {
-        v[i] = loadStreaming(src + size_t(vec) * 16);
+      if (Config::kWholeRows || vec < Config::kVecs) {
 #pragma unroll
         for (int e = 0; e < Config::kVecElems; ++e) {
           uint32_t b = absBits(vecElement<In>(v[i], e));
@@ -160,7 +219,9 @@ __device__ void rowwise(const Args &args, int pass,
       for (int i = 0; i < VPT; ++i) {
         scales[i] = blockScale<Kind, Fmt>(blockBits[i], g);
         int vec = threadIdx.x + i * Threads;
-        uint32_t code = vec < Config::kVecs ? scales[i].e8m0 : 0u;
+        uint32_t code = Config::kWholeRows || vec < Config::kVecs
+                            ? scales[i].e8m0
+                            : 0u;
         code = code == 0xFFu ? 0u : code;
         if constexpr (Fold == kFold128)
           reference[i] = int(groupMax<Config::kGroupLanes>(code)) - 127;
@@ -180,7 +241,7 @@ __device__ void rowwise(const Args &args, int pass,
 #pragma unroll
     for (int i = 0; i < VPT; ++i) {
       int vec = threadIdx.x + i * Threads;
-      if (vec >= Config::kVecs)
+      if (!Config::kWholeRows && vec >= Config::kVecs)
         continue;
       BlockScale s;
       if constexpr (Fold != kFoldNone)
