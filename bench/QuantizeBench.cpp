@@ -5,7 +5,7 @@
 // compile (cold, or a disk hit when the cache directory is warm) and host
 // overhead per launch of a cached kernel.
 //
-//   moss-bench-quantize [--repeat N] [--first-calls-only]
+//   moss-bench-quantize [--repeat N] [--first-calls-only] [--only TEXT]...
 //
 // With --first-calls-only it times only each kernel's first call (generate,
 // then compile or load from the disk cache, then launch): run it in a fresh
@@ -124,6 +124,10 @@ cl::opt<int> repeatOpt("repeat", cl::desc("Launches timed per case (>= 3)"),
 cl::opt<bool> firstCallsOnlyOpt(
     "first-calls-only",
     cl::desc("Only the first calls (compile or cache load) of each case"));
+cl::list<std::string>
+    onlyOpt("only",
+            cl::desc("Only the cases whose \"scheme in shape\" line contains "
+                     "this text, e.g. --only 'moss row bf16 16384x4096'"));
 } // namespace
 
 int main(int argc, char **argv) {
@@ -191,6 +195,16 @@ int main(int argc, char **argv) {
   outs() << format("%-24s %-5s %-14s %9s %9s %8s %10s\n", "scheme", "in",
                    "shape", "first ms", "time us", "GB/s", "of copy");
   for (const Case &c : cases) {
+    const std::string shape = std::to_string(c.rows) + "x" +
+                              std::to_string(c.cols) +
+                              (c.transpose ? "T" : "");
+    const std::string line =
+        std::string(c.name) + " " + inputName(c.input) + " " + shape;
+    if (!onlyOpt.empty() &&
+        std::none_of(onlyOpt.begin(), onlyOpt.end(), [&](const std::string &o) {
+          return line.find(o) != std::string::npos;
+        }))
+      continue;
     QuantizeSpec spec;
     spec.rows = c.rows;
     spec.cols = c.cols;
@@ -227,8 +241,6 @@ int main(int argc, char **argv) {
     double ms = firstCallsOnly ? 0.0 : medianMs(run);
     double bytes = double(inBytes + elements + localBytes + globalBytes);
     double gbs = bytes / (ms * 1e-3) / 1e9;
-    std::string shape = std::to_string(c.rows) + "x" + std::to_string(c.cols) +
-                        (c.transpose ? "T" : "");
     if (firstCallsOnly)
       outs() << format("%-24s %-5s %-14s %9.1f\n", c.name, inputName(c.input),
                        shape.c_str(), firstMs);
