@@ -13,6 +13,12 @@
 // RUN: printf '{"format": "moss-tuning-db", "version": 7, "entries": []}' > %t.v7.json
 // RUN: moss-opt %s -split-input-file -moss-select-tiling="tuning-db=%t.v7.json" 2>&1 >/dev/null | FileCheck %s --check-prefix=VERSION
 // RUN: moss-opt %s -split-input-file -moss-select-tiling="tuning-db=%t.missing.json" 2>&1 >/dev/null | FileCheck %s --check-prefix=MISSING
+// An entry whose swizzle the kernel lacks (3, 16) is passed over, with a
+// remark, for the heuristic.
+// RUN: sed '0,/"swizzle": 4/s//"swizzle": 3/' %S/Inputs/tuning-db.json > %t.swizzle3.json
+// RUN: moss-opt %s -split-input-file -moss-select-tiling="tuning-db=%t.swizzle3.json verbose-tuning=true" 2>&1 | FileCheck %s --check-prefix=SWIZZLE3
+// RUN: sed '0,/"swizzle": 4/s//"swizzle": 16/' %S/Inputs/tuning-db.json > %t.swizzle16.json
+// RUN: moss-opt %s -split-input-file -moss-select-tiling="tuning-db=%t.swizzle16.json verbose-tuning=true" 2>&1 | FileCheck %s --check-prefix=SWIZZLE16
 
 // DB-LABEL: func.func @moss_forward
 // DB: tiling = #moss.tiling<tile_m = 256, tile_n = 64, stages = 5, cluster_m = 2, raster = along_n, swizzle = 4, source = db>
@@ -26,6 +32,10 @@
 // HEURISTIC: tiling = #moss.tiling<tile_m = 128, tile_n = 128, stages = 6, cluster_m = 2, swizzle = 8, source = heuristic>
 // VERSION: warning: ignoring the tuning database: tuning database '{{.*}}v7.json': format version 7; this build reads version 1
 // MISSING: warning: ignoring the tuning database: cannot read the tuning database '{{.*}}missing.json'
+// SWIZZLE3: remark: tuning database entry ignored: {{.*}}swizzle must be 1, 2, 4 or 8, got 3
+// SWIZZLE3: tiling = #moss.tiling<tile_m = 128, tile_n = 128, stages = 6, cluster_m = 2, swizzle = 8, source = heuristic>
+// SWIZZLE16: remark: tuning database entry ignored: {{.*}}swizzle must be 1, 2, 4 or 8, got 16
+// SWIZZLE16: source = heuristic
 func.func @moss_forward(%a: tensor<?x4096xf8E4M3FN>, %al: tensor<?x128xf8E8M0FNU>, %ag: tensor<?xf32>,
                         %b: tensor<11008x4096xf8E4M3FN>, %bg: tensor<1xf32>) -> tensor<?x11008xbf16> {
   %c = moss.gemm %a scaling<two_level 32, global = row> local(%al) global(%ag),
