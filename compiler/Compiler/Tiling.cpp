@@ -375,10 +375,11 @@ TilingScore compiler::scoreTiling(const GemmSpec &spec,
 }
 
 /// Whether split-K candidates are worth scoring. On the H200 (2026-11-29,
-/// docs/PERFORMANCE.md "small M") splitting K paid with one tile row (M up
-/// to 128) and N tiles that fill the SMs once at 128x32: promoted schemes
-/// 2-8% faster at K = 4096 and 10-35% at K = 11008; per-tensor 17% faster
-/// at K = 11008 (M <= 64) but 0-10% slower at K = 4096.
+/// docs/history/performance-journal.md "small M") splitting K paid with one
+/// tile row (M up to 128) and N tiles that fill the SMs once at 128x32:
+/// promoted schemes 2-8% faster at K = 4096 and 10-35% at K = 11008;
+/// per-tensor 17% faster at K = 11008 (M <= 64) but 0-10% slower at
+/// K = 4096.
 static bool considerSplitK(const GemmSpec &spec, const TilingOptions &options) {
   return options.allowSplitK && plannedM(spec, options) <= kSplitKMaxRows &&
          (getPromoteK(spec) > 0 || spec.k >= 64 * kBlockK);
@@ -435,7 +436,7 @@ static bool isBetter(const Candidate &lhs, const Candidate &rhs) {
     // larger tile does not win on fewer waves of more work. Per-tensor
     // 256x192 in 11 waves at 8192^3 took 3.5% more cycles than 128x256 in
     // 16, and ran 4-5% slower at 16384x11008x4096 (2026-11-29,
-    // docs/PERFORMANCE.md "tile choice for large problems").
+    // docs/history/performance-journal.md "tile choice for large problems").
     constexpr int64_t kEfficientTile = 128 * 128;
     if (a.tileM * a.tileN >= kEfficientTile &&
         b.tileM * b.tileN >= kEfficientTile) {
@@ -487,8 +488,8 @@ compiler::selectTiling(const GemmSpec &spec, const TargetInfo &target,
 
   // The f16 MMA's slots take room from the stages: two FP8 stages may be
   // all that fits beside them. At 8192^3 on the H200 (2026-11-30,
-  // docs/PERFORMANCE.md "the f16 MMA") per-tensor ran 526 and 542 TFLOPS on
-  // 128x192x2 and 128x224x2 against 511 on 128x128x4.
+  // docs/history/performance-journal.md "the f16 MMA") per-tensor ran 526 and
+  // 542 TFLOPS on 128x192x2 and 128x224x2 against 511 on 128x128x4.
   const int64_t minStages = spec.multipliesInF16() ? 2 : options.minStages;
   std::optional<Candidate> best;
   // The candidate that came closest to fitting, for the error message.
@@ -508,9 +509,10 @@ compiler::selectTiling(const GemmSpec &spec, const TargetInfo &target,
         ResourceUsage usage = estimateResources(spec, tiling, target);
         if (usage.accumulatorRegisters > usage.accumulatorRegisterLimit)
           continue;
-        // Measured on the H200 at 8192^3 and 16384x11008x4096
-        // (docs/PERFORMANCE.md), left to tuning: one-sided factors narrowed
-        // to one partial set by a wide tile (MOSS 0.87-1.0x of 128x128), and
+        // Measured on the H200 at 8192^3 and 16384x11008x4096 (2026-11-29,
+        // docs/history/performance-journal.md "one partial set over wider
+        // tiles"), left to tuning: one-sided factors narrowed to one partial
+        // set by a wide tile (MOSS 0.87-1.0x of 128x128), and
         // per-group NxN scales of B over tiles they do not cover whole,
         // which take a column table and a second FP32 op per accumulator
         // (0.75x).
@@ -521,8 +523,8 @@ compiler::selectTiling(const GemmSpec &spec, const TargetInfo &target,
         // 64-row tiles wider than 64 for a per-128 promotion (per-group):
         // at N = 11008, K = 4096 and M = 1 to 64 on the H200, 128x128 took
         // 18.6-19.2 us against 19.7-24.5 for 64x128 (2026-11-29,
-        // docs/PERFORMANCE.md "scale loads ahead of the stages"), while at
-        // N = 4096 64x64 in two K slices wins. A
+        // docs/history/performance-journal.md "scale loads ahead of the
+        // stages"), while at N = 4096 64x64 in two K slices wins. A
         // per-32 promotion (MOSS) keeps them at every width: its longer
         // promotion chain is what the alternating warpgroups halve.
         if (tileM == 64 && getPromoteK(spec) >= 128 && tileN > 64)
@@ -538,8 +540,8 @@ compiler::selectTiling(const GemmSpec &spec, const TargetInfo &target,
                                            options.maxStages, kSteps})));
         // One stage less where that leaves room for the epilogue's TMA
         // stores: storing from registers cost 8-12% of the cycles at
-        // 8192^3 on the H200 (2026-11-29, docs/PERFORMANCE.md "the
-        // TMA-store epilogue").
+        // 8192^3 on the H200 (2026-11-29, docs/history/performance-journal.md
+        // "the TMA-store epilogue").
         bool storesThroughTma =
             estimateResources(spec, tiling, target).storeBuffers > 0;
         if (usage.storable && !storesThroughTma &&
@@ -584,8 +586,8 @@ compiler::selectTiling(const GemmSpec &spec, const TargetInfo &target,
   // of the last pair idle. Each kernel alone at the power cap on the H200,
   // 2x1 clusters ran 0-4% faster than 1x1 for every scheme at 8192^3,
   // 16384x4096x4096, 16384x11008x4096, 16384x4096x11008 and
-  // 16384x12288x4096 (2026-11-29, docs/PERFORMANCE.md "each kernel alone at
-  // the power cap").
+  // 16384x12288x4096 (2026-11-29, docs/history/performance-journal.md "each
+  // kernel alone at the power cap").
   if (options.allowClusters && tiling.splitK == 1 && tiling.tileM != 64 &&
       tilesM % 2 == 0 && target.smCount % 2 == 0 &&
       best->score.tiles >= static_cast<int64_t>(target.smCount))

@@ -190,8 +190,8 @@ struct TilingOptions {
   /// planned M's tiles pair up and fill at least a wave (a dynamic M is
   /// planned as assumedM, or by the runtime for the launch's bucket): each
   /// kernel alone at the power cap on the H200, 0-4% faster than 1x1
-  /// (2026-11-29, docs/PERFORMANCE.md "each kernel alone at the power cap"
-  /// and "2x1 clusters for a dynamic M").
+  /// (2026-11-29, docs/history/performance-journal.md "each kernel alone at
+  /// the power cap" and "2x1 clusters for a dynamic M").
   bool allowClusters = true;
   /// Pipeline depth bounds.
   int64_t minStages = 3;
@@ -240,7 +240,8 @@ llvm::Expected<TileConfig> selectTiling(const GemmSpec &spec,
 /// `m` rows (what the runtime uses without a tuning database entry): planned
 /// for m's power-of-two bucket when that is below `options.assumedM`, else
 /// for assumedM. Small batches get narrower tiles that fill the SMs (1.04 to
-/// 1.5x at M <= 128 on the H200, docs/PERFORMANCE.md); large ones keep the
+/// 1.5x at M <= 128 on the H200, 2026-11-29,
+/// docs/history/performance-journal.md "autotuning"); large ones keep the
 /// assumedM plan, which measured better there. A static M is planned as is.
 /// Split-K is allowed (the runtime provides its workspace).
 llvm::Expected<TileConfig> selectTilingForLaunch(const GemmSpec &spec,

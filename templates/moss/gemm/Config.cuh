@@ -249,7 +249,7 @@ constexpr MOSS_GEMM_HD Plan plan(const Params &p) {
   // blocks instead of 8 (two partial sets) compile 30% faster (0.50 -> 0.36
   // s for the 8192^3 unit on a 2-core VM), per-128 blocks in groups of 2
   // instead of 4 too (0.45 -> 0.32 s), and both run 3-7% slower on the
-  // H200 (2026-11-29, docs/PERFORMANCE.md "tiered compile").
+  // H200 (2026-11-29, docs/history/performance-journal.md "tiered compile").
   // quickCompile takes the shorter groups (a group is at least one stage),
   // except with split warpgroups, whose run-time share of the stages
   // already compiles a one-stage group and gains nothing from them.

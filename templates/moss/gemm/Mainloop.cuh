@@ -147,7 +147,7 @@ issueSteps(Fragment<Cfg> &d, const SharedStorage<Cfg> &smem, u32 stage,
 /// after a warp barrier would be as correct under the PTX memory model,
 /// but compute-sanitizer's racecheck does not follow it; on the H200
 /// per-thread arrivals measured the same speed at 8192^3
-/// (2026-11-29, docs/PERFORMANCE.md "stage barriers").
+/// (2026-11-29, docs/history/performance-journal.md "stage barriers").
 template <class Cfg>
 __device__ __forceinline__ void releaseFp8Stage(const SharedStorage<Cfg> &smem,
                                                 u32 stage) {

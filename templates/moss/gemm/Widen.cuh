@@ -64,7 +64,7 @@ __device__ __forceinline__ u32 widenPair(u32 word, bool high) {
 /// (MMA positions 0-7 of k16 step c) and the next. All loads go out before
 /// the first store (volatile asm statements keep their order): on the H200
 /// that measured the same speed as chunk by chunk (2026-11-30,
-/// docs/PERFORMANCE.md "the f16 MMA").
+/// docs/history/performance-journal.md "the f16 MMA").
 template <int kRows, int kFormat>
 __device__ __forceinline__ void widenTile(u32 src, u32 dst, int thread) {
   static_assert(kRows * 8 % kWideningThreads == 0, "whole chunks per thread");
