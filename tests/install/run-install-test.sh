@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the build into a temporary prefix, then builds and runs the
 # out-of-tree examples against that prefix alone: examples/c with
-# pkg-config and cc, examples/cmake with find_package(MOSSJIT).
+# pkg-config and cc, examples/cmake with find_package(MOSSJIT), and
+# examples/mlir through mlir-opt-22 with the installed plugin.
 #
 #   bash tests/install/run-install-test.sh BUILD_DIR
 set -euo pipefail
@@ -27,6 +28,20 @@ cmake -S "$prefix/examples/cmake" -B "$prefix/cmake-build" -G Ninja \
   -DCMAKE_PREFIX_PATH="$installed" > "$prefix/cmake.log"
 cmake --build "$prefix/cmake-build" > "$prefix/cmake-build.log"
 "$prefix/cmake-build/layout"
+
+echo "--- examples/mlir with Debian's mlir-opt-22 and the installed plugin"
+mlir_opt="$(command -v mlir-opt-22 || echo /usr/lib/llvm-22/bin/mlir-opt)"
+plugin="$installed/lib/libMOSSPlugin.so"
+"$mlir_opt" --load-dialect-plugin="$plugin" --load-pass-plugin="$plugin" \
+  "$prefix/examples/mlir/forward.mlir" \
+  --pass-pipeline="builtin.module(moss-gemm-pipeline)" > "$prefix/forward.out"
+grep -q 'emitc.file "moss_gemm_' "$prefix/forward.out" ||
+  { echo "the plugin's pipeline emitted no kernel"; exit 1; }
+for td in Dialect/MOSS/IR/MOSSOps.td Dialect/MOSS/IR/MOSSAttrs.td \
+          Dialect/MOSS/IR/MOSSDialect.td Dialect/MOSS/Transforms/Passes.td \
+          Conversion/Passes.td; do
+  [ -f "$installed/include/moss/$td" ] || { echo "missing include/moss/$td"; exit 1; }
+done
 
 echo "--- the installed tools"
 "$installed/bin/moss-jit" quantize --help > /dev/null

@@ -24,6 +24,9 @@ config.substitutions.append(("%moss-opt", os.path.join(config.moss_tools_dir, "m
 config.substitutions.append(("%moss-jit", os.path.join(config.moss_tools_dir, "moss-jit")))
 config.substitutions.append(("%moss-translate", os.path.join(config.moss_tools_dir, "moss-translate")))
 config.substitutions.append(("%moss-tune", os.path.join(config.moss_tools_dir, "moss-tune")))
+# Debian's mlir-opt-22 (linked to the shared libMLIR) and the plugin for it.
+config.substitutions.append(("%mlir-opt", os.path.join(config.llvm_tools_dir, "mlir-opt")))
+config.substitutions.append(("%moss_plugin", config.moss_plugin))
 
 llvm_config.add_tool_substitutions(["moss-opt", "moss-jit", "moss-translate", "moss-tune"],
                                    [config.moss_tools_dir])

@@ -7,14 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "moss/Compiler/Pipelines.h"
-#include "moss/Conversion/Passes.h"
-#include "moss/Dialect/MOSS/IR/MOSSDialect.h"
-#include "moss/Dialect/MOSS/Transforms/Passes.h"
+#include "moss/InitAll.h"
 
-#include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/EmitC/IR/EmitC.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 
@@ -23,11 +17,8 @@
 int main(int argc, char **argv) {
   moss::tools::setVersionPrinter("moss-opt");
   mlir::DialectRegistry registry;
-  registry.insert<mlir::moss::MOSSDialect, mlir::func::FuncDialect,
-                  mlir::arith::ArithDialect, mlir::emitc::EmitCDialect>();
-  mlir::moss::registerMOSSPasses();
-  mlir::moss::registerMOSSConversionPasses();
-  mlir::moss::registerGemmPipeline();
+  mlir::moss::registerAllDialects(registry);
+  mlir::moss::registerAllPasses();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "MOSS-JIT optimizer driver\n", registry));
 }
