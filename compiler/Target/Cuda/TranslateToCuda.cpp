@@ -2,6 +2,8 @@
 
 #include "moss/Target/Cuda/TranslateToCuda.h"
 
+#include "moss/Dialect/MOSS/IR/MOSSOps.h"
+
 #include "moss/Dialect/MOSS/IR/MOSSDialect.h"
 
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
@@ -15,6 +17,13 @@ using namespace mlir::moss;
 FailureOr<SmallVector<CudaTranslationUnit>>
 mlir::moss::translateToCudaUnits(ModuleOp module) {
   WalkResult leftover = module.walk([](Operation *op) {
+    if (isa<QuantizeOp>(op)) {
+      // The quantizer kernels come from the runtime, not from the passes.
+      op->emitOpError() << "has no lowering to CUDA: the runtime generates "
+                           "the quantizer kernels (GpuQuantizer, moss_quantize "
+                           "in the C API, `moss-jit quantize --device gpu`)";
+      return WalkResult::interrupt();
+    }
     if (isa<MOSSDialect>(op->getDialect())) {
       op->emitOpError() << "is still in the module; expected only EmitC "
                            "translation units (run the moss passes up to "

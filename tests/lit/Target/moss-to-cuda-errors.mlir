@@ -13,3 +13,13 @@ func.func @not_lowered(%a: tensor<?x64xf8E4M3FN>, %ag: tensor<1xf32>, %b: tensor
 // expected-error @+1 {{holds no kernel to emit; expected emitc.file translation units from moss-convert-gemm-to-emitc}}
 module {
 }
+
+// -----
+
+// The quantizer kernels come from the runtime; the passes leave the op in
+// place and the translation names where to go instead.
+func.func @quantize(%x: tensor<64x256xbf16>) -> (tensor<64x256xf8E5M2>, tensor<64xf32>) {
+  // expected-error @+1 {{'moss.quantize' op has no lowering to CUDA: the runtime generates the quantizer kernels (GpuQuantizer, moss_quantize in the C API, `moss-jit quantize --device gpu`)}}
+  %q, %g = moss.quantize %x scaling<per_row> : tensor<64x256xbf16> -> tensor<64x256xf8E5M2> global tensor<64xf32>
+  return %q, %g : tensor<64x256xf8E5M2>, tensor<64xf32>
+}
