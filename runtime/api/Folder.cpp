@@ -4,6 +4,7 @@
 
 #include "moss/Runtime/Driver.h"
 #include "moss/Runtime/Module.h"
+#include "moss/Runtime/RuntimeError.h"
 
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/Format.h"
@@ -18,10 +19,6 @@ using namespace llvm;
 using namespace moss::numerics;
 
 namespace moss::runtime {
-
-static Error invalid(const Twine &message) {
-  return createStringError(inconvertibleErrorCode(), message);
-}
 
 /// The template's FoldGlobal for a scheme.
 static int getGlobalKind(const ScalingScheme &scheme) {
@@ -40,15 +37,15 @@ Error checkFoldSpec(const FoldSpec &spec) {
   if (Error e = checkFold(spec.scheme, spec.cols, spec.fold))
     return e;
   if (spec.fold == BlockScaleFold::None)
-    return invalid("a fold of none has nothing to run");
+    return invalidArgument("a fold of none has nothing to run");
   if (spec.rows < 0 || spec.cols <= 0 || spec.rows > INT_MAX ||
       spec.cols > INT_MAX)
-    return invalid("the fold's shape [" + Twine(spec.rows) + ", " +
-                   Twine(spec.cols) +
-                   "] is out of range; expected 0 <= rows, 0 < cols < 2^31");
+    return invalidArgument(
+        "the fold's shape [" + Twine(spec.rows) + ", " + Twine(spec.cols) +
+        "] is out of range; expected 0 <= rows, 0 < cols < 2^31");
   if (spec.scheme.blockCols < 16 || spec.cols % spec.scheme.blockCols != 0)
-    return invalid("K=" + Twine(spec.cols) + " is not a multiple of " +
-                   spec.scheme.str() + "'s blocks");
+    return invalidArgument("K=" + Twine(spec.cols) + " is not a multiple of " +
+                           spec.scheme.str() + "'s blocks");
   return Error::success();
 }
 
@@ -102,12 +99,12 @@ GpuFolder::~GpuFolder() = default;
 static Error checkPointer(CUdeviceptr pointer, bool needed, unsigned alignment,
                           const Twine &name) {
   if (needed && !pointer)
-    return invalid(name + " is null");
+    return invalidArgument(name + " is null");
   if (!needed && pointer)
-    return invalid(name + " is given, but the scheme has none");
+    return invalidArgument(name + " is given, but the scheme has none");
   if (pointer % alignment != 0)
-    return invalid(name + " must be " + Twine(alignment) +
-                   "-byte aligned, got 0x" + Twine::utohexstr(pointer));
+    return invalidArgument(name + " must be " + Twine(alignment) +
+                           "-byte aligned, got 0x" + Twine::utohexstr(pointer));
   return Error::success();
 }
 
@@ -159,7 +156,8 @@ Error GpuFolder::fold(const FoldSpec &spec, const FoldBuffers &buffers,
   if (Error e = checkPointer(buffers.outFactors, true, 4, "the folded factors"))
     return e;
   if (buffers.outCodes == buffers.codes)
-    return invalid("the folded codes must not overwrite the codes they fold");
+    return invalidArgument(
+        "the folded codes must not overwrite the codes they fold");
   if (spec.rows == 0)
     return Error::success();
 

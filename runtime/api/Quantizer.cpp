@@ -2,10 +2,11 @@
 
 #include "moss/Runtime/Quantizer.h"
 
+#include "moss/Numerics/Fold.h"
 #include "moss/Runtime/Driver.h"
 #include "moss/Runtime/Folder.h"
 #include "moss/Runtime/Module.h"
-#include "moss/Numerics/Fold.h"
+#include "moss/Runtime/RuntimeError.h"
 
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -35,10 +36,6 @@ struct Variant {
   int block = 0;
   int threads = 256;
 };
-
-Error invalid(const Twine &message) {
-  return createStringError(inconvertibleErrorCode(), message);
-}
 
 int vecElements(InputType input) { return input == InputType::F32 ? 4 : 8; }
 
@@ -125,43 +122,48 @@ Error checkGpuQuantizeSpec(const QuantizeSpec &spec) {
   if (Error error = checkQuantizeOptions(spec.rows, spec.cols, spec.options))
     return error;
   if (spec.rows > INT_MAX || spec.cols > INT_MAX)
-    return invalid("the shape [" + Twine(spec.rows) + ", " + Twine(spec.cols) +
-                   "] exceeds the GPU quantizers' limit of 2^31-1 per axis");
+    return invalidArgument(
+        "the shape [" + Twine(spec.rows) + ", " + Twine(spec.cols) +
+        "] exceeds the GPU quantizers' limit of 2^31-1 per axis");
   const ScalingScheme &scheme = spec.options.scheme;
   if (isSquareGroup(scheme)) {
     if (scheme.blockCols != 32 && scheme.blockCols != 64 &&
         scheme.blockCols != 128)
-      return invalid("the GPU quantizers take square per-group blocks of 32, "
-                     "64 or 128, got " +
-                     Twine(scheme.blockCols));
+      return invalidArgument(
+          "the GPU quantizers take square per-group blocks of 32, "
+          "64 or 128, got " +
+          Twine(scheme.blockCols));
     return Error::success();
   }
   if (scheme.hasLocalScales() &&
       (!llvm::isPowerOf2_64(scheme.blockCols) || scheme.blockCols < 16 ||
        scheme.blockCols > 128))
-    return invalid("the GPU quantizers take power-of-two blocks from 16 to "
-                   "128, got " +
-                   Twine(scheme.blockCols));
+    return invalidArgument(
+        "the GPU quantizers take power-of-two blocks from 16 to "
+        "128, got " +
+        Twine(scheme.blockCols));
   if (spec.options.transpose) {
     if (llvm::divideCeil(spec.rows, kColumnwiseTileRows) > 65535)
-      return invalid("rows=" + Twine(spec.rows) +
-                     " is too many for the transposed GPU quantizer "
-                     "(at most " +
-                     Twine(65535 * kColumnwiseTileRows) + ")");
+      return invalidArgument("rows=" + Twine(spec.rows) +
+                             " is too many for the transposed GPU quantizer "
+                             "(at most " +
+                             Twine(65535 * kColumnwiseTileRows) + ")");
     return Error::success();
   }
   int vec = vecElements(spec.input);
   if (spec.cols % vec != 0)
-    return invalid("K=" + Twine(spec.cols) + " must be a multiple of " +
-                   Twine(vec) + " for the row-wise GPU quantizer (16-byte "
-                   "rows of " +
-                   (spec.input == InputType::F32 ? "FP32" : "BF16") + ")");
+    return invalidArgument(
+        "K=" + Twine(spec.cols) + " must be a multiple of " + Twine(vec) +
+        " for the row-wise GPU quantizer (16-byte "
+        "rows of " +
+        (spec.input == InputType::F32 ? "FP32" : "BF16") + ")");
   Variant v = chooseVariant(spec, false);
   int64_t vecsPerThread = llvm::divideCeil(spec.cols / vec, v.threads);
   if (vecsPerThread > kMaxVecsPerThread)
-    return invalid("K=" + Twine(spec.cols) +
-                   " is too long for the row-wise GPU quantizer (at most " +
-                   Twine(int64_t(kMaxVecsPerThread) * 1024 * vec) + ")");
+    return invalidArgument(
+        "K=" + Twine(spec.cols) +
+        " is too long for the row-wise GPU quantizer (at most " +
+        Twine(int64_t(kMaxVecsPerThread) * 1024 * vec) + ")");
   return Error::success();
 }
 
@@ -171,8 +173,8 @@ Expected<QuantizerSource> generateQuantizerSource(const QuantizeSpec &spec,
     return std::move(error);
   const QuantizeOptions &options = spec.options;
   if (withScale && options.scheme.kind != ScalingKind::PerTensor)
-    return invalid("a cast with a given scale is per-tensor, not " +
-                   options.scheme.str());
+    return invalidArgument("a cast with a given scale is per-tensor, not " +
+                           options.scheme.str());
   Variant v = chooseVariant(spec, withScale);
   int in = spec.input == InputType::F32 ? 0 : 1;
   int fmt = options.format == Fp8Format::E4M3 ? 0 : 1;
@@ -292,9 +294,9 @@ static Error planRowStages(GpuQuantizer::Plan &plan, const QuantizeSpec &spec) {
                           "cuOccupancyMaxActiveBlocksPerMultiprocessor"))
     return e;
   if (resident < 1)
-    return invalid("the row-wise quantizer of K=" + Twine(spec.cols) +
-                   " does not fit an SM (" + Twine(plan.sharedBytes) +
-                   " bytes of shared memory)");
+    return invalidArgument("the row-wise quantizer of K=" + Twine(spec.cols) +
+                           " does not fit an SM (" + Twine(plan.sharedBytes) +
+                           " bytes of shared memory)");
   plan.ctasPerSm = resident;
   return Error::success();
 }
@@ -392,13 +394,13 @@ Error GpuQuantizer::reserveWorkspace(int64_t globalWords) {
 static Error checkPointer(CUdeviceptr ptr, bool needed, unsigned alignment,
                           StringRef name, const ScalingScheme &scheme) {
   if (needed && !ptr)
-    return invalid(name + " is null; " + scheme.str() + " needs it");
+    return invalidArgument(name + " is null; " + scheme.str() + " needs it");
   if (!needed && ptr)
-    return invalid(name + " is given, but " + scheme.str() +
-                   " has none");
+    return invalidArgument(name + " is given, but " + scheme.str() +
+                           " has none");
   if (ptr % alignment != 0)
-    return invalid(name + " must be " + Twine(alignment) +
-                   "-byte aligned, got 0x" + Twine::utohexstr(ptr));
+    return invalidArgument(name + " must be " + Twine(alignment) +
+                           "-byte aligned, got 0x" + Twine::utohexstr(ptr));
   return Error::success();
 }
 
@@ -419,18 +421,18 @@ Error GpuQuantizer::run(const QuantizeSpec &spec,
                              "the global scales", scheme))
     return e;
   if (buffers.counters % 8 != 0)
-    return invalid("the counters must be 8-byte aligned");
+    return invalidArgument("the counters must be 8-byte aligned");
   if (buffers.amax) {
     // Only a per-tensor reduce pass leaves one amax behind.
     if (scheme.kind != ScalingKind::PerTensor || scale) {
       std::string what = scale ? "a cast with a given scale" : scheme.str();
-      return invalid("the amax output is given, but only a per-tensor "
-                     "quantize finds an amax, not " +
-                     what);
+      return invalidArgument("the amax output is given, but only a per-tensor "
+                             "quantize finds an amax, not " +
+                             what);
     }
     if (buffers.amax % 4 != 0)
-      return invalid("the amax output must be 4-byte aligned, got 0x" +
-                     Twine::utohexstr(buffers.amax));
+      return invalidArgument("the amax output must be 4-byte aligned, got 0x" +
+                             Twine::utohexstr(buffers.amax));
   }
   Expected<const Plan *> plan = getPlan(spec, scale != 0);
   if (!plan)
@@ -509,9 +511,9 @@ Error GpuQuantizer::castWithScale(const QuantizeSpec &spec, CUdeviceptr scale,
                                   const QuantizeBuffers &buffers,
                                   CUstream stream) {
   if (!scale)
-    return invalid("the scale pointer is null");
+    return invalidArgument("the scale pointer is null");
   if (scale % 4 != 0)
-    return invalid("the scale pointer must be 4-byte aligned");
+    return invalidArgument("the scale pointer must be 4-byte aligned");
   return run(spec, buffers, scale, stream);
 }
 

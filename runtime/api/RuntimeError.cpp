@@ -20,4 +20,8 @@ Error makeRuntimeError(ErrorKind kind, const Twine &message) {
   return make_error<RuntimeError>(kind, message.str());
 }
 
+Error invalidArgument(const Twine &message) {
+  return createStringError(inconvertibleErrorCode(), message);
+}
+
 } // namespace moss::runtime

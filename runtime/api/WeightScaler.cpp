@@ -10,6 +10,7 @@
 #include "moss/Runtime/WeightScaler.h"
 
 #include "moss/Runtime/Driver.h"
+#include "moss/Runtime/RuntimeError.h"
 
 #include "llvm/ADT/Twine.h"
 
@@ -27,10 +28,6 @@ namespace moss::runtime {
 
 namespace {
 
-Error invalid(const Twine &message) {
-  return createStringError(inconvertibleErrorCode(), message);
-}
-
 std::string str(double v) {
   char buffer[64];
   std::snprintf(buffer, sizeof(buffer), "%g", v);
@@ -39,8 +36,8 @@ std::string str(double v) {
 
 Error checkLearningRate(double lr) {
   if (!(std::isfinite(lr) && lr >= 0.0))
-    return invalid("the learning rate lr=" + str(lr) +
-                   " must be finite and non-negative");
+    return invalidArgument("the learning rate lr=" + str(lr) +
+                           " must be finite and non-negative");
   return Error::success();
 }
 
@@ -70,7 +67,7 @@ WeightScalePlanner::create(const WeightScalerOptions &options) {
   double c = 1.0;
   if (options.explicitBound != 0.0) {
     if (!(std::isfinite(options.explicitBound) && options.explicitBound > 0.0))
-      return invalid(
+      return invalidArgument(
           "the explicit Adam update bound c=" + str(options.explicitBound) +
           " must be finite and positive (or 0 for the option's "
           "bound)");
@@ -162,28 +159,29 @@ Error WeightScalePlanner::observe(const WeightScaleObservation &observation) {
   WeightScalerStats &s = statistics;
   int64_t step = observation.step;
   if (step < 0 || step >= nextStep)
-    return invalid("observed step " + Twine(step) +
-                   " was not launched (steps 0.." + Twine(nextStep - 1) +
-                   " were)");
+    return invalidArgument("observed step " + Twine(step) +
+                           " was not launched (steps 0.." +
+                           Twine(nextStep - 1) + " were)");
   if (step <= s.observedStep)
-    return invalid("observed step " + Twine(step) + " is out of order: step " +
-                   Twine(s.observedStep) + " was observed already");
+    return invalidArgument("observed step " + Twine(step) +
+                           " is out of order: step " + Twine(s.observedStep) +
+                           " was observed already");
   if (observation.saturatedTotal < seenSaturated ||
       observation.nonFiniteTotal < seenNonFinite)
-    return invalid("the device counters of step " + Twine(step) +
-                   " went backwards (saturated " +
-                   Twine(observation.saturatedTotal) + " after " +
-                   Twine(seenSaturated) + ", non-finite " +
-                   Twine(observation.nonFiniteTotal) + " after " +
-                   Twine(seenNonFinite) + ")");
+    return invalidArgument("the device counters of step " + Twine(step) +
+                           " went backwards (saturated " +
+                           Twine(observation.saturatedTotal) + " after " +
+                           Twine(seenSaturated) + ", non-finite " +
+                           Twine(observation.nonFiniteTotal) + " after " +
+                           Twine(seenNonFinite) + ")");
   // Rescales before `step` whose snapshot was dropped: their anchors are
   // lost, and later rescales replace them.
   while (!pendingRescales.empty() && pendingRescales.front() < step)
     pendingRescales.pop_front();
   bool rescaled = !pendingRescales.empty() && pendingRescales.front() == step;
   if (observation.amax && !rescaled)
-    return invalid("observed step " + Twine(step) +
-                   " carries an amax but did not rescale");
+    return invalidArgument("observed step " + Twine(step) +
+                           " carries an amax but did not rescale");
 
   uint64_t saturated = observation.saturatedTotal - seenSaturated;
   uint64_t nonFinite = observation.nonFiniteTotal - seenNonFinite;
@@ -256,14 +254,15 @@ Error checkWeightScalerStep(double lr, const QuantizeSpec &spec,
     return error;
   const ScalingScheme &scheme = spec.options.scheme;
   if (scheme.kind != ScalingKind::PerTensor)
-    return invalid("the weight scaler casts per-tensor, not " + scheme.str());
+    return invalidArgument("the weight scaler casts per-tensor, not " +
+                           scheme.str());
   auto checkPointer = [](CUdeviceptr ptr, unsigned alignment,
                          StringRef name) -> Error {
     if (!ptr)
-      return invalid(name + " is null");
+      return invalidArgument(name + " is null");
     if (ptr % alignment != 0)
-      return invalid(name + " must be " + Twine(alignment) +
-                     "-byte aligned, got 0x" + Twine::utohexstr(ptr));
+      return invalidArgument(name + " must be " + Twine(alignment) +
+                             "-byte aligned, got 0x" + Twine::utohexstr(ptr));
     return Error::success();
   };
   if (Error e = checkPointer(buffers.x, 16, "the weight buffers.x"))
@@ -274,14 +273,17 @@ Error checkWeightScalerStep(double lr, const QuantizeSpec &spec,
           checkPointer(buffers.global, 4, "the scale output buffers.global"))
     return e;
   if (buffers.local)
-    return invalid("buffers.local is given, but per-tensor scaling has no "
-                   "block scales");
+    return invalidArgument(
+        "buffers.local is given, but per-tensor scaling has no "
+        "block scales");
   if (buffers.counters)
-    return invalid("buffers.counters must be 0: the weight scaler counts "
-                   "into its own");
+    return invalidArgument(
+        "buffers.counters must be 0: the weight scaler counts "
+        "into its own");
   if (buffers.amax)
-    return invalid("buffers.amax must be 0: the weight scaler keeps the "
-                   "amax itself");
+    return invalidArgument(
+        "buffers.amax must be 0: the weight scaler keeps the "
+        "amax itself");
   return Error::success();
 }
 

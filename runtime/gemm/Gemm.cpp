@@ -19,6 +19,7 @@
 #include "moss/Runtime/Driver.h"
 #include "moss/Runtime/Folder.h"
 #include "moss/Runtime/Module.h"
+#include "moss/Runtime/RuntimeError.h"
 #include "moss/Runtime/TensorMaps.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -43,10 +44,6 @@ using compiler::FloatType;
 using compiler::GemmSpec;
 using numerics::ScalingScheme;
 
-static Error invalid(const Twine &message) {
-  return createStringError(inconvertibleErrorCode(), message);
-}
-
 //===----------------------------------------------------------------------===//
 // Checks
 //===----------------------------------------------------------------------===//
@@ -69,12 +66,14 @@ GemmScaleCounts moss::getGemmScaleCounts(const GemmSpec &spec, int64_t m) {
 static Error checkPointer(CUdeviceptr pointer, bool needed, unsigned alignment,
                           const Twine &name, const Twine &why) {
   if (needed && !pointer)
-    return invalid(name + " is null; " + why + " needs it");
+    return runtime::invalidArgument(name + " is null; " + why + " needs it");
   if (!needed && pointer)
-    return invalid(name + " is given, but " + why + " has none");
+    return runtime::invalidArgument(name + " is given, but " + why +
+                                    " has none");
   if (pointer % alignment != 0)
-    return invalid(name + " must be " + Twine(alignment) +
-                   "-byte aligned, got 0x" + Twine::utohexstr(pointer));
+    return runtime::invalidArgument(name + " must be " + Twine(alignment) +
+                                    "-byte aligned, got 0x" +
+                                    Twine::utohexstr(pointer));
   return Error::success();
 }
 
@@ -94,15 +93,15 @@ static Error checkOperand(const GemmOperand &operand, const char *name,
                              prefix + ".globalScales", why))
     return e;
   if (operand.localScaleCount != localCount)
-    return invalid(prefix +
-                   ".localScaleCount=" + Twine(operand.localScaleCount) +
-                   " does not match " + why + " for " + Twine(rows) +
-                   " rows: expected " + Twine(localCount) +
-                   (localCount ? " block scales (row-major [rows / block rows, "
-                                 "K / block])"
-                               : ""));
+    return runtime::invalidArgument(
+        prefix + ".localScaleCount=" + Twine(operand.localScaleCount) +
+        " does not match " + why + " for " + Twine(rows) + " rows: expected " +
+        Twine(localCount) +
+        (localCount ? " block scales (row-major [rows / block rows, "
+                      "K / block])"
+                    : ""));
   if (operand.globalScaleCount != globalCount)
-    return invalid(
+    return runtime::invalidArgument(
         prefix + ".globalScaleCount=" + Twine(operand.globalScaleCount) +
         " does not match " + why + ": expected " + Twine(globalCount));
   return Error::success();
@@ -120,24 +119,28 @@ static Error checkGemmSpecAt(const GemmSpec &spec, int64_t rows) {
   if (Error e = compiler::checkFold(spec))
     return e;
   if (spec.beta && !std::isfinite(*spec.beta))
-    return invalid("beta=" + Twine(std::to_string(*spec.beta)) + " is not finite");
+    return runtime::invalidArgument(
+        "beta=" + Twine(std::to_string(*spec.beta)) + " is not finite");
   constexpr int64_t kIntMax = std::numeric_limits<int32_t>::max();
   if (spec.k % 32 != 0)
-    return invalid("K=" + Twine(spec.k) +
-                   " is not a multiple of 32 (the FP8 wgmma's K)");
+    return runtime::invalidArgument(
+        "K=" + Twine(spec.k) + " is not a multiple of 32 (the FP8 wgmma's K)");
   if (spec.n > kIntMax || spec.k > kIntMax || spec.m > kIntMax)
-    return invalid("the GEMM is " + Twine(spec.m) + "x" + Twine(spec.n) + "x" +
-                   Twine(spec.k) + "; the kernel takes M, N and K below 2^31");
+    return runtime::invalidArgument("the GEMM is " + Twine(spec.m) + "x" +
+                                    Twine(spec.n) + "x" + Twine(spec.k) +
+                                    "; the kernel takes M, N and K below 2^31");
   if (Error e = compiler::checkKernelSupport(spec))
     return e;
   if (spec.promoteK != 0) {
     if (spec.promoteK != 32 && spec.promoteK != 64 && spec.promoteK != 128)
-      return invalid("promoteK=" + Twine(spec.promoteK) +
-                     " is not a promotion interval; expected 0 (the "
-                     "schemes'), 32, 64 or 128");
+      return runtime::invalidArgument(
+          "promoteK=" + Twine(spec.promoteK) +
+          " is not a promotion interval; expected 0 (the "
+          "schemes'), 32, 64 or 128");
     if (spec.k % spec.promoteK != 0)
-      return invalid("K=" + Twine(spec.k) +
-                     " is not a multiple of promoteK=" + Twine(spec.promoteK));
+      return runtime::invalidArgument(
+          "K=" + Twine(spec.k) +
+          " is not a multiple of promoteK=" + Twine(spec.promoteK));
   }
   // A fold changes the blocks the kernel promotes by.
   const GemmSpec kernel = spec.getKernelSpec(rows);
@@ -145,15 +148,17 @@ static Error checkGemmSpecAt(const GemmSpec &spec, int64_t rows) {
        {std::pair{"A", &kernel.aScaling}, std::pair{"B", &kernel.bScaling}})
     if (spec.promoteK && scheme->hasLocalScales() &&
         scheme->blockCols < spec.promoteK)
-      return invalid("promoteK=" + Twine(spec.promoteK) +
-                     " is coarser than operand " + name + "'s scaling block " +
-                     Twine(scheme->blockCols) + " (" + scheme->str() + ")");
+      return runtime::invalidArgument(
+          "promoteK=" + Twine(spec.promoteK) + " is coarser than operand " +
+          name + "'s scaling block " + Twine(scheme->blockCols) + " (" +
+          scheme->str() + ")");
   for (auto [name, scheme] :
        {std::pair{"A", &spec.aScaling}, std::pair{"B", &spec.bScaling}}) {
     if (scheme->hasLocalScales() && spec.k % scheme->blockCols != 0)
-      return invalid("K=" + Twine(spec.k) + " is not a multiple of operand " +
-                     name + "'s scaling block " + Twine(scheme->blockCols) +
-                     " (" + scheme->str() + ")");
+      return runtime::invalidArgument(
+          "K=" + Twine(spec.k) + " is not a multiple of operand " + name +
+          "'s scaling block " + Twine(scheme->blockCols) + " (" +
+          scheme->str() + ")");
   }
   return Error::success();
 }
@@ -178,36 +183,41 @@ static Error checkBufferRanges(const GemmSpec &spec, int64_t m,
                   unsigned width) -> Expected<Range> {
     uint64_t bytes = uint64_t(rows) * uint64_t(cols) * width;
     if (p + bytes < p)
-      return invalid("a buffer at 0x" + Twine::utohexstr(p) + " of " +
-                     Twine(bytes) + " bytes wraps around the address space");
+      return runtime::invalidArgument("a buffer at 0x" + Twine::utohexstr(p) +
+                                      " of " + Twine(bytes) +
+                                      " bytes wraps around the address space");
     return Range{p, bytes};
   };
   const unsigned outWidth = compiler::getByteWidth(spec.out);
   Expected<Range> d = range(buffers.d, m, spec.n, outWidth);
   if (!d)
-    return invalid("buffers.d: " + toString(d.takeError()));
+    return runtime::invalidArgument("buffers.d: " + toString(d.takeError()));
   Expected<Range> a = range(buffers.a.codes, m, spec.k, 1);
   Expected<Range> b = range(buffers.b.codes, spec.n, spec.k, 1);
   if (!a || !b)
-    return invalid("operand codes: " +
-                   toString(a ? b.takeError() : a.takeError()));
+    return runtime::invalidArgument(
+        "operand codes: " + toString(a ? b.takeError() : a.takeError()));
   if (d->overlaps(*a) || d->overlaps(*b))
-    return invalid("buffers.d (the output) overlaps the codes of operand " +
-                   Twine(d->overlaps(*a) ? "A" : "B"));
+    return runtime::invalidArgument(
+        "buffers.d (the output) overlaps the codes of operand " +
+        Twine(d->overlaps(*a) ? "A" : "B"));
   if (buffers.c && spec.accumulate) {
     if (buffers.c == buffers.d) {
       if (*spec.accumulate != spec.out)
-        return invalid(std::string("buffers.c is buffers.d, but C is ") +
-                       compiler::getName(*spec.accumulate) + " and D " +
-                       compiler::getName(spec.out) +
-                       "; C may be D only with the output's type");
+        return runtime::invalidArgument(
+            std::string("buffers.c is buffers.d, but C is ") +
+            compiler::getName(*spec.accumulate) + " and D " +
+            compiler::getName(spec.out) +
+            "; C may be D only with the output's type");
     } else {
       Expected<Range> c = range(buffers.c, m, spec.n,
                                 compiler::getByteWidth(*spec.accumulate));
       if (!c)
-        return invalid("buffers.c: " + toString(c.takeError()));
+        return runtime::invalidArgument("buffers.c: " +
+                                        toString(c.takeError()));
       if (c->overlaps(*d))
-        return invalid("buffers.c overlaps buffers.d without being it");
+        return runtime::invalidArgument(
+            "buffers.c overlaps buffers.d without being it");
     }
   }
   return Error::success();
@@ -218,13 +228,13 @@ static Error checkGemmRows(const GemmSpec &spec, int64_t m) {
   if (Error e = checkGemmSpecAt(spec, m))
     return e;
   if (m < 0 || m > std::numeric_limits<int32_t>::max())
-    return invalid("m=" + Twine(m) +
-                   " is out of range; expected 0 <= m < 2^31");
+    return runtime::invalidArgument("m=" + Twine(m) +
+                                    " is out of range; expected 0 <= m < 2^31");
   if (!spec.isDynamicM() && m != spec.m)
-    return invalid("m=" + Twine(m) +
-                   " but the spec is specialized to M=" + Twine(spec.m) +
-                   "; use a spec with a dynamic M (-1) to "
-                   "launch other row counts");
+    return runtime::invalidArgument(
+        "m=" + Twine(m) + " but the spec is specialized to M=" + Twine(spec.m) +
+        "; use a spec with a dynamic M (-1) to "
+        "launch other row counts");
   return Error::success();
 }
 
@@ -527,9 +537,10 @@ GemmRunner::create(runtime::KernelCache &cache) {
   if (Error e = attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, minor))
     return std::move(e);
   if (major != 9)
-    return invalid("the GEMM kernels need a Hopper GPU (sm_90a); this one "
-                   "is compute capability " +
-                   Twine(major) + "." + Twine(minor));
+    return runtime::invalidArgument(
+        "the GEMM kernels need a Hopper GPU (sm_90a); this one "
+        "is compute capability " +
+        Twine(major) + "." + Twine(minor));
   compiler::TargetInfo target;
   target.smCount = unsigned(sms);
   target.sharedMemoryPerBlock = unsigned(shared);
@@ -747,11 +758,11 @@ Error GemmRunner::loadKernel(
   // would launch with the wrong geometry.
   if (plan->threads != source.launch.threads ||
       plan->sharedBytes != source.launch.sharedBytes)
-    return invalid("internal error: the compiler planned " +
-                   Twine(source.launch.threads) + " threads and " +
-                   Twine(source.launch.sharedBytes) +
-                   " bytes of shared memory, the templates " +
-                   Twine(plan->threads) + " and " + Twine(plan->sharedBytes));
+    return runtime::invalidArgument(
+        "internal error: the compiler planned " + Twine(source.launch.threads) +
+        " threads and " + Twine(source.launch.sharedBytes) +
+        " bytes of shared memory, the templates " + Twine(plan->threads) +
+        " and " + Twine(plan->sharedBytes));
   if (Error e = runtime::setSharedMemoryLimit(*function, plan->sharedBytes))
     return e;
   runtime::LaunchConfig config;
@@ -991,8 +1002,9 @@ Error moss::gemm(const GemmSpec &spec, int64_t m, const GemmBuffers &buffers,
           runtime::checkCuda(api->ctxGetCurrent(&context), "cuCtxGetCurrent"))
     return e;
   if (!context)
-    return invalid("no CUDA context is current on this thread; make one "
-                   "current (e.g. the device's primary context) first");
+    return runtime::invalidArgument(
+        "no CUDA context is current on this thread; make one "
+        "current (e.g. the device's primary context) first");
   thread_local std::unordered_map<CUcontext, std::unique_ptr<GemmRunner>>
       runners;
   std::unique_ptr<GemmRunner> &runner = runners[context];

@@ -43,6 +43,11 @@ private:
 /// A RuntimeError as an llvm::Error.
 llvm::Error makeRuntimeError(ErrorKind kind, const llvm::Twine &message);
 
+/// An error for arguments the caller got wrong ("K=100 is not a multiple of
+/// the scaling block 32"): untyped, so the C API reports it as an invalid
+/// argument where it checks arguments.
+llvm::Error invalidArgument(const llvm::Twine &message);
+
 } // namespace moss::runtime
 
 #endif // MOSS_RUNTIME_RUNTIMEERROR_H
