@@ -12,6 +12,8 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/JSON.h"
 
+#include <array>
+
 using namespace llvm;
 using namespace moss;
 using namespace moss::tune;
@@ -103,6 +105,20 @@ static Expected<int64_t> parseDimension(StringRef text, StringRef name,
   return value;
 }
 
+/// M, N and K from their three texts, each checked by parseDimension.
+static Expected<std::array<int64_t, 3>>
+parseDimensions(std::array<StringRef, 3> texts, const std::string &where) {
+  const char *names[3] = {"M", "N", "K"};
+  std::array<int64_t, 3> dims;
+  for (int i = 0; i < 3; ++i) {
+    Expected<int64_t> value = parseDimension(texts[i], names[i], where);
+    if (!value)
+      return value.takeError();
+    dims[i] = *value;
+  }
+  return dims;
+}
+
 Expected<TuneShape> tune::parseShapeFlag(StringRef text,
                                          const ShapeDefaults &defaults) {
   SmallVector<StringRef> parts;
@@ -110,16 +126,12 @@ Expected<TuneShape> tune::parseShapeFlag(StringRef text,
   std::string where = ("--shape " + text).str();
   if (parts.size() != 3)
     return error(where + ": expected MxNxK, e.g. 128x4096x4096");
-  int64_t dims[3];
-  const char *names[3] = {"M", "N", "K"};
-  for (int i = 0; i < 3; ++i) {
-    Expected<int64_t> value = parseDimension(parts[i], names[i], where);
-    if (!value)
-      return value.takeError();
-    dims[i] = *value;
-  }
-  return makeShape(dims[0], dims[1], dims[2], defaults.a, defaults.b, defaults,
-                   where);
+  Expected<std::array<int64_t, 3>> dims =
+      parseDimensions({parts[0], parts[1], parts[2]}, where);
+  if (!dims)
+    return dims.takeError();
+  return makeShape((*dims)[0], (*dims)[1], (*dims)[2], defaults.a, defaults.b,
+                   defaults, where);
 }
 
 /// One shape from its fields (M, N, K, then optional schemes) at `where`.
@@ -129,14 +141,10 @@ static Expected<TuneShape> shapeFromFields(ArrayRef<std::string> fields,
   if (fields.size() < 3 || fields.size() > 5)
     return error(where + ": expected 'M N K [a-scheme] [b-scheme]', got " +
                  Twine(fields.size()) + " fields");
-  int64_t dims[3];
-  const char *names[3] = {"M", "N", "K"};
-  for (int i = 0; i < 3; ++i) {
-    Expected<int64_t> value = parseDimension(fields[i], names[i], where);
-    if (!value)
-      return value.takeError();
-    dims[i] = *value;
-  }
+  Expected<std::array<int64_t, 3>> dims =
+      parseDimensions({fields[0], fields[1], fields[2]}, where);
+  if (!dims)
+    return dims.takeError();
   OperandScheme a = defaults.a, b = defaults.b;
   if (fields.size() > 3) {
     Expected<OperandScheme> parsed =
@@ -152,7 +160,7 @@ static Expected<TuneShape> shapeFromFields(ArrayRef<std::string> fields,
       return parsed.takeError();
     b = *parsed;
   }
-  return makeShape(dims[0], dims[1], dims[2], a, b, defaults, where);
+  return makeShape((*dims)[0], (*dims)[1], (*dims)[2], a, b, defaults, where);
 }
 
 /// The line (1-based) where each element of the top-level JSON array
