@@ -169,6 +169,12 @@ int main(int argc, char **argv) {
     cases.push_back({"moss row", 16384, cols, InputType::BF16, row});
     cases.push_back({"moss tensor", 16384, cols, InputType::BF16, tensor});
     cases.push_back({"moss tensor T", 16384, cols, InputType::BF16, tensor, true});
+    cases.push_back({"moss row T", 16384, cols, InputType::BF16, row, true});
+    // What moss_jit.nn.Linear's wgrad quantizes.
+    cases.push_back({"moss row T, fold row", 16384, cols, InputType::BF16, row,
+                     true, false, BlockScaleFold::Row});
+    cases.push_back({"mxfp8 T", 16384, cols, InputType::BF16,
+                     ScalingScheme::mxfp8(), true});
     cases.push_back({"moss row, fold row", 16384, cols, InputType::BF16, row,
                      false, false, BlockScaleFold::Row});
     cases.push_back({"moss tensor, fold row", 16384, cols, InputType::BF16,

@@ -33,6 +33,9 @@ struct Variant {
   GlobalSource source = kNoGlobal;
   /// Columnwise: one global per output row (per-row, two-level row).
   bool globalPerRow = false;
+  /// Columnwise row fold: the reduce pass finds each output row's largest
+  /// block, in its own words unless the globals per row hold it.
+  bool foldReference = false;
   int block = 0;
   int threads = 256;
 };
@@ -49,6 +52,8 @@ constexpr int kMaxVecsPerThread = 4;
 /// input columns.
 constexpr int kColumnwiseThreads = 128;
 constexpr int kColumnwiseTileRows = 128;
+/// The most CTAs down one column strip (a grid's y extent).
+constexpr int64_t kMaxGridY = 65535;
 int64_t columnwiseTileCols(InputType input) {
   return input == InputType::F32 ? 32 : 64;
 }
@@ -83,6 +88,7 @@ Variant chooseVariant(const QuantizeSpec &spec, bool withScale) {
     v.family = Family::Columnwise;
     v.threads = kColumnwiseThreads;
     v.globalPerRow = hasGlobal && scheme.globalPerRow();
+    v.foldReference = spec.options.fold == BlockScaleFold::Row;
     if (!scheme.hasLocalScales())
       v.block = 32;
     return v;
@@ -142,14 +148,8 @@ Error checkGpuQuantizeSpec(const QuantizeSpec &spec) {
         "the GPU quantizers take power-of-two blocks from 16 to "
         "128, got " +
         Twine(scheme.blockCols));
-  if (spec.options.transpose) {
-    if (llvm::divideCeil(spec.rows, kColumnwiseTileRows) > 65535)
-      return invalidArgument("rows=" + Twine(spec.rows) +
-                             " is too many for the transposed GPU quantizer "
-                             "(at most " +
-                             Twine(65535 * kColumnwiseTileRows) + ")");
+  if (spec.options.transpose)
     return Error::success();
-  }
   int vec = vecElements(spec.input);
   if (spec.cols % vec != 0)
     return invalidArgument(
@@ -197,11 +197,13 @@ Expected<QuantizerSource> generateQuantizerSource(const QuantizeSpec &spec,
     break;
   case Family::Columnwise:
     header = "moss/quantize/columnwise.cuh";
-    config = formatv("moss::quantize::ColumnwiseConfig<{0}, {1}, {2}, {3}, {4}>",
-                     in, kind, fmt, v.block, int(v.source));
+    config = formatv("moss::quantize::ColumnwiseConfig<{0}, {1}, {2}, {3}, {4}, "
+                     "{5}>",
+                     in, kind, fmt, v.block, int(v.source), int(options.fold));
     call = std::string("moss::quantize::columnwise<Config>(args, "
                        "moss::quantize::{0}, ") +
-           (v.globalPerRow ? "true" : "false") + ")";
+           (v.globalPerRow ? "true" : "false") +
+           (options.fold == BlockScaleFold::None ? ")" : ", kFoldTable)");
     break;
   case Family::Tile2d:
     header = "moss/quantize/tile2d.cuh";
@@ -216,11 +218,14 @@ Expected<QuantizerSource> generateQuantizerSource(const QuantizeSpec &spec,
   if (options.fold != BlockScaleFold::None)
     source += "\n" + getFoldTableSource(options.format);
   // The row-wise kernel keeps at least 768 threads per SM (at most 85
-  // registers for up to 256 threads, 64 for more); left alone, ptxas gives
-  // the encoding's independent values enough registers to halve that.
+  // registers for up to 256 threads, 64 for more), the transposed one 5
+  // CTAs (at most 102 registers; its shared memory holds 5); left alone,
+  // ptxas gives the encoding's independent values enough registers to
+  // halve that.
   const int minBlocks = v.family == Family::Rowwise
                             ? int(llvm::divideCeil(768, v.threads))
-                            : 1;
+                        : v.family == Family::Columnwise ? 5
+                                                         : 1;
   auto addKernel = [&](StringRef name, StringRef pass) {
     source += formatv("\nextern \"C\" __global__ void __launch_bounds__({0}, "
                       "{3})\n"
@@ -228,7 +233,7 @@ Expected<QuantizerSource> generateQuantizerSource(const QuantizeSpec &spec,
                       v.threads, name, formatv(call.c_str(), pass).str(),
                       minBlocks);
   };
-  if (v.source == kGlobalFromBits) {
+  if (v.source == kGlobalFromBits || v.foldReference) {
     result.reduceKernel = "moss_quantize_reduce";
     addKernel(result.reduceKernel, "kReducePass");
   }
@@ -250,7 +255,8 @@ struct GpuQuantizer::Plan {
   /// Dynamic shared memory per CTA: the row-wise kernel's staged rows, the
   /// square-block kernel's block.
   unsigned sharedBytes = 0;
-  /// Row-wise kernel: rows in flight per CTA, and CTAs resident per SM.
+  /// Row-wise kernel: rows in flight per CTA. Row-wise and transposed
+  /// kernels: CTAs resident per SM.
   int stages = 1;
   int ctasPerSm = 1;
 };
@@ -362,6 +368,16 @@ GpuQuantizer::getPlan(const QuantizeSpec &spec, bool withScale) {
   if (plan->variant.family == Family::Rowwise) {
     if (Error e = planRowStages(*plan, spec))
       return std::move(e);
+  } else if (plan->variant.family == Family::Columnwise) {
+    Expected<const DriverApi &> api = getDriverApi();
+    if (!api)
+      return api.takeError();
+    if (Error e = checkCuda(api->occupancyMaxActiveBlocksPerMultiprocessor(
+                                &plan->ctasPerSm, plan->quantize,
+                                kColumnwiseThreads, 0),
+                            "cuOccupancyMaxActiveBlocksPerMultiprocessor"))
+      return std::move(e);
+    plan->ctasPerSm = std::max(plan->ctasPerSm, 1);
   } else if (plan->variant.family == Family::Tile2d) {
     plan->sharedBytes = unsigned(plan->variant.block * plan->variant.block *
                                  (spec.input == InputType::F32 ? 4 : 2));
@@ -443,26 +459,33 @@ Error GpuQuantizer::run(const QuantizeSpec &spec,
   if (!api)
     return api.takeError();
   int64_t globalWords = v.globalPerRow ? spec.cols : 1;
-  if (Error error = reserveWorkspace(globalWords))
+  // A row fold's references share the globals' words when those are per
+  // output row, else follow them.
+  int64_t foldWords = v.foldReference && !v.globalPerRow ? spec.cols : 0;
+  if (Error error = reserveWorkspace(globalWords + foldWords))
     return error;
   // Without the caller's counters the kernels add to the workspace's, which
   // nobody reads: they need no zeroing.
   CUdeviceptr counters = buffers.counters ? buffers.counters : workspace;
   CUdeviceptr globalBits = workspace + 16;
-  if (v.source == kGlobalFromBits)
+  CUdeviceptr foldBits = globalBits + (foldWords ? globalWords * 4 : 0);
+  if (v.source == kGlobalFromBits || v.foldReference)
     if (Error error = checkCuda(
-            api->memsetD8Async(globalBits, 0, globalWords * 4, stream),
+            api->memsetD8Async(globalBits, 0, (globalWords + foldWords) * 4,
+                               stream),
             "cuMemsetD8Async(quantizer workspace)"))
       return error;
 
+  // moss::quantize::Args (templates/moss/quantize/common.cuh).
   struct KernelArgs {
     CUdeviceptr x;
     int rows, cols;
-    CUdeviceptr q, local, global, globalBits, scaleIn, saturated, nonFinite;
+    CUdeviceptr q, local, global, globalBits, foldBits, scaleIn, saturated,
+        nonFinite;
     int stages;
   } args{buffers.x,      int(spec.rows), int(spec.cols), buffers.q,
-         buffers.local,  buffers.global, globalBits,     scale,
-         counters,       counters + 8,   (*plan)->stages};
+         buffers.local,  buffers.global, globalBits,     foldBits,
+         scale,          counters,       counters + 8,   (*plan)->stages};
   void *params[] = {&args};
 
   LaunchConfig launch;
@@ -476,12 +499,17 @@ Error GpuQuantizer::run(const QuantizeSpec &spec,
     launch.sharedMemoryLimitSet = true;
     break;
   }
-  case Family::Columnwise:
-    launch.grid[0] =
-        unsigned(llvm::divideCeil(spec.cols, columnwiseTileCols(spec.input)));
-    launch.grid[1] =
-        unsigned(llvm::divideCeil(spec.rows, kColumnwiseTileRows));
+  case Family::Columnwise: {
+    // Enough CTAs down each column strip to fill the GPU once; each walks
+    // its strip's tiles in turn.
+    int64_t strips = llvm::divideCeil(spec.cols, columnwiseTileCols(spec.input));
+    int64_t tiles = llvm::divideCeil(spec.rows, kColumnwiseTileRows);
+    int64_t resident = int64_t(smCount) * (*plan)->ctasPerSm;
+    launch.grid[0] = unsigned(strips);
+    launch.grid[1] = unsigned(std::clamp<int64_t>(
+        llvm::divideCeil(resident, strips), 1, std::min(tiles, kMaxGridY)));
     break;
+  }
   case Family::Tile2d:
     launch.grid[0] = unsigned(llvm::divideCeil(spec.cols, v.block));
     launch.grid[1] = unsigned(llvm::divideCeil(spec.rows, v.block));

@@ -143,14 +143,9 @@ moss::numerics::checkQuantizeOptions(int64_t rows, int64_t cols,
                      (options.transpose ? " (K is the input's rows axis of a "
                                           "transposed quantization)"
                                         : ""));
-  if (options.fold != BlockScaleFold::None) {
-    if (options.transpose)
-      return makeError("a quantization that folds its block factors is "
-                       "row-wise; fold the transposed result with "
-                       "foldBlockScales instead");
+  if (options.fold != BlockScaleFold::None)
     if (llvm::Error e = checkFold(scheme, k, options.fold))
       return e;
-  }
   return llvm::Error::success();
 }
 

@@ -19,6 +19,7 @@
 
 #include "gtest/gtest.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -169,7 +170,10 @@ void checkAgainstReference(const QuantizeSpec &spec, Data data,
     dlocal.poison();
   if (dglobal.get())
     dglobal.poison();
-  ASSERT_EQ(DeviceBuffer::api().memsetD8(dcounters.get(), 0, 16), CUDA_SUCCESS);
+  // The kernels add to the counters: start them away from zero, so that a
+  // count that is overwritten, or never made, shows.
+  const std::vector<uint64_t> counterStart = {1000003, 2000029};
+  dcounters.upload(counterStart.data());
 
   QuantizeBuffers buffers{dx.get(), dq.get(), dlocal.get(), dglobal.get(),
                           dcounters.get()};
@@ -188,8 +192,10 @@ void checkAgainstReference(const QuantizeSpec &spec, Data data,
     expectBitsEqual(dglobal.download<float>(), ref->global, 1,
                     "global scales");
   std::vector<uint64_t> counters = dcounters.download<uint64_t>();
-  EXPECT_EQ(counters[0], uint64_t(ref->stats.saturated)) << "saturated";
-  EXPECT_EQ(counters[1], uint64_t(ref->stats.nonFiniteBlocks)) << "non-finite";
+  EXPECT_EQ(counters[0] - counterStart[0], uint64_t(ref->stats.saturated))
+      << "saturated";
+  EXPECT_EQ(counters[1] - counterStart[1], uint64_t(ref->stats.nonFiniteBlocks))
+      << "non-finite";
 }
 
 std::vector<ScalingScheme> allSchemes() {
@@ -228,6 +234,24 @@ TEST(QuantizeGpuTest, EverySchemeMatchesTheHostReference) {
           }
 }
 
+// The smallest shapes: one row of one block, and its transpose.
+TEST(QuantizeGpuTest, OneBlockMatchesTheHostReference) {
+  REQUIRE_GPU();
+  uint64_t seed = freshSeed();
+  for (const ScalingScheme &scheme : allSchemes())
+    for (bool transpose : {false, true}) {
+      if (scheme.blockRows > 1)
+        continue; // square blocks take whole blocks on both axes
+      const int64_t k = std::max<int64_t>(32, scheme.blockCols);
+      QuantizeSpec spec;
+      spec.rows = transpose ? k : 1;
+      spec.cols = transpose ? 1 : k;
+      spec.input = InputType::BF16;
+      spec.options = {scheme, Fp8Format::E4M3, transpose};
+      checkAgainstReference(spec, Data::Outliers, seed++);
+    }
+}
+
 // The quantizers that fold their E8M0 factors as they write (the codes
 // rescaled to the row's or the 128-group's largest factor, FP32 factors
 // out): the same bits as the host's quantize with QuantizeOptions::fold.
@@ -242,14 +266,18 @@ TEST(QuantizeGpuTest, FoldingQuantizationsMatchTheHostReference) {
     for (Fp8Format format : {Fp8Format::E4M3, Fp8Format::E5M2})
       for (InputType input : {InputType::F32, InputType::BF16})
         for (BlockScaleFold fold : {BlockScaleFold::Row, BlockScaleFold::K128})
-          for (Data data : {Data::Gaussian, Data::Outliers, Data::Boundaries}) {
-            QuantizeSpec spec;
-            spec.rows = 257;
-            spec.cols = 2048;
-            spec.input = input;
-            spec.options = {scheme, format, false, fold};
-            checkAgainstReference(spec, data, seed++);
-          }
+          for (bool transpose : {false, true})
+            for (Data data :
+                 {Data::Gaussian, Data::Outliers, Data::Boundaries}) {
+              QuantizeSpec spec;
+              // Transposed: K (the input's rows) a multiple of 128, output
+              // rows (1000) not a multiple of the tile's columns.
+              spec.rows = transpose ? 384 : 257;
+              spec.cols = transpose ? 1000 : 2048;
+              spec.input = input;
+              spec.options = {scheme, format, transpose, fold};
+              checkAgainstReference(spec, data, seed++);
+            }
   // One row; K = 11008 (86 groups of 128); the widest rows (1024 threads).
   for (auto [rows, cols, input] :
        {std::tuple{int64_t(1), int64_t(4096), InputType::BF16},
@@ -270,14 +298,18 @@ TEST(QuantizeGpuTest, FoldingQuantizationsMatchTheHostReference) {
 TEST(QuantizeGpuTest, LargeActivationsMatchTheHostReference) {
   REQUIRE_GPU();
   uint64_t seed = freshSeed();
-  for (GlobalScope scope : {GlobalScope::Tensor, GlobalScope::Row}) {
-    QuantizeSpec spec;
-    spec.rows = 4096;
-    spec.cols = 11008;
-    spec.input = InputType::BF16;
-    spec.options = {ScalingScheme::twoLevel(scope, 32), Fp8Format::E4M3, false};
-    checkAgainstReference(spec, Data::Outliers, seed++);
-  }
+  // Transposed, each CTA walks many tiles down its column strip.
+  for (GlobalScope scope : {GlobalScope::Tensor, GlobalScope::Row})
+    for (bool transpose : {false, true})
+      for (BlockScaleFold fold : {BlockScaleFold::None, BlockScaleFold::Row}) {
+        QuantizeSpec spec;
+        spec.rows = 2048;
+        spec.cols = 11008;
+        spec.input = InputType::BF16;
+        spec.options = {ScalingScheme::twoLevel(scope, 32), Fp8Format::E4M3,
+                        transpose, fold};
+        checkAgainstReference(spec, Data::Outliers, seed++);
+      }
 }
 
 TEST(QuantizeGpuTest, CastWithAGivenScale) {

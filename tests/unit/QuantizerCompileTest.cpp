@@ -273,15 +273,16 @@ TEST(FoldCompileTest, QuantizersThatFoldCompileWithoutLocalMemory) {
                                ScalingScheme::twoLevel(GlobalScope::Tensor),
                                ScalingScheme::twoLevel(GlobalScope::Row, 64)})
     for (InputType input : {InputType::F32, InputType::BF16})
-      for (BlockScaleFold fold : {BlockScaleFold::K128, BlockScaleFold::Row}) {
-        QuantizeSpec spec;
-        spec.rows = 64;
-        spec.cols = 4096;
-        spec.input = input;
-        spec.options = {scheme, Fp8Format::E4M3, false, fold};
-        SCOPED_TRACE(std::string("fold ") + getName(fold));
-        expectCompiles(spec, false, "sm_90a", /*checkResources=*/true);
-      }
+      for (BlockScaleFold fold : {BlockScaleFold::K128, BlockScaleFold::Row})
+        for (bool transpose : {false, true}) {
+          QuantizeSpec spec;
+          spec.rows = transpose ? 256 : 64;
+          spec.cols = 4096;
+          spec.input = input;
+          spec.options = {scheme, Fp8Format::E4M3, transpose, fold};
+          SCOPED_TRACE(std::string("fold ") + getName(fold));
+          expectCompiles(spec, false, "sm_90a", /*checkResources=*/true);
+        }
 }
 
 TEST(FoldCompileTest, RejectsWhatTheKernelCannotFold) {
@@ -299,14 +300,15 @@ TEST(FoldCompileTest, RejectsWhatTheKernelCannotFold) {
   ASSERT_TRUE(bool(e));
   EXPECT_NE(llvm::toString(std::move(e)).find("has none"), std::string::npos);
 
+  // Transposed, K is the input's rows: 64 is not a whole 128 fold group.
   QuantizeSpec transposed;
   transposed.rows = 64;
   transposed.cols = 256;
   transposed.options = {ScalingScheme::twoLevel(GlobalScope::Tensor),
-                        Fp8Format::E4M3, true, BlockScaleFold::Row};
+                        Fp8Format::E4M3, true, BlockScaleFold::K128};
   e = checkGpuQuantizeSpec(transposed);
   ASSERT_TRUE(bool(e));
-  EXPECT_NE(llvm::toString(std::move(e)).find("row-wise"), std::string::npos);
+  EXPECT_NE(llvm::toString(std::move(e)).find("K=64"), std::string::npos);
   QuantizeSpec perTensor = transposed;
   perTensor.options = {ScalingScheme::perTensor(), Fp8Format::E4M3, false,
                        BlockScaleFold::K128};

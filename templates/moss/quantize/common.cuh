@@ -46,6 +46,9 @@ struct Args {
   /// Reduce-pass accumulators: max magnitude bits ([1] or per output row),
   /// zeroed before the reduce pass.
   uint32_t *globalBits;
+  /// Transposed row fold: each output row's largest finite block's bits,
+  /// left by the reduce pass (globalBits itself for a global per row).
+  uint32_t *foldBits;
   /// The caller's scale for kGlobalFromScale.
   const float *scaleIn;
   /// Counters the quantize pass adds to (zeroed by the caller).
@@ -156,9 +159,15 @@ __device__ __forceinline__ BlockScale blockScale(uint32_t amaxBits,
     // Per-tensor, per-row and two-level divide by the global scale.
     setReciprocal(s, global.recip64, global.recip);
   }
-  // |x * up / divisor| <= amax * up / divisor; a margin covers rounding.
-  constexpr float kCheckFrom = Fmt == kE4M3 ? 400.0f : 50000.0f;
-  // (NaN, from a NaN in a cast's input, must check.)
+  // Every quotient |x * up| / divisor is at most amax * up / divisor <=
+  // B * (1 + 2^-22) with B = RN(RN(amax * up) * recip): amax * up is exact
+  // (up a power of two, or inf), recip correctly rounded (a subnormal recip
+  // means a divisor above 2^126, whose quotients stay below 4). Its FP32
+  // rounding adds one more ulp, so below these B no value reaches E4M3's
+  // saturation (above 464) or E5M2's (from 61440 on). Two-level, per-group
+  // and per-tensor blocks end at 448 or 57344, so only MXFP8 blocks, casts
+  // and NaN (a NaN in a cast's input) take the checking route.
+  constexpr float kCheckFrom = Fmt == kE4M3 ? 463.0f : 61400.0f;
   s.maySaturate = !(mulRn(mulRn(amax, s.up), s.recip) < kCheckFrom);
   return s;
 }
@@ -174,11 +183,11 @@ __device__ __forceinline__ float globalFromBits(uint32_t bits) {
 }
 
 /// The bits a block contributes to a global reduction: two-level counts only
-/// finite blocks; per-tensor and per-row let NaN/Inf through to mark the
-/// group non-finite.
+/// finite blocks (so does MXFP8's, whose reduction finds a fold's reference);
+/// per-tensor and per-row let NaN/Inf through to mark the group non-finite.
 template <int Kind>
 __device__ __forceinline__ uint32_t globalContribution(uint32_t blockBits) {
-  if (Kind == kTwoLevel)
+  if (Kind == kTwoLevel || Kind == kMXFP8)
     return blockBits < kInfBits ? blockBits : 0u;
   return blockBits;
 }
@@ -246,6 +255,40 @@ __device__ __forceinline__ void encodeValues(const float (&x)[N],
     }
     codes[w] =
         encodeFp8x2<Fmt>(y[1], y[0]) | encodeFp8x2<Fmt>(y[3], y[2]) << 16;
+  }
+}
+
+/// Per 16-bit half, the larger of a and b as unsigned integers.
+__device__ __forceinline__ uint32_t maxU16x2(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("max.u16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+
+/// The largest magnitude bits (absBits) of a BF16 word's two elements,
+/// each as FP32 bits, from a word of per-half maxima.
+__device__ __forceinline__ uint32_t bf16PairMaxBits(uint32_t halves) {
+  const uint32_t lo = halves << 16, hi = halves & 0xFFFF0000u;
+  return lo > hi ? lo : hi;
+}
+
+/// The largest absBits of a 16-byte vector's elements. BF16 magnitudes
+/// order like their 16-bit patterns, so pairs reduce in one instruction.
+template <int In>
+__device__ __forceinline__ uint32_t vectorMaxBits(const Vec16 &v) {
+  if constexpr (In == kInBF16) {
+    constexpr uint32_t kMagnitude = 0x7FFF7FFFu;
+    return bf16PairMaxBits(
+        maxU16x2(maxU16x2(v.w[0] & kMagnitude, v.w[1] & kMagnitude),
+                 maxU16x2(v.w[2] & kMagnitude, v.w[3] & kMagnitude)));
+  } else {
+    uint32_t m = 0;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      uint32_t b = absBits(bitsFloat(v.w[e]));
+      m = b > m ? b : m;
+    }
+    return m;
   }
 }
 

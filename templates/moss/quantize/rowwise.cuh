@@ -163,15 +163,12 @@ __device__ void rowwise(const Args &args, int pass,
     for (int i = 0; i < VPT; ++i) {
       int vec = threadIdx.x + i * Threads;
       uint32_t bits = 0;
-      if (Config::kWholeRows || vec < Config::kVecs) {
-#pragma unroll
-        for (int e = 0; e < Config::kVecElems; ++e) {
-          uint32_t b = absBits(vecElement<In>(v[i], e));
-          bits = b > bits ? b : bits;
-        }
-      }
+      if (Config::kWholeRows || vec < Config::kVecs)
+        bits = vectorMaxBits<In>(v[i]);
       // Lanes past the row end hold 0 and form whole blocks of their own.
-      blockBits[i] = groupMax<Lanes>(bits);
+      // Without blocks a thread's own maximum is enough: it bounds its
+      // quotients, and the row's and tensor's reductions take it.
+      blockBits[i] = kBlocks ? groupMax<Lanes>(bits) : bits;
     }
 
     if (pass == kReducePass) {

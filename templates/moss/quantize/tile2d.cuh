@@ -1,8 +1,8 @@
 // moss/quantize/tile2d.cuh - per-group quantization with square BxB blocks
 // (weights), row-wise or transposed. A CTA owns one block: it stages the
-// block in dynamic shared memory with 16-byte loads while it reduces the
-// amax, then encodes from shared memory, writing 16 contiguous codes per
-// thread and step along the output's rows.
+// block in dynamic shared memory with 16-byte asynchronous copies, reduces
+// its amax there, then encodes from shared memory, writing 16 contiguous
+// codes per thread and step along the output's rows.
 #pragma once
 
 #include "moss/quantize/columnwise.cuh"
@@ -42,19 +42,18 @@ template <class Config> __device__ void tile2d(const Args &args) {
   const int r0 = blockIdx.y * B, c0 = blockIdx.x * B;
   const bool vectors = args.cols % Elems == 0;
 
+  stageTile<In, B, B * InputTraits<In>::kBytes, Config::Threads>(
+      args, r0, c0, block, vectors);
+  ptx::copyAsyncCommit();
+  ptx::copyAsyncWait<0>();
+  __syncthreads();
   uint32_t bits = 0;
-#pragma unroll 8
+#pragma unroll 4
   for (int q = threadIdx.x; q < Config::kVecs; q += Config::Threads) {
-    const int r = q / RowVecs, chunk = q % RowVecs;
-    Vec16 v = loadTileVector<In>(args, r0 + r, c0 + chunk * Elems, vectors);
-    *reinterpret_cast<Vec16 *>(block + 16 * q) = v;
-#pragma unroll
-    for (int e = 0; e < Elems; ++e) {
-      uint32_t b = absBits(vecElement<In>(v, e));
-      bits = b > bits ? b : bits;
-    }
+    const uint32_t b =
+        vectorMaxBits<In>(*reinterpret_cast<const Vec16 *>(block + 16 * q));
+    bits = b > bits ? b : bits;
   }
-  // (ctaMax's barrier also makes the staged block visible to every thread.)
   bits = ctaMax<Config::Threads>(bits, scratch);
   BlockScale s = blockScale<kPerGroup, Fmt>(bits, GlobalScale{1.0f, 1.0});
 
