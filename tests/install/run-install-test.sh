@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the build into a temporary prefix, then builds and runs the
 # out-of-tree examples against that prefix alone: examples/c with
-# pkg-config and cc, examples/cmake with find_package(MOSSJIT), and
-# examples/mlir through mlir-opt-22 with the installed plugin.
+# pkg-config and cc, examples/cmake with find_package(MOSSJIT),
+# examples/cxx with the C++ components, and examples/mlir through
+# mlir-opt-22 with the installed plugin.
 #
 #   bash tests/install/run-install-test.sh BUILD_DIR
 set -euo pipefail
@@ -28,6 +29,13 @@ cmake -S "$prefix/examples/cmake" -B "$prefix/cmake-build" -G Ninja \
   -DCMAKE_PREFIX_PATH="$installed" > "$prefix/cmake.log"
 cmake --build "$prefix/cmake-build" > "$prefix/cmake-build.log"
 "$prefix/cmake-build/layout"
+
+echo "--- examples/cxx with find_package(MOSSJIT COMPONENTS compiler runtime)"
+cmake -S "$prefix/examples/cxx" -B "$prefix/cxx-build" -G Ninja \
+  -DCMAKE_PREFIX_PATH="$installed" > "$prefix/cxx.log"
+cmake --build "$prefix/cxx-build" > "$prefix/cxx-build.log" ||
+  { cat "$prefix/cxx-build.log"; exit 1; }
+"$prefix/cxx-build/compile_gemm"
 
 echo "--- examples/mlir with Debian's mlir-opt-22 and the installed plugin"
 mlir_opt="$(command -v mlir-opt-22 || echo /usr/lib/llvm-22/bin/mlir-opt)"
