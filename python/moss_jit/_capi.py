@@ -7,6 +7,7 @@ an error object, which `check` turns into a Python exception.
 import atexit
 import ctypes
 import os
+import struct
 import threading
 import weakref
 from ctypes import (POINTER, Structure, c_char_p, c_double, c_float, c_int,
@@ -115,6 +116,29 @@ class GemmBuffers(Structure):
                 ("bias", c_uint64), ("c", c_uint64), ("amax", c_uint64)]
 
 
+def _packer(struct_type):
+    """A struct.Struct that writes all of `struct_type`'s fields (nested
+    structs flattened, in order) in one call; `struct_type` holds 64-bit
+    integers only, so its layout has no padding."""
+    codes = {c_uint64: "Q", c_int64: "q"}
+
+    def fields(t):
+        for _, field_type in t._fields_:
+            if field_type in codes:
+                yield codes[field_type]
+            else:
+                yield from fields(field_type)
+
+    packer = struct.Struct("=" + "".join(fields(struct_type)))
+    assert packer.size == ctypes.sizeof(struct_type), struct_type
+    return packer
+
+
+# The bytes of a moss_gemm_buffers_t, field by field in moss.h's order:
+# packing them costs a fraction of setting a GemmBuffers' fields one by one.
+GEMM_BUFFERS = _packer(GemmBuffers)
+
+
 def _library_path():
     override = os.environ.get("MOSS_JIT_LIBRARY")
     if override:
@@ -179,6 +203,14 @@ lib = _load()
 if lib.moss_api_version() != 1:
     raise ImportError(f"libmoss API version {lib.moss_api_version()}, "
                       "this package expects 1")
+
+# moss_gemm again, with its buffers passed as the bytes of
+# GEMM_BUFFERS.pack(...): ctypes hands over a pointer to the bytes object's
+# own (immutable) storage, which saves building a GemmBuffers from them.
+moss_gemm_packed = lib["moss_gemm"]
+moss_gemm_packed.restype = c_void_p
+moss_gemm_packed.argtypes = [c_void_p, POINTER(GemmSpec), c_int64, c_char_p,
+                             c_void_p]
 
 
 def check(error):

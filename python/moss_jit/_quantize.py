@@ -67,23 +67,35 @@ def quantize(x, scheme, format="e4m3", block=None, global_scope="tensor",
     rows, cols = int(x.shape[0]), int(x.shape[1])
     block_rows, block_cols, fold = schemes.check_quantize_args(
         rows, cols, scheme, format, block, global_scope, transpose, fold)
+    torch_side = None
     if not isinstance(x, np.ndarray):
-        from . import _torch
-        if _torch.compiling():
+        torch_side = _torch_side or _import_torch_side()
+        if torch_side.compiling():
             # torch.compile traces the custom op; it runs the call itself.
-            return _torch.quantize_traced(x, scheme, format, block_rows,
-                                          block_cols, global_scope, transpose,
-                                          fold, counters)
+            return torch_side.quantize_traced(x, scheme, format, block_rows,
+                                              block_cols, global_scope,
+                                              transpose, fold, counters)
     spec, layout = _spec(rows, cols, input_type, scheme, format, block_rows,
                          block_cols, global_scope, transpose, fold)
-    if isinstance(x, np.ndarray):
+    if torch_side is None:
         return _quantize_numpy(x, spec, layout, scheme, format, block_rows,
                                block_cols, global_scope, transpose, fold,
                                counters)
+    return torch_side.quantize(x, spec, layout, scheme, format, block_rows,
+                               block_cols, global_scope, transpose, fold,
+                               counters)
+
+
+# moss_jit._torch once imported: an import statement in quantize() would
+# cost about as much as its argument checks on every call.
+_torch_side = None
+
+
+def _import_torch_side():
+    global _torch_side
     from . import _torch
-    return _torch.quantize(x, spec, layout, scheme, format, block_rows,
-                           block_cols, global_scope, transpose, fold,
-                           counters)
+    _torch_side = _torch
+    return _torch
 
 
 def _spec(rows, cols, input_type, scheme, fmt, block_rows, block_cols,

@@ -23,6 +23,11 @@ except AttributeError:  # pragma: no cover - older torch
     def _raw_stream(index):
         return torch.cuda.current_stream(index).cuda_stream
 
+# torch.cuda.current_device() without its Python frame (the C function
+# initializes CUDA itself where needed).
+_current_device = getattr(torch._C, "_cuda_getDevice",
+                          torch.cuda.current_device)
+
 
 @functools.lru_cache(maxsize=None)
 def _capability(index):
@@ -64,6 +69,11 @@ class _DeviceGuard:
 def _call_on_device(index, function, *args):
     """Runs the libmoss call function(context, *args, stream) on device
     `index` (this thread's context, torch's current stream there)."""
+    if _current_device() == index:  # the common case needs no guard
+        error = function(_capi.context(index), *args, _raw_stream(index))
+        if error:
+            _capi.check(error)
+        return
     with _DeviceGuard(index):
         _capi.check(function(_capi.context(index), *args, _raw_stream(index)))
 
@@ -78,12 +88,13 @@ def _aligned(tensor, name, alignment=16):
 #===--- quantize -----------------------------------------------------------===#
 
 
-def _empty_outputs(layout, device):
-    q = torch.empty((layout.code_rows, layout.code_cols), dtype=torch.uint8,
+def _empty_outputs(layout, device, codes_dtype=torch.uint8):
+    # Sizes as ints, not tuples: torch.empty parses those faster.
+    q = torch.empty(layout.code_rows, layout.code_cols, dtype=codes_dtype,
                     device=device)
     local = glob = None
     if layout.local_element_bytes:
-        local = torch.empty((layout.local_rows, layout.local_cols),
+        local = torch.empty(layout.local_rows, layout.local_cols,
                             dtype=torch.uint8 if layout.local_element_bytes ==
                             1 else torch.float32, device=device)
     if layout.global_count:
@@ -102,21 +113,21 @@ def _check_counters(counters, device):
     return counters.data_ptr()
 
 
-def quantize_raw(x, spec, layout, counters=None):
-    """Runs one quantization of spec; returns (codes as uint8, local, global)
-    with None for the scales the scheme has not."""
-    q, local, glob = _empty_outputs(layout, x.device)
-    counter_ptr = _check_counters(counters, x.device)
+def quantize_raw(x, spec, layout, counters=None, codes_dtype=torch.uint8):
+    """Runs one quantization of spec; returns (codes as `codes_dtype`, local,
+    global) with None for the scales the scheme has not."""
+    device = x.device
+    q, local, glob = _empty_outputs(layout, device, codes_dtype)
+    counter_ptr = _check_counters(counters, device)
     if x.is_cuda:
-        index = _check_cuda_device(x, "x", hopper=False)
         _aligned(x, "x")
         buffers = _capi.QuantizeBuffers(
             x.data_ptr(), q.data_ptr(),
             local.data_ptr() if local is not None else 0,
             glob.data_ptr() if glob is not None else 0, counter_ptr)
-        _call_on_device(index, _capi.lib.moss_quantize, ctypes.byref(spec),
-                        ctypes.byref(buffers))
-    elif x.device.type == "cpu":
+        # The structs themselves: ctypes takes them faster than byref()s.
+        _call_on_device(device.index, _capi.lib.moss_quantize, spec, buffers)
+    elif device.type == "cpu":
         buffers = _capi.QuantizeHostBuffers(
             x.data_ptr(), q.data_ptr(),
             local.data_ptr() if local is not None else None,
@@ -148,12 +159,12 @@ def cast_with_scale(x, scale, fmt="e4m3", transpose=False):
     spec, layout = schemes.quantize_spec(
         int(x.shape[0]), int(x.shape[1]), input_type, "per-tensor", fmt, 1, 0,
         "tensor", bool(transpose), "none")
-    q, _, glob = _empty_outputs(layout, x.device)
+    q, _, glob = _empty_outputs(layout, x.device, FP8_DTYPES[fmt])
     buffers = _capi.QuantizeBuffers(x.data_ptr(), q.data_ptr(), 0,
                                     glob.data_ptr(), 0)
-    _call_on_device(index, _capi.lib.moss_cast_with_scale, ctypes.byref(spec),
-                    scale.data_ptr(), ctypes.byref(buffers))
-    return q.view(FP8_DTYPES[fmt])
+    _call_on_device(index, _capi.lib.moss_cast_with_scale, spec,
+                    scale.data_ptr(), buffers)
+    return q
 
 
 def compiling():
@@ -176,10 +187,11 @@ def quantize_traced(x, scheme, fmt, block_rows, block_cols, global_scope,
 
 def quantize(x, spec, layout, scheme, fmt, block_rows, block_cols,
              global_scope, transpose, fold, counters):
-    q, local, glob = quantize_raw(x, spec, layout, counters)
+    # The codes come out in their FP8 dtype (the custom op's in uint8).
+    q, local, glob = quantize_raw(x, spec, layout, counters, FP8_DTYPES[fmt])
     return _quantize_module.result(
-        q.view(FP8_DTYPES[fmt]), local, glob, scheme, fmt, block_rows,
-        block_cols, global_scope, transpose, fold)
+        q, local, glob, scheme, fmt, block_rows, block_cols, global_scope,
+        transpose, fold)
 
 
 #===--- gemm ---------------------------------------------------------------===#
@@ -294,16 +306,6 @@ def _gemm_spec(m, n, k, a, b, out, bias, c, amax, beta, mma, fold):
     return spec
 
 
-def _fill_operand(operand, q):
-    operand.codes = q.codes.data_ptr()
-    if q.local_scales is not None:
-        operand.local_scales = q.local_scales.data_ptr()
-        operand.local_scale_count = q.local_scales.numel()
-    if q.global_scales is not None:
-        operand.global_scales = q.global_scales.data_ptr()
-        operand.global_scale_count = q.global_scales.numel()
-
-
 def check_gemm_args(a, b, out_dtype, bias, c, beta, mma, fold):
     m, k, device = _check_operand(a, "a")
     n, kb, device_b = _check_operand(b, "b")
@@ -326,38 +328,124 @@ def check_gemm_args(a, b, out_dtype, bias, c, beta, mma, fold):
     return m, n, k, device, bias_type, c_type
 
 
-def gemm_raw(a, b, out_dtype, bias, c, beta, amax, mma, fold):
-    """D = a @ b^T with the epilogue; returns (D, amax or None)."""
+# Plans of the CUDA GEMM calls seen, by _gemm_key: everything
+# check_gemm_args reads and the spec depends on. A call whose key has a plan
+# passed the checks, so it goes straight to the launch. Plans never change
+# once stored, so threads share them; two threads may store equal plans.
+_gemm_plans = {}
+_GEMM_PLANS_MAX = 4096
+# A key part for values the checks must see every time (a tensor subclass,
+# a beta or amax of another type): it makes the key unhashable, so the call
+# finds no plan and stores none.
+_UNPLANNED = []
+_Tensor = torch.Tensor
+
+
+def _tensor_key(t):
+    """What the GEMM's checks read of an epilogue tensor."""
+    if type(t) is not _Tensor:
+        return _UNPLANNED
+    return t.dtype, t.shape, t.is_contiguous(), t.device
+
+
+def _scales_key(t):
+    """What _check_scales reads of a scale tensor."""
+    if type(t) is not _Tensor:
+        return _UNPLANNED
+    return t.dtype, t.numel(), t.is_contiguous(), t.device
+
+
+def _gemm_key(a, b, out_dtype, bias, c, beta, amax, mma, fold):
+    """The key of a call's plan in _gemm_plans (unhashable where it has
+    none)."""
+    if type(a) is not MossTensor or type(b) is not MossTensor or \
+            type(beta) is not float or type(amax) is not bool:
+        return _UNPLANNED
+    a_codes, a_local, a_global, a_scheme, a_fmt, a_block, a_scope, _, _ = a
+    b_codes, b_local, b_global, b_scheme, b_fmt, b_block, b_scope, _, _ = b
+    if type(a_codes) is not _Tensor or type(b_codes) is not _Tensor:
+        return _UNPLANNED
+    # The codes' reads are inline (this runs on every call): a tenth faster.
+    return (a_codes.dtype, a_codes.shape, a_codes.is_contiguous(),
+            a_codes.device,
+            None if a_local is None else _scales_key(a_local),
+            None if a_global is None else _scales_key(a_global),
+            a_scheme, a_fmt, a_block, a_scope,
+            b_codes.dtype, b_codes.shape, b_codes.is_contiguous(),
+            b_codes.device,
+            None if b_local is None else _scales_key(b_local),
+            None if b_global is None else _scales_key(b_global),
+            b_scheme, b_fmt, b_block, b_scope, out_dtype,
+            None if bias is None else _tensor_key(bias),
+            None if c is None else _tensor_key(c), beta, amax, mma, fold)
+
+
+def _gemm_plan(a, b, out_dtype, bias, c, beta, amax, mma, fold):
+    """Checks a GEMM call; returns its plan for CUDA operands, None for CPU
+    ones."""
     m, n, k, device, bias_type, c_type = check_gemm_args(
         a, b, out_dtype, bias, c, beta, mma, fold)
-    out_type = OUT_TYPES[out_dtype]
     if device.type == "cpu":
-        d = torch.from_numpy(reference.gemm_numpy(a, b, bias, c, beta))
-        amax_value = d.abs().max().to(torch.float32).reshape(1) if amax \
-            else None
-        return d.to(out_dtype), amax_value
+        return None
     if device.type != "cuda":
         raise ValueError(f"the operands are on {device}; gemm takes CUDA or "
                          "CPU tensors")
     index = _check_cuda_device(a.codes, "a", hopper=True)
-    # Fields 3..6 of a MossTensor: scheme, format, block, global_scope.
-    spec = _gemm_spec(m, n, k, a[3:7], b[3:7], out_type, bias_type, c_type,
-                      bool(amax), float(beta), mma, fold)
-    d = torch.empty((m, n), dtype=out_dtype, device=device)
+    spec = _gemm_spec(m, n, k, a[3:7], b[3:7], OUT_TYPES[out_dtype],
+                      bias_type, c_type, bool(amax), float(beta), mma, fold)
+    counts = tuple(t.numel() if t is not None else 0
+                   for t in a[1:3] + b[1:3])
+    return spec, m, n, device, index, counts
+
+
+def gemm_buffers(a, b, d, bias, c, amax, counts):
+    """The bytes of the call's moss_gemm_buffers_t (for
+    _capi.moss_gemm_packed); `counts` are the operands' scale counts (a
+    local, a global, b local, b global)."""
+    a_local, a_global, b_local, b_global = a[1], a[2], b[1], b[2]
+    return _capi.GEMM_BUFFERS.pack(
+        a[0].data_ptr(), a_local.data_ptr() if a_local is not None else 0,
+        counts[0], a_global.data_ptr() if a_global is not None else 0,
+        counts[1],
+        b[0].data_ptr(), b_local.data_ptr() if b_local is not None else 0,
+        counts[2], b_global.data_ptr() if b_global is not None else 0,
+        counts[3],
+        d.data_ptr(), bias.data_ptr() if bias is not None else 0,
+        c.data_ptr() if c is not None else 0,
+        amax.data_ptr() if amax is not None else 0)
+
+
+def gemm_raw(a, b, out_dtype, bias, c, beta, amax, mma, fold):
+    """D = a @ b^T with the epilogue; returns (D, amax or None)."""
+    key = _gemm_key(a, b, out_dtype, bias, c, beta, amax, mma, fold)
+    try:
+        plan = _gemm_plans.get(key)
+    except TypeError:  # an _UNPLANNED part, or an unhashable argument
+        plan = key = None
+    if plan is None:
+        plan = _gemm_plan(a, b, out_dtype, bias, c, beta, amax, mma, fold)
+        if plan is None:
+            d = torch.from_numpy(reference.gemm_numpy(a, b, bias, c, beta))
+            amax_value = d.abs().max().to(torch.float32).reshape(1) if amax \
+                else None
+            return d.to(out_dtype), amax_value
+        if key is not None:
+            if len(_gemm_plans) >= _GEMM_PLANS_MAX:
+                _gemm_plans.clear()
+            _gemm_plans[key] = plan
+    spec, m, n, device, index, counts = plan
+    # The sizes as two ints: torch.empty parses a tuple of them slower.
+    d = torch.empty(m, n, dtype=out_dtype, device=device)
     amax_out = torch.zeros(1, dtype=torch.float32, device=device) if amax \
         else None
-    buffers = _capi.GemmBuffers()
-    _fill_operand(buffers.a, a)
-    _fill_operand(buffers.b, b)
-    buffers.d = d.data_ptr()
-    if bias is not None:
-        buffers.bias = bias.data_ptr()
-    if c is not None:
-        buffers.c = c.data_ptr()
-    if amax_out is not None:
-        buffers.amax = amax_out.data_ptr()
-    _call_on_device(index, _capi.lib.moss_gemm, ctypes.byref(spec), m,
-                    ctypes.byref(buffers))
+    buffers = gemm_buffers(a, b, d, bias, c, amax_out, counts)
+    if _current_device() == index:  # _call_on_device's common case, inline
+        error = _capi.moss_gemm_packed(_capi.context(index), spec, m, buffers,
+                                       _raw_stream(index))
+        if error:
+            _capi.check(error)
+    else:
+        _call_on_device(index, _capi.moss_gemm_packed, spec, m, buffers)
     return d, amax_out
 
 

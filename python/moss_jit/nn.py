@@ -9,7 +9,7 @@ Backward dX = dY W: dY two-level (E4M3 by default: with per-32 block
          scales it has the higher SNR, docs/PYTHON.md), row-wise and folded;
          W^T's codes are W's, transposed.
          dW = dY^T X: dY and X two-level along the tokens, quantized
-         transposed and folded by the GEMM.
+         transposed and folded by the quantizer.
 The master weight stays in its own dtype (the optimizer's precision).
 """
 
@@ -123,11 +123,12 @@ class _LinearFunction(torch.autograd.Function):
                 xs = torch.nn.functional.pad(x, (0, 0, 0, pad))
                 dys = torch.nn.functional.pad(dy, (0, 0, 0, pad))
             dy_t = quantize(dys, "moss", config.grad_format, config.block,
-                            config.global_scope, transpose=True)
+                            config.global_scope, transpose=True,
+                            fold=config.fold)
             x_t = quantize(xs, "moss", config.x_format, config.block,
-                           config.global_scope, transpose=True)
-            dw = _torch.gemm(dy_t, x_t, out_dtype=weight.dtype, mma="fp8",
-                             fold=config.wgrad_fold)
+                           config.global_scope, transpose=True,
+                           fold=config.fold)
+            dw = _torch.gemm(dy_t, x_t, out_dtype=weight.dtype, mma="fp8")
         if ctx.has_bias and ctx.needs_input_grad[2]:
             db = dy.sum(0, dtype=torch.float32).to(ctx.bias_dtype)
         return dx, dw, db, None, None, None, None
@@ -149,9 +150,6 @@ class LinearConfig:
         self.block = block
         self.global_scope = global_scope
         self.fold = fold
-        # The wgrad operands are quantized transposed, which a quantizer
-        # cannot fold: the GEMM folds them (or runs exactly, fold='none').
-        self.wgrad_fold = "row" if fold == "row" else "none"
 
     @staticmethod
     def out_dtype(x):

@@ -102,10 +102,6 @@ def check_quantize_args(rows, cols, scheme, fmt, block, global_scope,
     if fold != "none" and scheme not in FOLDABLE:
         raise ValueError(f"fold={fold!r}: only mxfp8 and moss have block "
                          f"factors to fold, not scheme={scheme!r}")
-    if fold != "none" and transpose:
-        raise ValueError(f"fold={fold!r} takes transpose=False: a quantizer "
-                         "folds row-wise only (fold the transposed operand "
-                         "in the GEMM instead)")
     block_rows, block_cols = parse_block(scheme, block)
     k = rows if transpose else cols
     if block_cols and k % block_cols:

@@ -28,6 +28,8 @@ QUANTIZE_CASES = [
     ("moss", "e4m3", None, "tensor", True, None),
     ("moss", "e4m3", None, "row", False, "row"),
     ("moss", "e5m2", None, "tensor", False, "128"),
+    ("moss", "e4m3", None, "row", True, "row"),
+    ("mxfp8", "e4m3", None, "tensor", True, "128"),
 ]
 
 

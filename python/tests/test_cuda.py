@@ -209,6 +209,37 @@ class GemmCudaTest(unittest.TestCase):
             self.assertTrue(torch.equal(q1.codes.cpu().view(torch.uint8),
                                         want.codes.view(torch.uint8)))
 
+    def test_errors_after_a_planned_call(self):
+        # The good call leaves a plan for its arguments; calls that differ
+        # from them in anything the checks read get the checks' messages.
+        a = quantized(64, 128, A_OPERANDS[5])
+        b = quantized(32, 128, B_OPERANDS[0])
+        want = moss_jit.gemm(a, b)
+        strided = torch.empty(128, 32, dtype=b.codes.dtype, device=DEVICE).t()
+        cases = [
+            ((a._replace(codes=a.codes.view(torch.uint8)), b), {}, TypeError,
+             "a.codes has dtype"),
+            ((a, b._replace(codes=strided)), {}, ValueError,
+             "b.codes must be a contiguous"),
+            ((a._replace(local_scales=a.local_scales[:1]), b), {}, ValueError,
+             "a.local_scales must be"),
+            ((a._replace(global_scales=a.global_scales.cpu()), b), {},
+             ValueError, "a.global_scales must be"),
+            ((a, b), {"bias": torch.randn(32)}, ValueError,
+             "bias is on cpu, the operands on cuda:0"),
+            ((a, b), {"c": torch.randn(32, 64, device=DEVICE).t()},
+             ValueError, "c must be a contiguous"),
+            ((a, b), {"beta": 2.0}, ValueError, "beta=2.0"),
+            ((a, b), {"mma": "tf32"}, ValueError, "mma="),
+        ]
+        for args, kwargs, exception, text in cases:
+            for attempt in range(2):  # a refused call leaves no plan
+                with self.subTest(text=text, attempt=attempt):
+                    with self.assertRaises(exception) as caught:
+                        moss_jit.gemm(*args, **kwargs)
+                    self.assertIn(text, str(caught.exception))
+        self.assertTrue(torch.equal(moss_jit.gemm(a, b), want))
+
     def test_misaligned_input_is_refused(self):
         x = torch.randn(4 * 64 + 1, device=DEVICE)[1:].view(4, 64)
         with self.assertRaisesRegex(ValueError, "16-byte aligned"):

@@ -1,13 +1,14 @@
 """The package without torch: numpy arrays through the host reference
-quantizers, checked bit for bit against `moss-jit quantize`, and the
-argument errors."""
+quantizers, checked bit for bit against `moss-jit quantize`, the argument
+errors, and the packed GEMM buffers' layout."""
 
+import ctypes
 import unittest
 
 import numpy as np
 
 import moss_jit
-from moss_jit import reference
+from moss_jit import _capi, reference
 
 from support import QUANTIZE_CASES, cli_quantize, llm_like
 
@@ -118,6 +119,53 @@ class QuantizeNumpyErrorTest(unittest.TestCase):
         with self.assertRaises(ValueError) as caught:
             moss_jit.quantize(x, "moss")
         self.assertTrue(str(caught.exception).startswith("quantize: "))
+
+
+
+class GemmBuffersLayoutTest(unittest.TestCase):
+    """gemm() packs its moss_gemm_buffers_t with _capi.GEMM_BUFFERS and
+    passes the bytes (_capi.moss_gemm_packed)."""
+
+    FIELDS = [("a", "codes"), ("a", "local_scales"),
+              ("a", "local_scale_count"), ("a", "global_scales"),
+              ("a", "global_scale_count"), ("b", "codes"),
+              ("b", "local_scales"), ("b", "local_scale_count"),
+              ("b", "global_scales"), ("b", "global_scale_count"),
+              ("d",), ("bias",), ("c",), ("amax",)]
+
+    def test_the_packed_bytes_are_the_struct_field_by_field(self):
+        values = [(i + 1) << 20 | i for i in range(len(self.FIELDS))]
+        buffers = _capi.GemmBuffers.from_buffer_copy(
+            _capi.GEMM_BUFFERS.pack(*values))
+        for path, value in zip(self.FIELDS, values):
+            field = buffers
+            for name in path:
+                field = getattr(field, name)
+            self.assertEqual(field, value, path)
+
+    def test_libmoss_reads_the_packed_bytes(self):
+        # moss_gemm_check takes the buffers as moss_gemm_packed does.
+        check = _capi.lib["moss_gemm_check"]
+        check.restype = ctypes.c_void_p
+        check.argtypes = [ctypes.POINTER(_capi.GemmSpec), ctypes.c_int64,
+                          ctypes.c_char_p]
+        spec = _capi.GemmSpec()
+        _capi.lib.moss_gemm_spec_init(ctypes.byref(spec))
+        spec.m, spec.n, spec.k = 64, 64, 128
+        spec.a.scheme = spec.b.scheme = _capi.SCHEMES["per-tensor"]
+        spec.a.block_cols = spec.b.block_cols = 0
+        base = 1 << 32
+        good = [base, 0, 0, base + 4096, 1, base + 8192, 0, 0, base + 12288,
+                1, base + 16384, 0, 0, 0]
+        _capi.check(check(spec, 64, _capi.GEMM_BUFFERS.pack(*good)))
+        for index, value, text in ((4, 2, "a.globalScaleCount=2"),
+                                   (10, 0, "buffers.d"),
+                                   (5, base + 1, "b.codes must be 16-byte")):
+            bad = list(good)
+            bad[index] = value
+            with self.subTest(field=self.FIELDS[index]):
+                with self.assertRaisesRegex(ValueError, text):
+                    _capi.check(check(spec, 64, _capi.GEMM_BUFFERS.pack(*bad)))
 
 
 if __name__ == "__main__":
