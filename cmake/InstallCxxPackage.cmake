@@ -16,7 +16,8 @@
 # for them. Included by the top-level CMakeLists.txt after every library
 # exists.
 
-set(MOSS_RUNTIME_LIBRARIES MOSSNumerics MOSSSupport MOSSRuntime)
+set(MOSS_RUNTIME_LIBRARIES MOSSNumerics MOSSSupport MOSSQuantizerSource
+  MOSSRuntime)
 set(MOSS_COMPILER_LIBRARIES MOSSCompilerCore MOSSDialect MOSSDialectUtils
   MOSSTransforms MOSSConversion MOSSTargetCuda MOSSCompiler MOSSInitAll
   MOSSCAPI)

@@ -49,6 +49,7 @@ void mlir::moss::buildGemmPipeline(OpPassManager &pm,
   // 3. Lowering: each kernel function becomes an emitc.file.
   pm.addPass(createConvertGemmToEmitC(
       ConvertGemmToEmitCOptions{options.quickCompile}));
+  pm.addPass(createConvertQuantizeToEmitC());
   // 4. (translateToCudaUnits) MLIR's C++ emitter prints the files.
 }
 

@@ -49,30 +49,6 @@ Error checkFoldSpec(const FoldSpec &spec) {
   return Error::success();
 }
 
-std::string getFoldTableSource(Fp8Format format) {
-  // The rounding of every code at every shift, from the host rule: kernels
-  // look up what they cannot do by exponent arithmetic.
-  std::string table;
-  raw_string_ostream os(table);
-  const int shifts = getFoldShiftLimit(format) + 1;
-  os << "__device__ const moss::Vec16 kFoldTable[" << shifts * 16
-     << "] = {\n   ";
-  for (int word = 0; word < shifts * 64; ++word) {
-    uint32_t packed = 0;
-    for (int byte = 0; byte < 4; ++byte) {
-      int index = word * 4 + byte;
-      packed |= uint32_t(foldCode(uint8_t(index & 0xFF), index >> 8, format))
-                << (8 * byte);
-    }
-    os << (word % 4 == 0 ? (word ? "}}, {{" : "{{") : ", ")
-       << format_hex(packed, 10);
-    if (word % 32 == 31)
-      os << "\n   ";
-  }
-  os << "}}};\n";
-  return table;
-}
-
 std::string generateFoldSource(const FoldSpec &spec) {
   return formatv("#include \"moss/quantize/fold.cuh\"\n\n{5}\n"
                  "extern \"C\" __global__ void __launch_bounds__({4})\n"

@@ -21,227 +21,10 @@ using namespace moss::numerics;
 namespace moss::runtime {
 
 namespace {
-
-// Mirrors of the template enums (templates/moss/quantize/common.cuh).
-enum GlobalSource { kNoGlobal = 0, kGlobalInCta = 1, kGlobalFromBits = 2,
-                    kGlobalFromScale = 3 };
-enum class Family { Rowwise, Columnwise, Tile2d };
-
-/// Which kernel template and parameters a spec uses.
-struct Variant {
-  Family family = Family::Rowwise;
-  GlobalSource source = kNoGlobal;
-  /// Columnwise: one global per output row (per-row, two-level row).
-  bool globalPerRow = false;
-  /// Columnwise row fold: the reduce pass finds each output row's largest
-  /// block, in its own words unless the globals per row hold it.
-  bool foldReference = false;
-  int block = 0;
-  int threads = 256;
-};
-
-int vecElements(InputType input) { return input == InputType::F32 ? 4 : 8; }
-
-/// The number of 16-byte vectors a thread of the row-wise kernel holds in
-/// registers, at most: 4 keeps every variant free of spills
-/// (QuantizerCompileTest checks).
-constexpr int kMaxVecsPerThread = 4;
-
-/// The transposed kernel's CTA and tile (ColumnwiseConfig in
-/// templates/moss/quantize/columnwise.cuh): 128 input rows by 128 bytes of
-/// input columns.
-constexpr int kColumnwiseThreads = 128;
-constexpr int kColumnwiseTileRows = 128;
+using Family = QuantizerVariant::Family;
 /// The most CTAs down one column strip (a grid's y extent).
 constexpr int64_t kMaxGridY = 65535;
-int64_t columnwiseTileCols(InputType input) {
-  return input == InputType::F32 ? 32 : 64;
-}
-
-bool isSquareGroup(const ScalingScheme &scheme) {
-  return scheme.kind == ScalingKind::PerGroup && scheme.blockRows > 1;
-}
-
-Variant chooseVariant(const QuantizeSpec &spec, bool withScale) {
-  const ScalingScheme &scheme = spec.options.scheme;
-  Variant v;
-  v.block = int(scheme.blockCols);
-  if (isSquareGroup(scheme)) {
-    v.family = Family::Tile2d;
-    return v;
-  }
-  bool perTensorGlobal =
-      scheme.kind == ScalingKind::PerTensor ||
-      (scheme.kind == ScalingKind::TwoLevel &&
-       scheme.global == GlobalScope::Tensor);
-  bool hasGlobal = scheme.hasGlobalScales();
-  if (withScale)
-    v.source = kGlobalFromScale;
-  else if (!hasGlobal)
-    v.source = kNoGlobal;
-  else if (spec.options.transpose || perTensorGlobal)
-    v.source = kGlobalFromBits;
-  else
-    v.source = kGlobalInCta;
-
-  if (spec.options.transpose) {
-    v.family = Family::Columnwise;
-    v.threads = kColumnwiseThreads;
-    v.globalPerRow = hasGlobal && scheme.globalPerRow();
-    v.foldReference = spec.options.fold == BlockScaleFold::Row;
-    if (!scheme.hasLocalScales())
-      v.block = 32;
-    return v;
-  }
-  v.family = Family::Rowwise;
-  if (!scheme.hasLocalScales())
-    v.block = int(spec.cols);
-  // Enough threads that each holds at most kMaxVecsPerThread vectors.
-  int64_t vecs = spec.cols / vecElements(spec.input);
-  int64_t threads = llvm::PowerOf2Ceil(
-      std::max<int64_t>(1, llvm::divideCeil(vecs, kMaxVecsPerThread)));
-  v.threads = int(std::clamp<int64_t>(threads, 64, 1024));
-  return v;
-}
-
 } // namespace
-
-QuantizeLayout getQuantizeLayout(const QuantizeSpec &spec) {
-  // A quantization that folds writes the folded scheme's scales.
-  const ScalingScheme scheme =
-      getFoldedScheme(spec.options.scheme, spec.options.fold);
-  QuantizeLayout layout;
-  bool t = spec.options.transpose;
-  layout.codeRows = t ? spec.cols : spec.rows;
-  layout.codeCols = t ? spec.rows : spec.cols;
-  if (scheme.hasLocalScales()) {
-    layout.localRows = llvm::divideCeil(layout.codeRows, scheme.blockRows);
-    layout.localCols = layout.codeCols / scheme.blockCols;
-    layout.localElementBytes = scheme.localScalesAreE8M0() ? 1 : 4;
-  }
-  if (scheme.hasGlobalScales())
-    layout.globalCount = scheme.globalPerRow() ? layout.codeRows : 1;
-  return layout;
-}
-
-Error checkGpuQuantizeSpec(const QuantizeSpec &spec) {
-  if (Error error = checkQuantizeOptions(spec.rows, spec.cols, spec.options))
-    return error;
-  if (spec.rows > INT_MAX || spec.cols > INT_MAX)
-    return invalidArgument(
-        "the shape [" + Twine(spec.rows) + ", " + Twine(spec.cols) +
-        "] exceeds the GPU quantizers' limit of 2^31-1 per axis");
-  const ScalingScheme &scheme = spec.options.scheme;
-  if (isSquareGroup(scheme)) {
-    if (scheme.blockCols != 32 && scheme.blockCols != 64 &&
-        scheme.blockCols != 128)
-      return invalidArgument(
-          "the GPU quantizers take square per-group blocks of 32, "
-          "64 or 128, got " +
-          Twine(scheme.blockCols));
-    return Error::success();
-  }
-  if (scheme.hasLocalScales() &&
-      (!llvm::isPowerOf2_64(scheme.blockCols) || scheme.blockCols < 16 ||
-       scheme.blockCols > 128))
-    return invalidArgument(
-        "the GPU quantizers take power-of-two blocks from 16 to "
-        "128, got " +
-        Twine(scheme.blockCols));
-  if (spec.options.transpose)
-    return Error::success();
-  int vec = vecElements(spec.input);
-  if (spec.cols % vec != 0)
-    return invalidArgument(
-        "K=" + Twine(spec.cols) + " must be a multiple of " + Twine(vec) +
-        " for the row-wise GPU quantizer (16-byte "
-        "rows of " +
-        (spec.input == InputType::F32 ? "FP32" : "BF16") + ")");
-  Variant v = chooseVariant(spec, false);
-  int64_t vecsPerThread = llvm::divideCeil(spec.cols / vec, v.threads);
-  if (vecsPerThread > kMaxVecsPerThread)
-    return invalidArgument(
-        "K=" + Twine(spec.cols) +
-        " is too long for the row-wise GPU quantizer (at most " +
-        Twine(int64_t(kMaxVecsPerThread) * 1024 * vec) + ")");
-  return Error::success();
-}
-
-Expected<QuantizerSource> generateQuantizerSource(const QuantizeSpec &spec,
-                                                  bool withScale) {
-  if (Error error = checkGpuQuantizeSpec(spec))
-    return std::move(error);
-  const QuantizeOptions &options = spec.options;
-  if (withScale && options.scheme.kind != ScalingKind::PerTensor)
-    return invalidArgument("a cast with a given scale is per-tensor, not " +
-                           options.scheme.str());
-  Variant v = chooseVariant(spec, withScale);
-  int in = spec.input == InputType::F32 ? 0 : 1;
-  int fmt = options.format == Fp8Format::E4M3 ? 0 : 1;
-  int kind = int(options.scheme.kind); // numbered as the templates' SchemeKind
-
-  QuantizerSource result;
-  result.threads = unsigned(v.threads);
-  std::string header, config, call;
-  switch (v.family) {
-  case Family::Rowwise:
-    header = "moss/quantize/rowwise.cuh";
-    config = formatv("moss::quantize::RowwiseConfig<{0}, {1}, {2}, {3}, {4}, "
-                     "{5}, {6}, {7}>",
-                     in, kind, fmt, v.block, spec.cols, v.threads,
-                     int(v.source), int(options.fold));
-    call = options.fold == BlockScaleFold::None
-               ? "moss::quantize::rowwise<Config>(args, moss::quantize::{0})"
-               : "moss::quantize::rowwise<Config>(args, moss::quantize::{0}, "
-                 "kFoldTable)";
-    break;
-  case Family::Columnwise:
-    header = "moss/quantize/columnwise.cuh";
-    config = formatv("moss::quantize::ColumnwiseConfig<{0}, {1}, {2}, {3}, {4}, "
-                     "{5}>",
-                     in, kind, fmt, v.block, int(v.source), int(options.fold));
-    call = std::string("moss::quantize::columnwise<Config>(args, "
-                       "moss::quantize::{0}, ") +
-           (v.globalPerRow ? "true" : "false") +
-           (options.fold == BlockScaleFold::None ? ")" : ", kFoldTable)");
-    break;
-  case Family::Tile2d:
-    header = "moss/quantize/tile2d.cuh";
-    config = formatv("moss::quantize::Tile2dConfig<{0}, {1}, {2}, {3}>", in,
-                     fmt, v.block, options.transpose ? "true" : "false");
-    call = "moss::quantize::tile2d<Config>(args)";
-    break;
-  }
-
-  std::string source = "#include \"" + header + "\"\n\nusing Config = " +
-                       config + ";\n";
-  if (options.fold != BlockScaleFold::None)
-    source += "\n" + getFoldTableSource(options.format);
-  // The row-wise kernel keeps at least 768 threads per SM (at most 85
-  // registers for up to 256 threads, 64 for more), the transposed one 5
-  // CTAs (at most 102 registers; its shared memory holds 5); left alone,
-  // ptxas gives the encoding's independent values enough registers to
-  // halve that.
-  const int minBlocks = v.family == Family::Rowwise
-                            ? int(llvm::divideCeil(768, v.threads))
-                        : v.family == Family::Columnwise ? 5
-                                                         : 1;
-  auto addKernel = [&](StringRef name, StringRef pass) {
-    source += formatv("\nextern \"C\" __global__ void __launch_bounds__({0}, "
-                      "{3})\n"
-                      "{1}(const moss::quantize::Args args) {{\n  {2};\n}\n",
-                      v.threads, name, formatv(call.c_str(), pass).str(),
-                      minBlocks);
-  };
-  if (v.source == kGlobalFromBits || v.foldReference) {
-    result.reduceKernel = "moss_quantize_reduce";
-    addKernel(result.reduceKernel, "kReducePass");
-  }
-  result.quantizeKernel = "moss_quantize";
-  addKernel(result.quantizeKernel, "kQuantizePass");
-  result.source = std::move(source);
-  return result;
-}
 
 //===----------------------------------------------------------------------===//
 // GpuQuantizer
@@ -251,7 +34,7 @@ struct GpuQuantizer::Plan {
   std::shared_ptr<const KernelEntry> entry;
   CUfunction reduce = nullptr;
   CUfunction quantize = nullptr;
-  Variant variant;
+  QuantizerVariant variant;
   /// Dynamic shared memory per CTA: the row-wise kernel's staged rows, the
   /// square-block kernel's block.
   unsigned sharedBytes = 0;
@@ -333,7 +116,8 @@ static GpuQuantizer::PlanKey makePlanKey(const QuantizeSpec &spec,
                   uint64_t(scheme.blockRows & 0xFFFF) << 16 |
                   uint64_t(scheme.blockCols & 0xFFFF) << 32;
   // Only the row-wise kernel has K compiled in.
-  bool rowwise = !spec.options.transpose && !isSquareGroup(scheme);
+  bool rowwise = !spec.options.transpose &&
+                 !(scheme.kind == ScalingKind::PerGroup && scheme.blockRows > 1);
   return {bits, rowwise ? spec.cols : 0};
 }
 
@@ -353,7 +137,7 @@ GpuQuantizer::getPlan(const QuantizeSpec &spec, bool withScale) {
     return entry.takeError();
   auto plan = std::make_unique<Plan>();
   plan->entry = *entry;
-  plan->variant = chooseVariant(spec, withScale);
+  plan->variant = chooseQuantizerVariant(spec, withScale);
   Expected<CUfunction> quantize =
       plan->entry->getFunction(source->quantizeKernel);
   if (!quantize)
@@ -453,7 +237,7 @@ Error GpuQuantizer::run(const QuantizeSpec &spec,
   Expected<const Plan *> plan = getPlan(spec, scale != 0);
   if (!plan)
     return plan.takeError();
-  const Variant &v = (*plan)->variant;
+  const QuantizerVariant &v = (*plan)->variant;
 
   Expected<const DriverApi &> api = getDriverApi();
   if (!api)
@@ -469,7 +253,7 @@ Error GpuQuantizer::run(const QuantizeSpec &spec,
   CUdeviceptr counters = buffers.counters ? buffers.counters : workspace;
   CUdeviceptr globalBits = workspace + 16;
   CUdeviceptr foldBits = globalBits + (foldWords ? globalWords * 4 : 0);
-  if (v.source == kGlobalFromBits || v.foldReference)
+  if (v.source == QuantizerGlobal::FromBits || v.foldReference)
     if (Error error = checkCuda(
             api->memsetD8Async(globalBits, 0, (globalWords + foldWords) * 4,
                                stream),
@@ -502,7 +286,7 @@ Error GpuQuantizer::run(const QuantizeSpec &spec,
   case Family::Columnwise: {
     // Enough CTAs down each column strip to fill the GPU once; each walks
     // its strip's tiles in turn.
-    int64_t strips = llvm::divideCeil(spec.cols, columnwiseTileCols(spec.input));
+    int64_t strips = llvm::divideCeil(spec.cols, getColumnwiseTileCols(spec.input));
     int64_t tiles = llvm::divideCeil(spec.rows, kColumnwiseTileRows);
     int64_t resident = int64_t(smCount) * (*plan)->ctasPerSm;
     launch.grid[0] = unsigned(strips);

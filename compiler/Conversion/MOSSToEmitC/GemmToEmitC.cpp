@@ -23,6 +23,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "KernelFunction.h"
+
 #include "moss/Compiler/Tiling.h"
 #include "moss/Conversion/Passes.h"
 #include "moss/Dialect/MOSS/IR/MOSSOps.h"
@@ -140,33 +142,6 @@ static std::string getKernelName(ArrayRef<std::string> configArguments) {
   std::string text = llvm::join(configArguments, "\n");
   uint64_t hash = llvm::xxh3_64bits(llvm::StringRef(text));
   return "moss_gemm_" + llvm::utohexstr(hash, /*LowerCase=*/true, 16);
-}
-
-/// Checks that `op` is the whole body of its function (besides the
-/// return): the function becomes the kernel.
-static FailureOr<FunctionOpInterface> getKernelFunction(GemmOp op) {
-  auto func = dyn_cast_or_null<FunctionOpInterface>(op->getParentOp());
-  if (!func || !isa_and_nonnull<ModuleOp>(func->getParentOp()))
-    return op.emitOpError() << "must be directly inside a function of the "
-                               "module; each such function becomes one "
-                               "kernel";
-  Region &body = func.getFunctionBody();
-  if (!body.hasOneBlock())
-    return op.emitOpError()
-           << "is in a function with " << body.getBlocks().size()
-           << " blocks; expected one block holding the "
-              "moss.gemm and a return";
-  for (Operation &other : body.front()) {
-    if (&other == op.getOperation() || &other == body.front().getTerminator())
-      continue;
-    InFlightDiagnostic diag =
-        op.emitOpError() << "shares its function with '" << other.getName()
-                         << "'; expected a function holding only the "
-                            "moss.gemm and a return (each becomes one kernel)";
-    diag.attachNote(other.getLoc()) << "other op here";
-    return diag;
-  }
-  return func;
 }
 
 /// Builds the emitc.file of `op` before `func`, or reuses an equal one.

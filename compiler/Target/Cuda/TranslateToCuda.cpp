@@ -17,17 +17,11 @@ using namespace mlir::moss;
 FailureOr<SmallVector<CudaTranslationUnit>>
 mlir::moss::translateToCudaUnits(ModuleOp module) {
   WalkResult leftover = module.walk([](Operation *op) {
-    if (isa<QuantizeOp>(op)) {
-      // The quantizer kernels come from the runtime, not from the passes.
-      op->emitOpError() << "has no lowering to CUDA: the runtime generates "
-                           "the quantizer kernels (GpuQuantizer, moss_quantize "
-                           "in the C API, `moss-jit quantize --device gpu`)";
-      return WalkResult::interrupt();
-    }
     if (isa<MOSSDialect>(op->getDialect())) {
       op->emitOpError() << "is still in the module; expected only EmitC "
-                           "translation units (run the moss passes up to "
-                           "moss-convert-gemm-to-emitc first)";
+                           "translation units (run moss-gemm-pipeline, or "
+                           "the moss passes up to moss-convert-gemm-to-emitc "
+                           "and moss-convert-quantize-to-emitc, first)";
       return WalkResult::interrupt();
     }
     return WalkResult::advance();
@@ -49,7 +43,8 @@ mlir::moss::translateToCudaUnits(ModuleOp module) {
   if (units.empty())
     return module.emitError()
            << "holds no kernel to emit; expected emitc.file translation "
-              "units from moss-convert-gemm-to-emitc";
+              "units from moss-convert-gemm-to-emitc or "
+              "moss-convert-quantize-to-emitc";
   return units;
 }
 

@@ -42,4 +42,24 @@ def ConvertGemmToEmitC
   let dependentDialects = ["::mlir::emitc::EmitCDialect"];
 }
 
+def ConvertQuantizeToEmitC
+    : Pass<"moss-convert-quantize-to-emitc", "::mlir::ModuleOp"> {
+  let summary = "Lower each moss.quantize kernel function to an EmitC translation unit";
+  let description = [{
+    Replaces each function that holds one `moss.quantize` (and its return)
+    with an `emitc.file` holding the CUDA C++ of the runtime's quantizer for
+    that scheme, format, input type, orientation and K:
+    `moss::runtime::generateQuantizerSource`, the text `GpuQuantizer`
+    compiles, one `emitc.verbatim` per line. Its kernels are
+    `moss_quantize_<hash>` and, for schemes that reduce first (a per-tensor
+    global, a transposed global), `moss_quantize_<hash>_reduce`, launched
+    with `moss::quantize::Args` as docs/RUNTIME.md describes. The file is
+    named `moss_quantize_<hash>`, the hash of the source.
+
+    Needs f32 or bf16 input, a static K (the input's columns, or its rows
+    when transposed) and a scheme the GPU quantizers take.
+  }];
+  let dependentDialects = ["::mlir::emitc::EmitCDialect"];
+}
+
 #endif // MOSS_CONVERSION_PASSES_TD

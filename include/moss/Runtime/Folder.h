@@ -13,6 +13,7 @@
 
 #include "moss/Numerics/Fold.h"
 #include "moss/Runtime/KernelCache.h"
+#include "moss/Runtime/QuantizerSource.h"
 
 #include "llvm/Support/Error.h"
 
@@ -53,11 +54,6 @@ int64_t getFoldFactorCount(const FoldSpec &spec);
 
 /// Checks a spec (numerics::checkFold, and the kernel's limits).
 llvm::Error checkFoldSpec(const FoldSpec &spec);
-
-/// The CUDA definition of `kFoldTable`, the fold's rounding of every code
-/// of `format` at every shift up to getFoldShiftLimit (numerics::foldCode),
-/// which the fold kernel and the quantizers that fold read.
-std::string getFoldTableSource(numerics::Fp8Format format);
 
 /// The CUDA source of the kernel `moss_fold` for a checked spec, and its
 /// block size.

@@ -17,8 +17,8 @@
 #ifndef MOSS_RUNTIME_QUANTIZER_H
 #define MOSS_RUNTIME_QUANTIZER_H
 
-#include "moss/Numerics/Quantize.h"
 #include "moss/Runtime/KernelCache.h"
+#include "moss/Runtime/QuantizerSource.h"
 
 #include "llvm/Support/Error.h"
 
@@ -29,34 +29,6 @@
 #include <unordered_map>
 
 namespace moss::runtime {
-
-/// Element type of the input matrix.
-enum class InputType : uint8_t { F32, BF16 };
-
-/// A quantization: a row-major [rows, cols] device matrix and the options.
-struct QuantizeSpec {
-  int64_t rows = 0;
-  int64_t cols = 0;
-  InputType input = InputType::F32;
-  numerics::QuantizeOptions options;
-};
-
-/// Shapes of the outputs of a spec.
-struct QuantizeLayout {
-  /// Codes [codeRows, codeCols] (transposed when the options say so).
-  int64_t codeRows = 0;
-  int64_t codeCols = 0;
-  /// Block scales [localRows, localCols] of localElementBytes (1 for E8M0,
-  /// 4 for FP32); 0 when the scheme has none.
-  int64_t localRows = 0;
-  int64_t localCols = 0;
-  int64_t localElementBytes = 0;
-  /// FP32 global scales; 0 when the scheme has none.
-  int64_t globalCount = 0;
-};
-
-/// The output shapes of `spec` (no validation).
-QuantizeLayout getQuantizeLayout(const QuantizeSpec &spec);
 
 /// Device buffers of one quantization.
 struct QuantizeBuffers {
@@ -77,24 +49,6 @@ struct QuantizeBuffers {
   /// cast. 4-byte aligned. The weight scaler anchors its prediction on it.
   CUdeviceptr amax = 0;
 };
-
-/// The generated source of the kernels for one spec, and how to launch them.
-struct QuantizerSource {
-  std::string source;
-  /// Empty when the spec needs no reduce pass.
-  std::string reduceKernel;
-  std::string quantizeKernel;
-  unsigned threads = 0;
-};
-
-/// Checks a spec against what the GPU kernels support; the error names the
-/// bad value.
-llvm::Error checkGpuQuantizeSpec(const QuantizeSpec &spec);
-
-/// The CUDA source for a spec (validated). `withScale` generates the
-/// per-tensor cast with a caller's scale (GpuQuantizer::castWithScale).
-llvm::Expected<QuantizerSource>
-generateQuantizerSource(const QuantizeSpec &spec, bool withScale = false);
 
 /// Runs quantizations on one device. Not thread-safe: use one per thread.
 class GpuQuantizer {

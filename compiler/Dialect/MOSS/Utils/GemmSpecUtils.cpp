@@ -93,13 +93,13 @@ LogicalResult mlir::moss::checkStaticNK(GemmOp op, GemmShape shape,
 // Op -> spec
 //===----------------------------------------------------------------------===//
 
-static numerics::Fp8Format getFp8Format(Value operand) {
+numerics::Fp8Format mlir::moss::getFp8Format(Value operand) {
   Type element = cast<RankedTensorType>(operand.getType()).getElementType();
   return isa<Float8E5M2Type>(element) ? numerics::Fp8Format::E5M2
                                       : numerics::Fp8Format::E4M3;
 }
 
-static numerics::ScalingScheme getScheme(ScalingAttr scaling) {
+numerics::ScalingScheme mlir::moss::getScalingScheme(ScalingAttr scaling) {
   numerics::ScalingScheme scheme;
   switch (scaling.getKind()) {
   case ScalingKind::PerTensor:
@@ -194,8 +194,8 @@ compiler::GemmSpec mlir::moss::getGemmSpec(GemmOp op, GemmShape shape) {
   spec.k = shape.k;
   spec.a = getFp8Format(op.getA());
   spec.b = getFp8Format(op.getB());
-  spec.aScaling = getScheme(op.getAScaling());
-  spec.bScaling = getScheme(op.getBScaling());
+  spec.aScaling = getScalingScheme(op.getAScaling());
+  spec.bScaling = getScalingScheme(op.getBScaling());
   spec.out = getFloatType(
       cast<RankedTensorType>(op.getResult().getType()).getElementType());
   spec.bias = getElementFloatType(op.getBias());

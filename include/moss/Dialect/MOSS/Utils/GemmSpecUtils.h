@@ -32,6 +32,11 @@ GemmShape getGemmShape(GemmOp op);
 /// needs them static; fails then.
 LogicalResult checkStaticNK(GemmOp op, GemmShape shape, StringRef stage);
 
+/// The plain scheme of a scaling attribute, and the FP8 format of a tensor
+/// of FP8 codes.
+::moss::numerics::ScalingScheme getScalingScheme(ScalingAttr scaling);
+::moss::numerics::Fp8Format getFp8Format(Value codes);
+
 /// The plain description of `op` (whose N and K must be static; M may be
 /// dynamic).
 ::moss::compiler::GemmSpec getGemmSpec(GemmOp op, GemmShape shape);

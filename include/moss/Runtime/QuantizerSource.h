@@ -1,0 +1,109 @@
+//===- QuantizerSource.h - The GPU quantizers' kernel source ----*- C++ -*-===//
+//
+// What a quantization compiles to, without CUDA or MLIR: the spec and its
+// output layout, the checks against what the kernels take, and the CUDA
+// source of its kernels built from templates/moss/quantize. GpuQuantizer
+// compiles and launches that source; the compiler lowers `moss.quantize`
+// to the same text.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOSS_RUNTIME_QUANTIZERSOURCE_H
+#define MOSS_RUNTIME_QUANTIZERSOURCE_H
+
+#include "moss/Numerics/Quantize.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <string>
+
+namespace moss::runtime {
+
+/// Element type of the input matrix.
+enum class InputType : uint8_t { F32, BF16 };
+
+/// A quantization: a row-major [rows, cols] device matrix and the options.
+struct QuantizeSpec {
+  int64_t rows = 0;
+  int64_t cols = 0;
+  InputType input = InputType::F32;
+  numerics::QuantizeOptions options;
+};
+
+/// Shapes of the outputs of a spec.
+struct QuantizeLayout {
+  /// Codes [codeRows, codeCols] (transposed when the options say so).
+  int64_t codeRows = 0;
+  int64_t codeCols = 0;
+  /// Block scales [localRows, localCols] of localElementBytes (1 for E8M0,
+  /// 4 for FP32); 0 when the scheme has none.
+  int64_t localRows = 0;
+  int64_t localCols = 0;
+  int64_t localElementBytes = 0;
+  /// FP32 global scales; 0 when the scheme has none.
+  int64_t globalCount = 0;
+};
+
+/// The output shapes of `spec` (no validation).
+QuantizeLayout getQuantizeLayout(const QuantizeSpec &spec);
+
+/// The generated source of the kernels for one spec, and how to launch them.
+struct QuantizerSource {
+  std::string source;
+  /// Empty when the spec needs no reduce pass.
+  std::string reduceKernel;
+  std::string quantizeKernel;
+  unsigned threads = 0;
+};
+
+/// Checks a spec against what the GPU kernels support; the error names the
+/// bad value.
+llvm::Error checkGpuQuantizeSpec(const QuantizeSpec &spec);
+
+/// The CUDA source for a spec (validated). `withScale` generates the
+/// per-tensor cast with a caller's scale (GpuQuantizer::castWithScale).
+/// The kernels are `kernelName` and, with a reduce pass, `kernelName` +
+/// "_reduce".
+llvm::Expected<QuantizerSource>
+generateQuantizerSource(const QuantizeSpec &spec, bool withScale = false,
+                        llvm::StringRef kernelName = "moss_quantize");
+
+/// The CUDA definition of `kFoldTable`, the fold's rounding of every code
+/// of `format` at every shift up to getFoldShiftLimit (numerics::foldCode),
+/// which the fold kernel and the quantizers that fold read.
+std::string getFoldTableSource(numerics::Fp8Format format);
+
+/// Where a kernel takes its global scale from (GlobalSource of
+/// templates/moss/quantize/common.cuh, numbered alike).
+enum class QuantizerGlobal { None = 0, InCta = 1, FromBits = 2, FromScale = 3 };
+
+/// Which kernel template a spec uses, and its launch parameters.
+struct QuantizerVariant {
+  enum class Family { Rowwise, Columnwise, Tile2d };
+  Family family = Family::Rowwise;
+  QuantizerGlobal source = QuantizerGlobal::None;
+  /// Columnwise: one global per output row (per-row, two-level row).
+  bool globalPerRow = false;
+  /// Columnwise row fold: the reduce pass finds each output row's largest
+  /// block, in its own words unless the globals per row hold it.
+  bool foldReference = false;
+  int block = 0;
+  int threads = 256;
+};
+QuantizerVariant chooseQuantizerVariant(const QuantizeSpec &spec,
+                                        bool withScale);
+
+/// The transposed kernel's CTA and tile (ColumnwiseConfig in
+/// templates/moss/quantize/columnwise.cuh): 128 input rows by 128 bytes of
+/// input columns.
+constexpr int kColumnwiseThreads = 128;
+constexpr int kColumnwiseTileRows = 128;
+inline int64_t getColumnwiseTileCols(InputType input) {
+  return input == InputType::F32 ? 32 : 64;
+}
+
+} // namespace moss::runtime
+
+#endif // MOSS_RUNTIME_QUANTIZERSOURCE_H

@@ -1,0 +1,244 @@
+//===- QuantizerSource.cpp - The GPU quantizers' kernel source -----------===//
+
+#include "moss/Runtime/QuantizerSource.h"
+
+#include "moss/Numerics/Fold.h"
+#include "moss/Runtime/RuntimeError.h"
+
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MathExtras.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <climits>
+
+using namespace llvm;
+using namespace moss::numerics;
+
+namespace moss::runtime {
+
+namespace {
+
+using Family = QuantizerVariant::Family;
+
+int vecElements(InputType input) { return input == InputType::F32 ? 4 : 8; }
+
+/// The number of 16-byte vectors a thread of the row-wise kernel holds in
+/// registers, at most: 4 keeps every variant free of spills
+/// (QuantizerCompileTest checks).
+constexpr int kMaxVecsPerThread = 4;
+
+bool isSquareGroup(const ScalingScheme &scheme) {
+  return scheme.kind == ScalingKind::PerGroup && scheme.blockRows > 1;
+}
+
+} // namespace
+
+QuantizerVariant chooseQuantizerVariant(const QuantizeSpec &spec,
+                                        bool withScale) {
+  const ScalingScheme &scheme = spec.options.scheme;
+  QuantizerVariant v;
+  v.block = int(scheme.blockCols);
+  if (isSquareGroup(scheme)) {
+    v.family = Family::Tile2d;
+    return v;
+  }
+  bool perTensorGlobal =
+      scheme.kind == ScalingKind::PerTensor ||
+      (scheme.kind == ScalingKind::TwoLevel &&
+       scheme.global == GlobalScope::Tensor);
+  bool hasGlobal = scheme.hasGlobalScales();
+  if (withScale)
+    v.source = QuantizerGlobal::FromScale;
+  else if (!hasGlobal)
+    v.source = QuantizerGlobal::None;
+  else if (spec.options.transpose || perTensorGlobal)
+    v.source = QuantizerGlobal::FromBits;
+  else
+    v.source = QuantizerGlobal::InCta;
+
+  if (spec.options.transpose) {
+    v.family = Family::Columnwise;
+    v.threads = kColumnwiseThreads;
+    v.globalPerRow = hasGlobal && scheme.globalPerRow();
+    v.foldReference = spec.options.fold == BlockScaleFold::Row;
+    if (!scheme.hasLocalScales())
+      v.block = 32;
+    return v;
+  }
+  v.family = Family::Rowwise;
+  if (!scheme.hasLocalScales())
+    v.block = int(spec.cols);
+  // Enough threads that each holds at most kMaxVecsPerThread vectors.
+  int64_t vecs = spec.cols / vecElements(spec.input);
+  int64_t threads = llvm::PowerOf2Ceil(
+      std::max<int64_t>(1, llvm::divideCeil(vecs, kMaxVecsPerThread)));
+  v.threads = int(std::clamp<int64_t>(threads, 64, 1024));
+  return v;
+}
+
+QuantizeLayout getQuantizeLayout(const QuantizeSpec &spec) {
+  // A quantization that folds writes the folded scheme's scales.
+  const ScalingScheme scheme =
+      getFoldedScheme(spec.options.scheme, spec.options.fold);
+  QuantizeLayout layout;
+  bool t = spec.options.transpose;
+  layout.codeRows = t ? spec.cols : spec.rows;
+  layout.codeCols = t ? spec.rows : spec.cols;
+  if (scheme.hasLocalScales()) {
+    layout.localRows = llvm::divideCeil(layout.codeRows, scheme.blockRows);
+    layout.localCols = layout.codeCols / scheme.blockCols;
+    layout.localElementBytes = scheme.localScalesAreE8M0() ? 1 : 4;
+  }
+  if (scheme.hasGlobalScales())
+    layout.globalCount = scheme.globalPerRow() ? layout.codeRows : 1;
+  return layout;
+}
+
+Error checkGpuQuantizeSpec(const QuantizeSpec &spec) {
+  if (Error error = checkQuantizeOptions(spec.rows, spec.cols, spec.options))
+    return error;
+  if (spec.rows > INT_MAX || spec.cols > INT_MAX)
+    return invalidArgument(
+        "the shape [" + Twine(spec.rows) + ", " + Twine(spec.cols) +
+        "] exceeds the GPU quantizers' limit of 2^31-1 per axis");
+  const ScalingScheme &scheme = spec.options.scheme;
+  if (isSquareGroup(scheme)) {
+    if (scheme.blockCols != 32 && scheme.blockCols != 64 &&
+        scheme.blockCols != 128)
+      return invalidArgument(
+          "the GPU quantizers take square per-group blocks of 32, "
+          "64 or 128, got " +
+          Twine(scheme.blockCols));
+    return Error::success();
+  }
+  if (scheme.hasLocalScales() &&
+      (!llvm::isPowerOf2_64(scheme.blockCols) || scheme.blockCols < 16 ||
+       scheme.blockCols > 128))
+    return invalidArgument(
+        "the GPU quantizers take power-of-two blocks from 16 to "
+        "128, got " +
+        Twine(scheme.blockCols));
+  if (spec.options.transpose)
+    return Error::success();
+  int vec = vecElements(spec.input);
+  if (spec.cols % vec != 0)
+    return invalidArgument(
+        "K=" + Twine(spec.cols) + " must be a multiple of " + Twine(vec) +
+        " for the row-wise GPU quantizer (16-byte "
+        "rows of " +
+        (spec.input == InputType::F32 ? "FP32" : "BF16") + ")");
+  QuantizerVariant v = chooseQuantizerVariant(spec, false);
+  int64_t vecsPerThread = llvm::divideCeil(spec.cols / vec, v.threads);
+  if (vecsPerThread > kMaxVecsPerThread)
+    return invalidArgument(
+        "K=" + Twine(spec.cols) +
+        " is too long for the row-wise GPU quantizer (at most " +
+        Twine(int64_t(kMaxVecsPerThread) * 1024 * vec) + ")");
+  return Error::success();
+}
+
+Expected<QuantizerSource> generateQuantizerSource(const QuantizeSpec &spec,
+                                                  bool withScale,
+                                                  StringRef kernelName) {
+  if (Error error = checkGpuQuantizeSpec(spec))
+    return std::move(error);
+  const QuantizeOptions &options = spec.options;
+  if (withScale && options.scheme.kind != ScalingKind::PerTensor)
+    return invalidArgument("a cast with a given scale is per-tensor, not " +
+                           options.scheme.str());
+  QuantizerVariant v = chooseQuantizerVariant(spec, withScale);
+  int in = spec.input == InputType::F32 ? 0 : 1;
+  int fmt = options.format == Fp8Format::E4M3 ? 0 : 1;
+  int kind = int(options.scheme.kind); // numbered as the templates' SchemeKind
+
+  QuantizerSource result;
+  result.threads = unsigned(v.threads);
+  std::string header, config, call;
+  switch (v.family) {
+  case Family::Rowwise:
+    header = "moss/quantize/rowwise.cuh";
+    config = formatv("moss::quantize::RowwiseConfig<{0}, {1}, {2}, {3}, {4}, "
+                     "{5}, {6}, {7}>",
+                     in, kind, fmt, v.block, spec.cols, v.threads,
+                     int(v.source), int(options.fold));
+    call = options.fold == BlockScaleFold::None
+               ? "moss::quantize::rowwise<Config>(args, moss::quantize::{0})"
+               : "moss::quantize::rowwise<Config>(args, moss::quantize::{0}, "
+                 "kFoldTable)";
+    break;
+  case Family::Columnwise:
+    header = "moss/quantize/columnwise.cuh";
+    config = formatv("moss::quantize::ColumnwiseConfig<{0}, {1}, {2}, {3}, {4}, "
+                     "{5}>",
+                     in, kind, fmt, v.block, int(v.source), int(options.fold));
+    call = std::string("moss::quantize::columnwise<Config>(args, "
+                       "moss::quantize::{0}, ") +
+           (v.globalPerRow ? "true" : "false") +
+           (options.fold == BlockScaleFold::None ? ")" : ", kFoldTable)");
+    break;
+  case Family::Tile2d:
+    header = "moss/quantize/tile2d.cuh";
+    config = formatv("moss::quantize::Tile2dConfig<{0}, {1}, {2}, {3}>", in,
+                     fmt, v.block, options.transpose ? "true" : "false");
+    call = "moss::quantize::tile2d<Config>(args)";
+    break;
+  }
+
+  std::string source = "#include \"" + header + "\"\n\nusing Config = " +
+                       config + ";\n";
+  if (options.fold != BlockScaleFold::None)
+    source += "\n" + getFoldTableSource(options.format);
+  // The row-wise kernel keeps at least 768 threads per SM (at most 85
+  // registers for up to 256 threads, 64 for more), the transposed one 5
+  // CTAs (at most 102 registers; its shared memory holds 5); left alone,
+  // ptxas gives the encoding's independent values enough registers to
+  // halve that.
+  const int minBlocks = v.family == Family::Rowwise
+                            ? int(llvm::divideCeil(768, v.threads))
+                        : v.family == Family::Columnwise ? 5
+                                                         : 1;
+  auto addKernel = [&](StringRef name, StringRef pass) {
+    source += formatv("\nextern \"C\" __global__ void __launch_bounds__({0}, "
+                      "{3})\n"
+                      "{1}(const moss::quantize::Args args) {{\n  {2};\n}\n",
+                      v.threads, name, formatv(call.c_str(), pass).str(),
+                      minBlocks);
+  };
+  if (v.source == QuantizerGlobal::FromBits || v.foldReference) {
+    result.reduceKernel = (kernelName + "_reduce").str();
+    addKernel(result.reduceKernel, "kReducePass");
+  }
+  result.quantizeKernel = kernelName.str();
+  addKernel(result.quantizeKernel, "kQuantizePass");
+  result.source = std::move(source);
+  return result;
+}
+
+std::string getFoldTableSource(Fp8Format format) {
+  // The rounding of every code at every shift, from the host rule: kernels
+  // look up what they cannot do by exponent arithmetic.
+  std::string table;
+  raw_string_ostream os(table);
+  const int shifts = getFoldShiftLimit(format) + 1;
+  os << "__device__ const moss::Vec16 kFoldTable[" << shifts * 16
+     << "] = {\n   ";
+  for (int word = 0; word < shifts * 64; ++word) {
+    uint32_t packed = 0;
+    for (int byte = 0; byte < 4; ++byte) {
+      int index = word * 4 + byte;
+      packed |= uint32_t(foldCode(uint8_t(index & 0xFF), index >> 8, format))
+                << (8 * byte);
+    }
+    os << (word % 4 == 0 ? (word ? "}}, {{" : "{{") : ", ")
+       << format_hex(packed, 10);
+    if (word % 32 == 31)
+      os << "\n   ";
+  }
+  os << "}}};\n";
+  return table;
+}
+
+} // namespace moss::runtime
