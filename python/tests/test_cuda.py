@@ -52,7 +52,10 @@ class QuantizeCudaTest(unittest.TestCase):
             scheme, fmt, block, scope, transpose, fold = case
             _, block_cols = moss_jit.schemes.parse_block(scheme, block)
             if transpose:
-                shapes = [(384, 2049), (64 if block_cols <= 64 else 128, 33)]
+                # K (the rows) a multiple of the block, and of 128 for the
+                # 128 fold.
+                k = 64 if block_cols <= 64 and fold != "128" else 128
+                shapes = [(384, 2049), (k, 33)]
             else:
                 shapes = row_shapes(max(block_cols, 128 if fold == "128"
                                         else 1))

@@ -182,8 +182,8 @@ __device__ void rowwise(const Args &args, int pass,
 
     // The global scale of this row.
     float global = 1.0f;
+    uint32_t rowBits = 0; // kGlobalInCta: the row's largest contribution
     if constexpr (Config::Source == kGlobalInCta) {
-      uint32_t rowBits = 0;
 #pragma unroll
       for (int i = 0; i < VPT; ++i) {
         uint32_t c = globalContribution<Kind>(blockBits[i]);
@@ -225,7 +225,13 @@ __device__ void rowwise(const Args &args, int pass,
         rowCode = code > rowCode ? code : rowCode;
       }
       if constexpr (Fold == kFoldRow) {
-        const int rowReference = int(ctaMax<Threads>(rowCode, scratch)) - 127;
+        // With the row's global computed here, its largest finite block is
+        // known: codes grow with a block's amax, so that block's code is the
+        // reference, and no second reduction is needed.
+        const int rowReference =
+            Config::Source == kGlobalInCta
+                ? int(blockScale<Kind, Fmt>(rowBits, g).e8m0) - 127
+                : int(ctaMax<Threads>(rowCode, scratch)) - 127;
 #pragma unroll
         for (int i = 0; i < VPT; ++i)
           reference[i] = rowReference;
