@@ -49,7 +49,8 @@ void mlir::moss::buildGemmPipeline(OpPassManager &pm,
   // 3. Lowering: each kernel function becomes an emitc.file.
   pm.addPass(createConvertGemmToEmitC(
       ConvertGemmToEmitCOptions{options.quickCompile}));
-  pm.addPass(createConvertQuantizeToEmitC());
+  if (options.lowerQuantize)
+    pm.addPass(createConvertQuantizeToEmitC());
   // 4. (translateToCudaUnits) MLIR's C++ emitter prints the files.
 }
 
@@ -175,6 +176,7 @@ compiler::compileGemm(const GemmSpec &spec, const TargetInfo &target,
   pipeline.assumedM = options.assumedM;
   pipeline.allowSplitK = options.allowSplitK;
   pipeline.quickCompile = options.quickCompile;
+  pipeline.lowerQuantize = false; // the module holds one moss.gemm
   PassManager pm = PassManager::on<ModuleOp>(&context);
   buildGemmPipeline(pm, pipeline);
   if (options.onStage)

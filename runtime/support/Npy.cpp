@@ -259,7 +259,20 @@ private:
 // Reading
 //===----------------------------------------------------------------------===//
 
-Expected<NpyMatrix> parseNpyMatrix(StringRef bytes) {
+/// An IEEE half as float32, exactly (NaN payloads kept).
+static float halfToFloat(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16;
+  const uint32_t exponent = (h >> 10) & 0x1Fu, mantissa = h & 0x3FFu;
+  if (exponent == 0) // zero or subnormal: mantissa * 2^-24, exact in float
+    return llvm::bit_cast<float>(
+        sign | llvm::bit_cast<uint32_t>(float(mantissa) * 0x1p-24f));
+  if (exponent == 0x1F)
+    return llvm::bit_cast<float>(sign | 0x7F800000u | mantissa << 13);
+  return llvm::bit_cast<float>(sign | (exponent + 112) << 23 | mantissa << 13);
+}
+
+Expected<NpyMatrix> parseNpyMatrix(StringRef bytes,
+                                   const NpyReadOptions &options) {
   if (bytes.size() < kMagicLen + 2 ||
       !bytes.starts_with(StringRef(kMagic, kMagicLen)))
     return createStringError("not a .npy file (missing the \\x93NUMPY magic)");
@@ -298,11 +311,28 @@ Expected<NpyMatrix> parseNpyMatrix(StringRef bytes) {
   }
 
   const HeaderValue &descr = dict["descr"];
-  if (descr.kind != HeaderValue::Kind::String || descr.str != "<f4") {
-    std::string name = descr.kind == HeaderValue::Kind::String
-                           ? "'" + descr.str + "'"
-                           : descr.text;
-    return createStringError("dtype " + name + " is not float32 ('<f4')");
+  const bool named = descr.kind == HeaderValue::Kind::String;
+  NpyElementType type = NpyElementType::F32;
+  int64_t elementBytes = 4;
+  if (named && descr.str == "<f4") {
+  } else if (named && descr.str == "<f2") {
+    type = NpyElementType::F16;
+    elementBytes = 2;
+  } else if (named && descr.str == "<f8") {
+    type = NpyElementType::F64;
+    elementBytes = 8;
+  } else if (named && descr.str == "<u2" && options.uint16AsBf16) {
+    type = NpyElementType::BF16;
+    elementBytes = 2;
+  } else {
+    std::string name = named ? "'" + descr.str + "'" : descr.text;
+    return createStringError(
+        "dtype " + name +
+        " is not float32 ('<f4'), float16 ('<f2') or float64 ('<f8')" +
+        (named && descr.str == "<u2"
+             ? "; uint16 holds BF16 bit patterns only where the reader is "
+               "told so (moss-jit quantize --bf16-bits)"
+             : ""));
   }
 
   const HeaderValue &fortran = dict["fortran_order"];
@@ -327,7 +357,7 @@ Expected<NpyMatrix> parseNpyMatrix(StringRef bytes) {
                              " has a zero-sized dimension");
   int64_t count, byteCount;
   if (MulOverflow(rows, cols, count) ||
-      MulOverflow(count, int64_t(sizeof(float)), byteCount) ||
+      MulOverflow(count, elementBytes, byteCount) ||
       uint64_t(byteCount) > std::numeric_limits<size_t>::max() / 2)
     return createStringError("shape " + formatShape(shape.ints) +
                              " is too large");
@@ -337,7 +367,7 @@ Expected<NpyMatrix> parseNpyMatrix(StringRef bytes) {
     return createStringError("truncated .npy data: shape " +
                              formatShape(shape.ints) + " needs " +
                              Twine(byteCount) +
-                             " bytes of float32 data, the "
+                             " bytes of data, the "
                              "file holds " +
                              Twine(available));
   if (available > uint64_t(byteCount))
@@ -348,15 +378,38 @@ Expected<NpyMatrix> parseNpyMatrix(StringRef bytes) {
   NpyMatrix matrix;
   matrix.rows = rows;
   matrix.cols = cols;
+  matrix.source = type;
   matrix.data.resize(size_t(count));
   const char *data = bytes.data() + dataStart;
-  for (size_t i = 0; i < matrix.data.size(); ++i)
-    matrix.data[i] =
-        llvm::bit_cast<float>(support::endian::read32le(data + 4 * i));
+  switch (type) {
+  case NpyElementType::F32:
+    for (size_t i = 0; i < matrix.data.size(); ++i)
+      matrix.data[i] =
+          llvm::bit_cast<float>(support::endian::read32le(data + 4 * i));
+    break;
+  case NpyElementType::F16:
+    for (size_t i = 0; i < matrix.data.size(); ++i)
+      matrix.data[i] = halfToFloat(support::endian::read16le(data + 2 * i));
+    break;
+  case NpyElementType::F64:
+    // (The conversion rounds to nearest even.)
+    for (size_t i = 0; i < matrix.data.size(); ++i)
+      matrix.data[i] = float(
+          llvm::bit_cast<double>(support::endian::read64le(data + 8 * i)));
+    break;
+  case NpyElementType::BF16:
+    matrix.bf16.resize(size_t(count));
+    for (size_t i = 0; i < matrix.data.size(); ++i) {
+      matrix.bf16[i] = support::endian::read16le(data + 2 * i);
+      matrix.data[i] = llvm::bit_cast<float>(uint32_t(matrix.bf16[i]) << 16);
+    }
+    break;
+  }
   return matrix;
 }
 
-Expected<NpyMatrix> readNpyMatrix(StringRef path) {
+Expected<NpyMatrix> readNpyMatrix(StringRef path,
+                                  const NpyReadOptions &options) {
   // A FIFO would block and /dev/zero never ends: only regular files are
   // read (mapped where large, so that a sparse file costs nothing until its
   // header is checked).
@@ -364,7 +417,7 @@ Expected<NpyMatrix> readNpyMatrix(StringRef path) {
       readRegularFile(path, kMaxNpyBytes, "the .npy file");
   if (!buffer)
     return buffer.takeError();
-  Expected<NpyMatrix> matrix = parseNpyMatrix((*buffer)->getBuffer());
+  Expected<NpyMatrix> matrix = parseNpyMatrix((*buffer)->getBuffer(), options);
   if (!matrix)
     return createStringError("'" + path + "': " + toString(matrix.takeError()));
   return matrix;

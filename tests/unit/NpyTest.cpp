@@ -12,6 +12,7 @@
 
 #include "gtest/gtest.h"
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <string>
@@ -367,16 +368,85 @@ TEST(NpyTest, RejectsUnsupportedVersion) {
                        {"unsupported .npy version 0.0"}));
 }
 
+/// Little-endian 16- and 64-bit words.
+std::string wordBytes16(const std::vector<uint16_t> &words) {
+  std::string out(words.size() * 2, '\0');
+  for (size_t i = 0; i < words.size(); ++i)
+    llvm::support::endian::write16le(&out[2 * i], words[i]);
+  return out;
+}
+std::string doubleBytes(const std::vector<double> &values) {
+  std::string out(values.size() * 8, '\0');
+  for (size_t i = 0; i < values.size(); ++i)
+    llvm::support::endian::write64le(&out[8 * i],
+                                     llvm::bit_cast<uint64_t>(values[i]));
+  return out;
+}
+
+uint32_t bitsOf(float x) { return llvm::bit_cast<uint32_t>(x); }
+
+TEST(NpyTest, ReadsFloat16Exactly) {
+  // 1, -0, the smallest and largest subnormals, the largest normal, -inf,
+  // a NaN, and 1 + 2^-10.
+  const std::vector<uint16_t> half = {0x3C00, 0x8000, 0x0001, 0x03FF,
+                                      0x7BFF, 0xFC00, 0x7E00, 0x3C01};
+  llvm::Expected<NpyMatrix> m = parseNpyMatrix(
+      makeNpy(1, 0, header2D("(2, 4)", "'<f2'"), wordBytes16(half)));
+  ASSERT_TRUE(bool(m)) << llvm::toString(m.takeError());
+  EXPECT_EQ(m->source, NpyElementType::F16);
+  ASSERT_EQ(m->data.size(), 8u);
+  EXPECT_EQ(m->data[0], 1.0f);
+  EXPECT_EQ(bitsOf(m->data[1]), 0x80000000u);
+  EXPECT_EQ(m->data[2], std::ldexp(1.0f, -24));
+  EXPECT_EQ(m->data[3], 1023 * std::ldexp(1.0f, -24));
+  EXPECT_EQ(m->data[4], 65504.0f);
+  EXPECT_EQ(m->data[5], -INFINITY);
+  EXPECT_TRUE(std::isnan(m->data[6]));
+  EXPECT_EQ(m->data[7], 1.0f + std::ldexp(1.0f, -10));
+}
+
+TEST(NpyTest, RoundsFloat64ToNearestEven) {
+  // Ties between float32 neighbours go to the even one; beyond the range,
+  // infinity.
+  const std::vector<double> values = {1.0 + std::ldexp(1.0, -24),
+                                      1.0 + 3 * std::ldexp(1.0, -24),
+                                      -0.1, 1e39};
+  llvm::Expected<NpyMatrix> m = parseNpyMatrix(
+      makeNpy(1, 0, header2D("(1, 4)", "'<f8'"), doubleBytes(values)));
+  ASSERT_TRUE(bool(m)) << llvm::toString(m.takeError());
+  EXPECT_EQ(m->source, NpyElementType::F64);
+  EXPECT_EQ(m->data[0], 1.0f);
+  EXPECT_EQ(m->data[1], 1.0f + std::ldexp(1.0f, -22));
+  EXPECT_EQ(m->data[2], -0.1f);
+  EXPECT_EQ(m->data[3], INFINITY);
+}
+
+TEST(NpyTest, ReadsUint16AsBf16BitsOnlyWhenAsked) {
+  const std::vector<uint16_t> bits = {0x3F80, 0xC040, 0x7F80, 0x0001};
+  const std::string file =
+      makeNpy(1, 0, header2D("(2, 2)", "'<u2'"), wordBytes16(bits));
+  EXPECT_TRUE(hasError(file, {"dtype '<u2'", "BF16 bit patterns",
+                              "--bf16-bits"}));
+  NpyReadOptions options;
+  options.uint16AsBf16 = true;
+  llvm::Expected<NpyMatrix> m = parseNpyMatrix(file, options);
+  ASSERT_TRUE(bool(m)) << llvm::toString(m.takeError());
+  EXPECT_EQ(m->source, NpyElementType::BF16);
+  EXPECT_EQ(m->bf16, bits);
+  EXPECT_EQ(m->data[0], 1.0f);
+  EXPECT_EQ(m->data[1], -3.0f);
+  EXPECT_EQ(m->data[2], INFINITY);
+  EXPECT_EQ(bitsOf(m->data[3]), 0x00010000u);
+}
+
 TEST(NpyTest, RejectsOtherDtypes) {
   std::vector<float> two = {1, 2};
-  EXPECT_TRUE(
-      hasError(makeNpy(1, 0, header2D("(1, 1)", "'<f8'"), floatBytes(two)),
-               {"dtype '<f8' is not float32 ('<f4')"}));
   for (StringRef descr :
-       {"'>f4'", "'<f2'", "'|u1'", "'<i4'", "'=f4'", "'float32'"})
-    EXPECT_TRUE(
-        hasError(makeNpy(1, 0, header2D("(1, 1)", descr), floatBytes({1})),
-                 {"dtype " + descr.str(), "is not float32 ('<f4')"}));
+       {"'>f4'", "'|u1'", "'<i4'", "'=f4'", "'float32'", "'<u2'"})
+    EXPECT_TRUE(hasError(
+        makeNpy(1, 0, header2D("(1, 1)", descr), floatBytes({1})),
+        {"dtype " + descr.str(),
+         "is not float32 ('<f4'), float16 ('<f2') or float64 ('<f8')"}));
   // A structured dtype's descr is a list.
   EXPECT_TRUE(
       hasError(makeNpy(1, 0, header2D("(1, 1)", "[('a', '<f4'), ('b', '<f4')]"),

@@ -28,10 +28,16 @@ struct Allocation {
 };
 } // namespace
 
-Expected<QuantizedTensor> quantizeOnGpu(ArrayRef<float> x, int64_t rows,
+Expected<QuantizedTensor> quantizeOnGpu(ArrayRef<float> x,
+                                        ArrayRef<uint16_t> bf16, int64_t rows,
                                         int64_t cols,
                                         const QuantizeOptions &options) {
-  QuantizeSpec spec{rows, cols, InputType::F32, options};
+  const bool isBf16 = !bf16.empty();
+  QuantizeSpec spec{rows, cols, isBf16 ? InputType::BF16 : InputType::F32,
+                    options};
+  const void *input = isBf16 ? static_cast<const void *>(bf16.data())
+                             : static_cast<const void *>(x.data());
+  const size_t inputBytes = x.size() * (isBf16 ? 2 : 4);
   if (Error error = checkGpuQuantizeSpec(spec))
     return std::move(error);
   Expected<const Device &> device = moss::jit::openToolDevice();
@@ -48,7 +54,7 @@ Expected<QuantizedTensor> quantizeOnGpu(ArrayRef<float> x, int64_t rows,
       return Error::success();
     return checkCuda(api.memAlloc(&a.ptr, bytes), "cuMemAlloc");
   };
-  if (Error e = allocate(dx, x.size() * 4))
+  if (Error e = allocate(dx, inputBytes))
     return std::move(e);
   if (Error e = allocate(dq, x.size()))
     return std::move(e);
@@ -58,7 +64,7 @@ Expected<QuantizedTensor> quantizeOnGpu(ArrayRef<float> x, int64_t rows,
     return std::move(e);
   if (Error e = allocate(dcounters, 16))
     return std::move(e);
-  if (Error e = checkCuda(api.memcpyHtoD(dx.ptr, x.data(), x.size() * 4),
+  if (Error e = checkCuda(api.memcpyHtoD(dx.ptr, input, inputBytes),
                           "cuMemcpyHtoD"))
     return std::move(e);
   if (Error e = checkCuda(api.memsetD8(dcounters.ptr, 0, 16), "cuMemsetD8"))

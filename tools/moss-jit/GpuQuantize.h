@@ -10,10 +10,13 @@
 
 namespace moss::jit {
 
-/// Quantizes a row-major FP32 [rows, cols] matrix on GPU 0 and returns what
-/// the host reference returns (the same bits).
+/// Quantizes a row-major [rows, cols] matrix on GPU 0 and returns what the
+/// host reference returns for `x` (the same bits): `x` itself as FP32, or,
+/// when `bf16` holds its BF16 bit patterns, those as BF16 (the kernels' BF16
+/// input).
 llvm::Expected<numerics::QuantizedTensor>
-quantizeOnGpu(llvm::ArrayRef<float> x, int64_t rows, int64_t cols,
+quantizeOnGpu(llvm::ArrayRef<float> x, llvm::ArrayRef<uint16_t> bf16,
+              int64_t rows, int64_t cols,
               const numerics::QuantizeOptions &options);
 
 } // namespace moss::jit

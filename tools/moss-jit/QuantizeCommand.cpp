@@ -1,6 +1,6 @@
 //===- QuantizeCommand.cpp - moss-jit quantize ----------------------------===//
 //
-// Quantizes a 2-D float32 .npy matrix [rows, K] and writes q.npy, local.npy
+// Quantizes a 2-D .npy matrix [rows, K] and writes q.npy, local.npy
 // and global.npy (see the README for the file format). Every check runs
 // before anything is written, and the outputs are renamed into place only
 // once all of them are on disk, so a failed run leaves the directory as it
@@ -31,7 +31,7 @@ using namespace moss::numerics;
 namespace moss::jit {
 
 cl::SubCommand quantizeCommand("quantize",
-                               "Quantize a 2-D float32 .npy matrix to FP8");
+                               "Quantize a 2-D .npy matrix (float32, float16, float64 or BF16 bits) to FP8");
 
 namespace {
 cl::OptionCategory category("quantize options");
@@ -66,9 +66,16 @@ cl::opt<bool> transpose(
     "transpose",
     cl::desc("Quantize the transpose: q is [K, rows], blocks along rows"),
     cl::sub(quantizeCommand), cl::cat(category));
-cl::opt<std::string> input("in", cl::desc("Input .npy (float32, 2-D, C order)"),
+cl::opt<std::string> input("in",
+                           cl::desc("Input .npy (float32, float16 or float64; "
+                                    "2-D, C order)"),
                            cl::value_desc("X.npy"), cl::Required,
                            cl::sub(quantizeCommand), cl::cat(category));
+cl::opt<bool> bf16Bits(
+    "bf16-bits",
+    cl::desc("Read a uint16 .npy as BF16 bit patterns (numpy has no bfloat16: "
+             "save x.view(np.uint16)); the GPU quantizes them as BF16"),
+    cl::sub(quantizeCommand), cl::cat(category));
 cl::opt<std::string> outDir("out-dir", cl::desc("Existing output directory"),
                             cl::value_desc("DIR"), cl::Required,
                             cl::sub(quantizeCommand), cl::cat(category));
@@ -240,7 +247,9 @@ int runQuantize() {
     return fail(parsedScheme.takeError());
   if (Error error = checkOutputDirectory(outDir))
     return fail(std::move(error));
-  Expected<NpyMatrix> x = readNpyMatrix(input);
+  NpyReadOptions readOptions;
+  readOptions.uint16AsBf16 = bf16Bits;
+  Expected<NpyMatrix> x = readNpyMatrix(input, readOptions);
   if (!x)
     return fail(x.takeError());
 
@@ -258,7 +267,7 @@ int runQuantize() {
     return fail(std::move(error));
   Expected<QuantizedTensor> q =
       target == Target::Gpu
-          ? quantizeOnGpu(x->data, x->rows, x->cols, options)
+          ? quantizeOnGpu(x->data, x->bf16, x->rows, x->cols, options)
           : quantize(x->data, x->rows, x->cols, options);
   if (!q)
     return fail(q.takeError());

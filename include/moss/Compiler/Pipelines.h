@@ -58,6 +58,11 @@ struct GemmPipelineOptions : public PassPipelineOptions<GemmPipelineOptions> {
       llvm::cl::desc("Lower to the quick-compile variant of the kernel "
                      "(moss-convert-gemm-to-emitc)"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> lowerQuantize{
+      *this, "lower-quantize",
+      llvm::cl::desc("Also lower moss.quantize kernel functions "
+                     "(moss-convert-quantize-to-emitc)"),
+      llvm::cl::init(true)};
 };
 
 /// Adds the GEMM pipeline to `pm`, which must run on builtin.module.
