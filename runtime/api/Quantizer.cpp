@@ -7,6 +7,7 @@
 #include "moss/Runtime/Folder.h"
 #include "moss/Runtime/Module.h"
 #include "moss/Runtime/RuntimeError.h"
+#include "moss/quantize/geometry.cuh"
 
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -47,9 +48,6 @@ struct GpuQuantizer::Plan {
 /// Shared memory of an SM given to the row-wise kernel's staged rows: of
 /// sm_90's 228 KiB, the rest holds the static tables (fold) and scratch.
 constexpr int64_t kRowStageBudget = 192 * 1024;
-/// The row-wise kernel's most rows in flight per CTA (kMaxRowStages of
-/// templates/moss/quantize/common.cuh).
-constexpr int kMaxRowStages = 8;
 
 /// Sizes the row-wise kernel's stages: as many CTAs per SM as its registers
 /// allow while each keeps two rows in flight, then as many stages as the
@@ -70,7 +68,7 @@ static Error planRowStages(GpuQuantizer::Plan &plan, const QuantizeSpec &spec) {
       std::min<int64_t>(byRegisters, kRowStageBudget / (2 * rowBytes)), 1,
       32);
   plan.stages = int(std::clamp<int64_t>(kRowStageBudget / (ctas * rowBytes),
-                                        1, kMaxRowStages));
+                                        1, quantize::kMaxRowStages));
   plan.sharedBytes = unsigned(plan.stages * rowBytes);
   for (CUfunction function : {plan.reduce, plan.quantize})
     if (function)
@@ -158,7 +156,7 @@ GpuQuantizer::getPlan(const QuantizeSpec &spec, bool withScale) {
       return api.takeError();
     if (Error e = checkCuda(api->occupancyMaxActiveBlocksPerMultiprocessor(
                                 &plan->ctasPerSm, plan->quantize,
-                                kColumnwiseThreads, 0),
+                                quantize::kColumnwiseThreads, 0),
                             "cuOccupancyMaxActiveBlocksPerMultiprocessor"))
       return std::move(e);
     plan->ctasPerSm = std::max(plan->ctasPerSm, 1);
@@ -286,8 +284,10 @@ Error GpuQuantizer::run(const QuantizeSpec &spec,
   case Family::Columnwise: {
     // Enough CTAs down each column strip to fill the GPU once; each walks
     // its strip's tiles in turn.
-    int64_t strips = llvm::divideCeil(spec.cols, getColumnwiseTileCols(spec.input));
-    int64_t tiles = llvm::divideCeil(spec.rows, kColumnwiseTileRows);
+    int64_t strips = llvm::divideCeil(
+        spec.cols * (spec.input == InputType::F32 ? 4 : 2),
+        quantize::kColumnwiseTileBytes);
+    int64_t tiles = llvm::divideCeil(spec.rows, quantize::kColumnwiseTileRows);
     int64_t resident = int64_t(smCount) * (*plan)->ctasPerSm;
     launch.grid[0] = unsigned(strips);
     launch.grid[1] = unsigned(std::clamp<int64_t>(

@@ -4,6 +4,7 @@
 
 #include "moss/Numerics/Fold.h"
 #include "moss/Runtime/RuntimeError.h"
+#include "moss/quantize/geometry.cuh"
 
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/Format.h"
@@ -61,7 +62,7 @@ QuantizerVariant chooseQuantizerVariant(const QuantizeSpec &spec,
 
   if (spec.options.transpose) {
     v.family = Family::Columnwise;
-    v.threads = kColumnwiseThreads;
+    v.threads = quantize::kColumnwiseThreads;
     v.globalPerRow = hasGlobal && scheme.globalPerRow();
     v.foldReference = spec.options.fold == BlockScaleFold::Row;
     if (!scheme.hasLocalScales())

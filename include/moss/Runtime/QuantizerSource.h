@@ -95,15 +95,6 @@ struct QuantizerVariant {
 QuantizerVariant chooseQuantizerVariant(const QuantizeSpec &spec,
                                         bool withScale);
 
-/// The transposed kernel's CTA and tile (ColumnwiseConfig in
-/// templates/moss/quantize/columnwise.cuh): 128 input rows by 128 bytes of
-/// input columns.
-constexpr int kColumnwiseThreads = 128;
-constexpr int kColumnwiseTileRows = 128;
-inline int64_t getColumnwiseTileCols(InputType input) {
-  return input == InputType::F32 ? 32 : 64;
-}
-
 } // namespace moss::runtime
 
 #endif // MOSS_RUNTIME_QUANTIZERSOURCE_H

@@ -45,13 +45,16 @@ struct ColumnwiseConfig {
                        Source = Source_, Fold = Fold_;
   static constexpr bool kBlocks =
       Kind == kPerGroup || Kind == kMXFP8 || Kind == kTwoLevel;
-  static constexpr int Threads = 128;
+  static constexpr int Threads = kColumnwiseThreads;
   static constexpr int kWarps = Threads / 32;
   /// Tile rows: 32 per warp.
-  static constexpr int TileR = 32 * kWarps;
+  static constexpr int TileR = kColumnwiseTileRows;
+  static_assert(TileR == 32 * kWarps, "32 tile rows per warp");
   /// X columns per lane (one 32-bit word), and per tile.
   static constexpr int kLaneCols = In == kInF32 ? 1 : 2;
   static constexpr int TileC = 32 * kLaneCols;
+  static_assert(TileC * InputTraits<In>::kBytes == kColumnwiseTileBytes,
+                "a lane's word per tile row");
   /// 16-byte vectors of one tile row.
   static constexpr int kRowVecs = 128 / 16;
   /// Tiles staged at once: the one encoded and the one arriving.

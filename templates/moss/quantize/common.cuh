@@ -3,6 +3,7 @@
 #pragma once
 
 #include "moss/common/fp8.cuh"
+#include "moss/quantize/geometry.cuh"
 
 namespace moss::quantize {
 
@@ -59,8 +60,6 @@ struct Args {
   int stages;
 };
 
-/// The row-wise kernel's most rows in flight per CTA.
-constexpr int kMaxRowStages = 8;
 
 /// How one block is scaled: codes are encode((x * up) / divisor).
 struct BlockScale {
