@@ -42,7 +42,7 @@ bool compiler::operator==(const TileConfig &lhs, const TileConfig &rhs) {
 }
 
 //===----------------------------------------------------------------------===//
-// Resource model (mirrors templates/moss/gemm/Config.cuh)
+// Resource model (mirrors templates/moss/gemm/config.cuh)
 //===----------------------------------------------------------------------===//
 
 static constexpr unsigned kWarpgroupThreads = 128;

@@ -514,7 +514,7 @@ TuningDatabase::lookup(const GemmSpec &spec, const TargetInfo &target,
     TileConfig tiling = entry.best.tiling;
     tiling.source = TilingSource::Database;
     // What the Hopper kernel implements beyond checkTiling's structural
-    // rules (templates/moss/gemm/Config.cuh, validate()).
+    // rules (templates/moss/gemm/config.cuh, validate()).
     if (tiling.clusterM * tiling.clusterN > 2 || tiling.splitK != 1) {
       if (note)
         note("tuning database entry ignored: tiling " + tiling.str() +

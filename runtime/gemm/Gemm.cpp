@@ -4,7 +4,7 @@
 // GemmSpec goes through compileGemm() to CUDA C++, through the kernel cache
 // to a cubin, and is launched with the tensor maps and arguments of
 // docs/GEMM-KERNEL-ABI.md. The launch geometry comes from the templates'
-// own host-side plan (moss/gemm/Config.cuh), the same formulas the kernel
+// own host-side plan (moss/gemm/config.cuh), the same formulas the kernel
 // is compiled with; the compiler's resource model is checked against it.
 //
 //===----------------------------------------------------------------------===//

@@ -2,7 +2,7 @@
 
 #include "TemplatePlan.h"
 
-#include "moss/gemm/Config.cuh"
+#include "moss/gemm/config.cuh"
 
 #include <cstddef>
 

@@ -1,7 +1,7 @@
 //===- TemplatePlan.h - Launch geometry from the GEMM templates -*- C++ -*-===//
 //
 // The launch geometry of a compiled GEMM as the device templates compute it
-// (moss/gemm/Config.cuh compiled as host C++). A separate translation unit,
+// (moss/gemm/config.cuh compiled as host C++). A separate translation unit,
 // because the templates' namespace moss::gemm and the function moss::gemm()
 // of Gemm.h cannot meet in one.
 //

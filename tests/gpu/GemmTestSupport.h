@@ -2,7 +2,7 @@
 //
 // Shared by tests/unit/GemmKernelCompileTest.cpp (NVRTC only),
 // tests/gpu/GemmGpuTest.cpp and bench/GemmBench.cpp: a GEMM configuration as
-// moss::gemm::Params (templates/moss/gemm/Config.cuh, which compiles as host
+// moss::gemm::Params (templates/moss/gemm/config.cuh, which compiles as host
 // C++), the translation unit of docs/GEMM-KERNEL-ABI.md for it, a readable
 // name, and the conversions to the compiler's GemmSpec and TileConfig.
 //
@@ -14,7 +14,7 @@
 #include "moss/Compiler/GemmSpec.h"
 #include "moss/Compiler/Tiling.h"
 #include "moss/Numerics/Quantize.h"
-#include "moss/gemm/Config.cuh"
+#include "moss/gemm/config.cuh"
 
 #include <optional>
 #include <string>
@@ -222,7 +222,7 @@ inline std::string kernelSource(const Params &p) {
     config += ", " + i(p.forcePromoteK) +
               (p.quickCompile || p.f16Mma ? ", " + b(p.quickCompile) : "") +
               (p.f16Mma ? ", true" : "");
-  return "#include \"moss/gemm/Kernel.cuh\"\n\n"
+  return "#include \"moss/gemm/kernel.cuh\"\n\n"
          "using MossGemmConfig = moss::gemm::Config<" +
          config +
          ">;\n\n"

@@ -92,7 +92,7 @@ TEST(CompileGemmTest, DefaultFoldFollowsOutputAndRows) {
 TEST(CompileGemmTest, MossForwardSource) {
   KernelSource kernel = compile(mossForward());
   const std::string &src = kernel.source;
-  EXPECT_EQ(src.rfind("#include \"moss/gemm/Kernel.cuh\"\n", 0), 0u) << src;
+  EXPECT_EQ(src.rfind("#include \"moss/gemm/kernel.cuh\"\n", 0), 0u) << src;
   EXPECT_TRUE(contains(src, "using MossGemmConfig = moss::gemm::Config<\n"
                             "    /*M=*/-1, /*N=*/11008, /*K=*/4096,\n"
                             "    /*ElemA=*/moss::gemm::kE4M3, "

@@ -2,7 +2,7 @@
 //
 // The plain-C++ heuristic of moss/Compiler/Tiling.h: sane tiles for large,
 // skinny and odd shapes, optimality over its own candidate set, the limits
-// it respects, and its resource model against the templates' Config.cuh.
+// it respects, and its resource model against the templates' config.cuh.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,7 +11,7 @@
 
 // The templates' configuration header compiles as host C++; the resource
 // model must match its kThreads and kSharedBytes.
-#include "../../templates/moss/gemm/Config.cuh"
+#include "../../templates/moss/gemm/config.cuh"
 
 #include "gtest/gtest.h"
 
@@ -354,7 +354,7 @@ TEST(TilingHeuristicTest, RejectsWhatTheKernelCannotRun) {
 }
 
 //===----------------------------------------------------------------------===//
-// The resource model against templates/moss/gemm/Config.cuh
+// The resource model against templates/moss/gemm/config.cuh
 //===----------------------------------------------------------------------===//
 
 namespace {

@@ -57,7 +57,7 @@ int fail(Error error) {
 /// that does nothing for args.m nanoseconds: what a launch costs the driver
 /// alone, with the launch queue as full as the GEMM's.
 constexpr const char *kProbeSource = R"cuda(
-#include "moss/gemm/Kernel.cuh"
+#include "moss/gemm/kernel.cuh"
 extern "C" __global__ void moss_launch_probe(
     const __grid_constant__ CUtensorMap a,
     const __grid_constant__ CUtensorMap b,

@@ -4,7 +4,7 @@
 // translation unit of docs/GEMM-KERNEL-ABI.md:
 //
 //   emitc.file "moss_gemm_<hash>" attributes {moss.tiling = #moss.tiling<..>} {
-//     emitc.include "moss/gemm/Kernel.cuh"
+//     emitc.include "moss/gemm/kernel.cuh"
 //     emitc.verbatim "using MossGemmConfig = moss::gemm::Config<"
 //     emitc.verbatim "    /*M=*/-1, /*N=*/11008, /*K=*/4096,"   (one per line)
 //     ...
@@ -51,7 +51,7 @@ namespace compiler = ::moss::compiler;
 namespace numerics = ::moss::numerics;
 
 /// The header every GEMM translation unit includes.
-static constexpr llvm::StringLiteral kKernelHeader = "moss/gemm/Kernel.cuh";
+static constexpr llvm::StringLiteral kKernelHeader = "moss/gemm/kernel.cuh";
 /// The alias of the configuration inside the unit.
 static constexpr llvm::StringLiteral kConfigAlias = "MossGemmConfig";
 

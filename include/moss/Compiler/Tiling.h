@@ -73,7 +73,7 @@ constexpr int64_t kBlockK = 128;
 constexpr int64_t kSplitKMaxRows = 128;
 
 /// What a configuration needs from the SM. This is the compiler's copy of
-/// the model in templates/moss/gemm/Config.cuh (keep the two in step): one
+/// the model in templates/moss/gemm/config.cuh (keep the two in step): one
 /// producer warpgroup (TMA, scale tables; 40 registers) and two consumer
 /// warpgroups (232 registers) that split the tile's rows into m64 wgmma
 /// tiles. A scheme with block scales promotes partial sums into the FP32
@@ -138,7 +138,7 @@ int64_t getPromoteK(const GemmSpec &spec);
 /// cuts a K of `k` into the tensor cores' running sums: one per split-K
 /// slice, and with 64-row tiles (split warpgroups) one per warpgroup of each
 /// slice, taking alternate 128-wide stages. A copy of the kernel's walk
-/// (templates/moss/gemm/Kernel.cuh consumeUnits, Mainloop.cuh DirectLoop):
+/// (templates/moss/gemm/kernel.cuh consumeUnits, mainloop.cuh DirectLoop):
 /// keep the two in step.
 std::vector<numerics::MmaChain> getTensorCoreChains(int64_t k,
                                                     const TileConfig &tiling);

@@ -12,7 +12,7 @@
 // CHECK-LABEL: module
 // CHECK-NOT: func.func
 // CHECK: emitc.file "[[NAME:moss_gemm_[0-9a-f]{16}]]" attributes {moss.tiling = #moss.tiling<tile_m = 128, tile_n = 128, stages = 4, swizzle = 8, source = heuristic>} {
-// CHECK-NEXT: include "moss/gemm/Kernel.cuh"
+// CHECK-NEXT: include "moss/gemm/kernel.cuh"
 // CHECK-NEXT: verbatim ""
 // CHECK-NEXT: verbatim "using MossGemmConfig = moss::gemm::Config<"
 // CHECK-NEXT: verbatim "    /*M=*/-1, /*N=*/11008, /*K=*/4096,"

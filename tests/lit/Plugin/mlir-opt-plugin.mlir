@@ -12,7 +12,7 @@
 
 // TILED: moss.gemm {{.*}} {tiling = #moss.tiling<tile_m = 128, tile_n = 128, stages = 6, cluster_m = 2, swizzle = 2, source = heuristic>}
 // EMITC: emitc.file "moss_gemm_{{[0-9a-f]+}}"
-// EMITC: include "moss/gemm/Kernel.cuh"
+// EMITC: include "moss/gemm/kernel.cuh"
 // UNREGISTERED: Dialect `moss' not found for custom op 'moss.gemm'
 func.func @forward(%a: tensor<256x4096xf8E4M3FN>, %al: tensor<256x128xf8E8M0FNU>,
                    %ag: tensor<256xf32>, %b: tensor<11008x4096xf8E4M3FN>,

@@ -3,11 +3,11 @@
 // Two kernels in one module: one translation unit each, in order, each
 // headed by its kernel name.
 // CHECK: // ----- [[FIRST:moss_gemm_[0-9a-f]{16}]]
-// CHECK-NEXT: #include "moss/gemm/Kernel.cuh"
+// CHECK-NEXT: #include "moss/gemm/kernel.cuh"
 // CHECK: /*M=*/-1, /*N=*/4096, /*K=*/4096,
 // CHECK: void [[FIRST]](
 // CHECK: // ----- [[SECOND:moss_gemm_[0-9a-f]{16}]]
-// CHECK-NEXT: #include "moss/gemm/Kernel.cuh"
+// CHECK-NEXT: #include "moss/gemm/kernel.cuh"
 // CHECK: /*M=*/-1, /*N=*/1024, /*K=*/4096,
 // CHECK: void [[SECOND]](
 

@@ -4,7 +4,7 @@
 // The MOSS forward GEMM through the whole pipeline to the CUDA C++ unit of
 // docs/GEMM-KERNEL-ABI.md, printed by MLIR's C++ emitter.
 
-// CHECK: #include "moss/gemm/Kernel.cuh"
+// CHECK: #include "moss/gemm/kernel.cuh"
 // CHECK-EMPTY:
 // CHECK-NEXT: using MossGemmConfig = moss::gemm::Config<
 // CHECK-NEXT:     /*M=*/-1, /*N=*/11008, /*K=*/4096,

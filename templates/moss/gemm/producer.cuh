@@ -1,8 +1,8 @@
-// moss/gemm/Producer.cuh - the producer warpgroup: TMA loads and the
+// moss/gemm/producer.cuh - the producer warpgroup: TMA loads and the
 // per-stage scale-factor tables.
 #pragma once
 
-#include "moss/gemm/Pipeline.cuh"
+#include "moss/gemm/pipeline.cuh"
 #include "moss/ptx/convert.cuh"
 #include "moss/ptx/mbarrier.cuh"
 #include "moss/ptx/sync.cuh"

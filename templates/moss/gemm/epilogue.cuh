@@ -1,4 +1,4 @@
-// moss/gemm/Epilogue.cuh - global scales, bias, beta*C, output cast,
+// moss/gemm/epilogue.cuh - global scales, bias, beta*C, output cast,
 // amax, and the store.
 //
 // out[r][c] = acc[r][c] * gA[r] * gB[c]  (+ bias[c])  (+ beta * C[r][c])
@@ -23,7 +23,7 @@
 // and c < N.
 #pragma once
 
-#include "moss/gemm/Mainloop.cuh"
+#include "moss/gemm/mainloop.cuh"
 #include "moss/ptx/convert.cuh"
 #include "moss/ptx/shared.cuh"
 #include "moss/ptx/sync.cuh"

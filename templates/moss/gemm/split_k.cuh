@@ -1,4 +1,4 @@
-// moss/gemm/SplitK.cuh - summing the K slices of a split-K tile.
+// moss/gemm/split_k.cuh - summing the K slices of a split-K tile.
 //
 // With SplitK = S > 1 each tile's K is cut into S slices of whole stages,
 // each a work unit of its own, so S CTAs share the tile's chain of K
@@ -20,7 +20,7 @@
 // thread (coalesced: consecutive lanes, consecutive words).
 #pragma once
 
-#include "moss/gemm/Mainloop.cuh"
+#include "moss/gemm/mainloop.cuh"
 #include "moss/ptx/sync.cuh"
 
 namespace moss::gemm::detail {

@@ -1,10 +1,10 @@
-// moss/gemm/Kernel.cuh - the block-scaled FP8 GEMM for Hopper (sm_90a).
+// moss/gemm/kernel.cuh - the block-scaled FP8 GEMM for Hopper (sm_90a).
 //
 // The translation unit of docs/GEMM-KERNEL-ABI.md includes this header,
 // names a Config and calls moss::gemm::run<Config>() from its one kernel.
 // The design (docs/GEMM-KERNEL.md):
 //  - a persistent grid; each CTA walks tiles in a grouped (L2-friendly) order,
-//    or with SplitK > 1 slices of tiles' K, summed in a workspace (SplitK.cuh);
+//    or with SplitK > 1 slices of tiles' K, summed in a workspace (split_k.cuh);
 //    with TileM = 64 both consumer warpgroups take the tile's rows over
 //    alternate K stages, their sums meeting the same way;
 //  - warpgroup 0 produces: one thread issues TMA loads into a ring of Stages
@@ -13,22 +13,22 @@
 //    registers per thread;
 //  - warpgroups 1 and 2 consume (232 registers): each computes half the
 //    tile's rows with FP8 wgmma (m64nNk32), promotes block partial sums into
-//    FP32 accumulators when the scheme has block scales (Mainloop.cuh), or
-//    with the f16 MMA widen each stage to f16 first (Widen.cuh), and
-//    runs the epilogue (Epilogue.cuh), storing through shared memory and
+//    FP32 accumulators when the scheme has block scales (mainloop.cuh), or
+//    with the f16 MMA widen each stage to f16 first (widen.cuh), and
+//    runs the epilogue (epilogue.cuh), storing through shared memory and
 //    TMA where the output allows.
-// Host code may include Config.cuh alone; this header needs NVRTC or nvcc.
+// Host code may include config.cuh alone; this header needs NVRTC or nvcc.
 #pragma once
 
-#include "moss/gemm/Config.cuh"
+#include "moss/gemm/config.cuh"
 
 #if defined(__CUDACC__)
 
-#include "moss/gemm/Epilogue.cuh"
-#include "moss/gemm/Mainloop.cuh"
-#include "moss/gemm/Pipeline.cuh"
-#include "moss/gemm/Producer.cuh"
-#include "moss/gemm/SplitK.cuh"
+#include "moss/gemm/epilogue.cuh"
+#include "moss/gemm/mainloop.cuh"
+#include "moss/gemm/pipeline.cuh"
+#include "moss/gemm/producer.cuh"
+#include "moss/gemm/split_k.cuh"
 #include "moss/ptx/mbarrier.cuh"
 #include "moss/ptx/sync.cuh"
 #include "moss/ptx/tma.cuh"

@@ -1,4 +1,4 @@
-// moss/gemm/Mainloop.cuh - the consumer warpgroups' K loop.
+// moss/gemm/mainloop.cuh - the consumer warpgroups' K loop.
 //
 // Each of the two consumer warpgroups computes TileM/2 rows of the tile
 // (kWgM m64 wgmma tiles) times all TileN columns. Without block scales the
@@ -18,11 +18,11 @@
 //
 // With the f16 MMA (kF16Mma) acquiring a stage also widens its B into the
 // stage's f16 slot, each k32 step widens A into registers and issues two
-// k16 wgmmas, and releasing a stage frees its slot too (Widen.cuh).
+// k16 wgmmas, and releasing a stage frees its slot too (widen.cuh).
 #pragma once
 
-#include "moss/gemm/Pipeline.cuh"
-#include "moss/gemm/Widen.cuh"
+#include "moss/gemm/pipeline.cuh"
+#include "moss/gemm/widen.cuh"
 #include "moss/ptx/mbarrier.cuh"
 #include "moss/ptx/sync.cuh"
 #include "moss/ptx/wgmma.cuh"
@@ -275,7 +275,7 @@ template <class Cfg> struct PromotedLoop {
   static_assert(!Cfg::kF16Mma || Cfg::kPartialSets == 1,
                 "the f16 MMA's wgmmas read A from registers");
   static constexpr int kPer = Cfg::kPromotesPerStage;
-  /// Promotion blocks per group of straight-line code (Config.cuh says
+  /// Promotion blocks per group of straight-line code (config.cuh says
   /// how many and why).
   static constexpr int kGroupBlocks = Cfg::kGroupBlocks;
   static constexpr int kGroupStages = kGroupBlocks / kPer;

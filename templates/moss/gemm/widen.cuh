@@ -1,4 +1,4 @@
-// moss/gemm/Widen.cuh - the f16 MMA's widening of FP8 codes (f16Mma).
+// moss/gemm/widen.cuh - the f16 MMA's widening of FP8 codes (f16Mma).
 //
 // An f16 wgmma takes A from registers or shared memory and B from shared
 // memory only. So the consumers widen A's codes into registers as they
@@ -25,7 +25,7 @@
 // groups (the halves' rows alias in the banks).
 #pragma once
 
-#include "moss/gemm/Pipeline.cuh"
+#include "moss/gemm/pipeline.cuh"
 #include "moss/ptx/convert.cuh"
 #include "moss/ptx/mbarrier.cuh"
 #include "moss/ptx/shared.cuh"

@@ -1,4 +1,4 @@
-// moss/gemm/Config.cuh - the GEMM configuration, its arguments and launch
+// moss/gemm/config.cuh - the GEMM configuration, its arguments and launch
 // geometry (docs/GEMM-KERNEL-ABI.md).
 //
 // This header compiles as plain host C++ too (no CUDA keywords outside
@@ -30,7 +30,7 @@ enum : int {
 /// Output / bias / accumulator element types; kNone: no bias or no C.
 enum : int { kBF16 = 0, kF16 = 1, kF32 = 2, kNone = -1 };
 
-/// How the per-block factor of a promotion is built (see Mainloop.cuh).
+/// How the per-block factor of a promotion is built (see mainloop.cuh).
 enum : int {
   kFactorDirect = 0, ///< no promotion: wgmma accumulates all of K
   kFactorUnit = 1,   ///< acc += partial (forced promotion, no local scales)
@@ -122,7 +122,7 @@ struct Plan {
   bool hasTables;  ///< rowFactor || colFactor
   int partialSets; ///< partial accumulator sets when promoting
   /// Promotion blocks per group of straight-line code in the consumers'
-  /// loop (Mainloop.cuh PromotedLoop; 0 without promotion).
+  /// loop (mainloop.cuh PromotedLoop; 0 without promotion).
   int groupBlocks;
   // Geometry.
   int threads; ///< 3 warpgroups: producer + 2 consumers
@@ -132,7 +132,7 @@ struct Plan {
   /// alternate K stages, and their sums meet in the workspace.
   bool splitWarpgroups;
   /// Accumulators summed across CTAs or warpgroups in Args::workspace
-  /// (SplitK > 1 or splitWarpgroups; SplitK.cuh).
+  /// (SplitK > 1 or splitWarpgroups; split_k.cuh).
   bool slicedAccumulators;
   int stageK; ///< K per pipeline stage (128: one swizzle row)
   int fullKStages, tailSteps, kStages;
@@ -230,7 +230,7 @@ constexpr MOSS_GEMM_HD Plan plan(const Params &p) {
   // too wide for three sets (TileN > 128) take one and rely on the other
   // warpgroup's wgmmas to keep the tensor cores busy while one promotes.
   // The f16 MMA takes one set too: its wgmmas read A from registers, which
-  // the next block's may only overwrite once they completed (Mainloop.cuh),
+  // the next block's may only overwrite once they completed (mainloop.cuh),
   // and with two sets its widening spilled (MOSS; per-group with bias and C).
   q.partialSets = p.f16Mma || q.factorMode == kFactorRowCol ||
                           3 * q.wgM * (p.tileN / 2) > kMaxAccumulatorRegisters
@@ -433,7 +433,7 @@ constexpr MOSS_GEMM_HD long long counterBytes(int tiles) {
 } // namespace detail
 
 /// With sliced accumulators (SplitK > 1 or TileM = 64): the workspace's
-/// tile counters; the slices' partial sums follow them (SplitK.cuh). 0
+/// tile counters; the slices' partial sums follow them (split_k.cuh). 0
 /// without.
 constexpr MOSS_GEMM_HD long long workspaceCounterBytes(Params p, int m) {
   return plan(p).slicedAccumulators ? detail::counterBytes(numTiles(p, m)) : 0;
@@ -530,7 +530,7 @@ struct Config {
                                      F16Mma_};
   static_assert(validate(kParams) == nullptr,
                 "invalid moss::gemm::Config: moss::gemm::validate(params) "
-                "(Config.cuh, callable from host code) says why");
+                "(config.cuh, callable from host code) says why");
   static constexpr Plan kPlan = plan(kParams);
 
   // --- the parameters -------------------------------------------------------

@@ -1,8 +1,8 @@
-// moss/gemm/Pipeline.cuh - shared-memory layout, the stage ring and the
+// moss/gemm/pipeline.cuh - shared-memory layout, the stage ring and the
 // persistent tile order of the GEMM kernel.
 #pragma once
 
-#include "moss/gemm/Config.cuh"
+#include "moss/gemm/config.cuh"
 #include "moss/ptx/types.cuh"
 
 namespace moss::gemm::detail {
