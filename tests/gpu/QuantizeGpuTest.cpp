@@ -252,6 +252,23 @@ TEST(QuantizeGpuTest, OneBlockMatchesTheHostReference) {
     }
 }
 
+// Per-tensor and per-row take any K: transposed with 333 input rows, the
+// output rows are not 16-byte multiples and take byte stores.
+TEST(QuantizeGpuTest, TransposedOddKMatchesTheHostReference) {
+  REQUIRE_GPU();
+  uint64_t seed = freshSeed();
+  for (const ScalingScheme &scheme :
+       {ScalingScheme::perTensor(), ScalingScheme::perRow()})
+    for (InputType input : {InputType::F32, InputType::BF16}) {
+      QuantizeSpec spec;
+      spec.rows = 333;
+      spec.cols = 100;
+      spec.input = input;
+      spec.options = {scheme, Fp8Format::E4M3, true};
+      checkAgainstReference(spec, Data::HeavyTailed, seed++);
+    }
+}
+
 // The quantizers that fold their E8M0 factors as they write (the codes
 // rescaled to the row's or the 128-group's largest factor, FP32 factors
 // out): the same bits as the host's quantize with QuantizeOptions::fold.
