@@ -114,8 +114,7 @@ static GpuQuantizer::PlanKey makePlanKey(const QuantizeSpec &spec,
                   uint64_t(scheme.blockRows & 0xFFFF) << 16 |
                   uint64_t(scheme.blockCols & 0xFFFF) << 32;
   // Only the row-wise kernel has K compiled in.
-  bool rowwise = !spec.options.transpose &&
-                 !(scheme.kind == ScalingKind::PerGroup && scheme.blockRows > 1);
+  bool rowwise = !spec.options.transpose && !isSquareGroup(scheme);
   return {bits, rowwise ? spec.cols : 0};
 }
 

@@ -31,11 +31,11 @@ int vecElements(InputType input) { return input == InputType::F32 ? 4 : 8; }
 /// (QuantizerCompileTest checks).
 constexpr int kMaxVecsPerThread = 4;
 
+} // namespace
+
 bool isSquareGroup(const ScalingScheme &scheme) {
   return scheme.kind == ScalingKind::PerGroup && scheme.blockRows > 1;
 }
-
-} // namespace
 
 QuantizerVariant chooseQuantizerVariant(const QuantizeSpec &spec,
                                         bool withScale) {

@@ -95,6 +95,10 @@ struct QuantizerVariant {
 QuantizerVariant chooseQuantizerVariant(const QuantizeSpec &spec,
                                         bool withScale);
 
+/// Whether `scheme` has square (NxN) per-group blocks: the square-block
+/// kernel's, in both orientations.
+bool isSquareGroup(const numerics::ScalingScheme &scheme);
+
 } // namespace moss::runtime
 
 #endif // MOSS_RUNTIME_QUANTIZERSOURCE_H
