@@ -360,15 +360,8 @@ __device__ void columnwise(const Args &args, int pass, bool globalPerRow,
           codes[r / 4 + 1] = pair[1];
         }
         if constexpr (Fold != kFoldNone) {
-          // A NaN block's codes are NaN already; the others move by E - e.
-          const int shift =
-              min(reference - (int(s.e8m0) - 127), kFoldShiftLimit<Fmt>);
-          if (s.e8m0 != 0xFFu && shift > 0) {
-#pragma unroll
-            for (int w = h * LaneBlockRows / 4; w < (h + 1) * LaneBlockRows / 4;
-                 ++w)
-              codes[w] = foldWord<Fmt>(codes[w], shift, foldTables.row(shift));
-          }
+          foldBlockWords<Fmt, LaneBlockRows / 4>(
+              codes + h * LaneBlockRows / 4, reference, s.e8m0, foldTables);
         }
         if constexpr (Config::kBlocks) {
           // The block's first lane part writes its scale and counts it.

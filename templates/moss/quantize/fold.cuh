@@ -111,6 +111,22 @@ template <int Fmt> struct FoldTable {
   }
 };
 
+/// Folds `Words` words of one block's codes, whose factor has E8M0 code
+/// `e8m0`, to the reference exponent `reference`. A NaN block's codes are
+/// NaN already; the others move by E - e (capped where every code rounds to
+/// zero).
+template <int Fmt, int Words>
+__device__ __forceinline__ void foldBlockWords(uint32_t *codes, int reference,
+                                               uint32_t e8m0,
+                                               const FoldTable<Fmt> &table) {
+  const int shift = min(reference - (int(e8m0) - 127), kFoldShiftLimit<Fmt>);
+  if (e8m0 == 0xFFu || shift <= 0)
+    return;
+#pragma unroll
+  for (int w = 0; w < Words; ++w)
+    codes[w] = foldWord<Fmt>(codes[w], shift, table.row(shift));
+}
+
 /// One 16-byte chunk of codes of one block, folded by `shift` (> 0).
 template <int Fmt>
 __device__ __forceinline__ Vec16 foldChunk(const uint8_t *table,

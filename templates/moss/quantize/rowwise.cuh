@@ -256,14 +256,8 @@ __device__ void rowwise(const Args &args, int pass,
                    Config::Source == kGlobalFromScale>(v[i], s, codes,
                                                        saturated);
       if constexpr (Fold != kFoldNone) {
-        // A NaN block's codes are NaN already; the others move by E - e.
-        const int shift = min(reference[i] - (int(s.e8m0) - 127),
-                              kFoldShiftLimit<Fmt>);
-        if (s.e8m0 != 0xFFu && shift > 0) {
-#pragma unroll
-          for (int w = 0; w < Config::kVecElems / 4; ++w)
-            codes[w] = foldWord<Fmt>(codes[w], shift, foldTables.row(shift));
-        }
+        foldBlockWords<Fmt, Config::kVecElems / 4>(codes, reference[i], s.e8m0,
+                                                   foldTables);
         if constexpr (Fold == kFold128)
           if ((lane & (Config::kGroupLanes - 1)) == 0)
             static_cast<float *>(args.local)[size_t(row) * (Config::K /
