@@ -12,7 +12,8 @@
 // process against a warm $MOSS_CACHE_DIR to time disk hits.
 //
 // Effective bandwidth counts the fewest bytes: the input read once and every
-// output written once. Times are medians of CUDA-event timings.
+// output written once (both layouts' for a dual-layout quantize, "both").
+// Times are medians of CUDA-event timings.
 //
 //===----------------------------------------------------------------------===//
 
@@ -110,6 +111,8 @@ struct Case {
   bool autoScaled = false;
   /// Fold the E8M0 factors as the codes are written (GEMM-ready).
   BlockScaleFold fold = BlockScaleFold::None;
+  /// Both layouts from one read (GpuQuantizer::quantizeBothLayouts).
+  bool both = false;
 };
 
 const char *inputName(InputType input) {
@@ -187,6 +190,16 @@ int main(int argc, char **argv) {
                      ScalingScheme::mxfp8()});
     cases.push_back({"per-row", 16384, cols, InputType::BF16,
                      ScalingScheme::perRow()});
+    // Forward and weight-gradient operands of one activation, one read.
+    cases.push_back({"moss row both", 16384, cols, InputType::BF16, row,
+                     false, false, BlockScaleFold::None, true});
+    cases.push_back({"moss tensor both", 16384, cols, InputType::BF16, tensor,
+                     false, false, BlockScaleFold::None, true});
+    cases.push_back({"moss row both, fold row", 16384, cols, InputType::BF16,
+                     row, false, false, BlockScaleFold::Row, true});
+    cases.push_back({"mxfp8 both", 16384, cols, InputType::BF16,
+                     ScalingScheme::mxfp8(), false, false,
+                     BlockScaleFold::None, true});
   }
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{11008, 16384},
                             {4096, 4096}, {11008, 4096}}) {
@@ -196,6 +209,9 @@ int main(int argc, char **argv) {
                      ScalingScheme::perTensor(), false, true});
     cases.push_back({"per-group 128x128", rows, cols, InputType::F32,
                      ScalingScheme::perGroup(128, 128)});
+    cases.push_back({"per-tensor auto both", rows, cols, InputType::F32,
+                     ScalingScheme::perTensor(), false, true,
+                     BlockScaleFold::None, true});
   }
 
   outs() << format("%-24s %-5s %-14s %9s %9s %8s %10s\n", "scheme", "in",
@@ -216,24 +232,39 @@ int main(int argc, char **argv) {
     spec.cols = c.cols;
     spec.input = c.input;
     spec.options = {c.scheme, Fp8Format::E4M3, c.transpose, c.fold};
-    QuantizeLayout layout = getQuantizeLayout(spec);
+    spec.bothLayouts = c.both;
     size_t elements = size_t(c.rows * c.cols);
     size_t inBytes = elements * (c.input == InputType::F32 ? 4 : 2);
-    size_t localBytes =
-        size_t(layout.localRows * layout.localCols * layout.localElementBytes);
-    size_t globalBytes = size_t(layout.globalCount) * 4;
-    CUdeviceptr x = alloc(inBytes), q = alloc(elements),
-                local = localBytes ? alloc(localBytes) : 0,
-                global = globalBytes ? alloc(globalBytes) : 0,
-                scale = alloc(4);
+    CUdeviceptr x = alloc(inBytes), scale = alloc(4);
     fillRandom(x, elements, c.input);
     float predicted = 0.5f;
     check(api->memcpyHtoD(scale, &predicted, 4), "cuMemcpyHtoD");
-    QuantizeBuffers buffers{x, q, local, global, 0};
+    // One layout's outputs (both layouts: row-major, then transposed).
+    size_t outBytes = 0;
+    std::vector<CUdeviceptr> allocations = {x, scale};
+    auto outputs = [&](const QuantizeSpec &s) {
+      QuantizeLayout layout = getQuantizeLayout(s);
+      size_t localBytes = size_t(layout.localRows * layout.localCols *
+                                 layout.localElementBytes);
+      size_t globalBytes = size_t(layout.globalCount) * 4;
+      QuantizeBuffers b{x, alloc(elements),
+                        localBytes ? alloc(localBytes) : 0,
+                        globalBytes ? alloc(globalBytes) : 0, 0};
+      allocations.insert(allocations.end(), {b.q, b.local, b.global});
+      outBytes += elements + localBytes + globalBytes;
+      return b;
+    };
+    const QuantizeBuffers buffers = outputs(spec);
+    const QuantizeBuffers transposed =
+        c.both ? outputs(getTransposedSpec(spec)) : QuantizeBuffers{};
     auto run = [&] {
-      Error error = c.autoScaled
-                        ? quantizer.castWithScale(spec, scale, buffers, nullptr)
-                        : quantizer.quantize(spec, buffers, nullptr);
+      Error error =
+          c.both ? quantizer.quantizeBothLayouts(spec, buffers, transposed,
+                                                 nullptr,
+                                                 c.autoScaled ? scale : 0)
+          : c.autoScaled
+              ? quantizer.castWithScale(spec, scale, buffers, nullptr)
+              : quantizer.quantize(spec, buffers, nullptr);
       if (error)
         die(std::move(error));
     };
@@ -245,7 +276,7 @@ int main(int argc, char **argv) {
                          std::chrono::steady_clock::now() - t0)
                          .count();
     double ms = firstCallsOnly ? 0.0 : medianMs(run);
-    double bytes = double(inBytes + elements + localBytes + globalBytes);
+    double bytes = double(inBytes + outBytes);
     double gbs = bytes / (ms * 1e-3) / 1e9;
     if (firstCallsOnly)
       outs() << format("%-24s %-5s %-14s %9.1f\n", c.name, inputName(c.input),
@@ -254,7 +285,7 @@ int main(int argc, char **argv) {
       outs() << format("%-24s %-5s %-14s %9.1f %9.1f %8.0f %9.1f%%\n", c.name,
                        inputName(c.input), shape.c_str(), firstMs, ms * 1e3,
                        gbs, 100.0 * gbs / copyGBs);
-    for (CUdeviceptr p : {x, q, local, global, scale})
+    for (CUdeviceptr p : allocations)
       if (p)
         api->memFree(p);
   }

@@ -131,7 +131,7 @@ typedef struct moss_quantize_spec_t {
   /* moss_fold_t (was a reserved 0): MOSS_FOLD_ROW or MOSS_FOLD_128 write a
    * two-level or MXFP8 result folded, GEMM-ready (docs/NUMERICS-CONTRACT.md
    * section 8): FP32 factors in `global` ([rows]) or `local` ([rows,
-   * K/128]) instead of E8M0 ones; row-wise only. MOSS_FOLD_AUTO (0) and
+   * K/128]) instead of E8M0 ones. MOSS_FOLD_AUTO (0) and
    * MOSS_FOLD_NONE: no fold. */
   int32_t fold;
 } moss_quantize_spec_t;
@@ -234,6 +234,31 @@ moss_error_t moss_cast_with_scale(moss_context_t context,
                                   uint64_t scale,
                                   const moss_quantize_buffers_t *buffers,
                                   void *stream);
+
+/* The output shapes of both layouts of a moss_quantize_both_layouts() spec
+ * (spec->transpose 0): the row-major quantization's and the transposed
+ * one's. Needs no GPU. Fails with MOSS_ERROR_INVALID_ARGUMENT for a spec
+ * moss_quantize_both_layouts() would reject. (moss_quantize_layout of the
+ * same spec describes the row-major layout too, but refuses a K the
+ * row-wise kernel does not take, such as one not a multiple of 8 for BF16.) */
+moss_error_t moss_quantize_both_layouts_layout(
+    const moss_quantize_spec_t *spec, moss_quantize_layout_t *row_major,
+    moss_quantize_layout_t *transposed);
+
+/* Both layouts from one read of the input (a training step's forward and
+ * weight-gradient operands): `buffers` receives the row-major quantization
+ * `spec` describes (spec->transpose 0), `transposed` the quantization of the
+ * transpose, as moss_quantize with spec->transpose 1 writes it (shapes:
+ * moss_quantize_both_layouts_layout). transposed->x is 0 or buffers->x; each
+ * layout has its own counters. `scale` 0 quantizes; else it is a per-tensor
+ * cast with that device scale, as moss_cast_with_scale. Row-major blocks
+ * must lie within 128 bytes of input (at most 64 BF16 or 32 FP32 values);
+ * folds are MOSS_FOLD_ROW or none; square blocks are refused. */
+moss_error_t moss_quantize_both_layouts(moss_context_t context,
+                                        const moss_quantize_spec_t *spec,
+                                        const moss_quantize_buffers_t *buffers,
+                                        const moss_quantize_buffers_t *transposed,
+                                        uint64_t scale, void *stream);
 
 /*===--- Automatic weight scaling -----------------------------------------===*/
 

@@ -4,6 +4,7 @@ and, where torchao is installed, its Float8Linear (tensorwise and rowwise,
 compiled, and tensorwise eager), all timed in this process.
 
     python python/bench/bench_linear.py [--shapes T,IN,OUT ...] [--iters N]
+        [--only TEXT ...]
 
 Each step recasts the weight as training does (the MOSS Linear through its
 auto-scaler with a learning rate, as after an optimizer step). Prints one
@@ -73,6 +74,16 @@ def variants(tokens, fin, fout):
 
     result["moss eager"] = (moss, recast)
     result["moss compiled"] = (torch.compile(moss), recast)
+    # X's and dY's two layouts from one read each (the dual-layout
+    # quantize), against the default's one quantization per layout.
+    dual = moss_jit.nn.Linear.from_linear(copy.deepcopy(base),
+                                          both_layouts=True)
+
+    def recast_dual():
+        dual._w_version = None
+        dual.set_learning_rate(1e-5)
+
+    result["moss eager, both layouts"] = (dual, recast_dual)
     try:
         from torchao.float8 import (Float8LinearConfig,
                                     convert_to_float8_training)
@@ -100,6 +111,9 @@ def main():
                         help="T,IN,OUT triples")
     parser.add_argument("--iters", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--only", nargs="*", default=None,
+                        help="time only the variants whose name contains "
+                        "one of these (bf16 nn.Linear is always timed)")
     args = parser.parse_args()
     shapes = SHAPES if not args.shapes else [
         tuple(int(v) for v in s.split(",")) for s in args.shapes]
@@ -112,6 +126,9 @@ def main():
         dy = torch.randn(tokens, fout, device="cuda", dtype=torch.bfloat16)
         measured = {}
         for name, (layer, before) in variants(tokens, fin, fout).items():
+            if args.only and name != "bf16 nn.Linear" and not any(
+                    text in name for text in args.only):
+                continue
             # One round-robin pass per variant keeps clocks comparable.
             measured[name] = time_steps(make_step(layer, x, dy, before),
                                         args.iters, args.rounds)

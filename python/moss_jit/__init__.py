@@ -11,7 +11,7 @@ package imports and works without torch; everything else needs torch.
 """
 
 from ._capi import MossError
-from ._quantize import quantize
+from ._quantize import quantize, quantize_both_layouts
 from .tensor import MossTensor
 
 from . import _capi
@@ -43,5 +43,6 @@ if _torch_module is not None:
                            if out_dtype is None else out_dtype,
                            bias, c, beta, amax, mma, fold)
 
-__all__ = ["MossError", "MossTensor", "quantize", "gemm", "cast_with_scale",
+__all__ = ["MossError", "MossTensor", "quantize", "quantize_both_layouts",
+           "gemm", "cast_with_scale",
            "convert", "nn", "attach_optimizer"]

@@ -176,6 +176,12 @@ def _load():
         "moss_cast_with_scale": (error_t, [c_void_p, POINTER(QuantizeSpec),
                                            c_uint64, POINTER(QuantizeBuffers),
                                            c_void_p]),
+        "moss_quantize_both_layouts_layout": (error_t, [
+            POINTER(QuantizeSpec), POINTER(QuantizeLayout),
+            POINTER(QuantizeLayout)]),
+        "moss_quantize_both_layouts": (error_t, [
+            c_void_p, POINTER(QuantizeSpec), POINTER(QuantizeBuffers),
+            POINTER(QuantizeBuffers), c_uint64, c_void_p]),
         "moss_weight_scaler_options_init": (
             None, [POINTER(WeightScalerOptions)]),
         "moss_weight_scaler_create": (error_t, [

@@ -86,6 +86,34 @@ def quantize(x, scheme, format="e4m3", block=None, global_scope="tensor",
                                counters)
 
 
+def quantize_both_layouts(x, scheme, format="e4m3", block=None,
+                          global_scope="tensor", fold=None):
+    """Both layouts of x from one read: (quantize(x, ...), quantize(x, ...,
+    transpose=True)), the forward GEMM's operand and the weight gradient's,
+    bit for bit those two calls' results. On the GPU one kernel writes both
+    (moss_quantize_both_layouts); on the CPU (and for numpy arrays) the host
+    reference runs twice.
+
+    Takes quantize()'s arguments. Both layouts must hold: K (x's columns)
+    and x's rows multiples of the block. The GPU writes row-major blocks of
+    at most 128 bytes of x (64 BF16 or 32 FP32 values), folds per row or not
+    at all, and refuses square blocks.
+    """
+    _check_matrix(x, "x")
+    input_type = _input_type(x)
+    rows, cols = int(x.shape[0]), int(x.shape[1])
+    for transpose in (False, True):
+        block_rows, block_cols, fold_name = schemes.check_quantize_args(
+            rows, cols, scheme, format, block, global_scope, transpose, fold)
+    if not isinstance(x, np.ndarray) and x.is_cuda:
+        torch_side = _torch_side or _import_torch_side()
+        return torch_side.quantize_both_layouts(
+            x, input_type, scheme, format, block_rows, block_cols,
+            global_scope, fold_name)
+    return (quantize(x, scheme, format, block, global_scope, False, fold),
+            quantize(x, scheme, format, block, global_scope, True, fold))
+
+
 # moss_jit._torch once imported: an import statement in quantize() would
 # cost about as much as its argument checks on every call.
 _torch_side = None

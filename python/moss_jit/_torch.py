@@ -167,6 +167,47 @@ def cast_with_scale(x, scale, fmt="e4m3", transpose=False):
     return q
 
 
+def _both_layouts_raw(x, input_type, scheme, fmt, block_rows, block_cols,
+                      global_scope, fold, codes_dtype=torch.uint8):
+    """One dual-layout quantization of a CUDA tensor: the outputs of the
+    row-major layout, then of the transposed one, each (codes, local,
+    global) with None for the scales the scheme has not."""
+    index = _check_cuda_device(x, "x", hopper=False)
+    _aligned(x, "x")
+    spec, *layouts = schemes.both_layouts_spec(
+        int(x.shape[0]), int(x.shape[1]), input_type, scheme, fmt,
+        block_rows, block_cols, global_scope, fold)
+    outputs, buffers = [], []
+    for layout in layouts:
+        q, local, glob = _empty_outputs(layout, x.device, codes_dtype)
+        outputs.append((q, local, glob))
+        buffers.append(_capi.QuantizeBuffers(
+            x.data_ptr(), q.data_ptr(),
+            local.data_ptr() if local is not None else 0,
+            glob.data_ptr() if glob is not None else 0, 0))
+    _call_on_device(index, _capi.lib.moss_quantize_both_layouts, spec,
+                    buffers[0], buffers[1], 0)
+    return outputs
+
+
+def quantize_both_layouts(x, input_type, scheme, fmt, block_rows, block_cols,
+                          global_scope, fold):
+    """quantize_both_layouts() of a CUDA tensor: two MossTensors."""
+    if compiling():
+        flat = torch.ops.moss_jit.quantize_both_layouts(
+            x, scheme, fmt, block_rows, block_cols, global_scope, fold)
+        outputs = [(flat[i].view(FP8_DTYPES[fmt]), _none_if_empty(flat[i + 1]),
+                    _none_if_empty(flat[i + 2])) for i in (0, 3)]
+    else:
+        outputs = _both_layouts_raw(x, input_type, scheme, fmt, block_rows,
+                                    block_cols, global_scope, fold,
+                                    FP8_DTYPES[fmt])
+    return tuple(_quantize_module.result(
+        q, local, glob, scheme, fmt, block_rows, block_cols, global_scope,
+        transpose, fold) for (q, local, glob), transpose in
+        zip(outputs, (False, True)))
+
+
 def compiling():
     return torch.compiler.is_compiling()
 
@@ -541,6 +582,33 @@ def _quantize_fake(x, scheme, fmt, block_rows, block_cols, global_scope,
             x.new_empty(0, dtype=torch.uint8),
             x.new_empty(glob, dtype=torch.float32) if glob else
             x.new_empty(0, dtype=torch.float32))
+
+
+@torch.library.custom_op("moss_jit::quantize_both_layouts", mutates_args=())
+def _quantize_both_op(x: torch.Tensor, scheme: str, fmt: str,
+                      block_rows: int, block_cols: int, global_scope: str,
+                      fold: str) -> tuple[torch.Tensor, torch.Tensor,
+                                          torch.Tensor, torch.Tensor,
+                                          torch.Tensor, torch.Tensor]:
+    input_type = "bf16" if x.dtype == torch.bfloat16 else "f32"
+    flat = []
+    for q, local, glob in _both_layouts_raw(x, input_type, scheme, fmt,
+                                            block_rows, block_cols,
+                                            global_scope, fold):
+        flat += [q, local if local is not None else _empty(x.device),
+                 glob if glob is not None else _empty(x.device,
+                                                      torch.float32)]
+    return tuple(flat)
+
+
+@_quantize_both_op.register_fake
+def _quantize_both_fake(x, scheme, fmt, block_rows, block_cols, global_scope,
+                        fold):
+    flat = []
+    for transpose in (False, True):
+        flat += list(_quantize_fake(x, scheme, fmt, block_rows, block_cols,
+                                    global_scope, transpose, fold))
+    return tuple(flat)
 
 
 @torch.library.custom_op("moss_jit::gemm", mutates_args=())

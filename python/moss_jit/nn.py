@@ -10,6 +10,12 @@ Backward dX = dY W: dY two-level (E4M3 by default: with per-32 block
          W^T's codes are W's, transposed.
          dW = dY^T X: dY and X two-level along the tokens, quantized
          transposed and folded by the quantizer.
+With both_layouts=True, on CUDA and with the token count a multiple of the
+block, X's two layouts (the forward's and dW's) come from one read of X in
+the forward, and dY's from one read in the backward (quantize_both_layouts);
+the forward then keeps X's transposed codes instead of X. It is off by
+default: on the H200 that kernel is slower than the two quantizations it
+replaces (docs/PERFORMANCE.md).
 The master weight stays in its own dtype (the optimizer's precision).
 """
 
@@ -19,7 +25,7 @@ import weakref
 import torch
 
 from . import _capi, _torch, schemes
-from ._quantize import quantize
+from ._quantize import quantize, quantize_both_layouts
 from .tensor import MossTensor
 
 # Why a weight cast happened: the scaler's moss_rescale_reason_t values,
@@ -84,17 +90,36 @@ class WeightScaler:
     __del__ = close
 
 
+def _both_layouts(t, config):
+    """Whether one read of `t` can give both of its layouts: on CUDA, with
+    the token count (its rows) a multiple of the block and blocks that fit
+    the dual-layout kernel's tile rows."""
+    return (config.both_layouts and t.is_cuda and
+            t.shape[0] % config.block == 0 and
+            config.block * t.element_size() <= 128)
+
+
 class _LinearFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, weight, bias, w_codes, w_t_codes, w_scale, config):
-        x_q = quantize(x, "moss", config.x_format, config.block,
-                       config.global_scope, fold=config.fold)
+    def forward(ctx, x, weight, bias, w_codes, w_t_codes, w_scale, config,
+                need_wgrad):
+        ctx.x_t = None
+        if need_wgrad and _both_layouts(x, config):
+            x_q, ctx.x_t = quantize_both_layouts(
+                x, "moss", config.x_format, config.block, config.global_scope,
+                fold=config.fold)
+        else:
+            x_q = quantize(x, "moss", config.x_format, config.block,
+                           config.global_scope, fold=config.fold)
         w_q = MossTensor(w_codes, None, w_scale, "per-tensor", "e4m3")
         # FP8 products summed in FP32 for every output type (an f32 output's
         # default would widen the codes to f16, at a third of the speed).
         y = _torch.gemm(x_q, w_q, out_dtype=config.out_dtype(x), bias=bias,
                         mma="fp8")
-        ctx.save_for_backward(x, weight, w_t_codes, w_scale)
+        # X itself only where dW will quantize it again.
+        ctx.save_for_backward(x if ctx.x_t is None else None, weight,
+                              w_t_codes, w_scale)
+        ctx.x_dtype = x.dtype
         ctx.config = config
         ctx.has_bias = bias is not None
         ctx.bias_dtype = bias.dtype if bias is not None else None
@@ -107,38 +132,47 @@ class _LinearFunction(torch.autograd.Function):
         dy = dy.contiguous()
         if dy.dtype not in (torch.float32, torch.bfloat16):
             dy = dy.float()
+        need_dx, need_dw = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         dx = dw = db = None
-        if ctx.needs_input_grad[0]:
-            dy_q = quantize(dy, "moss", config.grad_format, config.block,
-                            config.global_scope, fold=config.fold)
+        dy_q = dy_t = None
+        if need_dx and need_dw and _both_layouts(dy, config):
+            dy_q, dy_t = quantize_both_layouts(
+                dy, "moss", config.grad_format, config.block,
+                config.global_scope, fold=config.fold)
+        if need_dx:
+            if dy_q is None:
+                dy_q = quantize(dy, "moss", config.grad_format, config.block,
+                                config.global_scope, fold=config.fold)
             w_t = MossTensor(w_t_codes, None, w_scale, "per-tensor", "e4m3")
             # The gradient has its input's dtype, whatever autocast did.
-            dx = _torch.gemm(dy_q, w_t, out_dtype=x.dtype, mma="fp8")
-        if ctx.needs_input_grad[1]:
+            dx = _torch.gemm(dy_q, w_t, out_dtype=ctx.x_dtype, mma="fp8")
+        if need_dw:
             # K of this GEMM is the token count: pad it to the block with
             # zero rows, which leave every block's scale and code as they are.
-            pad = -x.shape[0] % config.block
-            xs, dys = x, dy
-            if pad:
-                xs = torch.nn.functional.pad(x, (0, 0, 0, pad))
-                dys = torch.nn.functional.pad(dy, (0, 0, 0, pad))
-            dy_t = quantize(dys, "moss", config.grad_format, config.block,
-                            config.global_scope, transpose=True,
-                            fold=config.fold)
-            x_t = quantize(xs, "moss", config.x_format, config.block,
-                           config.global_scope, transpose=True,
-                           fold=config.fold)
+            pad = -dy.shape[0] % config.block
+            dys = torch.nn.functional.pad(dy, (0, 0, 0, pad)) if pad else dy
+            if dy_t is None:
+                dy_t = quantize(dys, "moss", config.grad_format, config.block,
+                                config.global_scope, transpose=True,
+                                fold=config.fold)
+            x_t = ctx.x_t
+            if x_t is None:
+                xs = torch.nn.functional.pad(x, (0, 0, 0, pad)) if pad else x
+                x_t = quantize(xs, "moss", config.x_format, config.block,
+                               config.global_scope, transpose=True,
+                               fold=config.fold)
             dw = _torch.gemm(dy_t, x_t, out_dtype=weight.dtype, mma="fp8")
+        ctx.x_t = None
         if ctx.has_bias and ctx.needs_input_grad[2]:
             db = dy.sum(0, dtype=torch.float32).to(ctx.bias_dtype)
-        return dx, dw, db, None, None, None, None
+        return dx, dw, db, None, None, None, None, None
 
 
 class LinearConfig:
     """The quantization of one Linear (see Linear)."""
 
     def __init__(self, x_format="e4m3", grad_format="e4m3", block=32,
-                 global_scope="row", fold="row"):
+                 global_scope="row", fold="row", both_layouts=False):
         schemes._choice(x_format, schemes.FORMATS, "x_format")
         schemes._choice(grad_format, schemes.FORMATS, "grad_format")
         schemes._choice(global_scope, ("tensor", "row"), "global_scope")
@@ -150,6 +184,7 @@ class LinearConfig:
         self.block = block
         self.global_scope = global_scope
         self.fold = fold
+        self.both_layouts = bool(both_layouts)
 
     @staticmethod
     def out_dtype(x):
@@ -176,7 +211,10 @@ class Linear(torch.nn.Module):
     docs/PYTHON.md says why), block (32), global_scope ('row' or
     'tensor'), fold ('row': the quantizers fold the
     block factors, docs/NUMERICS-CONTRACT.md section 8; 'none': exact),
-    scaler_interval (500 steps between exact weight rescales).
+    scaler_interval (500 steps between exact weight rescales),
+    both_layouts (False: one quantization per layout; True: X's and dY's
+    two layouts from one read each where the shapes allow, see the
+    module's text; the same bits either way).
 
     The weight's FP8 cast is redone whenever the weight changes (its
     version counter moves). With attach_optimizer(optimizer), or
@@ -187,7 +225,7 @@ class Linear(torch.nn.Module):
     def __init__(self, in_features, out_features, bias=True, device=None,
                  dtype=None, *, x_format="e4m3", grad_format="e4m3",
                  block=32, global_scope="row", fold="row",
-                 scaler_interval=500):
+                 both_layouts=False, scaler_interval=500):
         super().__init__()
         for name, value in (("in_features", in_features),
                             ("out_features", out_features)):
@@ -197,7 +235,7 @@ class Linear(torch.nn.Module):
         self.in_features = in_features
         self.out_features = out_features
         self.config = LinearConfig(x_format, grad_format, block, global_scope,
-                                   fold)
+                                   fold, both_layouts)
         reference = torch.nn.Linear(in_features, out_features, bias, device,
                                     dtype)
         self.weight = reference.weight
@@ -299,8 +337,9 @@ class Linear(torch.nn.Module):
         need_transpose = torch.is_grad_enabled() and x.requires_grad
         w_codes, w_t_codes, w_scale = self._weight_codes(need_transpose)
         x2d = x.reshape(-1, self.in_features).contiguous()
+        need_wgrad = torch.is_grad_enabled() and self.weight.requires_grad
         y = _LinearFunction.apply(x2d, self.weight, self.bias, w_codes,
-                                  w_t_codes, w_scale, self.config)
+                                  w_t_codes, w_scale, self.config, need_wgrad)
         return y.reshape(*x.shape[:-1], self.out_features)
 
 

@@ -58,10 +58,8 @@ def parse_block(scheme, block):
     return rows, cols
 
 
-@functools.lru_cache(maxsize=4096)
-def quantize_spec(rows, cols, input_type, scheme, fmt, block_rows, block_cols,
-                  global_scope, transpose, fold):
-    """The checked moss_quantize_spec_t and its layout (cached)."""
+def _make_spec(rows, cols, input_type, scheme, fmt, block_rows, block_cols,
+               global_scope, transpose, fold):
     spec = _capi.QuantizeSpec()
     spec.rows = rows
     spec.cols = cols
@@ -73,10 +71,32 @@ def quantize_spec(rows, cols, input_type, scheme, fmt, block_rows, block_cols,
     spec.format = _capi.FORMATS[fmt]
     spec.transpose = int(transpose)
     spec.fold = _capi.FOLDS[fold]
+    return spec
+
+
+@functools.lru_cache(maxsize=4096)
+def quantize_spec(rows, cols, input_type, scheme, fmt, block_rows, block_cols,
+                  global_scope, transpose, fold):
+    """The checked moss_quantize_spec_t and its layout (cached)."""
+    spec = _make_spec(rows, cols, input_type, scheme, fmt, block_rows,
+                      block_cols, global_scope, transpose, fold)
     layout = _capi.QuantizeLayout()
     _capi.check(_capi.lib.moss_quantize_layout(ctypes.byref(spec),
                                                ctypes.byref(layout)))
     return spec, layout
+
+
+@functools.lru_cache(maxsize=4096)
+def both_layouts_spec(rows, cols, input_type, scheme, fmt, block_rows,
+                      block_cols, global_scope, fold):
+    """The checked spec of a dual-layout quantize (transpose off) and its
+    two layouts, row-major then transposed (cached)."""
+    spec = _make_spec(rows, cols, input_type, scheme, fmt, block_rows,
+                      block_cols, global_scope, False, fold)
+    row, transposed = _capi.QuantizeLayout(), _capi.QuantizeLayout()
+    _capi.check(_capi.lib.moss_quantize_both_layouts_layout(
+        ctypes.byref(spec), ctypes.byref(row), ctypes.byref(transposed)))
+    return spec, row, transposed
 
 
 def folded_scheme(scheme, fold):

@@ -57,9 +57,11 @@ def block_arg(block):
     return ["--block", str(block)]
 
 
-def cli_quantize(x, scheme, fmt, block, global_scope, transpose, fold):
+def cli_quantize(x, scheme, fmt, block, global_scope, transpose, fold,
+                 both_layouts=False):
     """What `moss-jit quantize` (the host reference) writes for float32 x:
-    (q, local or None, global or None)."""
+    (q, local or None, global or None); with both_layouts, that of the
+    row-major layout and that of the transposed one."""
     cli = cli_path()
     if cli is None:
         raise unittest.SkipTest("moss-jit not found (set MOSS_JIT_CLI)")
@@ -76,13 +78,19 @@ def cli_quantize(x, scheme, fmt, block, global_scope, transpose, fold):
             args.append("--transpose")
         if fold:
             args += ["--fold", fold]
+        if both_layouts:
+            args.append("--both-layouts")
         subprocess.run(args, check=True, capture_output=True)
 
         def load(name):
             path = os.path.join(out, name)
             return np.load(path) if os.path.exists(path) else None
 
-        return load("q.npy"), load("local.npy"), load("global.npy")
+        layouts = [load(f"{name}{suffix}.npy")
+                   for suffix in ("", "_t")
+                   for name in ("q", "local", "global")]
+        return (tuple(layouts[:3]), tuple(layouts[3:])) if both_layouts \
+            else tuple(layouts[:3])
 
 
 def have_torch():

@@ -82,6 +82,55 @@ class QuantizeCudaTest(unittest.TestCase):
                                 w.view(torch.uint8)))
 
 
+class QuantizeBothLayoutsCudaTest(unittest.TestCase):
+    def test_both_layouts_match_the_host_reference_bit_for_bit(self):
+        rng = np.random.default_rng()
+        for case in QUANTIZE_CASES:
+            scheme, fmt, block, scope, _, fold = case
+            _, block_cols = moss_jit.schemes.parse_block(scheme, block)
+            if fold == "128" or block == (128, 128):
+                continue  # refused: see test_what_one_read_cannot_write
+            for dtype in (torch.float32, torch.bfloat16):
+                if block_cols * (4 if dtype == torch.float32 else 2) > 128:
+                    continue
+                # (No blocks: 333 rows, so the transposed rows are not
+                # whole 16-byte vectors.)
+                shapes = [(384, 2112), (64, 192)] if block_cols else \
+                    [(333, 2056), (1, 16)]
+                for shape in shapes:
+                    with self.subTest(case=case, shape=shape, dtype=dtype):
+                        x = torch.from_numpy(llm_like(rng, *shape)).to(dtype)
+                        want = [moss_jit.quantize(x, scheme, fmt, block,
+                                                  scope, t, fold)
+                                for t in (False, True)]
+                        poison_allocator(*[t for w in want for t in w[:3]
+                                           if t is not None])
+                        got = moss_jit.quantize_both_layouts(
+                            x.to(DEVICE), scheme, fmt, block, scope, fold)
+                        for g_layout, w_layout in zip(got, want):
+                            self.assertEqual(g_layout.transposed,
+                                             w_layout.transposed)
+                            for g, w in zip(g_layout[:3], w_layout[:3]):
+                                if w is None:
+                                    self.assertIsNone(g)
+                                    continue
+                                self.assertEqual(g.device, DEVICE)
+                                self.assertTrue(torch.equal(
+                                    g.cpu().view(torch.uint8),
+                                    w.view(torch.uint8)))
+
+    def test_what_one_read_cannot_write(self):
+        x = torch.randn(256, 512, device=DEVICE, dtype=torch.bfloat16)
+        for args, message in (
+                (("per-group", "e4m3", 128), "at most 64 along K"),
+                (("moss", "e4m3", None, "tensor", "128"), "not per 128"),
+                (("per-group", "e4m3", (128, 128)), "square per-group")):
+            with self.subTest(args=args):
+                # (libmoss's invalid-argument errors are ValueErrors.)
+                with self.assertRaisesRegex(ValueError, message):
+                    moss_jit.quantize_both_layouts(x, *args)
+
+
 # (scheme, block, global_scope, fold) of the operands each side takes.
 A_OPERANDS = [("per-tensor", None, "tensor", None),
               ("per-row", None, "tensor", None),
@@ -279,9 +328,12 @@ def reference_linear_cuda(layer, x, dy):
 class LinearCudaTest(unittest.TestCase):
     def test_forward_dgrad_wgrad_against_fp64(self):
         torch.manual_seed(int(np.random.default_rng().integers(1 << 30)))
-        for tokens, fin, fout in ((2048, 1024, 2048), (333, 512, 1024)):
-            with self.subTest(tokens=tokens, fin=fin, fout=fout):
-                layer = moss_jit.nn.Linear(fin, fout, device=DEVICE)
+        for tokens, fin, fout, both in ((2048, 1024, 2048, False),
+                                        (2048, 1024, 2048, True),
+                                        (333, 512, 1024, True)):
+            with self.subTest(tokens=tokens, fin=fin, fout=fout, both=both):
+                layer = moss_jit.nn.Linear(fin, fout, device=DEVICE,
+                                           both_layouts=both)
                 x = torch.randn(tokens, fin, device=DEVICE,
                                 dtype=torch.bfloat16, requires_grad=True)
                 y = layer(x)

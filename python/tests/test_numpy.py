@@ -35,6 +35,29 @@ class QuantizeNumpyTest(unittest.TestCase):
                         np.testing.assert_array_equal(
                             got.reshape(want.shape), want)
 
+    def test_both_layouts_match_the_cli_bit_for_bit(self):
+        rng = np.random.default_rng()
+        for case in QUANTIZE_CASES:
+            scheme, fmt, block, scope, _, fold = case
+            with self.subTest(case=case):
+                x = llm_like(rng, 256, 384)
+                got = moss_jit.quantize_both_layouts(
+                    x, scheme, format=fmt, block=block, global_scope=scope,
+                    fold=fold)
+                want = cli_quantize(x, scheme, fmt, block, scope, False, fold,
+                                    both_layouts=True)
+                for q, (want_q, want_local, want_global) in zip(got, want):
+                    np.testing.assert_array_equal(q.codes, want_q)
+                    for g, w in ((q.local_scales, want_local),
+                                 (q.global_scales, want_global)):
+                        if w is None:
+                            self.assertIsNone(g)
+                        else:
+                            np.testing.assert_array_equal(g.reshape(w.shape),
+                                                          w)
+                self.assertFalse(got[0].transposed)
+                self.assertTrue(got[1].transposed)
+
     def test_every_code_is_the_nearest_fp8_value_of_x_over_its_scale(self):
         # Independent of libmoss: with the scale each element got, its code
         # must decode (by reference's own tables) to the FP8 value nearest

@@ -45,8 +45,10 @@ moss_error_code_t getCode(ErrorKind kind) {
   return MOSS_ERROR_INTERNAL;
 }
 
-/// Converts a C spec, checking every enum and what the GPU quantizers take.
-moss_error_t convertSpec(const moss_quantize_spec_t *spec, QuantizeSpec &out) {
+/// Converts a C spec, checking every enum and what the GPU quantizers take
+/// (for both layouts from one read with `bothLayouts`).
+moss_error_t convertSpec(const moss_quantize_spec_t *spec, QuantizeSpec &out,
+                         bool bothLayouts = false) {
   if (!spec)
     return invalid("spec is NULL");
   if (spec->input != MOSS_INPUT_F32 && spec->input != MOSS_INPUT_BF16)
@@ -77,24 +79,32 @@ moss_error_t convertSpec(const moss_quantize_spec_t *spec, QuantizeSpec &out) {
   if (moss_error_t error = moss::capi::convertFold(spec->fold, "spec->", fold))
     return error;
   result.options.fold = fold.value_or(BlockScaleFold::None);
+  result.bothLayouts = bothLayouts;
   if (Error error = checkGpuQuantizeSpec(result))
     return convert(std::move(error), MOSS_ERROR_INVALID_ARGUMENT);
   out = result;
   return nullptr;
 }
 
+moss_quantize_layout_t toCLayout(const QuantizeLayout &layout) {
+  return {layout.codeRows,          layout.codeCols,  layout.localRows,
+          layout.localCols,         layout.localElementBytes,
+          layout.globalCount};
+}
+
 /// Checks one buffer pointer (device, or host as an integer): given exactly
 /// when needed, and aligned.
 moss_error_t checkPointer(uint64_t ptr, bool needed, unsigned alignment,
-                          StringRef name, const ScalingScheme &scheme) {
+                          StringRef name, const ScalingScheme &scheme,
+                          StringRef owner = "buffers") {
   if (needed && !ptr)
-    return invalid("buffers->" + name + " is 0 (NULL), but " + scheme.str() +
+    return invalid(owner + "->" + name + " is 0 (NULL), but " + scheme.str() +
                    " writes it");
   if (!needed && ptr)
-    return invalid("buffers->" + name + " is given, but " + scheme.str() +
+    return invalid(owner + "->" + name + " is given, but " + scheme.str() +
                    " has none");
   if (ptr % alignment != 0)
-    return invalid("buffers->" + name + " must be " + Twine(alignment) +
+    return invalid(owner + "->" + name + " must be " + Twine(alignment) +
                    "-byte aligned, got 0x" + Twine::utohexstr(ptr));
   return nullptr;
 }
@@ -102,8 +112,9 @@ moss_error_t checkPointer(uint64_t ptr, bool needed, unsigned alignment,
 /// Converts a quantization call's spec and checks it has buffers; `scheme`
 /// gets the scales it writes (the folded scheme's, for one that folds).
 moss_error_t convertCall(const moss_quantize_spec_t *spec, const void *buffers,
-                         QuantizeSpec &converted, ScalingScheme &scheme) {
-  if (moss_error_t error = convertSpec(spec, converted))
+                         QuantizeSpec &converted, ScalingScheme &scheme,
+                         bool bothLayouts = false) {
+  if (moss_error_t error = convertSpec(spec, converted, bothLayouts))
     return error;
   if (!buffers)
     return invalid("buffers is NULL");
@@ -132,11 +143,13 @@ moss_error_t checkBuffers(uint64_t x, uint64_t q, uint64_t local,
 moss_error_t checkCall(moss_context_t context,
                        const moss_quantize_spec_t *spec,
                        const moss_quantize_buffers_t *buffers,
-                       QuantizeSpec &converted, QuantizeBuffers &out) {
+                       QuantizeSpec &converted, QuantizeBuffers &out,
+                       bool bothLayouts = false) {
   if (!context)
     return invalid("context is NULL");
   ScalingScheme scheme;
-  if (moss_error_t error = convertCall(spec, buffers, converted, scheme))
+  if (moss_error_t error =
+          convertCall(spec, buffers, converted, scheme, bothLayouts))
     return error;
   if (moss_error_t e = checkBuffers(buffers->x, buffers->q, buffers->local,
                                     buffers->global, 16, 4, scheme))
@@ -146,6 +159,32 @@ moss_error_t checkCall(moss_context_t context,
                    Twine::utohexstr(buffers->counters));
   out = QuantizeBuffers{buffers->x, buffers->q, buffers->local,
                         buffers->global, buffers->counters};
+  return nullptr;
+}
+
+/// Checks the transposed outputs of a dual-layout quantize, whose input is
+/// the row-major buffers' x (`x` 0 or that one).
+moss_error_t checkTransposedBuffers(const moss_quantize_buffers_t *t,
+                                    uint64_t x, const ScalingScheme &scheme,
+                                    QuantizeBuffers &out) {
+  if (!t)
+    return invalid("transposed is NULL");
+  if (t->x && t->x != x)
+    return invalid("transposed->x differs from buffers->x: both layouts "
+                   "come from one read of one input (give 0 or the same)");
+  constexpr StringRef kOwner = "transposed";
+  if (moss_error_t e = checkPointer(t->q, true, 16, "q", scheme, kOwner))
+    return e;
+  if (moss_error_t e = checkPointer(t->local, scheme.hasLocalScales(), 4,
+                                    "local", scheme, kOwner))
+    return e;
+  if (moss_error_t e = checkPointer(t->global, scheme.hasGlobalScales(), 4,
+                                    "global", scheme, kOwner))
+    return e;
+  if (t->counters % 8 != 0)
+    return invalid("transposed->counters must be 8-byte aligned, got 0x" +
+                   Twine::utohexstr(t->counters));
+  out = QuantizeBuffers{x, t->q, t->local, t->global, t->counters};
   return nullptr;
 }
 
@@ -243,11 +282,22 @@ moss_error_t moss_quantize_layout(const moss_quantize_spec_t *spec,
   QuantizeSpec converted;
   if (moss_error_t error = convertSpec(spec, converted))
     return error;
-  QuantizeLayout layout = getQuantizeLayout(converted);
-  *out = moss_quantize_layout_t{layout.codeRows,   layout.codeCols,
-                                layout.localRows,  layout.localCols,
-                                layout.localElementBytes,
-                                layout.globalCount};
+  *out = toCLayout(getQuantizeLayout(converted));
+  return nullptr;
+}
+
+moss_error_t moss_quantize_both_layouts_layout(
+    const moss_quantize_spec_t *spec, moss_quantize_layout_t *row_major,
+    moss_quantize_layout_t *transposed) {
+  if (!row_major || !transposed)
+    return invalid(Twine(row_major ? "transposed" : "row_major") +
+                   " is NULL");
+  QuantizeSpec converted;
+  if (moss_error_t error =
+          convertSpec(spec, converted, /*bothLayouts=*/true))
+    return error;
+  *row_major = toCLayout(getQuantizeLayout(converted));
+  *transposed = toCLayout(getQuantizeLayout(getTransposedSpec(converted)));
   return nullptr;
 }
 
@@ -393,6 +443,36 @@ moss_error_t moss_cast_with_scale(moss_context_t context,
     return convert(std::move(error));
   return convert(context->quantizer.castWithScale(
       converted, scale, devBuffers, static_cast<CUstream>(stream)));
+}
+
+moss_error_t moss_quantize_both_layouts(
+    moss_context_t context, const moss_quantize_spec_t *spec,
+    const moss_quantize_buffers_t *buffers,
+    const moss_quantize_buffers_t *transposed, uint64_t scale, void *stream) {
+  QuantizeSpec converted;
+  QuantizeBuffers rowMajor, t;
+  if (moss_error_t error = checkCall(context, spec, buffers, converted,
+                                     rowMajor, /*bothLayouts=*/true))
+    return error;
+  if (moss_error_t error = checkTransposedBuffers(
+          transposed, buffers->x,
+          getFoldedScheme(converted.options.scheme, converted.options.fold),
+          t))
+    return error;
+  if (scale) {
+    if (converted.options.scheme.kind != ScalingKind::PerTensor)
+      return invalid("a cast with a given scale is per-tensor, not "
+                     "spec->scheme=" +
+                     Twine(spec->scheme) + " (" +
+                     converted.options.scheme.str() + ")");
+    if (scale % 4 != 0)
+      return invalid("scale must be 4-byte aligned, got 0x" +
+                     Twine::utohexstr(scale));
+  }
+  if (Error error = context->device.makeCurrent())
+    return convert(std::move(error));
+  return convert(context->quantizer.quantizeBothLayouts(
+      converted, rowMajor, t, static_cast<CUstream>(stream), scale));
 }
 
 //===--- Automatic weight scaling -----------------------------------------===//

@@ -7,6 +7,7 @@
 #include "moss/Runtime/Folder.h"
 #include "moss/Runtime/Module.h"
 #include "moss/Runtime/RuntimeError.h"
+#include "moss/quantize/args.cuh"
 #include "moss/quantize/geometry.cuh"
 
 #include "llvm/ADT/Twine.h"
@@ -111,10 +112,12 @@ static GpuQuantizer::PlanKey makePlanKey(const QuantizeSpec &spec,
                   uint64_t(spec.options.transpose) << 7 |
                   uint64_t(withScale) << 8 |
                   uint64_t(spec.options.fold) << 9 |
+                  uint64_t(spec.bothLayouts) << 12 |
                   uint64_t(scheme.blockRows & 0xFFFF) << 16 |
                   uint64_t(scheme.blockCols & 0xFFFF) << 32;
   // Only the row-wise kernel has K compiled in.
-  bool rowwise = !spec.options.transpose && !isSquareGroup(scheme);
+  bool rowwise = !spec.options.transpose && !spec.bothLayouts &&
+                 !isSquareGroup(scheme);
   return {bits, rowwise ? spec.cols : 0};
 }
 
@@ -201,25 +204,41 @@ static Error checkPointer(CUdeviceptr ptr, bool needed, unsigned alignment,
   return Error::success();
 }
 
+/// Checks the outputs of one layout; `layout` names it in a dual-layout
+/// quantize ("" otherwise).
+static Error checkOutputs(const QuantizeBuffers &buffers,
+                          const ScalingScheme &scheme, StringRef layout) {
+  const std::string of = layout.empty() ? "" : (" of the " + layout).str();
+  if (Error e = checkPointer(buffers.q, true, 16, "the codes q" + of, scheme))
+    return e;
+  if (Error e = checkPointer(buffers.local, scheme.hasLocalScales(), 4,
+                             "the block scales (local)" + of, scheme))
+    return e;
+  if (Error e = checkPointer(buffers.global, scheme.hasGlobalScales(), 4,
+                             "the global scales" + of, scheme))
+    return e;
+  if (buffers.counters % 8 != 0)
+    return invalidArgument("the counters" + of + " must be 8-byte aligned");
+  return Error::success();
+}
+
 Error GpuQuantizer::run(const QuantizeSpec &spec,
-                        const QuantizeBuffers &buffers, CUdeviceptr scale,
+                        const QuantizeBuffers &buffers,
+                        const QuantizeBuffers *rowMajor, CUdeviceptr scale,
                         CUstream stream) {
   // The scales written: the folded scheme's, for a quantization that folds.
   const ScalingScheme scheme =
       getFoldedScheme(spec.options.scheme, spec.options.fold);
   if (Error e = checkPointer(buffers.x, true, 16, "the input x", scheme))
     return e;
-  if (Error e = checkPointer(buffers.q, true, 16, "the codes q", scheme))
+  if (Error e = checkOutputs(buffers, scheme, rowMajor ? "transposed layout" : ""))
     return e;
-  if (Error e = checkPointer(buffers.local, scheme.hasLocalScales(), 4,
-                             "the block scales (local)", scheme))
-    return e;
-  if (Error e = checkPointer(buffers.global, scheme.hasGlobalScales(), 4,
-                             "the global scales", scheme))
-    return e;
-  if (buffers.counters % 8 != 0)
-    return invalidArgument("the counters must be 8-byte aligned");
-  if (buffers.amax) {
+  if (rowMajor)
+    if (Error e = checkOutputs(*rowMajor, scheme, "row-major layout"))
+      return e;
+  for (const QuantizeBuffers *b : {&buffers, rowMajor}) {
+    if (!b || !b->amax)
+      continue;
     // Only a per-tensor reduce pass leaves one amax behind.
     if (scheme.kind != ScalingKind::PerTensor || scale) {
       std::string what = scale ? "a cast with a given scale" : scheme.str();
@@ -227,9 +246,9 @@ Error GpuQuantizer::run(const QuantizeSpec &spec,
                              "quantize finds an amax, not " +
                              what);
     }
-    if (buffers.amax % 4 != 0)
+    if (b->amax % 4 != 0)
       return invalidArgument("the amax output must be 4-byte aligned, got 0x" +
-                             Twine::utohexstr(buffers.amax));
+                             Twine::utohexstr(b->amax));
   }
   Expected<const Plan *> plan = getPlan(spec, scale != 0);
   if (!plan)
@@ -243,30 +262,53 @@ Error GpuQuantizer::run(const QuantizeSpec &spec,
   // A row fold's references share the globals' words when those are per
   // output row, else follow them.
   int64_t foldWords = v.foldReference && !v.globalPerRow ? spec.cols : 0;
-  if (Error error = reserveWorkspace(globalWords + foldWords))
+  // A dual-layout quantize's row-major globals and references: per input
+  // row where the transposed ones are per column.
+  int64_t rowGlobalWords = rowMajor ? (v.globalPerRow ? spec.rows : 1) : 0;
+  int64_t rowFoldWords = rowMajor && foldWords ? spec.rows : 0;
+  int64_t reduceWords = globalWords + foldWords + rowGlobalWords + rowFoldWords;
+  if (Error error = reserveWorkspace(reduceWords))
     return error;
-  // Without the caller's counters the kernels add to the workspace's, which
-  // nobody reads: they need no zeroing.
-  CUdeviceptr counters = buffers.counters ? buffers.counters : workspace;
   CUdeviceptr globalBits = workspace + 16;
-  CUdeviceptr foldBits = globalBits + (foldWords ? globalWords * 4 : 0);
+  CUdeviceptr foldBits = globalBits + 4 * globalWords;
+  CUdeviceptr rowGlobalBits = foldBits + 4 * foldWords;
+  CUdeviceptr rowFoldBits = rowGlobalBits + 4 * rowGlobalWords;
   if (v.source == QuantizerGlobal::FromBits || v.foldReference)
     if (Error error = checkCuda(
-            api->memsetD8Async(globalBits, 0, (globalWords + foldWords) * 4,
-                               stream),
+            api->memsetD8Async(globalBits, 0, reduceWords * 4, stream),
             "cuMemsetD8Async(quantizer workspace)"))
       return error;
 
-  // moss::quantize::Args (templates/moss/quantize/common.cuh).
-  struct KernelArgs {
-    CUdeviceptr x;
-    int rows, cols;
-    CUdeviceptr q, local, global, globalBits, foldBits, scaleIn, saturated,
-        nonFinite;
-    int stages;
-  } args{buffers.x,      int(spec.rows), int(spec.cols), buffers.q,
-         buffers.local,  buffers.global, globalBits,     foldBits,
-         scale,          counters,       counters + 8,   (*plan)->stages};
+  // Without the caller's counters the kernels add to the workspace's, which
+  // nobody reads: they need no zeroing.
+  auto counter = [&](const QuantizeBuffers &b, int which) {
+    CUdeviceptr base = b.counters ? b.counters : workspace;
+    return reinterpret_cast<unsigned long long *>(base + 8 * which);
+  };
+  auto words = [](CUdeviceptr p) { return reinterpret_cast<unsigned *>(p); };
+  quantize::Args args{};
+  args.x = reinterpret_cast<const void *>(buffers.x);
+  args.rows = int(spec.rows);
+  args.cols = int(spec.cols);
+  args.q = reinterpret_cast<unsigned char *>(buffers.q);
+  args.local = reinterpret_cast<void *>(buffers.local);
+  args.global = reinterpret_cast<float *>(buffers.global);
+  args.globalBits = words(globalBits);
+  // (With globals per output row, those hold the row fold's references.)
+  args.foldBits = words(foldWords ? foldBits : globalBits);
+  args.scaleIn = reinterpret_cast<const float *>(scale);
+  args.saturated = counter(buffers, 0);
+  args.nonFinite = counter(buffers, 1);
+  args.stages = (*plan)->stages;
+  if (rowMajor) {
+    args.row.q = reinterpret_cast<unsigned char *>(rowMajor->q);
+    args.row.local = reinterpret_cast<void *>(rowMajor->local);
+    args.row.global = reinterpret_cast<float *>(rowMajor->global);
+    args.row.globalBits = words(rowGlobalBits);
+    args.row.foldBits = words(rowFoldWords ? rowFoldBits : rowGlobalBits);
+    args.row.saturated = counter(*rowMajor, 0);
+    args.row.nonFinite = counter(*rowMajor, 1);
+  }
   void *params[] = {&args};
 
   LaunchConfig launch;
@@ -307,15 +349,21 @@ Error GpuQuantizer::run(const QuantizeSpec &spec,
     return error;
   // The reduce pass's max magnitude bits are the amax itself, as an FP32
   // bit pattern (absolute values order like their bits).
-  if (buffers.amax)
-    return checkCuda(api->memcpyDtoDAsync(buffers.amax, globalBits, 4, stream),
-                     "cuMemcpyDtoDAsync(amax)");
+  for (const QuantizeBuffers *b : {&buffers, rowMajor})
+    if (b && b->amax)
+      if (Error error = checkCuda(
+              api->memcpyDtoDAsync(b->amax, globalBits, 4, stream),
+              "cuMemcpyDtoDAsync(amax)"))
+        return error;
   return Error::success();
 }
 
 Error GpuQuantizer::quantize(const QuantizeSpec &spec,
                              const QuantizeBuffers &buffers, CUstream stream) {
-  return run(spec, buffers, /*scale=*/0, stream);
+  if (spec.bothLayouts)
+    return invalidArgument("a dual-layout spec has two sets of outputs: "
+                           "quantize it with quantizeBothLayouts");
+  return run(spec, buffers, /*rowMajor=*/nullptr, /*scale=*/0, stream);
 }
 
 Error GpuQuantizer::castWithScale(const QuantizeSpec &spec, CUdeviceptr scale,
@@ -325,7 +373,28 @@ Error GpuQuantizer::castWithScale(const QuantizeSpec &spec, CUdeviceptr scale,
     return invalidArgument("the scale pointer is null");
   if (scale % 4 != 0)
     return invalidArgument("the scale pointer must be 4-byte aligned");
-  return run(spec, buffers, scale, stream);
+  if (spec.bothLayouts)
+    return invalidArgument("a dual-layout spec has two sets of outputs: "
+                           "cast it with quantizeBothLayouts");
+  return run(spec, buffers, /*rowMajor=*/nullptr, scale, stream);
+}
+
+Error GpuQuantizer::quantizeBothLayouts(const QuantizeSpec &spec,
+                                        const QuantizeBuffers &rowMajor,
+                                        const QuantizeBuffers &transposed,
+                                        CUstream stream, CUdeviceptr scale) {
+  if (!spec.bothLayouts)
+    return invalidArgument("quantizeBothLayouts takes a dual-layout spec "
+                           "(QuantizeSpec::bothLayouts)");
+  if (transposed.x && transposed.x != rowMajor.x)
+    return invalidArgument("the transposed layout's input differs from the "
+                           "row-major layout's: both come from one read of "
+                           "one x");
+  if (scale % 4 != 0)
+    return invalidArgument("the scale pointer must be 4-byte aligned");
+  QuantizeBuffers t = transposed;
+  t.x = rowMajor.x;
+  return run(spec, t, &rowMajor, scale, stream);
 }
 
 } // namespace moss::runtime

@@ -33,6 +33,13 @@ constexpr int kMaxVecsPerThread = 4;
 
 } // namespace
 
+QuantizeSpec getTransposedSpec(const QuantizeSpec &spec) {
+  QuantizeSpec transposed = spec;
+  transposed.options.transpose = true;
+  transposed.bothLayouts = false;
+  return transposed;
+}
+
 bool isSquareGroup(const ScalingScheme &scheme) {
   return scheme.kind == ScalingKind::PerGroup && scheme.blockRows > 1;
 }
@@ -55,13 +62,14 @@ QuantizerVariant chooseQuantizerVariant(const QuantizeSpec &spec,
     v.source = QuantizerGlobal::FromScale;
   else if (!hasGlobal)
     v.source = QuantizerGlobal::None;
-  else if (spec.options.transpose || perTensorGlobal)
+  else if (spec.options.transpose || spec.bothLayouts || perTensorGlobal)
     v.source = QuantizerGlobal::FromBits;
   else
     v.source = QuantizerGlobal::InCta;
 
-  if (spec.options.transpose) {
+  if (spec.options.transpose || spec.bothLayouts) {
     v.family = Family::Columnwise;
+    v.bothLayouts = spec.bothLayouts;
     v.threads = quantize::kColumnwiseThreads;
     v.globalPerRow = hasGlobal && scheme.globalPerRow();
     v.foldReference = spec.options.fold == BlockScaleFold::Row;
@@ -98,6 +106,35 @@ QuantizeLayout getQuantizeLayout(const QuantizeSpec &spec) {
   return layout;
 }
 
+/// A dual-layout spec: both halves must be quantizations the GPU takes,
+/// and a row-major block must lie within the transposed kernel's tile row.
+static Error checkBothLayouts(const QuantizeSpec &spec) {
+  const ScalingScheme &scheme = spec.options.scheme;
+  if (spec.options.transpose)
+    return invalidArgument(
+        "a dual-layout quantize is described by its row-major half: leave "
+        "transpose off (the transposed half comes with it)");
+  if (Error error = checkGpuQuantizeSpec(getTransposedSpec(spec)))
+    return error;
+  if (isSquareGroup(scheme))
+    return invalidArgument("square per-group blocks are the same in both "
+                           "layouts: quantize once and transpose instead of "
+                           "asking for both layouts");
+  if (spec.options.fold == BlockScaleFold::K128)
+    return invalidArgument("a dual-layout quantize folds per row or not at "
+                           "all, not per 128 (a row-major 128 fold group "
+                           "spans two of its column strips)");
+  const int64_t tileCols = quantize::kColumnwiseTileBytes /
+                           (spec.input == InputType::F32 ? 4 : 2);
+  if (scheme.hasLocalScales() && scheme.blockCols > tileCols)
+    return invalidArgument(
+        "a dual-layout quantize of " +
+        Twine(spec.input == InputType::F32 ? "FP32" : "BF16") +
+        " takes blocks of at most " + Twine(tileCols) + " along K, got " +
+        Twine(scheme.blockCols));
+  return Error::success();
+}
+
 Error checkGpuQuantizeSpec(const QuantizeSpec &spec) {
   if (Error error = checkQuantizeOptions(spec.rows, spec.cols, spec.options))
     return error;
@@ -106,6 +143,8 @@ Error checkGpuQuantizeSpec(const QuantizeSpec &spec) {
         "the shape [" + Twine(spec.rows) + ", " + Twine(spec.cols) +
         "] exceeds the GPU quantizers' limit of 2^31-1 per axis");
   const ScalingScheme &scheme = spec.options.scheme;
+  if (spec.bothLayouts)
+    return checkBothLayouts(spec);
   if (isSquareGroup(scheme)) {
     if (scheme.blockCols != 32 && scheme.blockCols != 64 &&
         scheme.blockCols != 128)
@@ -172,9 +211,11 @@ Expected<QuantizerSource> generateQuantizerSource(const QuantizeSpec &spec,
     break;
   case Family::Columnwise:
     header = "moss/quantize/columnwise.cuh";
+    // (Dual, the last parameter, defaults to off.)
     config = formatv("moss::quantize::ColumnwiseConfig<{0}, {1}, {2}, {3}, {4}, "
-                     "{5}>",
-                     in, kind, fmt, v.block, int(v.source), int(options.fold));
+                     "{5}{6}>",
+                     in, kind, fmt, v.block, int(v.source), int(options.fold),
+                     v.bothLayouts ? ", true" : "");
     call = std::string("moss::quantize::columnwise<Config>(args, "
                        "moss::quantize::{0}, ") +
            (v.globalPerRow ? "true" : "false") +
@@ -194,13 +235,14 @@ Expected<QuantizerSource> generateQuantizerSource(const QuantizeSpec &spec,
     source += "\n" + getFoldTableSource(options.format);
   // The row-wise kernel keeps at least 768 threads per SM (at most 85
   // registers for up to 256 threads, 64 for more), the transposed one 5
-  // CTAs (at most 102 registers; its shared memory holds 5); left alone,
-  // ptxas gives the encoding's independent values enough registers to
-  // halve that.
+  // CTAs (at most 102 registers; its shared memory holds 5, and 4 with the
+  // dual layout's row scales); left alone, ptxas gives the encoding's
+  // independent values enough registers to halve that.
   const int minBlocks = v.family == Family::Rowwise
                             ? int(llvm::divideCeil(768, v.threads))
-                        : v.family == Family::Columnwise ? 5
-                                                         : 1;
+                        : v.family == Family::Columnwise
+                            ? (v.bothLayouts ? 4 : 5)
+                            : 1;
   auto addKernel = [&](StringRef name, StringRef pass) {
     source += formatv("\nextern \"C\" __global__ void __launch_bounds__({0}, "
                       "{3})\n"

@@ -138,64 +138,115 @@ void expectBitsEqual(const std::vector<T> &gpu, const std::vector<T> &ref,
                            << gpu.size() << " differ";
 }
 
+std::string describe(const QuantizeSpec &spec, Data data, uint64_t seed) {
+  return spec.options.scheme.str() + (spec.options.transpose ? " T" : "") +
+         (spec.bothLayouts ? " both layouts" : "") +
+         (spec.options.format == Fp8Format::E4M3 ? " e4m3" : " e5m2") +
+         (spec.input == InputType::BF16 ? " bf16" : " f32") + " [" +
+         std::to_string(spec.rows) + "x" + std::to_string(spec.cols) +
+         "] data " + std::to_string(int(data)) + " seed " +
+         std::to_string(seed);
+}
+
+/// A fresh input on the host (its exact values, BF16-rounded for BF16
+/// input) and on the device.
+struct Input {
+  Input(const QuantizeSpec &spec, Data data, uint64_t seed)
+      : x(makeInput(data, spec.rows, spec.cols, seed)),
+        device(x.size() * (spec.input == InputType::F32 ? 4 : 2)) {
+    if (spec.input == InputType::F32) {
+      device.upload(x.data());
+    } else {
+      std::vector<uint16_t> bf16 = toBf16(x); // x now holds the BF16 values
+      device.upload(bf16.data());
+    }
+  }
+  std::vector<float> x;
+  DeviceBuffer device;
+};
+
+/// The outputs of one quantization on the device, poisoned, with counters
+/// that start away from zero, so that a count that is overwritten, or never
+/// made, shows.
+struct DeviceOutputs {
+  explicit DeviceOutputs(const QuantizeLayout &layout)
+      : q(size_t(layout.codeRows * layout.codeCols)),
+        local(size_t(layout.localRows * layout.localCols *
+                     layout.localElementBytes)),
+        global(size_t(layout.globalCount) * 4), counters(16) {
+    q.poison();
+    if (local.get())
+      local.poison();
+    if (global.get())
+      global.poison();
+    counters.upload(kCounterStart);
+  }
+  QuantizeBuffers buffers(CUdeviceptr x) const {
+    return {x, q.get(), local.get(), global.get(), counters.get()};
+  }
+  /// Every output against the reference, bit for bit.
+  void expectEqual(const QuantizedTensor &ref) const {
+    expectBitsEqual(q.download<uint8_t>(), ref.codes, ref.cols, "codes");
+    if (ref.scheme.localScalesAreE8M0())
+      expectBitsEqual(local.download<uint8_t>(), ref.localE8M0, ref.localCols,
+                      "E8M0 scales");
+    else if (ref.scheme.hasLocalScales())
+      expectBitsEqual(local.download<float>(), ref.localF32, ref.localCols,
+                      "FP32 block scales");
+    if (ref.scheme.hasGlobalScales())
+      expectBitsEqual(global.download<float>(), ref.global, 1,
+                      "global scales");
+    std::vector<uint64_t> count = counters.download<uint64_t>();
+    EXPECT_EQ(count[0] - kCounterStart[0], uint64_t(ref.stats.saturated))
+        << "saturated";
+    EXPECT_EQ(count[1] - kCounterStart[1], uint64_t(ref.stats.nonFiniteBlocks))
+        << "non-finite";
+  }
+  static constexpr uint64_t kCounterStart[2] = {1000003, 2000029};
+  DeviceBuffer q, local, global, counters;
+};
+
 /// Runs one spec on the GPU and compares every output with the reference.
 void checkAgainstReference(const QuantizeSpec &spec, Data data,
                            uint64_t seed) {
-  SCOPED_TRACE(spec.options.scheme.str() + (spec.options.transpose ? " T" : "") +
-               (spec.options.format == Fp8Format::E4M3 ? " e4m3" : " e5m2") +
-               (spec.input == InputType::BF16 ? " bf16" : " f32") + " [" +
-               std::to_string(spec.rows) + "x" + std::to_string(spec.cols) +
-               "] data " + std::to_string(int(data)) + " seed " +
-               std::to_string(seed));
-  std::vector<float> x = makeInput(data, spec.rows, spec.cols, seed);
-  std::vector<uint16_t> bf16;
-  if (spec.input == InputType::BF16)
-    bf16 = toBf16(x); // x now holds the exact BF16 values
+  SCOPED_TRACE(describe(spec, data, seed));
+  Input input(spec, data, seed);
   llvm::Expected<QuantizedTensor> ref =
-      quantize(x, spec.rows, spec.cols, spec.options);
+      quantize(input.x, spec.rows, spec.cols, spec.options);
   ASSERT_TRUE(bool(ref)) << llvm::toString(ref.takeError());
-
-  QuantizeLayout layout = getQuantizeLayout(spec);
-  size_t inBytes = x.size() * (spec.input == InputType::F32 ? 4 : 2);
-  DeviceBuffer dx(inBytes), dq(size_t(layout.codeRows * layout.codeCols)),
-      dlocal(size_t(layout.localRows * layout.localCols *
-                    layout.localElementBytes)),
-      dglobal(size_t(layout.globalCount) * 4), dcounters(16);
-  if (spec.input == InputType::F32)
-    dx.upload(x.data());
-  else
-    dx.upload(bf16.data());
-  dq.poison();
-  if (dlocal.get())
-    dlocal.poison();
-  if (dglobal.get())
-    dglobal.poison();
-  // The kernels add to the counters: start them away from zero, so that a
-  // count that is overwritten, or never made, shows.
-  const std::vector<uint64_t> counterStart = {1000003, 2000029};
-  dcounters.upload(counterStart.data());
-
-  QuantizeBuffers buffers{dx.get(), dq.get(), dlocal.get(), dglobal.get(),
-                          dcounters.get()};
-  llvm::Error error = gpu().quantizer->quantize(spec, buffers, nullptr);
+  DeviceOutputs out(getQuantizeLayout(spec));
+  llvm::Error error = gpu().quantizer->quantize(
+      spec, out.buffers(input.device.get()), nullptr);
   ASSERT_FALSE(bool(error)) << llvm::toString(std::move(error));
   ASSERT_EQ(DeviceBuffer::api().streamSynchronize(nullptr), CUDA_SUCCESS);
+  out.expectEqual(*ref);
+}
 
-  expectBitsEqual(dq.download<uint8_t>(), ref->codes, ref->cols, "codes");
-  if (ref->scheme.localScalesAreE8M0())
-    expectBitsEqual(dlocal.download<uint8_t>(), ref->localE8M0, ref->localCols,
-                    "E8M0 scales");
-  else if (ref->scheme.hasLocalScales())
-    expectBitsEqual(dlocal.download<float>(), ref->localF32, ref->localCols,
-                    "FP32 block scales");
-  if (ref->scheme.hasGlobalScales())
-    expectBitsEqual(dglobal.download<float>(), ref->global, 1,
-                    "global scales");
-  std::vector<uint64_t> counters = dcounters.download<uint64_t>();
-  EXPECT_EQ(counters[0] - counterStart[0], uint64_t(ref->stats.saturated))
-      << "saturated";
-  EXPECT_EQ(counters[1] - counterStart[1], uint64_t(ref->stats.nonFiniteBlocks))
-      << "non-finite";
+/// Runs a dual-layout spec on the GPU: each layout must equal the host's
+/// quantization in that orientation, bit for bit.
+void checkBothLayoutsAgainstReference(const QuantizeSpec &spec, Data data,
+                                      uint64_t seed) {
+  SCOPED_TRACE(describe(spec, data, seed));
+  Input input(spec, data, seed);
+  const QuantizeSpec transposed = getTransposedSpec(spec);
+  llvm::Expected<QuantizedTensor> rowRef =
+      quantize(input.x, spec.rows, spec.cols, spec.options);
+  ASSERT_TRUE(bool(rowRef)) << llvm::toString(rowRef.takeError());
+  llvm::Expected<QuantizedTensor> tRef =
+      quantize(input.x, spec.rows, spec.cols, transposed.options);
+  ASSERT_TRUE(bool(tRef)) << llvm::toString(tRef.takeError());
+  DeviceOutputs rowOut(getQuantizeLayout(spec)),
+      tOut(getQuantizeLayout(transposed));
+  llvm::Error error = gpu().quantizer->quantizeBothLayouts(
+      spec, rowOut.buffers(input.device.get()), tOut.buffers(0), nullptr);
+  ASSERT_FALSE(bool(error)) << llvm::toString(std::move(error));
+  ASSERT_EQ(DeviceBuffer::api().streamSynchronize(nullptr), CUDA_SUCCESS);
+  {
+    SCOPED_TRACE("row-major layout");
+    rowOut.expectEqual(*rowRef);
+  }
+  SCOPED_TRACE("transposed layout");
+  tOut.expectEqual(*tRef);
 }
 
 std::vector<ScalingScheme> allSchemes() {
@@ -266,6 +317,75 @@ TEST(QuantizeGpuTest, TransposedOddKMatchesTheHostReference) {
       spec.input = input;
       spec.options = {scheme, Fp8Format::E4M3, true};
       checkAgainstReference(spec, Data::HeavyTailed, seed++);
+    }
+}
+
+// One read of X, both layouts: every scheme whose row-major blocks fit the
+// transposed kernel's tile rows, unfolded and row-folded, on shapes that
+// are not multiples of the tiles (odd K included where the scheme has no
+// blocks), and one large enough that each CTA walks many tiles.
+TEST(QuantizeGpuTest, BothLayoutsMatchTheHostReference) {
+  REQUIRE_GPU();
+  uint64_t seed = freshSeed();
+  std::vector<ScalingScheme> schemes = {
+      ScalingScheme::perTensor(), ScalingScheme::perRow(),
+      ScalingScheme::mxfp8(), ScalingScheme::perGroup(1, 32),
+      ScalingScheme::perGroup(1, 16)};
+  for (GlobalScope scope : {GlobalScope::Tensor, GlobalScope::Row})
+    for (int block : {16, 32})
+      schemes.push_back(ScalingScheme::twoLevel(scope, block));
+  for (const ScalingScheme &scheme : schemes)
+    for (BlockScaleFold fold : {BlockScaleFold::None, BlockScaleFold::Row}) {
+      if (fold != BlockScaleFold::None && !scheme.localScalesAreE8M0())
+        continue;
+      for (Fp8Format format : {Fp8Format::E4M3, Fp8Format::E5M2})
+        for (InputType input : {InputType::F32, InputType::BF16})
+          for (Data data : {Data::Gaussian, Data::Outliers, Data::Boundaries}) {
+            QuantizeSpec spec;
+            // Both blocked axes multiples of the block; the columns not a
+            // multiple of the tile's (1056 = 16.5 BF16 strips).
+            spec.rows = 384;
+            spec.cols = 1056;
+            spec.input = input;
+            spec.options = {scheme, format, false, fold};
+            spec.bothLayouts = true;
+            checkBothLayoutsAgainstReference(spec, data, seed++);
+          }
+    }
+  // BF16 blocks of 64 fill a tile row.
+  for (GlobalScope scope : {GlobalScope::Tensor, GlobalScope::Row}) {
+    QuantizeSpec spec;
+    spec.rows = 256;
+    spec.cols = 1024;
+    spec.input = InputType::BF16;
+    spec.options = {ScalingScheme::twoLevel(scope, 64), Fp8Format::E4M3,
+                    false};
+    spec.bothLayouts = true;
+    checkBothLayoutsAgainstReference(spec, Data::Outliers, seed++);
+  }
+  // No blocks: any shape, 333 rows and 100 columns (neither layout's rows
+  // are whole 16-byte vectors).
+  for (const ScalingScheme &scheme :
+       {ScalingScheme::perTensor(), ScalingScheme::perRow()})
+    for (InputType input : {InputType::F32, InputType::BF16}) {
+      QuantizeSpec spec;
+      spec.rows = 333;
+      spec.cols = 100;
+      spec.input = input;
+      spec.options = {scheme, Fp8Format::E4M3, false};
+      spec.bothLayouts = true;
+      checkBothLayoutsAgainstReference(spec, Data::HeavyTailed, seed++);
+    }
+  for (GlobalScope scope : {GlobalScope::Tensor, GlobalScope::Row})
+    for (BlockScaleFold fold : {BlockScaleFold::None, BlockScaleFold::Row}) {
+      QuantizeSpec spec;
+      spec.rows = 2048;
+      spec.cols = 11008;
+      spec.input = InputType::BF16;
+      spec.options = {ScalingScheme::twoLevel(scope, 32), Fp8Format::E4M3,
+                      false, fold};
+      spec.bothLayouts = true;
+      checkBothLayoutsAgainstReference(spec, Data::Outliers, seed++);
     }
 }
 
@@ -364,6 +484,43 @@ TEST(QuantizeGpuTest, CastWithAGivenScale) {
   EXPECT_EQ(counters[1], uint64_t(expected.stats.nonFiniteBlocks));
   EXPECT_EQ(expected.global, std::vector<float>{scale});
   EXPECT_EQ(dglobal.download<float>()[0], scale);
+}
+
+// The weights' cast in both layouts (the forward's W and the data
+// gradient's W^T) from one read.
+TEST(QuantizeGpuTest, CastWithAGivenScaleInBothLayouts) {
+  REQUIRE_GPU();
+  const int64_t rows = 333, cols = 1000;
+  for (InputType input : {InputType::F32, InputType::BF16}) {
+    QuantizeSpec spec;
+    spec.rows = rows;
+    spec.cols = cols;
+    spec.input = input;
+    spec.options = {ScalingScheme::perTensor(), Fp8Format::E4M3, false};
+    spec.bothLayouts = true;
+    Input in(spec, Data::HeavyTailed, freshSeed());
+    const float scale = 0.004f; // below amax / 448: some values saturate
+    std::vector<float> xt(in.x.size());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        xt[size_t(c * rows + r)] = in.x[size_t(r * cols + c)];
+    QuantizedTensor rowRef = llvm::cantFail(
+        quantizeWithScale(in.x, rows, cols, scale, Fp8Format::E4M3));
+    QuantizedTensor tRef = llvm::cantFail(
+        quantizeWithScale(xt, cols, rows, scale, Fp8Format::E4M3));
+    EXPECT_GT(rowRef.stats.saturated, 0);
+    DeviceBuffer dscale(4);
+    dscale.upload(&scale);
+    DeviceOutputs rowOut(getQuantizeLayout(spec)),
+        tOut(getQuantizeLayout(getTransposedSpec(spec)));
+    llvm::Error error = gpu().quantizer->quantizeBothLayouts(
+        spec, rowOut.buffers(in.device.get()), tOut.buffers(0), nullptr,
+        dscale.get());
+    ASSERT_FALSE(bool(error)) << llvm::toString(std::move(error));
+    ASSERT_EQ(DeviceBuffer::api().streamSynchronize(nullptr), CUDA_SUCCESS);
+    rowOut.expectEqual(rowRef);
+    tOut.expectEqual(tRef);
+  }
 }
 
 } // namespace

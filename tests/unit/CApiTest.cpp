@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -156,6 +157,44 @@ TEST(CApiTest, LayoutOfQuantizationsThatFold) {
   EXPECT_NE(std::string(moss_error_message(error)).find("has none"),
             std::string::npos);
   moss_error_destroy(error);
+}
+
+TEST(CApiTest, LayoutOfBothLayouts) {
+  // No blocks: any K, also one the row-wise kernel alone refuses.
+  moss_quantize_spec_t spec = makeSpec(333, 100, MOSS_SCHEME_PER_ROW);
+  spec.input = MOSS_INPUT_BF16;
+  moss_quantize_layout_t row, t;
+  {
+    ErrorPtr error(moss_quantize_both_layouts_layout(&spec, &row, &t));
+    ASSERT_EQ(error, nullptr) << moss_error_message(error.get());
+  }
+  EXPECT_EQ(row.code_rows, 333);
+  EXPECT_EQ(row.code_cols, 100);
+  EXPECT_EQ(row.global_count, 333);
+  EXPECT_EQ(t.code_rows, 100);
+  EXPECT_EQ(t.code_cols, 333);
+  EXPECT_EQ(t.global_count, 100);
+  expectError(moss_quantize_layout(&spec, &row), MOSS_ERROR_INVALID_ARGUMENT,
+              "K=100 must be a multiple of 8");
+
+  spec = makeSpec(256, 512, MOSS_SCHEME_TWO_LEVEL, 1, 32);
+  {
+    ErrorPtr error(moss_quantize_both_layouts_layout(&spec, &row, &t));
+    ASSERT_EQ(error, nullptr) << moss_error_message(error.get());
+  }
+  EXPECT_EQ(row.local_rows, 256);
+  EXPECT_EQ(row.local_cols, 16);
+  EXPECT_EQ(t.local_rows, 512);
+  EXPECT_EQ(t.local_cols, 8);
+  spec.transpose = 1;
+  expectError(moss_quantize_both_layouts_layout(&spec, &row, &t),
+              MOSS_ERROR_INVALID_ARGUMENT, "leave transpose off");
+  spec.transpose = 0;
+  spec.block_cols = 128;
+  expectError(moss_quantize_both_layouts_layout(&spec, &row, &t),
+              MOSS_ERROR_INVALID_ARGUMENT, "at most 32 along K, got 128");
+  expectError(moss_quantize_both_layouts_layout(&spec, &row, nullptr),
+              MOSS_ERROR_INVALID_ARGUMENT, "transposed is NULL");
 }
 
 TEST(CApiTest, InvalidSpecs) {
@@ -486,6 +525,111 @@ TEST(CApiTest, QuantizeOnGpuMatchesReference) {
               MOSS_ERROR_INVALID_ARGUMENT, "buffers->local is 0");
   expectError(moss_cast_with_scale(context, &spec, dglobal.ptr, &buffers,
                                    nullptr),
+              MOSS_ERROR_INVALID_ARGUMENT, "per-tensor");
+}
+
+TEST(CApiTest, QuantizeBothLayoutsOnGpuMatchesReference) {
+  if (!haveGpu())
+    GTEST_SKIP() << "needs a CUDA driver and GPU";
+  ContextPtr owned = makeContext();
+  ASSERT_NE(owned, nullptr);
+  moss_context_t context = owned.get();
+  const moss::runtime::DriverApi &api = *moss::runtime::getDriverApi();
+
+  const int64_t rows = 96, cols = 160;
+  std::vector<float> x(rows * cols);
+  std::mt19937 rng(std::random_device{}());
+  std::normal_distribution<float> normal;
+  for (float &v : x)
+    v = normal(rng) * std::exp2(float(int(rng() % 24) - 12));
+
+  moss_quantize_spec_t spec = makeSpec(rows, cols, MOSS_SCHEME_TWO_LEVEL, 1, 32);
+  spec.global_scope = MOSS_GLOBAL_ROW;
+  moss_quantize_spec_t tSpec = spec;
+  tSpec.transpose = 1;
+  struct Layout {
+    moss_quantize_layout_t shape;
+    size_t localBytes;
+    DeviceBuffer q, local, global, counters;
+    explicit Layout(const moss_quantize_layout_t &shape)
+        : shape(shape),
+          localBytes(size_t(shape.local_rows * shape.local_cols *
+                            shape.local_element_bytes)),
+          q(size_t(shape.code_rows * shape.code_cols)), local(localBytes),
+          global(size_t(shape.global_count) * 4), counters(16) {
+      const moss::runtime::DriverApi &api = *moss::runtime::getDriverApi();
+      EXPECT_EQ(api.memsetD8(q.ptr, 0xA5, size_t(shape.code_rows *
+                                                 shape.code_cols)),
+                CUDA_SUCCESS);
+      EXPECT_EQ(api.memsetD8(local.ptr, 0xA5, localBytes), CUDA_SUCCESS);
+      EXPECT_EQ(api.memsetD8(global.ptr, 0xA5, size_t(shape.global_count) * 4),
+                CUDA_SUCCESS);
+      EXPECT_EQ(api.memsetD8(counters.ptr, 0, 16), CUDA_SUCCESS);
+    }
+    moss_quantize_buffers_t buffers(uint64_t x) const {
+      return {x, q.ptr, local.ptr, global.ptr, counters.ptr};
+    }
+    /// Codes, E8M0 scales and globals against the reference.
+    void expectEqual(const moss::numerics::QuantizedTensor &ref) const {
+      const moss::runtime::DriverApi &api = *moss::runtime::getDriverApi();
+      std::vector<uint8_t> codes(ref.codes.size()), e8m0(localBytes);
+      std::vector<float> g(size_t(shape.global_count));
+      ASSERT_EQ(api.memcpyDtoH(codes.data(), q.ptr, codes.size()),
+                CUDA_SUCCESS);
+      ASSERT_EQ(api.memcpyDtoH(e8m0.data(), local.ptr, localBytes),
+                CUDA_SUCCESS);
+      ASSERT_EQ(api.memcpyDtoH(g.data(), global.ptr, g.size() * 4),
+                CUDA_SUCCESS);
+      EXPECT_EQ(codes, ref.codes);
+      EXPECT_EQ(e8m0, ref.localE8M0);
+      ASSERT_EQ(g.size(), ref.global.size());
+      EXPECT_EQ(std::memcmp(g.data(), ref.global.data(), g.size() * 4), 0);
+    }
+  };
+  Layout row(layoutOf(spec)), t(layoutOf(tSpec));
+  DeviceBuffer dx(x.size() * 4);
+  ASSERT_EQ(api.memcpyHtoD(dx.ptr, x.data(), x.size() * 4), CUDA_SUCCESS);
+  moss_quantize_buffers_t rowBuffers = row.buffers(dx.ptr),
+                          tBuffers = t.buffers(0);
+  {
+    ErrorPtr error(moss_quantize_both_layouts(context, &spec, &rowBuffers,
+                                              &tBuffers, 0, nullptr));
+    ASSERT_EQ(error, nullptr) << moss_error_message(error.get());
+  }
+  moss::numerics::QuantizeOptions reference;
+  reference.scheme = moss::numerics::ScalingScheme::twoLevel(
+      moss::numerics::GlobalScope::Row, 32);
+  {
+    SCOPED_TRACE("row-major");
+    row.expectEqual(llvm::cantFail(
+        moss::numerics::quantize(x, rows, cols, reference)));
+  }
+  reference.transpose = true;
+  {
+    SCOPED_TRACE("transposed");
+    t.expectEqual(llvm::cantFail(
+        moss::numerics::quantize(x, rows, cols, reference)));
+  }
+
+  // Bad arguments are caught before any launch.
+  expectError(moss_quantize_both_layouts(context, &tSpec, &rowBuffers,
+                                         &tBuffers, 0, nullptr),
+              MOSS_ERROR_INVALID_ARGUMENT, "leave transpose off");
+  expectError(moss_quantize_both_layouts(context, &spec, &rowBuffers, nullptr,
+                                         0, nullptr),
+              MOSS_ERROR_INVALID_ARGUMENT, "transposed is NULL");
+  moss_quantize_buffers_t bad = tBuffers;
+  bad.local = 0;
+  expectError(moss_quantize_both_layouts(context, &spec, &rowBuffers, &bad, 0,
+                                         nullptr),
+              MOSS_ERROR_INVALID_ARGUMENT, "transposed->local is 0");
+  bad = tBuffers;
+  bad.x = dx.ptr + 16;
+  expectError(moss_quantize_both_layouts(context, &spec, &rowBuffers, &bad, 0,
+                                         nullptr),
+              MOSS_ERROR_INVALID_ARGUMENT, "transposed->x differs");
+  expectError(moss_quantize_both_layouts(context, &spec, &rowBuffers,
+                                         &tBuffers, row.global.ptr, nullptr),
               MOSS_ERROR_INVALID_ARGUMENT, "per-tensor");
 }
 

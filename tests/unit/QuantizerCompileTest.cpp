@@ -48,6 +48,7 @@ void expectCompiles(const QuantizeSpec &spec, bool withScale,
                     const std::string &arch, bool checkResources) {
   std::string what = spec.options.scheme.str() +
                      (spec.options.transpose ? " transposed" : "") +
+                     (spec.bothLayouts ? " both layouts" : "") +
                      (withScale ? " with scale" : "") + " on " + arch;
   SCOPED_TRACE(what);
   llvm::Expected<QuantizerSource> source =
@@ -99,6 +100,81 @@ TEST(QuantizerCompileTest, EveryVariantCompilesWithoutLocalMemory) {
     spec.options = {variant.scheme, Fp8Format::E4M3, false};
     expectCompiles(spec, variant.withScale, "sm_90a", /*checkResources=*/true);
   }
+}
+
+TEST(QuantizerCompileTest, DualLayoutVariantsCompileWithoutLocalMemory) {
+  if (!isNvrtcAvailable())
+    GTEST_SKIP() << "NVRTC (libnvrtc.so.13) is not available";
+  for (const Variant &variant : allSchemes()) {
+    const ScalingScheme &scheme = variant.scheme;
+    if (isSquareGroup(scheme) || scheme.blockCols > 32)
+      continue;
+    for (BlockScaleFold fold : {BlockScaleFold::None, BlockScaleFold::Row}) {
+      if (fold != BlockScaleFold::None && !scheme.localScalesAreE8M0())
+        continue;
+      for (Fp8Format format : {Fp8Format::E4M3, Fp8Format::E5M2})
+        for (InputType input : {InputType::F32, InputType::BF16}) {
+          // (E5M2 encodes as E4M3 does; BF16 alone keeps the test short.)
+          if (format == Fp8Format::E5M2 && input == InputType::F32)
+            continue;
+          QuantizeSpec spec;
+          spec.rows = 256;
+          spec.cols = 4096;
+          spec.input = input;
+          spec.options = {scheme, format, false};
+          spec.options.fold = fold;
+          spec.bothLayouts = true;
+          expectCompiles(spec, variant.withScale, "sm_90a",
+                         /*checkResources=*/true);
+        }
+    }
+  }
+}
+
+TEST(QuantizerCompileTest, DualLayoutRejectsWhatOneReadCannotWrite) {
+  struct Case {
+    ScalingScheme scheme;
+    InputType input;
+    BlockScaleFold fold;
+    bool transpose;
+    const char *message;
+  };
+  const Case cases[] = {
+      {ScalingScheme::perGroup(1, 128), InputType::BF16, BlockScaleFold::None,
+       false, "blocks of at most 64 along K, got 128"},
+      {ScalingScheme::twoLevel(GlobalScope::Row, 64), InputType::F32,
+       BlockScaleFold::None, false, "blocks of at most 32 along K, got 64"},
+      {ScalingScheme::twoLevel(GlobalScope::Row, 32), InputType::BF16,
+       BlockScaleFold::K128, false, "not per 128"},
+      {ScalingScheme::perGroup(128, 128), InputType::BF16,
+       BlockScaleFold::None, false, "square per-group blocks"},
+      {ScalingScheme::mxfp8(), InputType::BF16, BlockScaleFold::None, true,
+       "leave transpose off"},
+  };
+  for (const Case &c : cases) {
+    QuantizeSpec spec;
+    spec.rows = 256;
+    spec.cols = 512;
+    spec.input = c.input;
+    spec.options = {c.scheme, Fp8Format::E4M3, c.transpose};
+    spec.options.fold = c.fold;
+    spec.bothLayouts = true;
+    llvm::Error error = checkGpuQuantizeSpec(spec);
+    ASSERT_TRUE(bool(error)) << c.message;
+    EXPECT_NE(llvm::toString(std::move(error)).find(c.message),
+              std::string::npos)
+        << c.message;
+  }
+  // Each half's own rule holds: the transposed blocks run down X's rows.
+  QuantizeSpec spec;
+  spec.rows = 100;
+  spec.cols = 512;
+  spec.options = {ScalingScheme::mxfp8(), Fp8Format::E4M3, false};
+  spec.bothLayouts = true;
+  llvm::Error error = checkGpuQuantizeSpec(spec);
+  ASSERT_TRUE(bool(error));
+  EXPECT_NE(llvm::toString(std::move(error)).find("K=100 is not a multiple"),
+            std::string::npos);
 }
 
 // Blackwell must compile. Its resources are reported but not held to zero:

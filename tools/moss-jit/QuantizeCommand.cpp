@@ -66,6 +66,12 @@ cl::opt<bool> transpose(
     "transpose",
     cl::desc("Quantize the transpose: q is [K, rows], blocks along rows"),
     cl::sub(quantizeCommand), cl::cat(category));
+cl::opt<bool> bothLayouts(
+    "both-layouts",
+    cl::desc("Write the row-major quantization (q.npy, local.npy, "
+             "global.npy) and the transposed one (q_t.npy, local_t.npy, "
+             "global_t.npy); on the GPU from one read of the input"),
+    cl::sub(quantizeCommand), cl::cat(category));
 cl::opt<std::string> input("in",
                            cl::desc("Input .npy (float32, float16 or float64; "
                                     "2-D, C order)"),
@@ -96,6 +102,11 @@ cl::opt<bool> report("report",
                      cl::sub(quantizeCommand), cl::cat(category));
 } // namespace
 
+/// Every file a run may write; those a run does not write are removed with
+/// the rest replaced, so that no directory mixes two runs.
+constexpr const char *kOutputNames[] = {"q.npy",   "local.npy",   "global.npy",
+                                        "q_t.npy", "local_t.npy", "global_t.npy"};
+
 /// One output file, serialized before anything is written.
 struct OutputFile {
   std::string name;
@@ -114,8 +125,8 @@ static Error checkOutputDirectory(StringRef dir) {
 }
 
 /// Replaces the outputs in `dir` all or nothing: every file goes to a
-/// temporary name first; every destination (and an earlier run's
-/// local.npy or global.npy that this scheme does not write) must be a
+/// temporary name first; every destination (and an earlier run's output
+/// of kOutputNames that this run does not write) must be a
 /// regular file or absent; those that exist are moved to backups, the new
 /// files renamed in, and the backups removed. A failure on the way puts the
 /// backups back, so the directory never mixes two runs.
@@ -128,7 +139,7 @@ static Error writeOutputs(StringRef dir, ArrayRef<OutputFile> files) {
   std::vector<std::string> replaced; // destinations, new files first
   for (const OutputFile &file : files)
     replaced.push_back(pathOf(file.name));
-  for (StringRef name : {"local.npy", "global.npy"})
+  for (StringRef name : kOutputNames)
     if (llvm::none_of(files, [&](const OutputFile &f) { return f.name == name; }))
       replaced.push_back(pathOf(name));
   for (const std::string &path : replaced) {
@@ -206,20 +217,22 @@ static Error writeOutputs(StringRef dir, ArrayRef<OutputFile> files) {
   return Error::success();
 }
 
-static std::vector<OutputFile> serializeOutputs(const QuantizedTensor &q) {
-  std::vector<OutputFile> files;
-  files.push_back({"q.npy", serializeNpy({q.rows, q.cols}, ArrayRef(q.codes))});
+/// The files of one result; `suffix` marks the transposed half of a
+/// dual-layout run.
+static void serializeOutputs(const QuantizedTensor &q, StringRef suffix,
+                             std::vector<OutputFile> &files) {
+  auto name = [&](StringRef stem) { return (stem + suffix + ".npy").str(); };
+  files.push_back({name("q"), serializeNpy({q.rows, q.cols}, ArrayRef(q.codes))});
   if (q.scheme.localScalesAreE8M0())
-    files.push_back({"local.npy", serializeNpy({q.localRows, q.localCols},
-                                               ArrayRef(q.localE8M0))});
+    files.push_back({name("local"), serializeNpy({q.localRows, q.localCols},
+                                                 ArrayRef(q.localE8M0))});
   else if (q.scheme.hasLocalScales())
-    files.push_back({"local.npy", serializeNpy({q.localRows, q.localCols},
-                                               ArrayRef(q.localF32))});
+    files.push_back({name("local"), serializeNpy({q.localRows, q.localCols},
+                                                 ArrayRef(q.localF32))});
   if (q.scheme.hasGlobalScales())
     files.push_back(
-        {"global.npy", serializeNpy({static_cast<int64_t>(q.global.size())},
-                                    ArrayRef(q.global))});
-  return files;
+        {name("global"), serializeNpy({static_cast<int64_t>(q.global.size())},
+                                      ArrayRef(q.global))});
 }
 
 static void printReport(raw_ostream &os, const NpyMatrix &x,
@@ -263,22 +276,50 @@ int runQuantize() {
                                   "--fold=" + fold +
                                       " must be none, 128 or row"));
   options.fold = *parsedFold;
-  if (Error error = checkQuantizeOptions(x->rows, x->cols, options))
-    return fail(std::move(error));
-  Expected<QuantizedTensor> q =
-      target == Target::Gpu
-          ? quantizeOnGpu(x->data, x->bf16, x->rows, x->cols, options)
-          : quantize(x->data, x->rows, x->cols, options);
-  if (!q)
-    return fail(q.takeError());
-  if (Error error = writeOutputs(outDir, serializeOutputs(*q)))
+  if (bothLayouts && transpose)
+    return fail(createStringError(
+        inconvertibleErrorCode(),
+        "--both-layouts writes the transposed quantization with the "
+        "row-major one: drop --transpose"));
+  // Both layouts: the row-major quantization, then the transposed one.
+  std::vector<QuantizeOptions> layouts = {options};
+  if (bothLayouts) {
+    layouts.push_back(options);
+    layouts.back().transpose = true;
+  }
+  for (const QuantizeOptions &layout : layouts)
+    if (Error error = checkQuantizeOptions(x->rows, x->cols, layout))
+      return fail(std::move(error));
+  std::vector<QuantizedTensor> results;
+  if (target == Target::Gpu) {
+    Expected<std::vector<QuantizedTensor>> q = quantizeOnGpu(
+        x->data, x->bf16, x->rows, x->cols, options, bothLayouts);
+    if (!q)
+      return fail(q.takeError());
+    results = std::move(*q);
+  } else {
+    for (const QuantizeOptions &layout : layouts) {
+      Expected<QuantizedTensor> q =
+          quantize(x->data, x->rows, x->cols, layout);
+      if (!q)
+        return fail(q.takeError());
+      results.push_back(std::move(*q));
+    }
+  }
+  std::vector<OutputFile> files;
+  for (size_t i = 0; i < results.size(); ++i)
+    serializeOutputs(results[i], i ? "_t" : "", files);
+  if (Error error = writeOutputs(outDir, files))
     return fail(std::move(error));
 
-  if (report)
-    printReport(outs(), *x, *q);
-  if (q->stats.nonFiniteBlocks != 0)
-    errs() << "moss-jit quantize: warning: " << q->stats.nonFiniteBlocks
-           << " block(s) held NaN or Inf; they carry the NaN scale\n";
+  for (const QuantizedTensor &q : results) {
+    if (report)
+      printReport(outs(), *x, q);
+    if (q.stats.nonFiniteBlocks != 0)
+      errs() << "moss-jit quantize: warning: " << q.stats.nonFiniteBlocks
+             << " block(s)" << (q.transposed ? " of the transpose" : "")
+             << " held NaN or Inf; they carry the NaN scale\n";
+  }
   return 0;
 }
 

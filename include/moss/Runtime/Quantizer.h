@@ -73,6 +73,19 @@ public:
   llvm::Error castWithScale(const QuantizeSpec &spec, CUdeviceptr scale,
                             const QuantizeBuffers &buffers, CUstream stream);
 
+  /// Both layouts of `spec` (a dual-layout spec, QuantizeSpec::bothLayouts)
+  /// from one read of the input: `rowMajor` receives the row-major
+  /// quantization the options describe, `transposed` that of the transpose
+  /// (getTransposedSpec), the bits of two quantize() calls. The input is
+  /// rowMajor.x; transposed.x must be 0 or the same. Each layout has its own
+  /// counters; an amax, given in either, is the tensor's. With `scale` (an
+  /// FP32 device pointer), a per-tensor cast with that scale, as
+  /// castWithScale.
+  llvm::Error quantizeBothLayouts(const QuantizeSpec &spec,
+                                  const QuantizeBuffers &rowMajor,
+                                  const QuantizeBuffers &transposed,
+                                  CUstream stream, CUdeviceptr scale = 0);
+
   /// The generated kernels; the launch path looks them up by this key.
   struct PlanKey {
     uint64_t bits = 0;
@@ -91,8 +104,11 @@ public:
 private:
   llvm::Expected<const Plan *> getPlan(const QuantizeSpec &spec,
                                        bool withScale);
+  /// `rowMajor`: the row-major outputs of a dual-layout spec, whose
+  /// `buffers` are then the transposed layout's.
   llvm::Error run(const QuantizeSpec &spec, const QuantizeBuffers &buffers,
-                  CUdeviceptr scale, CUstream stream);
+                  const QuantizeBuffers *rowMajor, CUdeviceptr scale,
+                  CUstream stream);
   llvm::Error reserveWorkspace(int64_t globalWords);
 
   KernelCache &cache;

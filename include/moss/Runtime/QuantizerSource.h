@@ -30,7 +30,15 @@ struct QuantizeSpec {
   int64_t cols = 0;
   InputType input = InputType::F32;
   numerics::QuantizeOptions options;
+  /// Both layouts from one read of the input: the row-major quantization
+  /// these options describe (options.transpose off) and the transposed one
+  /// (getTransposedSpec), as GpuQuantizer::quantizeBothLayouts writes them.
+  bool bothLayouts = false;
 };
+
+/// The transposed half of a dual-layout spec: the same options with
+/// transpose on, as a quantization of its own.
+QuantizeSpec getTransposedSpec(const QuantizeSpec &spec);
 
 /// Shapes of the outputs of a spec.
 struct QuantizeLayout {
@@ -46,7 +54,8 @@ struct QuantizeLayout {
   int64_t globalCount = 0;
 };
 
-/// The output shapes of `spec` (no validation).
+/// The output shapes of `spec` (no validation); of its row-major half for
+/// a dual-layout spec.
 QuantizeLayout getQuantizeLayout(const QuantizeSpec &spec);
 
 /// The generated source of the kernels for one spec, and how to launch them.
@@ -89,6 +98,8 @@ struct QuantizerVariant {
   /// Columnwise row fold: the reduce pass finds each output row's largest
   /// block, in its own words unless the globals per row hold it.
   bool foldReference = false;
+  /// Columnwise: the row-major layout is written too (a dual-layout spec).
+  bool bothLayouts = false;
   int block = 0;
   int threads = 256;
 };

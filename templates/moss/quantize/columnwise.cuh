@@ -30,19 +30,27 @@
 // the FP32 factors go to Args::global ([cols]) or Args::local ([cols,
 // rows / 128]): moss::numerics::foldBlockScales of the transposed
 // quantization, bit for bit.
+//
+// Dual layout (Config::Dual): each staged tile is also encoded along its
+// rows (row_layout.cuh), so one read of X writes the row-major
+// quantization to Args::row as well.
 #pragma once
 
 #include "moss/ptx/async_copy.cuh"
 #include "moss/ptx/shared.cuh"
 #include "moss/quantize/common.cuh"
 #include "moss/quantize/fold.cuh"
+#include "moss/quantize/row_layout.cuh"
 
 namespace moss::quantize {
 
-template <int In_, int Kind_, int Fmt_, int Block_, int Source_, int Fold_ = 0>
+template <int In_, int Kind_, int Fmt_, int Block_, int Source_, int Fold_ = 0,
+          bool Dual_ = false>
 struct ColumnwiseConfig {
   static constexpr int In = In_, Kind = Kind_, Fmt = Fmt_, Block = Block_,
                        Source = Source_, Fold = Fold_;
+  /// Whether the row-major layout is written too (Args::row).
+  static constexpr bool Dual = Dual_;
   static constexpr bool kBlocks =
       Kind == kPerGroup || Kind == kMXFP8 || Kind == kTwoLevel;
   static constexpr int Threads = kColumnwiseThreads;
@@ -74,6 +82,8 @@ struct ColumnwiseConfig {
   static_assert(Fold == kFoldNone || Kind == kMXFP8 || Kind == kTwoLevel,
                 "only E8M0 block factors fold");
   static_assert(TileR == kFoldGroupCols, "a tile is one 128 fold group");
+  static_assert(!Dual || Fold != kFold128,
+                "a row-major 128 fold group spans several column strips");
 };
 
 /// The 16 bytes of X at (row, col .. col + 16 / bytes - 1), zero outside X,
@@ -165,6 +175,8 @@ __device__ void columnwise(const Args &args, int pass, bool globalPerRow,
   __shared__ uint32_t warpCodes[Fold == kFold128 ? Warps : 1][TileC];
   __shared__ uint32_t scratch[Config::Threads / 32];
   __shared__ __align__(16) uint8_t outTile[TileC][Config::kOutRowBytes];
+  // The row-major layout's scales of the tile's rows (dual layout only).
+  __shared__ RowScales<Config::Dual ? TileR : 1> rowScales;
   // Unreferenced (and so not allocated) unless the kernel folds.
   __shared__ FoldTable<Fmt> foldTables;
   if constexpr (Fold != kFoldNone)
@@ -228,6 +240,19 @@ __device__ void columnwise(const Args &args, int pass, bool globalPerRow,
 
   uint32_t saturated = 0, nonFinite = 0;
   uint32_t reduced[LaneCols] = {}; // reduce pass: each column's maximum
+
+  // The row-major layout's counts, tensor maximum (reduce pass) and tensor
+  // global scale (quantize pass).
+  uint32_t rowSaturated = 0, rowNonFinite = 0, rowTensorBits = 0;
+  float rowTensorGlobal = 1.0f;
+  if (Config::Dual && pass == kQuantizePass && !globalPerRow) {
+    if constexpr (Config::Source == kGlobalFromBits)
+      rowTensorGlobal = globalFromBits<Kind, Fmt>(*args.row.globalBits);
+    else if constexpr (Config::Source == kGlobalFromScale)
+      rowTensorGlobal = *args.scaleIn;
+  }
+  const GlobalScale rowTensorScale = makeGlobal(rowTensorGlobal);
+  const bool rowScalesPerRow = globalPerRow || Fold == kFoldRow;
   for (int j = 0; j < myTiles; ++j) {
     // Tile j has landed for this thread, and every thread is done with
     // tile j - 1, whose stage now takes tile j + Stages - 1.
@@ -281,6 +306,10 @@ __device__ void columnwise(const Args &args, int pass, bool globalPerRow,
     }
 
     if (pass == kReducePass) {
+      if constexpr (Config::Dual)
+        reduceRowLayout<In, Kind, Config::Block, Config::Threads, TileR>(
+            args, tiles[j % Stages], r0, globalPerRow, Fold == kFoldRow,
+            rowTensorBits);
       // Each whole block's contribution; rows and columns past X's end
       // staged zeros and contribute nothing.
 #pragma unroll
@@ -321,6 +350,13 @@ __device__ void columnwise(const Args &args, int pass, bool globalPerRow,
       }
     }
 
+    // The row-major layout's per-row scales, read after the barrier that
+    // precedes the output tile's stores.
+    if constexpr (Config::Dual)
+      if (rowScalesPerRow)
+        stageRowScales<Kind, Fmt, Config::Source, Fold, TileR>(
+            args, r0, globalPerRow, rowTensorScale, rowScales);
+
     const int rowBase = r0 + 32 * warp;
     // (Not unrolled: one column's encoding is code enough for NVRTC.)
 #pragma unroll 1
@@ -354,7 +390,8 @@ __device__ void columnwise(const Args &args, int pass, bool globalPerRow,
           for (int k = 0; k < 8; ++k)
             x[k] = wordElement<In>(words[32 * (r + k)], c);
           uint32_t pair[2];
-          encodeValues<Fmt, Kind == kTwoLevel>(x, s, pair, saturated,
+          encodeValues<Fmt, Kind == kTwoLevel,
+                       Config::Source == kGlobalFromScale>(x, s, pair, saturated,
                                                args.rows - (rowBase + r));
           codes[r / 4] = pair[0];
           codes[r / 4 + 1] = pair[1];
@@ -410,6 +447,11 @@ __device__ void columnwise(const Args &args, int pass, bool globalPerRow,
             dst[k] = uint8_t(v.w[k / 4] >> (8 * (k % 4)));
       }
     }
+    if constexpr (Config::Dual)
+      quantizeRowLayout<In, Kind, Fmt, Config::Block, Config::Source, Fold,
+                        Config::Threads, TileR>(
+          args, tiles[j % Stages], r0, c0, globalPerRow, rowScalesPerRow,
+          rowTensorScale, rowScales, foldTables, rowSaturated, rowNonFinite);
   }
 
   if (pass == kReducePass) {
@@ -443,6 +485,13 @@ __device__ void columnwise(const Args &args, int pass, bool globalPerRow,
       if (threadIdx.x == 0 && m != 0)
         atomicMax(args.globalBits, m);
     }
+    if constexpr (Config::Dual) {
+      if (!globalPerRow && Config::Source == kGlobalFromBits) {
+        const uint32_t m = ctaMax<Config::Threads>(rowTensorBits, scratch);
+        if (threadIdx.x == 0 && m != 0)
+          atomicMax(args.row.globalBits, m);
+      }
+    }
     return;
   }
 
@@ -473,6 +522,17 @@ __device__ void columnwise(const Args &args, int pass, bool globalPerRow,
   }
   addCount(args.saturated, saturated);
   addCount(args.nonFinite, nonFinite);
+  if constexpr (Config::Dual) {
+    if (!globalPerRow && Config::Source != kNoGlobal && blockIdx.x == 0 &&
+        blockIdx.y == 0 && threadIdx.x == 0) {
+      if (args.row.global && Fold == kFoldNone)
+        args.row.global[0] = rowTensorGlobal;
+      if (Kind == kPerTensor && Config::Source == kGlobalFromBits)
+        rowNonFinite += *args.row.globalBits >= kInfBits;
+    }
+    addCount(args.row.saturated, rowSaturated);
+    addCount(args.row.nonFinite, rowNonFinite);
+  }
 }
 
 } // namespace moss::quantize

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "moss/common/fp8.cuh"
+#include "moss/quantize/args.cuh"
 #include "moss/quantize/geometry.cuh"
 
 namespace moss::quantize {
@@ -30,36 +31,6 @@ enum GlobalSource : int {
 
 /// Kernel passes.
 enum Pass : int { kReducePass = 0, kQuantizePass = 1 };
-
-/// Launch arguments of every quantizer kernel (all device pointers).
-struct Args {
-  /// Input [rows, cols], row-major, FP32 or BF16.
-  const void *x;
-  int rows;
-  int cols;
-  /// Codes [rows, cols], or [cols, rows] when transposed.
-  uint8_t *q;
-  /// Block scales: E8M0 bytes or FP32, row-major over the output's blocks.
-  void *local;
-  /// FP32 global scales written by the quantize pass ([1] or one per
-  /// output row).
-  float *global;
-  /// Reduce-pass accumulators: max magnitude bits ([1] or per output row),
-  /// zeroed before the reduce pass.
-  uint32_t *globalBits;
-  /// Transposed row fold: each output row's largest finite block's bits,
-  /// left by the reduce pass (globalBits itself for a global per row).
-  uint32_t *foldBits;
-  /// The caller's scale for kGlobalFromScale.
-  const float *scaleIn;
-  /// Counters the quantize pass adds to (zeroed by the caller).
-  uint64_t *saturated;
-  uint64_t *nonFinite;
-  /// Row-wise kernel: input rows staged in dynamic shared memory at once
-  /// (1 to kMaxRowStages).
-  int stages;
-};
-
 
 /// How one block is scaled: codes are encode((x * up) / divisor).
 struct BlockScale {

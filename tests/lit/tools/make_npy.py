@@ -4,7 +4,8 @@ Pure Python (no numpy), so that these tests build their inputs by hand and do
 not share code with the reader under test.
 
 usage: make_npy.py KIND PATH
-       make_npy.py same PREFIX   (PREFIX-{f32,f16,f64,bf16}.npy: one random
+       make_npy.py same PREFIX [ROWS COLS]
+                                 (PREFIX-{f32,f16,f64,bf16}.npy: one random
                                   matrix, exact in every dtype)
 """
 import random
@@ -41,8 +42,7 @@ def same_values(seed, n):
     return out
 
 
-def write_same(prefix, seed):
-    shape = (8, 256)
+def write_same(prefix, seed, shape=(8, 256)):
     values = same_values(seed, shape[0] * shape[1])
     n = len(values)
     files = {
@@ -63,7 +63,8 @@ def main():
     kind, path = sys.argv[1], sys.argv[2]
     seed = random.randrange(1 << 30)
     if kind == "same":
-        write_same(path, seed)
+        shape = tuple(int(v) for v in sys.argv[3:5]) or (8, 256)
+        write_same(path, seed, shape)
         return
     data = {
         "good": lambda: npy_bytes("<f4", False, (4, 64), floats(256, seed)),

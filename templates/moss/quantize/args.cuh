@@ -1,0 +1,58 @@
+// moss/quantize/args.cuh - the launch arguments of every quantizer kernel,
+// the one definition the templates and the host's launch code
+// (runtime/api/Quantizer.cpp, which compiles this file as plain C++) share.
+// Plain C types only: the host sees no CUDA headers here.
+#pragma once
+
+namespace moss::quantize {
+
+/// The row-major outputs of a dual-layout quantize (one read of X, both
+/// layouts); Args's own outputs then hold the transposed layout's. Null in
+/// every other quantization.
+struct RowLayoutArgs {
+  /// Codes [rows, cols].
+  unsigned char *q;
+  /// Block scales over [rows, cols / block]: E8M0 bytes or FP32.
+  void *local;
+  /// FP32 global scales ([1] or one per row).
+  float *global;
+  /// Reduce-pass accumulators, zeroed before it: max magnitude bits ([1] or
+  /// per row), and a row fold's largest finite block per row.
+  unsigned int *globalBits;
+  unsigned int *foldBits;
+  /// Counters the quantize pass adds to: saturated values, non-finite blocks.
+  unsigned long long *saturated;
+  unsigned long long *nonFinite;
+};
+
+/// Launch arguments of every quantizer kernel (all device pointers).
+struct Args {
+  /// Input [rows, cols], row-major, FP32 or BF16.
+  const void *x;
+  int rows;
+  int cols;
+  /// Codes [rows, cols], or [cols, rows] when transposed.
+  unsigned char *q;
+  /// Block scales: E8M0 bytes or FP32, row-major over the output's blocks.
+  void *local;
+  /// FP32 global scales written by the quantize pass ([1] or one per
+  /// output row).
+  float *global;
+  /// Reduce-pass accumulators: max magnitude bits ([1] or per output row),
+  /// zeroed before the reduce pass.
+  unsigned int *globalBits;
+  /// Transposed row fold: each output row's largest finite block's bits,
+  /// left by the reduce pass (globalBits itself for a global per row).
+  unsigned int *foldBits;
+  /// The caller's scale for kGlobalFromScale.
+  const float *scaleIn;
+  /// Counters the quantize pass adds to (zeroed by the caller).
+  unsigned long long *saturated;
+  unsigned long long *nonFinite;
+  /// Row-wise kernel: input rows staged in dynamic shared memory at once
+  /// (1 to kMaxRowStages).
+  int stages;
+  RowLayoutArgs row;
+};
+
+} // namespace moss::quantize
