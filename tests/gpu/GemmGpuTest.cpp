@@ -50,10 +50,11 @@
 #include "moss/Runtime/KernelCache.h"
 #include "moss/Runtime/Nvrtc.h"
 
+#include "llvm/Support/Parallel.h"
+
 #include "gtest/gtest.h"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -204,6 +205,8 @@ struct GemmCase {
   /// tiered compile launches first), the second the full kernel: the two
   /// must agree bit for bit.
   bool quickFirst = false;
+  /// The factor of C in the epilogue.
+  float beta = 0.5f;
 };
 
 /// gtest prints parameters with this (instead of their bytes).
@@ -344,6 +347,38 @@ std::vector<GemmCase> smallCases() {
     gc.name = std::string(c.scheme) + "_" + typeName(c.out) + "_" + c.e.name +
               "_cluster" + std::to_string(c.clusterM) + "x" +
               std::to_string(c.clusterN) + "_" + shapeName(c.m, c.n, c.k);
+    cases.push_back(gc);
+  }
+
+  // Bias in types other than the output's, C in f32 under 16-bit outputs
+  // (the op takes C in the output's type or f32), and beta of 0, 1 and -1.
+  struct MixedCase {
+    const char *scheme;
+    int m, n, k, out, bias, accum;
+    float beta;
+  };
+  const MixedCase mixed[] = {
+      {"tensor_x_tensor", 129, 257, 96, kBF16, kF32, kF32, 0.0f},
+      {"tensor_x_tensor", 129, 264, 96, kF16, kBF16, kF16, 0.0f},
+      {"mossrow_x_tensor", 129, 257, 96, kF32, kBF16, kF32, 1.0f},
+      {"group_x_group128", 129, 257, 256, kF16, kF32, kF32, -1.0f},
+      {"mossrow_x_mosstensor", 1000, 3000, 2048, kBF16, kF16, kF32, -1.0f},
+      {"mx_x_mx", 129, 264, 96, kF32, kF16, kF32, 1.0f},
+  };
+  for (const MixedCase &c : mixed) {
+    GemmCase gc;
+    gc.params = makeParams(schemeNamed(c.scheme), c.n, c.k, c.out,
+                           {"mixed", true, true, true});
+    gc.params.bias = c.bias;
+    gc.params.accum = c.accum;
+    gc.m = c.m;
+    gc.beta = c.beta;
+    gc.distA = c.out == kF16 ? Dist::Gaussian : Dist::LlmActivation;
+    gc.sampled = c.m == 1000;
+    gc.name = std::string(c.scheme) + "_" + typeName(c.out) + "_bias" +
+              typeName(c.bias) + "_c" + typeName(c.accum) + "_beta" +
+              (c.beta < 0 ? "minus" : "") + std::to_string(int(std::fabs(c.beta))) +
+              "_" + shapeName(c.m, c.n, c.k);
     cases.push_back(gc);
   }
 
@@ -990,20 +1025,13 @@ modelEntries(const Params &p, const compiler::TileConfig &tiling,
   const MmaSchedule schedule =
       compiler::getMmaSchedule(specOf(p, beta), tiling);
   std::vector<ModelledGemmEntry> out(rows.size() * cols.size());
-  std::atomic<size_t> next{0};
-  std::vector<std::thread> pool;
-  for (unsigned t = 0; t < std::max(1u, std::thread::hardware_concurrency());
-       ++t)
-    pool.emplace_back([&] {
-      for (size_t i = next++; i < rows.size(); i = next++)
-        for (size_t j = 0; j < cols.size(); ++j) {
-          EntryAddends e = addendsOf(p, bias, accum, beta, rows[i], cols[j]);
-          out[i * cols.size() + j] = modelGemmEntry(qa, rows[i], qb, cols[j],
-                                                    schedule, e.bias, e.betaC);
-        }
-    });
-  for (std::thread &t : pool)
-    t.join();
+  llvm::parallelFor(0, rows.size(), [&](size_t i) {
+    for (size_t j = 0; j < cols.size(); ++j) {
+      EntryAddends e = addendsOf(p, bias, accum, beta, rows[i], cols[j]);
+      out[i * cols.size() + j] = modelGemmEntry(qa, rows[i], qb, cols[j],
+                                                schedule, e.bias, e.betaC);
+    }
+  });
   return out;
 }
 
@@ -1212,48 +1240,40 @@ void precompileSelected() {
   target.sharedMemoryPerBlock =
       unsigned(gpu().device->getMaxSharedMemoryPerBlockOptin());
   target.arch = options.arch;
-  unsigned threads =
-      std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
+  const unsigned threads = llvm::parallel::strategy.compute_thread_count();
   auto start = std::chrono::steady_clock::now();
-  std::atomic<size_t> next{0};
-  std::vector<std::thread> pool;
   // Errors are reported again by the cases.
-  for (unsigned t = 0; t < threads; ++t)
-    pool.emplace_back([&] {
-      for (size_t i = next++; i < selected.size(); i = next++) {
-        const GemmCase &c = selected[i];
-        compiler::CompileOptions compileOptions;
-        compileOptions.tiling = tilingOf(c);
-        // What GemmRunner plans for the launch M (no tuning database).
-        if (!compileOptions.tiling) {
-          Expected<compiler::TileConfig> planned =
-              compiler::selectTilingForLaunch(specOf(c.params, 0.5f), c.m,
-                                              target);
-          if (!planned) {
-            consumeError(planned.takeError());
-            continue;
-          }
-          compileOptions.tiling = *planned;
-        }
-        for (bool quick : {false, c.quickFirst}) {
-          compileOptions.quickCompile = quick;
-          Expected<compiler::KernelSource> kernel = compiler::compileGemm(
-              specOf(c.params, 0.5f), target, compileOptions);
-          if (!kernel) {
-            consumeError(kernel.takeError());
-            break;
-          }
-          Expected<std::shared_ptr<const KernelEntry>> entry =
-              getDefaultKernelCache().getOrCompile(kernel->source, options);
-          if (!entry)
-            consumeError(entry.takeError());
-          if (!c.quickFirst)
-            break;
-        }
+  llvm::parallelFor(0, selected.size(), [&](size_t i) {
+    const GemmCase &c = selected[i];
+    compiler::CompileOptions compileOptions;
+    compileOptions.tiling = tilingOf(c);
+    // What GemmRunner plans for the launch M (no tuning database).
+    if (!compileOptions.tiling) {
+      Expected<compiler::TileConfig> planned =
+          compiler::selectTilingForLaunch(specOf(c.params, 0.5f), c.m,
+                                          target);
+      if (!planned) {
+        consumeError(planned.takeError());
+        return;
       }
-    });
-  for (std::thread &t : pool)
-    t.join();
+      compileOptions.tiling = *planned;
+    }
+    for (bool quick : {false, c.quickFirst}) {
+      compileOptions.quickCompile = quick;
+      Expected<compiler::KernelSource> kernel = compiler::compileGemm(
+          specOf(c.params, 0.5f), target, compileOptions);
+      if (!kernel) {
+        consumeError(kernel.takeError());
+        break;
+      }
+      Expected<std::shared_ptr<const KernelEntry>> entry =
+          getDefaultKernelCache().getOrCompile(kernel->source, options);
+      if (!entry)
+        consumeError(entry.takeError());
+      if (!c.quickFirst)
+        break;
+    }
+  });
   std::printf(
       "[ compile ] %zu kernels, %u threads, %.1f s (cache: %s)\n",
       selected.size(), threads,
@@ -1320,7 +1340,7 @@ TEST_P(GemmCorrectness, MatchesFp64Reference) {
     for (float &v : accum)
       v = exactValue(2.0f);
   }
-  const float beta = 0.5f;
+  const float beta = gc.beta;
   auto t1 = std::chrono::steady_clock::now();
 
   // The entries compared with the reference.
@@ -1401,7 +1421,7 @@ TEST_P(GemmCorrectness, MatchesFp64Reference) {
   const OutputRounding outRounding =
       compiler::getOutputRounding(static_cast<compiler::FloatType>(p.out));
   double errorSquared = 0, refSquared = 0, worstRatio = 0, worstTypical = 0;
-  int64_t compared = 0, skippedOverflow = 0;
+  int64_t compared = 0, skippedOverflow = 0, checkedOverflow = 0;
   for (size_t i = 0; i < rows.size(); ++i)
     for (size_t j = 0; j < cols.size(); ++j) {
       const EntryAddends addends =
@@ -1409,7 +1429,19 @@ TEST_P(GemmCorrectness, MatchesFp64Reference) {
       const double expected =
           ref[i * cols.size() + j] + addends.bias + addends.betaC;
       if (p.out == kF16 && std::fabs(expected) >= 65504.0) {
-        ++skippedOverflow;
+        // Past f16's range: round to nearest gives +-Inf from 65520 on.
+        // Well past it (further than any entry's error) the entry must be
+        // the infinity of its sign; close to it either is right.
+        if (std::fabs(expected) >= 65520.0 * (1 + 1.0 / 64)) {
+          const double got = decodeAt(
+              p.out, result, static_cast<size_t>(rows[i]) * n + cols[j]);
+          EXPECT_EQ(got, std::copysign(HUGE_VAL, expected))
+              << "entry (" << rows[i] << ", " << cols[j] << ") overflows f16"
+              << " (FP64 " << expected << ")";
+          ++checkedOverflow;
+        } else {
+          ++skippedOverflow;
+        }
         continue;
       }
       double got =
@@ -1456,8 +1488,10 @@ TEST_P(GemmCorrectness, MatchesFp64Reference) {
       relFrobenius, relFrobeniusLimit, promoteK > 0 ? promoteK : k, worstRatio,
       p.f16Mma ? "f16 MMA" : "model", worstTypical,
       static_cast<long long>(compared),
-      skippedOverflow
-          ? (" f16_overflow_skipped=" + std::to_string(skippedOverflow)).c_str()
+      skippedOverflow || checkedOverflow
+          ? (" f16_overflow_inf=" + std::to_string(checkedOverflow) +
+             " f16_overflow_near_65520=" + std::to_string(skippedOverflow))
+                .c_str()
           : "",
       milliseconds, tflops, std::chrono::duration<double>(t1 - t0).count(),
       run.compileSeconds, std::chrono::duration<double>(tr1 - tr0).count());
@@ -1466,6 +1500,103 @@ TEST_P(GemmCorrectness, MatchesFp64Reference) {
   }
   EXPECT_LE(worstRatio, 1.0) << "an entry is off by more than allowed";
   EXPECT_GT(compared, 0);
+}
+
+/// The rows of `x` ([rows, k]) whose scales a NaN or Inf in x makes NaN
+/// under `scheme` (docs/NUMERICS-CONTRACT.md section 4): every row for a
+/// per-tensor scale, the rows of a square block, else the row itself (a
+/// two-level tensor global counts only finite blocks).
+std::vector<bool> nanRows(const std::vector<float> &x, int rows, int k,
+                          const ScalingScheme &scheme) {
+  std::vector<bool> bad(rows, false);
+  bool any = false;
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < k; ++c)
+      if (!std::isfinite(x[size_t(r) * k + c])) {
+        bad[r] = any = true;
+        break;
+      }
+  if (scheme.kind == ScalingKind::PerTensor && any)
+    std::fill(bad.begin(), bad.end(), true);
+  if (scheme.blockRows > 1)
+    for (int r0 = 0; r0 < rows; r0 += int(scheme.blockRows)) {
+      const int r1 = std::min(rows, r0 + int(scheme.blockRows));
+      if (std::any_of(bad.begin() + r0, bad.begin() + r1,
+                      [](bool b) { return b; }))
+        std::fill(bad.begin() + r0, bad.begin() + r1, true);
+    }
+  return bad;
+}
+
+// The GEMM's non-finite rule (docs/NUMERICS-CONTRACT.md section 7.5): a NaN
+// or Inf in an input makes NaN every output entry whose A row or B row
+// (output column) got a NaN scale from it, and no other; amax is then NaN.
+// Every scheme pair, bf16 and f32 output.
+TEST(GemmNonFinite, NanScalesMakeTheirRowsAndColumnsNanAndNothingElse) {
+  if (hostSelfCheck())
+    GTEST_SKIP() << "needs the GPU";
+  if (!gpu().skipReason.empty())
+    GTEST_SKIP() << gpu().skipReason;
+  ASSERT_FALSE(bool(gpu().device->makeCurrent()));
+  const int m = 129, n = 264, k = 256;
+  const uint64_t seed = baseSeed();
+  for (const Scheme &s : kSchemes)
+    for (int out : {kBF16, kF32}) {
+      GemmCase gc;
+      gc.params = makeParams(s, n, k, out, {"amax", false, false, true});
+      gc.m = m;
+      const Params &p = gc.params;
+      SCOPED_TRACE(std::string(s.name) + " " + typeName(out));
+      std::vector<float> a = sample(Dist::Gaussian, m, k, seed, 1.0f);
+      std::vector<float> b =
+          sample(Dist::Gaussian, n, k, seed + 1, 1.0f / std::sqrt(float(k)));
+      a[5 * k + 17] = NAN;
+      a[77 * k + 200] = INFINITY;
+      b[3 * k + 100] = -INFINITY;
+      b[260 * k + 5] = NAN;
+      QuantizeOptions optionsA{
+          schemeOf(p.scaleA, p.blockRowsA, p.blockA, p.globalRowA),
+          p.elemA == kE5M2 ? Fp8Format::E5M2 : Fp8Format::E4M3, false};
+      QuantizeOptions optionsB{
+          schemeOf(p.scaleB, p.blockRowsB, p.blockB, p.globalRowB),
+          p.elemB == kE5M2 ? Fp8Format::E5M2 : Fp8Format::E4M3, false};
+      Expected<QuantizedTensor> qa = quantize(a, m, k, optionsA);
+      Expected<QuantizedTensor> qb = quantize(b, n, k, optionsB);
+      ASSERT_TRUE(qa && qb);
+      RunResult run;
+      runOnDevice(gc, &*qa, &*qb, {}, {}, 1.0f, run);
+      ASSERT_FALSE(HasFatalFailure());
+      const std::vector<bool> badA = nanRows(a, m, k, optionsA.scheme);
+      const std::vector<bool> badB = nanRows(b, n, k, optionsB.scheme);
+      std::vector<double> ref =
+          referenceGemm(dequantize(*qa), dequantize(*qb), m, n, k);
+      double errorSquared = 0, refSquared = 0;
+      int64_t wrongNan = 0, missingNan = 0;
+      for (int r = 0; r < m; ++r)
+        for (int c = 0; c < n; ++c) {
+          const double got = decodeAt(out, run.first, size_t(r) * n + c);
+          if (badA[r] || badB[c]) {
+            missingNan += !std::isnan(got);
+            continue;
+          }
+          if (!std::isfinite(got)) {
+            ++wrongNan;
+            continue;
+          }
+          const double want = ref[size_t(r) * n + c];
+          errorSquared += (got - want) * (got - want);
+          refSquared += want * want;
+        }
+      EXPECT_EQ(missingNan, 0) << "entries of NaN rows or columns not NaN";
+      EXPECT_EQ(wrongNan, 0) << "entries not NaN or Inf in the reference are";
+      // The values are checked exactly by GemmCorrectness; here, only that
+      // the finite entries are the product's.
+      if (refSquared > 0) {
+        EXPECT_LE(std::sqrt(errorSquared / refSquared), 1e-2);
+      }
+      EXPECT_TRUE(std::isnan(run.amax)) << "amax " << run.amax;
+      EXPECT_TRUE(run.first == run.second);
+    }
 }
 
 /// MOSS_GEMM_TEST_COMPILE=1 (no GPU needed): every case's kernel compiles
@@ -1489,35 +1620,26 @@ TEST(GemmGpuCompile, EveryCaseCompilesClean) {
     }
   std::map<std::string, std::string> failures;
   std::mutex mutex;
-  std::atomic<size_t> next{0};
-  std::vector<std::thread> pool;
-  unsigned threads =
-      std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
-  for (unsigned t = 0; t < threads; ++t)
-    pool.emplace_back([&] {
-      for (size_t i = next++; i < all.size(); i = next++) {
-        CompileOptions options;
-        options.arch = "sm_90a";
-        options.flags = {"--ptxas-options=-v"};
-        Expected<CompileResult> r =
-            compileCuda(kernelSource(all[i].params), options);
-        std::string problem;
-        if (!r) {
-          problem = toString(r.takeError());
-        } else {
-          ResourceUsage u = parsePtxasLog(r->log);
-          if (!u.parsed || u.stackBytes != 0 || u.spillStoreBytes != 0 ||
-              r->log.find("Potential Performance Loss") != std::string::npos)
-            problem = r->log;
-        }
-        if (!problem.empty()) {
-          std::lock_guard<std::mutex> lock(mutex);
-          failures[all[i].name] = problem;
-        }
-      }
-    });
-  for (std::thread &t : pool)
-    t.join();
+  llvm::parallelFor(0, all.size(), [&](size_t i) {
+    CompileOptions options;
+    options.arch = "sm_90a";
+    options.flags = {"--ptxas-options=-v"};
+    Expected<CompileResult> r =
+        compileCuda(kernelSource(all[i].params), options);
+    std::string problem;
+    if (!r) {
+      problem = toString(r.takeError());
+    } else {
+      ResourceUsage u = parsePtxasLog(r->log);
+      if (!u.parsed || u.stackBytes != 0 || u.spillStoreBytes != 0 ||
+          r->log.find("Potential Performance Loss") != std::string::npos)
+        problem = r->log;
+    }
+    if (!problem.empty()) {
+      std::lock_guard<std::mutex> lock(mutex);
+      failures[all[i].name] = problem;
+    }
+  });
   for (const auto &[name, problem] : failures)
     ADD_FAILURE() << name << ":\n" << problem;
   std::printf("[ compile ] %zu kernels, %zu failed\n", all.size(),

@@ -494,6 +494,11 @@ TEST(CApiTest, QuantizeOnGpuMatchesReference) {
       dglobal(size_t(layout.global_count) * 4), dcounters(16);
   ASSERT_EQ(api.memcpyHtoD(dx.ptr, x.data(), x.size() * 4), CUDA_SUCCESS);
   ASSERT_EQ(api.memsetD8(dcounters.ptr, 0, 16), CUDA_SUCCESS);
+  // Poisoned outputs: what the quantizer leaves unwritten shows.
+  ASSERT_EQ(api.memsetD8(dq.ptr, 0xA5, x.size()), CUDA_SUCCESS);
+  ASSERT_EQ(api.memsetD8(dlocal.ptr, 0xA5, localBytes), CUDA_SUCCESS);
+  ASSERT_EQ(api.memsetD8(dglobal.ptr, 0xA5, size_t(layout.global_count) * 4),
+            CUDA_SUCCESS);
   moss_quantize_buffers_t buffers = {dx.ptr, dq.ptr, dlocal.ptr, dglobal.ptr,
                                      dcounters.ptr};
   {
