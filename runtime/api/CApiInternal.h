@@ -29,13 +29,6 @@ struct moss_error {
 
 namespace moss::capi {
 
-/// State another library keeps in a context (the GEMM runner), destroyed
-/// with it while the context's device is current.
-class ContextExtension {
-public:
-  virtual ~ContextExtension() = default;
-};
-
 /// A new error object.
 moss_error_t makeError(moss_error_code_t code, const llvm::Twine &message);
 
@@ -66,6 +59,10 @@ moss_error_t convertFold(int32_t fold, const llvm::Twine &field,
 
 } // namespace moss::capi
 
+namespace moss {
+class GemmRunner;
+} // namespace moss
+
 struct moss_context {
   explicit moss_context(moss::runtime::Device device,
                         moss::runtime::KernelCacheOptions cacheOptions)
@@ -74,8 +71,11 @@ struct moss_context {
   moss::runtime::Device device;
   moss::runtime::KernelCache cache;
   moss::runtime::GpuQuantizer quantizer;
-  /// The GEMM library's runner, created on the first moss_gemm().
-  std::unique_ptr<moss::capi::ContextExtension> gemm;
+  /// The GEMM library's runner, created on the first moss_gemm(), which
+  /// sets the deleter: this library does not link the GEMM's (the runner is
+  /// destroyed with the context, while the context's device is current).
+  std::unique_ptr<moss::GemmRunner, void (*)(moss::GemmRunner *)> gemm{
+      nullptr, nullptr};
 };
 
 #endif // MOSS_RUNTIME_API_CAPIINTERNAL_H

@@ -24,10 +24,6 @@ using numerics::ScalingScheme;
 
 namespace {
 
-struct GemmExtension : capi::ContextExtension {
-  std::unique_ptr<GemmRunner> runner;
-};
-
 moss_error_t convertOperand(const moss_gemm_operand_spec_t &in, char name,
                             numerics::Fp8Format &format,
                             ScalingScheme &scheme) {
@@ -210,13 +206,11 @@ moss_error_t moss_gemm(moss_context_t context, const moss_gemm_spec_t *spec,
         GemmRunner::create(context->cache);
     if (!runner)
       return convert(runner.takeError());
-    auto extension = std::make_unique<GemmExtension>();
-    extension->runner = std::move(*runner);
-    context->gemm = std::move(extension);
+    context->gemm = {runner->release(),
+                     [](GemmRunner *r) { delete r; }};
   }
-  auto &runner = *static_cast<GemmExtension &>(*context->gemm).runner;
-  return convert(
-      runner.run(converted, m, devBuffers, static_cast<CUstream>(stream)));
+  return convert(context->gemm->run(converted, m, devBuffers,
+                                    static_cast<CUstream>(stream)));
 }
 
 } // extern "C"

@@ -17,12 +17,12 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/ThreadPool.h"
+#include "llvm/Support/Threading.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <mutex>
-#include <thread>
 
 using namespace llvm;
 using namespace moss;
@@ -59,39 +59,35 @@ CompileSummary tune::compileAll(const std::vector<ShapePlan> &plans,
   CompileSummary summary;
   summary.kernels = int64_t(work.size());
   std::mutex mutex;
-  std::atomic<size_t> next{0};
   Progress progress("compile", int64_t(work.size()));
-  auto worker = [&] {
-    for (size_t i = next++; i < work.size(); i = next++) {
-      const Job &job = work[i];
-      compiler::CompileOptions options;
-      options.tiling = job.tiling;
-      std::string failure;
-      Expected<compiler::KernelSource> source =
-          compiler::compileGemm(job.spec, target, options);
-      if (!source) {
-        failure = toString(source.takeError());
-      } else {
-        runtime::CompileOptions nvrtc;
-        nvrtc.arch = target.arch;
-        Expected<std::shared_ptr<const runtime::KernelEntry>> entry =
-            cache.getOrCompile(source->source, nvrtc);
-        if (!entry)
-          failure = toString(entry.takeError());
-      }
-      if (!failure.empty()) {
-        std::lock_guard<std::mutex> lock(mutex);
-        summary.errors[job.key] = failure;
-        ++summary.failed;
-      }
-      progress.advance(1, failure.empty() ? "" : "(a kernel failed)");
+  auto compileOne = [&](const Job &job) {
+    compiler::CompileOptions options;
+    options.tiling = job.tiling;
+    std::string failure;
+    Expected<compiler::KernelSource> source =
+        compiler::compileGemm(job.spec, target, options);
+    if (!source) {
+      failure = toString(source.takeError());
+    } else {
+      runtime::CompileOptions nvrtc;
+      nvrtc.arch = target.arch;
+      Expected<std::shared_ptr<const runtime::KernelEntry>> entry =
+          cache.getOrCompile(source->source, nvrtc);
+      if (!entry)
+        failure = toString(entry.takeError());
     }
+    if (!failure.empty()) {
+      std::lock_guard<std::mutex> lock(mutex);
+      summary.errors[job.key] = failure;
+      ++summary.failed;
+    }
+    progress.advance(1, failure.empty() ? "" : "(a kernel failed)");
   };
-  std::vector<std::thread> threads;
-  for (unsigned t = 0; t < std::max(1u, jobs); ++t)
-    threads.emplace_back(worker);
-  for (std::thread &thread : threads)
-    thread.join();
+  // (hardware_concurrency(0) is every core the process may run on.)
+  llvm::DefaultThreadPool pool(llvm::hardware_concurrency(jobs));
+  for (const Job &job : work)
+    pool.async([&compileOne, &job] { compileOne(job); });
+  pool.wait();
   summary.seconds = progress.getElapsedSeconds();
   progress.finish();
   return summary;
