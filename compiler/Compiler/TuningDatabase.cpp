@@ -7,6 +7,7 @@
 
 #include "moss/Compiler/TuningDatabase.h"
 
+#include "moss/Support/AtomicFile.h"
 #include "moss/Support/UntrustedInput.h"
 
 #include "llvm/ADT/ScopeExit.h"
@@ -438,39 +439,10 @@ Error TuningDatabase::saveMerged(StringRef path) const {
 }
 
 Error TuningDatabase::save(StringRef path) const {
-  SmallString<256> directory(path);
-  sys::path::remove_filename(directory);
-  if (directory.empty())
-    directory = ".";
-  if (std::error_code ec = sys::fs::create_directories(directory))
-    return createStringError(ec,
-                             "cannot create the directory '" + directory +
-                                 "' for the tuning database: " + ec.message());
-  SmallString<256> model(directory);
-  sys::path::append(model, sys::path::filename(path) + ".tmp-%%%%%%%%");
-  int fd = -1;
-  SmallString<256> temporary;
-  if (std::error_code ec = sys::fs::createUniqueFile(model, fd, temporary))
-    return createStringError(ec, "cannot write the tuning database next to '" +
-                                     path + "': " + ec.message());
-  {
-    raw_fd_ostream os(fd, /*shouldClose=*/true);
-    os << toJson();
-    os.close();
-    if (os.has_error()) {
-      std::error_code ec = os.error();
-      os.clear_error();
-      sys::fs::remove(temporary);
-      return createStringError(ec, "cannot write '" + temporary +
-                                       "': " + ec.message());
-    }
-  }
-  if (std::error_code ec = sys::fs::rename(temporary, path)) {
-    sys::fs::remove(temporary);
-    return createStringError(ec, "cannot rename '" + temporary + "' to '" +
-                                     path + "': " + ec.message());
-  }
-  return Error::success();
+  if (Error e = createParentDirectories(path))
+    return e;
+  std::string text = toJson();
+  return writeFileAtomically(path, ArrayRef<char>(text.data(), text.size()));
 }
 
 //===----------------------------------------------------------------------===//

@@ -6,6 +6,7 @@
 #include "CacheFile.h"
 
 #include "moss/Runtime/Templates.h"
+#include "moss/Support/AtomicFile.h"
 #include "moss/Support/Npy.h"
 
 #include "llvm/ADT/ScopeExit.h"

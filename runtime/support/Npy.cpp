@@ -490,39 +490,4 @@ std::vector<char> serializeNpy(ArrayRef<int64_t> shape,
   return out;
 }
 
-Error writeFileAtomically(StringRef path, ArrayRef<char> bytes) {
-  SmallString<256> model(path);
-  model += ".tmp-%%%%%%";
-  SmallString<256> tempPath;
-  int fd = -1;
-  if (std::error_code ec = sys::fs::createUniqueFile(model, fd, tempPath))
-    return createStringError(
-        ec, "cannot write '" + path +
-                "': cannot create a temporary file: " + ec.message());
-
-  std::error_code writeError;
-  {
-    raw_fd_ostream os(fd, /*shouldClose=*/true);
-    os.write(bytes.data(), bytes.size());
-    os.close();
-    if (os.has_error()) {
-      writeError = os.error();
-      os.clear_error();
-    }
-  }
-  if (writeError) {
-    sys::fs::remove(tempPath);
-    return createStringError(writeError, "cannot write '" + path +
-                                             "': " + writeError.message());
-  }
-  if (std::error_code ec = sys::fs::rename(tempPath, path)) {
-    sys::fs::remove(tempPath);
-    return createStringError(ec, "cannot write '" + path +
-                                     "': cannot rename the temporary file "
-                                     "into place: " +
-                                     ec.message());
-  }
-  return Error::success();
-}
-
 } // namespace moss

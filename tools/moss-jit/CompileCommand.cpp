@@ -15,6 +15,7 @@
 #include "moss/Compiler/Tiling.h"
 #include "moss/Runtime/Gemm.h"
 #include "moss/Runtime/KernelCache.h"
+#include "moss/Support/AtomicFile.h"
 #include "moss/Support/Npy.h"
 
 #include "llvm/Support/FileSystem.h"

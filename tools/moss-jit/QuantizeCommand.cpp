@@ -15,6 +15,7 @@
 #include "moss/Numerics/Fidelity.h"
 #include "moss/Numerics/Fold.h"
 #include "moss/Numerics/Quantize.h"
+#include "moss/Support/AtomicFile.h"
 #include "moss/Support/Npy.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -165,26 +166,13 @@ static Error writeOutputs(StringRef dir, ArrayRef<OutputFile> files) {
       sys::fs::remove(temp);
   };
   for (const OutputFile &file : files) {
-    SmallString<256> model(dir);
-    sys::path::append(model, file.name + ".tmp-%%%%%%%%");
-    int fd = -1;
-    SmallString<256> temp;
-    if (std::error_code ec = sys::fs::createUniqueFile(model, fd, temp)) {
+    Expected<std::string> temp =
+        writeTemporaryFileFor(pathOf(file.name), file.bytes);
+    if (!temp) {
       rollBack();
-      return createStringError(ec, "cannot write in '" + dir +
-                                       "': " + ec.message());
+      return temp.takeError();
     }
-    temps.push_back(std::string(temp));
-    raw_fd_ostream os(fd, /*shouldClose=*/true);
-    os.write(file.bytes.data(), file.bytes.size());
-    os.close();
-    if (os.has_error()) {
-      std::error_code ec = os.error();
-      os.clear_error();
-      rollBack();
-      return createStringError(ec, "cannot write '" + temp +
-                                       "': " + ec.message());
-    }
+    temps.push_back(std::move(*temp));
   }
   for (const std::string &path : replaced) {
     if (!sys::fs::exists(path))

@@ -19,6 +19,7 @@
 #include "moss/Numerics/Samples.h"
 #include "moss/Runtime/Device.h"
 #include "moss/Runtime/Driver.h"
+#include "moss/Support/AtomicFile.h"
 #include "moss/Support/Npy.h"
 
 #include "llvm/Support/Format.h"

@@ -2,6 +2,8 @@
 
 #include "Records.h"
 
+#include "moss/Support/AtomicFile.h"
+
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
@@ -25,36 +27,10 @@ static Error error(const Twine &message) {
   return createStringError(inconvertibleErrorCode(), message);
 }
 
-Error tune::writeFileAtomically(StringRef path, StringRef text) {
-  SmallString<256> directory(path);
-  sys::path::remove_filename(directory);
-  if (directory.empty())
-    directory = ".";
-  if (std::error_code ec = sys::fs::create_directories(directory))
-    return error("cannot create '" + directory + "': " + ec.message());
-  SmallString<256> model(directory);
-  sys::path::append(model, sys::path::filename(path) + ".tmp-%%%%%%%%");
-  int fd = -1;
-  SmallString<256> temporary;
-  if (std::error_code ec = sys::fs::createUniqueFile(model, fd, temporary))
-    return error("cannot write next to '" + path + "': " + ec.message());
-  {
-    raw_fd_ostream os(fd, /*shouldClose=*/true);
-    os << text;
-    os.close();
-    if (os.has_error()) {
-      std::error_code ec = os.error();
-      os.clear_error();
-      sys::fs::remove(temporary);
-      return error("cannot write '" + temporary + "': " + ec.message());
-    }
-  }
-  if (std::error_code ec = sys::fs::rename(temporary, path)) {
-    sys::fs::remove(temporary);
-    return error("cannot rename '" + temporary + "' to '" + path +
-                 "': " + ec.message());
-  }
-  return Error::success();
+Error tune::writeTextFile(StringRef path, StringRef text) {
+  if (Error e = createParentDirectories(path))
+    return e;
+  return writeFileAtomically(path, ArrayRef<char>(text.data(), text.size()));
 }
 
 //===----------------------------------------------------------------------===//
@@ -116,7 +92,7 @@ Error tune::writeCsv(StringRef path, ArrayRef<CandidateRecord> records) {
       os << (i ? "," : "") << quote(fields[i]);
     os << "\n";
   }
-  return writeFileAtomically(path, text);
+  return writeTextFile(path, text);
 }
 
 /// Splits one CSV line (quoted fields allowed).
@@ -377,5 +353,5 @@ Error tune::writeSvg(StringRef path, ArrayRef<CandidateRecord> records,
                "y=\"%.0f\">cuBLASLt FP8 per-tensor</text>\n",
                lx - 6, lx + 6, ly + 60, ly + 60, lx + 12, ly + 64);
   os << "</svg>\n";
-  return writeFileAtomically(path, text);
+  return writeTextFile(path, text);
 }

@@ -59,8 +59,9 @@ llvm::Error writeSvg(llvm::StringRef path,
                      llvm::ArrayRef<CandidateRecord> records,
                      llvm::StringRef title);
 
-/// Writes `text` to `path` through a temporary file and a rename.
-llvm::Error writeFileAtomically(llvm::StringRef path, llvm::StringRef text);
+/// Writes `text` to `path` (moss::writeFileAtomically), creating its
+/// directory if needed.
+llvm::Error writeTextFile(llvm::StringRef path, llvm::StringRef text);
 
 } // namespace moss::tune
 

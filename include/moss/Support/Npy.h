@@ -61,10 +61,6 @@ std::vector<char> serializeNpy(llvm::ArrayRef<int64_t> shape,
 std::vector<char> serializeNpy(llvm::ArrayRef<int64_t> shape,
                                llvm::ArrayRef<uint8_t> values);
 
-/// Writes bytes to `path` through a temporary file and a rename.
-llvm::Error writeFileAtomically(llvm::StringRef path,
-                                llvm::ArrayRef<char> bytes);
-
 } // namespace moss
 
 #endif // MOSS_SUPPORT_NPY_H
