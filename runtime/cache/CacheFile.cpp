@@ -16,7 +16,7 @@ constexpr char kMagic[8] = {'M', 'O', 'S', 'S', 'K', 'R', 'N', 'L'};
 constexpr size_t kChecksumOffset = 48;
 
 Hash128 computeChecksum(StringRef headerPrefix, StringRef payload) {
-  Fnv1a128 hasher;
+  ContentHasher hasher;
   hasher.update(headerPrefix);
   hasher.update(payload);
   return hasher.digest();

@@ -26,7 +26,7 @@
 namespace moss::runtime {
 
 /// Bumped whenever the file layout or the key derivation changes.
-constexpr uint32_t kCacheFormatVersion = 1;
+constexpr uint32_t kCacheFormatVersion = 2;
 
 /// The size of an entry file's header.
 constexpr size_t kCacheHeaderSize = 64;

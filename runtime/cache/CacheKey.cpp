@@ -11,7 +11,7 @@ using namespace llvm;
 namespace moss::runtime {
 
 CacheKey computeCacheKey(const CacheKeyInputs &inputs) {
-  Fnv1a128 hasher;
+  ContentHasher hasher;
   // Every field is length-prefixed and tagged by position; the format
   // version keeps incompatible releases in different files.
   hasher.updateField("moss-kernel-cache");

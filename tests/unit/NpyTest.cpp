@@ -1,6 +1,7 @@
 //===- NpyTest.cpp - Tests of the .npy reader and writer ------------------===//
 
 #include "moss/Support/Npy.h"
+#include "moss/Support/AtomicFile.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringRef.h"

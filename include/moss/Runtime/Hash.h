@@ -1,9 +1,10 @@
-//===- Hash.h - 128-bit FNV-1a content hash --------------------*- C++ -*-===//
+//===- Hash.h - 128-bit content hash (XXH3-128) ----------------*- C++ -*-===//
 //
-// The hash behind kernel cache keys and the checksum of cache files: FNV-1a
-// with the 128-bit parameters of the FNV specification (offset basis
-// 0x6c62272e07bb014262b821756295c58d, prime 2^88 + 0x13b). It is not
-// cryptographic; keys name content the process produced itself.
+// The hash behind kernel cache keys and the checksum of cache files:
+// LLVM's XXH3-128 (llvm::xxh3_128bits), the family the compiler hashes with
+// too. It is not cryptographic; keys name content the process produced
+// itself, and the cache loads only files its owner may write
+// (docs/RELIABILITY.md).
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,11 +35,9 @@ struct Hash128 {
   }
 };
 
-/// Incremental 128-bit FNV-1a.
-class Fnv1a128 {
+/// A hash built field by field (the fields are gathered, then hashed once).
+class ContentHasher {
 public:
-  Fnv1a128();
-
   /// Hashes the bytes as they are.
   void update(llvm::StringRef bytes);
   /// Hashes the 8 little-endian bytes of the value.
@@ -51,10 +50,10 @@ public:
   Hash128 digest() const;
 
 private:
-  unsigned __int128 state;
+  std::string buffer;
 };
 
-/// The 128-bit FNV-1a hash of the bytes.
+/// The XXH3-128 hash of the bytes.
 Hash128 hashBytes(llvm::StringRef bytes);
 
 /// A hasher for unordered containers keyed by Hash128.
