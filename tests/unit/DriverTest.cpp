@@ -14,6 +14,8 @@
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
 
+#include "llvm/Testing/Support/SupportHelpers.h"
+
 #include "gtest/gtest.h"
 
 #include <iostream>
@@ -143,10 +145,9 @@ extern "C" __global__ void scale_and_rank(float *out, const float *in, int n) {
 TEST_F(GpuTest, CompilesLoadsAndLaunchesWithClusters) {
   if (!isNvrtcAvailable())
     GTEST_SKIP() << toString(getNvrtcVersion().takeError());
-  SmallString<256> dir;
-  ASSERT_FALSE(sys::fs::createUniqueDirectory("moss-driver-test", dir));
+  llvm::unittest::TempDir dir("moss-driver-test", /*Unique=*/true);
   KernelCacheOptions cacheOptions;
-  cacheOptions.directory = std::string(dir);
+  cacheOptions.directory = dir.path().str();
   KernelCache cache(cacheOptions);
   CompileOptions options; // The device's arch.
   Expected<std::shared_ptr<const KernelEntry>> entry =
@@ -223,7 +224,6 @@ TEST_F(GpuTest, CompilesLoadsAndLaunchesWithClusters) {
   EXPECT_EQ(api->memFree(tensor), CUDA_SUCCESS);
   EXPECT_EQ(api->memFree(dIn), CUDA_SUCCESS);
   EXPECT_EQ(api->memFree(dOut), CUDA_SUCCESS);
-  sys::fs::remove_directories(dir);
 }
 
 TEST_F(GpuTest, LoadsPtxOnlyEntries) {

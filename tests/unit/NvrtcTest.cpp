@@ -12,6 +12,8 @@
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
 
+#include "llvm/Testing/Support/SupportHelpers.h"
+
 #include "gtest/gtest.h"
 
 using namespace moss::runtime;
@@ -200,10 +202,9 @@ TEST(TemplatesTest, EmbedsTheTemplateDirectory) {
 
 TEST(NvrtcCacheTest, CachesRealCompiles) {
   SKIP_WITHOUT_NVRTC();
-  SmallString<256> dir;
-  ASSERT_FALSE(sys::fs::createUniqueDirectory("moss-nvrtc-cache", dir));
+  llvm::unittest::TempDir dir("moss-nvrtc-cache", /*Unique=*/true);
   KernelCacheOptions cacheOptions;
-  cacheOptions.directory = std::string(dir);
+  cacheOptions.directory = dir.path().str();
   CompileOptions options = optionsFor("sm_90a", "(void)0");
   std::string ptx;
   {
@@ -223,7 +224,6 @@ TEST(NvrtcCacheTest, CachesRealCompiles) {
                                                "ELF");
   EXPECT_EQ(cache.stats().diskHits, 1u);
   EXPECT_EQ(cache.stats().compiles, 0u);
-  sys::fs::remove_directories(dir);
 }
 
 } // namespace

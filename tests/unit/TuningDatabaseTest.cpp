@@ -13,6 +13,8 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include "llvm/Testing/Support/SupportHelpers.h"
+
 #include "gtest/gtest.h"
 
 #include <string>
@@ -105,9 +107,8 @@ TEST(TuningDatabaseTest, RoundTrip) {
 }
 
 TEST(TuningDatabaseTest, SaveAndLoad) {
-  llvm::SmallString<128> directory;
-  ASSERT_FALSE(
-      llvm::sys::fs::createUniqueDirectory("moss-tuning-test", directory));
+  llvm::unittest::TempDir temp("moss-tuning-test", /*Unique=*/true);
+  const llvm::StringRef directory = temp.path();
   llvm::SmallString<128> path(directory);
   llvm::sys::path::append(path, "sub", "tuning.json");
   TuningDatabase database;
@@ -127,7 +128,6 @@ TEST(TuningDatabaseTest, SaveAndLoad) {
   EXPECT_NE(errorOf(TuningDatabase::load((directory + "/missing.json").str()))
                 .find("cannot read the tuning database"),
             std::string::npos);
-  llvm::sys::fs::remove_directories(directory);
 }
 
 TEST(TuningDatabaseTest, CorruptFiles) {
@@ -330,9 +330,8 @@ GemmSpec specNumber(int i) {
 // Two processes tuning into one file keep each other's entries: each save
 // merges under a lock. Eight children each save 16 entries one at a time.
 TEST(TuningDatabaseTest, ConcurrentSavesKeepEveryEntry) {
-  llvm::SmallString<128> dir;
-  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("moss-db", dir));
-  std::string path = (dir + "/tuning.json").str();
+  llvm::unittest::TempDir dir("moss-db", /*Unique=*/true);
+  std::string path = (dir.path() + "/tuning.json").str();
   const TargetInfo target;
   constexpr int kChildren = 8, kEach = 16;
   std::vector<pid_t> children;
@@ -364,5 +363,4 @@ TEST(TuningDatabaseTest, ConcurrentSavesKeepEveryEntry) {
   for (int i = 0; i < kChildren * kEach; ++i)
     EXPECT_TRUE(merged->find(TuningKey::get(specNumber(i), target, 4096)))
         << "entry " << i << " was lost";
-  llvm::sys::fs::remove_directories(dir);
 }
