@@ -191,15 +191,15 @@ int main(int argc, char **argv) {
     cases.push_back({"per-row", 16384, cols, InputType::BF16,
                      ScalingScheme::perRow()});
     // Forward and weight-gradient operands of one activation, one read.
-    cases.push_back({"moss row both", 16384, cols, InputType::BF16, row,
-                     false, false, BlockScaleFold::None, true});
+    cases.push_back({"moss row both", 16384, cols, InputType::BF16, row, false,
+                     false, BlockScaleFold::None, true});
     cases.push_back({"moss tensor both", 16384, cols, InputType::BF16, tensor,
                      false, false, BlockScaleFold::None, true});
     cases.push_back({"moss row both, fold row", 16384, cols, InputType::BF16,
                      row, false, false, BlockScaleFold::Row, true});
     cases.push_back({"mxfp8 both", 16384, cols, InputType::BF16,
-                     ScalingScheme::mxfp8(), false, false,
-                     BlockScaleFold::None, true});
+                     ScalingScheme::mxfp8(), false, false, BlockScaleFold::None,
+                     true});
   }
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{11008, 16384},
                             {4096, 4096}, {11008, 4096}}) {
@@ -247,8 +247,7 @@ int main(int argc, char **argv) {
       size_t localBytes = size_t(layout.localRows * layout.localCols *
                                  layout.localElementBytes);
       size_t globalBytes = size_t(layout.globalCount) * 4;
-      QuantizeBuffers b{x, alloc(elements),
-                        localBytes ? alloc(localBytes) : 0,
+      QuantizeBuffers b{x, alloc(elements), localBytes ? alloc(localBytes) : 0,
                         globalBytes ? alloc(globalBytes) : 0, 0};
       allocations.insert(allocations.end(), {b.q, b.local, b.global});
       outBytes += elements + localBytes + globalBytes;
@@ -259,9 +258,9 @@ int main(int argc, char **argv) {
         c.both ? outputs(getTransposedSpec(spec)) : QuantizeBuffers{};
     auto run = [&] {
       Error error =
-          c.both ? quantizer.quantizeBothLayouts(spec, buffers, transposed,
-                                                 nullptr,
-                                                 c.autoScaled ? scale : 0)
+          c.both
+              ? quantizer.quantizeBothLayouts(spec, buffers, transposed,
+                                              nullptr, c.autoScaled ? scale : 0)
           : c.autoScaled
               ? quantizer.castWithScale(spec, scale, buffers, nullptr)
               : quantizer.quantize(spec, buffers, nullptr);

@@ -241,9 +241,10 @@ moss_error_t moss_cast_with_scale(moss_context_t context,
  * moss_quantize_both_layouts() would reject. (moss_quantize_layout of the
  * same spec describes the row-major layout too, but refuses a K the
  * row-wise kernel does not take, such as one not a multiple of 8 for BF16.) */
-moss_error_t moss_quantize_both_layouts_layout(
-    const moss_quantize_spec_t *spec, moss_quantize_layout_t *row_major,
-    moss_quantize_layout_t *transposed);
+moss_error_t
+moss_quantize_both_layouts_layout(const moss_quantize_spec_t *spec,
+                                  moss_quantize_layout_t *row_major,
+                                  moss_quantize_layout_t *transposed);
 
 /* Both layouts from one read of the input (a training step's forward and
  * weight-gradient operands): `buffers` receives the row-major quantization
@@ -254,11 +255,10 @@ moss_error_t moss_quantize_both_layouts_layout(
  * cast with that device scale, as moss_cast_with_scale. Row-major blocks
  * must lie within 128 bytes of input (at most 64 BF16 or 32 FP32 values);
  * folds are MOSS_FOLD_ROW or none; square blocks are refused. */
-moss_error_t moss_quantize_both_layouts(moss_context_t context,
-                                        const moss_quantize_spec_t *spec,
-                                        const moss_quantize_buffers_t *buffers,
-                                        const moss_quantize_buffers_t *transposed,
-                                        uint64_t scale, void *stream);
+moss_error_t moss_quantize_both_layouts(
+    moss_context_t context, const moss_quantize_spec_t *spec,
+    const moss_quantize_buffers_t *buffers,
+    const moss_quantize_buffers_t *transposed, uint64_t scale, void *stream);
 
 /*===--- Automatic weight scaling -----------------------------------------===*/
 

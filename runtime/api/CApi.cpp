@@ -87,9 +87,8 @@ moss_error_t convertSpec(const moss_quantize_spec_t *spec, QuantizeSpec &out,
 }
 
 moss_quantize_layout_t toCLayout(const QuantizeLayout &layout) {
-  return {layout.codeRows,          layout.codeCols,  layout.localRows,
-          layout.localCols,         layout.localElementBytes,
-          layout.globalCount};
+  return {layout.codeRows,  layout.codeCols,          layout.localRows,
+          layout.localCols, layout.localElementBytes, layout.globalCount};
 }
 
 /// Checks one buffer pointer (device, or host as an integer): given exactly
@@ -140,8 +139,7 @@ moss_error_t checkBuffers(uint64_t x, uint64_t q, uint64_t local,
 }
 
 /// Checks the arguments common to moss_quantize and moss_cast_with_scale.
-moss_error_t checkCall(moss_context_t context,
-                       const moss_quantize_spec_t *spec,
+moss_error_t checkCall(moss_context_t context, const moss_quantize_spec_t *spec,
                        const moss_quantize_buffers_t *buffers,
                        QuantizeSpec &converted, QuantizeBuffers &out,
                        bool bothLayouts = false) {
@@ -286,15 +284,14 @@ moss_error_t moss_quantize_layout(const moss_quantize_spec_t *spec,
   return nullptr;
 }
 
-moss_error_t moss_quantize_both_layouts_layout(
-    const moss_quantize_spec_t *spec, moss_quantize_layout_t *row_major,
-    moss_quantize_layout_t *transposed) {
+moss_error_t
+moss_quantize_both_layouts_layout(const moss_quantize_spec_t *spec,
+                                  moss_quantize_layout_t *row_major,
+                                  moss_quantize_layout_t *transposed) {
   if (!row_major || !transposed)
-    return invalid(Twine(row_major ? "transposed" : "row_major") +
-                   " is NULL");
+    return invalid(Twine(row_major ? "transposed" : "row_major") + " is NULL");
   QuantizeSpec converted;
-  if (moss_error_t error =
-          convertSpec(spec, converted, /*bothLayouts=*/true))
+  if (moss_error_t error = convertSpec(spec, converted, /*bothLayouts=*/true))
     return error;
   *row_major = toCLayout(getQuantizeLayout(converted));
   *transposed = toCLayout(getQuantizeLayout(getTransposedSpec(converted)));
@@ -456,8 +453,7 @@ moss_error_t moss_quantize_both_layouts(
     return error;
   if (moss_error_t error = checkTransposedBuffers(
           transposed, buffers->x,
-          getFoldedScheme(converted.options.scheme, converted.options.fold),
-          t))
+          getFoldedScheme(converted.options.scheme, converted.options.fold), t))
     return error;
   if (scale) {
     if (converted.options.scheme.kind != ScalingKind::PerTensor)

@@ -74,8 +74,8 @@ struct moss_context {
   /// The GEMM library's runner, created on the first moss_gemm(), which
   /// sets the deleter: this library does not link the GEMM's (the runner is
   /// destroyed with the context, while the context's device is current).
-  std::unique_ptr<moss::GemmRunner, void (*)(moss::GemmRunner *)> gemm{
-      nullptr, nullptr};
+  std::unique_ptr<moss::GemmRunner, void (*)(moss::GemmRunner *)> gemm{nullptr,
+                                                                       nullptr};
 };
 
 #endif // MOSS_RUNTIME_API_CAPIINTERNAL_H

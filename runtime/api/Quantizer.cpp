@@ -106,18 +106,16 @@ GpuQuantizer::~GpuQuantizer() {
 static GpuQuantizer::PlanKey makePlanKey(const QuantizeSpec &spec,
                                          bool withScale) {
   const ScalingScheme &scheme = spec.options.scheme;
-  uint64_t bits = uint64_t(scheme.kind) | uint64_t(scheme.global) << 4 |
-                  uint64_t(spec.options.format) << 5 |
-                  uint64_t(spec.input) << 6 |
-                  uint64_t(spec.options.transpose) << 7 |
-                  uint64_t(withScale) << 8 |
-                  uint64_t(spec.options.fold) << 9 |
-                  uint64_t(spec.bothLayouts) << 12 |
-                  uint64_t(scheme.blockRows & 0xFFFF) << 16 |
-                  uint64_t(scheme.blockCols & 0xFFFF) << 32;
+  uint64_t bits =
+      uint64_t(scheme.kind) | uint64_t(scheme.global) << 4 |
+      uint64_t(spec.options.format) << 5 | uint64_t(spec.input) << 6 |
+      uint64_t(spec.options.transpose) << 7 | uint64_t(withScale) << 8 |
+      uint64_t(spec.options.fold) << 9 | uint64_t(spec.bothLayouts) << 12 |
+      uint64_t(scheme.blockRows & 0xFFFF) << 16 |
+      uint64_t(scheme.blockCols & 0xFFFF) << 32;
   // Only the row-wise kernel has K compiled in.
-  bool rowwise = !spec.options.transpose && !spec.bothLayouts &&
-                 !isSquareGroup(scheme);
+  bool rowwise =
+      !spec.options.transpose && !spec.bothLayouts && !isSquareGroup(scheme);
   return {bits, rowwise ? spec.cols : 0};
 }
 
@@ -231,7 +229,8 @@ Error GpuQuantizer::run(const QuantizeSpec &spec,
       getFoldedScheme(spec.options.scheme, spec.options.fold);
   if (Error e = checkPointer(buffers.x, true, 16, "the input x", scheme))
     return e;
-  if (Error e = checkOutputs(buffers, scheme, rowMajor ? "transposed layout" : ""))
+  if (Error e =
+          checkOutputs(buffers, scheme, rowMajor ? "transposed layout" : ""))
     return e;
   if (rowMajor)
     if (Error e = checkOutputs(*rowMajor, scheme, "row-major layout"))
@@ -351,9 +350,9 @@ Error GpuQuantizer::run(const QuantizeSpec &spec,
   // bit pattern (absolute values order like their bits).
   for (const QuantizeBuffers *b : {&buffers, rowMajor})
     if (b && b->amax)
-      if (Error error = checkCuda(
-              api->memcpyDtoDAsync(b->amax, globalBits, 4, stream),
-              "cuMemcpyDtoDAsync(amax)"))
+      if (Error error =
+              checkCuda(api->memcpyDtoDAsync(b->amax, globalBits, 4, stream),
+                        "cuMemcpyDtoDAsync(amax)"))
         return error;
   return Error::success();
 }

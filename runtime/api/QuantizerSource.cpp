@@ -124,8 +124,8 @@ static Error checkBothLayouts(const QuantizeSpec &spec) {
     return invalidArgument("a dual-layout quantize folds per row or not at "
                            "all, not per 128 (a row-major 128 fold group "
                            "spans two of its column strips)");
-  const int64_t tileCols = quantize::kColumnwiseTileBytes /
-                           (spec.input == InputType::F32 ? 4 : 2);
+  const int64_t tileCols =
+      quantize::kColumnwiseTileBytes / (spec.input == InputType::F32 ? 4 : 2);
   if (scheme.hasLocalScales() && scheme.blockCols > tileCols)
     return invalidArgument(
         "a dual-layout quantize of " +
@@ -212,10 +212,11 @@ Expected<QuantizerSource> generateQuantizerSource(const QuantizeSpec &spec,
   case Family::Columnwise:
     header = "moss/quantize/columnwise.cuh";
     // (Dual, the last parameter, defaults to off.)
-    config = formatv("moss::quantize::ColumnwiseConfig<{0}, {1}, {2}, {3}, {4}, "
-                     "{5}{6}>",
-                     in, kind, fmt, v.block, int(v.source), int(options.fold),
-                     v.bothLayouts ? ", true" : "");
+    config =
+        formatv("moss::quantize::ColumnwiseConfig<{0}, {1}, {2}, {3}, {4}, "
+                "{5}{6}>",
+                in, kind, fmt, v.block, int(v.source), int(options.fold),
+                v.bothLayouts ? ", true" : "");
     call = std::string("moss::quantize::columnwise<Config>(args, "
                        "moss::quantize::{0}, ") +
            (v.globalPerRow ? "true" : "false") +
@@ -238,11 +239,10 @@ Expected<QuantizerSource> generateQuantizerSource(const QuantizeSpec &spec,
   // CTAs (at most 102 registers; its shared memory holds 5, and 4 with the
   // dual layout's row scales); left alone, ptxas gives the encoding's
   // independent values enough registers to halve that.
-  const int minBlocks = v.family == Family::Rowwise
-                            ? int(llvm::divideCeil(768, v.threads))
-                        : v.family == Family::Columnwise
-                            ? (v.bothLayouts ? 4 : 5)
-                            : 1;
+  const int minBlocks =
+      v.family == Family::Rowwise      ? int(llvm::divideCeil(768, v.threads))
+      : v.family == Family::Columnwise ? (v.bothLayouts ? 4 : 5)
+                                       : 1;
   auto addKernel = [&](StringRef name, StringRef pass) {
     source += formatv("\nextern \"C\" __global__ void __launch_bounds__({0}, "
                       "{3})\n"

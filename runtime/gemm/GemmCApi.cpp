@@ -206,8 +206,7 @@ moss_error_t moss_gemm(moss_context_t context, const moss_gemm_spec_t *spec,
         GemmRunner::create(context->cache);
     if (!runner)
       return convert(runner.takeError());
-    context->gemm = {runner->release(),
-                     [](GemmRunner *r) { delete r; }};
+    context->gemm = {runner->release(), [](GemmRunner *r) { delete r; }};
   }
   return convert(context->gemm->run(converted, m, devBuffers,
                                     static_cast<CUstream>(stream)));

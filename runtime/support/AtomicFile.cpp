@@ -30,8 +30,8 @@ Expected<std::string> writeTemporaryFileFor(StringRef path,
     std::error_code ec = os.error();
     os.clear_error();
     sys::fs::remove(temporary);
-    return createStringError(ec, "cannot write '" + path +
-                                     "': " + ec.message());
+    return createStringError(ec,
+                             "cannot write '" + path + "': " + ec.message());
   }
   return std::string(temporary);
 }

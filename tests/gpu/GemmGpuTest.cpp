@@ -377,8 +377,9 @@ std::vector<GemmCase> smallCases() {
     gc.sampled = c.m == 1000;
     gc.name = std::string(c.scheme) + "_" + typeName(c.out) + "_bias" +
               typeName(c.bias) + "_c" + typeName(c.accum) + "_beta" +
-              (c.beta < 0 ? "minus" : "") + std::to_string(int(std::fabs(c.beta))) +
-              "_" + shapeName(c.m, c.n, c.k);
+              (c.beta < 0 ? "minus" : "") +
+              std::to_string(int(std::fabs(c.beta))) + "_" +
+              shapeName(c.m, c.n, c.k);
     cases.push_back(gc);
   }
 
@@ -1028,8 +1029,8 @@ modelEntries(const Params &p, const compiler::TileConfig &tiling,
   llvm::parallelFor(0, rows.size(), [&](size_t i) {
     for (size_t j = 0; j < cols.size(); ++j) {
       EntryAddends e = addendsOf(p, bias, accum, beta, rows[i], cols[j]);
-      out[i * cols.size() + j] = modelGemmEntry(qa, rows[i], qb, cols[j],
-                                                schedule, e.bias, e.betaC);
+      out[i * cols.size() + j] =
+          modelGemmEntry(qa, rows[i], qb, cols[j], schedule, e.bias, e.betaC);
     }
   });
   return out;
@@ -1250,8 +1251,7 @@ void precompileSelected() {
     // What GemmRunner plans for the launch M (no tuning database).
     if (!compileOptions.tiling) {
       Expected<compiler::TileConfig> planned =
-          compiler::selectTilingForLaunch(specOf(c.params, 0.5f), c.m,
-                                          target);
+          compiler::selectTilingForLaunch(specOf(c.params, 0.5f), c.m, target);
       if (!planned) {
         consumeError(planned.takeError());
         return;
@@ -1260,8 +1260,8 @@ void precompileSelected() {
     }
     for (bool quick : {false, c.quickFirst}) {
       compileOptions.quickCompile = quick;
-      Expected<compiler::KernelSource> kernel = compiler::compileGemm(
-          specOf(c.params, 0.5f), target, compileOptions);
+      Expected<compiler::KernelSource> kernel =
+          compiler::compileGemm(specOf(c.params, 0.5f), target, compileOptions);
       if (!kernel) {
         consumeError(kernel.takeError());
         break;

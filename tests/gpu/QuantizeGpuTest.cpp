@@ -194,8 +194,7 @@ struct DeviceOutputs {
       expectBitsEqual(local.download<float>(), ref.localF32, ref.localCols,
                       "FP32 block scales");
     if (ref.scheme.hasGlobalScales())
-      expectBitsEqual(global.download<float>(), ref.global, 1,
-                      "global scales");
+      expectBitsEqual(global.download<float>(), ref.global, 1, "global scales");
     std::vector<uint64_t> count = counters.download<uint64_t>();
     EXPECT_EQ(count[0] - kCounterStart[0], uint64_t(ref.stats.saturated))
         << "saturated";
@@ -215,8 +214,8 @@ void checkAgainstReference(const QuantizeSpec &spec, Data data,
       quantize(input.x, spec.rows, spec.cols, spec.options);
   ASSERT_TRUE(bool(ref)) << llvm::toString(ref.takeError());
   DeviceOutputs out(getQuantizeLayout(spec));
-  llvm::Error error = gpu().quantizer->quantize(
-      spec, out.buffers(input.device.get()), nullptr);
+  llvm::Error error =
+      gpu().quantizer->quantize(spec, out.buffers(input.device.get()), nullptr);
   ASSERT_FALSE(bool(error)) << llvm::toString(std::move(error));
   ASSERT_EQ(DeviceBuffer::api().streamSynchronize(nullptr), CUDA_SUCCESS);
   out.expectEqual(*ref);
@@ -358,8 +357,7 @@ TEST(QuantizeGpuTest, BothLayoutsMatchTheHostReference) {
     spec.rows = 256;
     spec.cols = 1024;
     spec.input = InputType::BF16;
-    spec.options = {ScalingScheme::twoLevel(scope, 64), Fp8Format::E4M3,
-                    false};
+    spec.options = {ScalingScheme::twoLevel(scope, 64), Fp8Format::E4M3, false};
     spec.bothLayouts = true;
     checkBothLayoutsAgainstReference(spec, Data::Outliers, seed++);
   }

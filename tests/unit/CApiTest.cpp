@@ -548,7 +548,8 @@ TEST(CApiTest, QuantizeBothLayoutsOnGpuMatchesReference) {
   for (float &v : x)
     v = normal(rng) * std::exp2(float(int(rng() % 24) - 12));
 
-  moss_quantize_spec_t spec = makeSpec(rows, cols, MOSS_SCHEME_TWO_LEVEL, 1, 32);
+  moss_quantize_spec_t spec =
+      makeSpec(rows, cols, MOSS_SCHEME_TWO_LEVEL, 1, 32);
   spec.global_scope = MOSS_GLOBAL_ROW;
   moss_quantize_spec_t tSpec = spec;
   tSpec.transpose = 1;
@@ -557,15 +558,14 @@ TEST(CApiTest, QuantizeBothLayoutsOnGpuMatchesReference) {
     size_t localBytes;
     DeviceBuffer q, local, global, counters;
     explicit Layout(const moss_quantize_layout_t &shape)
-        : shape(shape),
-          localBytes(size_t(shape.local_rows * shape.local_cols *
-                            shape.local_element_bytes)),
+        : shape(shape), localBytes(size_t(shape.local_rows * shape.local_cols *
+                                          shape.local_element_bytes)),
           q(size_t(shape.code_rows * shape.code_cols)), local(localBytes),
           global(size_t(shape.global_count) * 4), counters(16) {
       const moss::runtime::DriverApi &api = *moss::runtime::getDriverApi();
-      EXPECT_EQ(api.memsetD8(q.ptr, 0xA5, size_t(shape.code_rows *
-                                                 shape.code_cols)),
-                CUDA_SUCCESS);
+      EXPECT_EQ(
+          api.memsetD8(q.ptr, 0xA5, size_t(shape.code_rows * shape.code_cols)),
+          CUDA_SUCCESS);
       EXPECT_EQ(api.memsetD8(local.ptr, 0xA5, localBytes), CUDA_SUCCESS);
       EXPECT_EQ(api.memsetD8(global.ptr, 0xA5, size_t(shape.global_count) * 4),
                 CUDA_SUCCESS);
@@ -606,14 +606,14 @@ TEST(CApiTest, QuantizeBothLayoutsOnGpuMatchesReference) {
       moss::numerics::GlobalScope::Row, 32);
   {
     SCOPED_TRACE("row-major");
-    row.expectEqual(llvm::cantFail(
-        moss::numerics::quantize(x, rows, cols, reference)));
+    row.expectEqual(
+        llvm::cantFail(moss::numerics::quantize(x, rows, cols, reference)));
   }
   reference.transpose = true;
   {
     SCOPED_TRACE("transposed");
-    t.expectEqual(llvm::cantFail(
-        moss::numerics::quantize(x, rows, cols, reference)));
+    t.expectEqual(
+        llvm::cantFail(moss::numerics::quantize(x, rows, cols, reference)));
   }
 
   // Bad arguments are caught before any launch.
@@ -625,16 +625,16 @@ TEST(CApiTest, QuantizeBothLayoutsOnGpuMatchesReference) {
               MOSS_ERROR_INVALID_ARGUMENT, "transposed is NULL");
   moss_quantize_buffers_t bad = tBuffers;
   bad.local = 0;
-  expectError(moss_quantize_both_layouts(context, &spec, &rowBuffers, &bad, 0,
-                                         nullptr),
-              MOSS_ERROR_INVALID_ARGUMENT, "transposed->local is 0");
+  expectError(
+      moss_quantize_both_layouts(context, &spec, &rowBuffers, &bad, 0, nullptr),
+      MOSS_ERROR_INVALID_ARGUMENT, "transposed->local is 0");
   bad = tBuffers;
   bad.x = dx.ptr + 16;
-  expectError(moss_quantize_both_layouts(context, &spec, &rowBuffers, &bad, 0,
-                                         nullptr),
-              MOSS_ERROR_INVALID_ARGUMENT, "transposed->x differs");
-  expectError(moss_quantize_both_layouts(context, &spec, &rowBuffers,
-                                         &tBuffers, row.global.ptr, nullptr),
+  expectError(
+      moss_quantize_both_layouts(context, &spec, &rowBuffers, &bad, 0, nullptr),
+      MOSS_ERROR_INVALID_ARGUMENT, "transposed->x differs");
+  expectError(moss_quantize_both_layouts(context, &spec, &rowBuffers, &tBuffers,
+                                         row.global.ptr, nullptr),
               MOSS_ERROR_INVALID_ARGUMENT, "per-tensor");
 }
 

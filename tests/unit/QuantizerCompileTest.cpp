@@ -146,8 +146,8 @@ TEST(QuantizerCompileTest, DualLayoutRejectsWhatOneReadCannotWrite) {
        BlockScaleFold::None, false, "blocks of at most 32 along K, got 64"},
       {ScalingScheme::twoLevel(GlobalScope::Row, 32), InputType::BF16,
        BlockScaleFold::K128, false, "not per 128"},
-      {ScalingScheme::perGroup(128, 128), InputType::BF16,
-       BlockScaleFold::None, false, "square per-group blocks"},
+      {ScalingScheme::perGroup(128, 128), InputType::BF16, BlockScaleFold::None,
+       false, "square per-group blocks"},
       {ScalingScheme::mxfp8(), InputType::BF16, BlockScaleFold::None, true,
        "leave transpose off"},
   };

@@ -135,9 +135,8 @@ quantizeOnGpu(ArrayRef<float> x, ArrayRef<uint16_t> bf16, int64_t rows,
     Outputs second(api, getTransposedSpec(spec));
     if (Error e = second.allocate())
       return std::move(e);
-    if (Error e = quantizer.quantizeBothLayouts(spec, first.buffers(dx.ptr),
-                                                second.buffers(dx.ptr),
-                                                nullptr))
+    if (Error e = quantizer.quantizeBothLayouts(
+            spec, first.buffers(dx.ptr), second.buffers(dx.ptr), nullptr))
       return std::move(e);
     for (const Outputs *o : {&first, &second}) {
       Expected<QuantizedTensor> t = o->download();

@@ -105,8 +105,9 @@ cl::opt<bool> report("report",
 
 /// Every file a run may write; those a run does not write are removed with
 /// the rest replaced, so that no directory mixes two runs.
-constexpr const char *kOutputNames[] = {"q.npy",   "local.npy",   "global.npy",
-                                        "q_t.npy", "local_t.npy", "global_t.npy"};
+constexpr const char *kOutputNames[] = {"q.npy",       "local.npy",
+                                        "global.npy",  "q_t.npy",
+                                        "local_t.npy", "global_t.npy"};
 
 /// One output file, serialized before anything is written.
 struct OutputFile {
@@ -210,7 +211,8 @@ static Error writeOutputs(StringRef dir, ArrayRef<OutputFile> files) {
 static void serializeOutputs(const QuantizedTensor &q, StringRef suffix,
                              std::vector<OutputFile> &files) {
   auto name = [&](StringRef stem) { return (stem + suffix + ".npy").str(); };
-  files.push_back({name("q"), serializeNpy({q.rows, q.cols}, ArrayRef(q.codes))});
+  files.push_back(
+      {name("q"), serializeNpy({q.rows, q.cols}, ArrayRef(q.codes))});
   if (q.scheme.localScalesAreE8M0())
     files.push_back({name("local"), serializeNpy({q.localRows, q.localCols},
                                                  ArrayRef(q.localE8M0))});
@@ -280,15 +282,14 @@ int runQuantize() {
       return fail(std::move(error));
   std::vector<QuantizedTensor> results;
   if (target == Target::Gpu) {
-    Expected<std::vector<QuantizedTensor>> q = quantizeOnGpu(
-        x->data, x->bf16, x->rows, x->cols, options, bothLayouts);
+    Expected<std::vector<QuantizedTensor>> q =
+        quantizeOnGpu(x->data, x->bf16, x->rows, x->cols, options, bothLayouts);
     if (!q)
       return fail(q.takeError());
     results = std::move(*q);
   } else {
     for (const QuantizeOptions &layout : layouts) {
-      Expected<QuantizedTensor> q =
-          quantize(x->data, x->rows, x->cols, layout);
+      Expected<QuantizedTensor> q = quantize(x->data, x->rows, x->cols, layout);
       if (!q)
         return fail(q.takeError());
       results.push_back(std::move(*q));

@@ -37,11 +37,11 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
-#include "llvm/Support/Threading.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Threading.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <ctime>
@@ -424,8 +424,8 @@ int main(int argc, char **argv) {
 
   auto start = std::chrono::steady_clock::now();
   // --jobs 0: every core the process may run on (its CPU affinity).
-  unsigned threads = llvm::hardware_concurrency(unsigned(jobs))
-                         .compute_thread_count();
+  unsigned threads =
+      llvm::hardware_concurrency(unsigned(jobs)).compute_thread_count();
   CompileSummary compiled = compileAll(plans, target, cache, threads);
   outs() << format("compiled %lld distinct kernels in %.1f s with %u threads "
                    "(%.2f kernels/s), %lld failed\n",

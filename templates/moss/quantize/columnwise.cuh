@@ -310,8 +310,8 @@ __device__ void columnwise(const Args &args, int pass, bool globalPerRow,
         reduceRowLayout<In, Kind, Config::Block, Config::Threads, TileR>(
             args, tiles[j % Stages], r0, globalPerRow, Fold == kFoldRow,
             rowTensorBits);
-      // Each whole block's contribution; rows and columns past X's end
-      // staged zeros and contribute nothing.
+        // Each whole block's contribution; rows and columns past X's end
+        // staged zeros and contribute nothing.
 #pragma unroll
       for (int c = 0; c < LaneCols; ++c)
 #pragma unroll
@@ -391,8 +391,8 @@ __device__ void columnwise(const Args &args, int pass, bool globalPerRow,
             x[k] = wordElement<In>(words[32 * (r + k)], c);
           uint32_t pair[2];
           encodeValues<Fmt, Kind == kTwoLevel,
-                       Config::Source == kGlobalFromScale>(x, s, pair, saturated,
-                                               args.rows - (rowBase + r));
+                       Config::Source == kGlobalFromScale>(
+              x, s, pair, saturated, args.rows - (rowBase + r));
           codes[r / 4] = pair[0];
           codes[r / 4 + 1] = pair[1];
         }

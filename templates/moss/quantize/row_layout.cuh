@@ -63,12 +63,12 @@ stageRowScales(const Args &args, int r0, bool globalPerRow,
     g = makeGlobal(globalFromBits<Kind, Fmt>(args.row.globalBits[row]));
   int reference = 0;
   if constexpr (Fold == kFoldRow)
-    reference = int(blockScale<Kind, Fmt>(globalPerRow
-                                              ? args.row.globalBits[row]
-                                              : args.row.foldBits[row],
-                                          g)
-                        .e8m0) -
-                127;
+    reference =
+        int(blockScale<Kind, Fmt>(globalPerRow ? args.row.globalBits[row]
+                                               : args.row.foldBits[row],
+                                  g)
+                .e8m0) -
+        127;
   out.recip64[t] = g.recip64;
   out.value[t] = g.value;
   out.recip[t] = g.recip;
@@ -130,13 +130,11 @@ reduceRowLayout(const Args &args, const uint32_t (*tile)[32], int r0,
 /// own when `perRowScales`.
 template <int In, int Kind, int Fmt, int Block, int Source, int Fold,
           int Threads, int TileR>
-__device__ __forceinline__ void
-quantizeRowLayout(const Args &args, const uint32_t (*tile)[32], int r0, int c0,
-                  bool globalPerRow, bool perRowScales,
-                  const GlobalScale &tensorScale,
-                  const RowScales<TileR> &scales,
-                  const FoldTable<Fmt> &foldTables, uint32_t &saturated,
-                  uint32_t &nonFinite) {
+__device__ __forceinline__ void quantizeRowLayout(
+    const Args &args, const uint32_t (*tile)[32], int r0, int c0,
+    bool globalPerRow, bool perRowScales, const GlobalScale &tensorScale,
+    const RowScales<TileR> &scales, const FoldTable<Fmt> &foldTables,
+    uint32_t &saturated, uint32_t &nonFinite) {
   using Shape = RowLayoutShape<In, Kind, Block, Threads, TileR>;
   constexpr int kVecElems = Shape::kVecElems, Lanes = Shape::kBlockLanes;
   const int lane = threadIdx.x & 31;
@@ -151,8 +149,7 @@ quantizeRowLayout(const Args &args, const uint32_t (*tile)[32], int r0, int c0,
     const bool inside = row < args.rows && col < args.cols;
     Vec16 v;
     ptx::loadShared128(ptx::smemAddress(&tile[tileRow][4 * vec]), v.w);
-    const uint32_t blockBits =
-        rowBlockBits<In, Lanes, Shape::kBlocks>(v);
+    const uint32_t blockBits = rowBlockBits<In, Lanes, Shape::kBlocks>(v);
 
     GlobalScale g = tensorScale;
     int reference = 0;
