@@ -89,8 +89,8 @@ private:
 template <typename T> class SizedStruct {
 public:
   explicit SizedStruct(const T &value) {
-    size_t size = std::clamp<size_t>(value.struct_size, sizeof(size_t),
-                                     kMaxStructBytes);
+    size_t size =
+        std::clamp<size_t>(value.struct_size, sizeof(size_t), kMaxStructBytes);
     storage.reset(new char[size]());
     std::memcpy(storage.get(), &value, std::min(size, sizeof(T)));
   }
@@ -120,10 +120,9 @@ void fuzzGemmCheck(InputReader &in, uint8_t flags) {
   auto m = in.read<int64_t>();
   auto buffers = in.read<moss_gemm_buffers_t>();
   SizedStruct<moss_gemm_spec_t> sized(spec);
-  expectInvalidOrNone(
-      moss_gemm_check(flags & kNullSpec ? nullptr : sized.get(), m,
-                      flags & kNullOut ? nullptr : &buffers),
-      "moss_gemm_check");
+  expectInvalidOrNone(moss_gemm_check(flags & kNullSpec ? nullptr : sized.get(),
+                                      m, flags & kNullOut ? nullptr : &buffers),
+                      "moss_gemm_check");
 }
 
 /// Quantizes `spec` on the host into buffers of exactly `layout`'s sizes.
@@ -163,9 +162,9 @@ void fuzzQuantize(InputReader &in, uint8_t flags) {
     return;
   }
   int64_t elements = 0, codes = 0;
-  bool large = __builtin_mul_overflow(spec.rows, spec.cols, &elements) ||
-               __builtin_mul_overflow(layout.code_rows, layout.code_cols,
-                                      &codes);
+  bool large =
+      __builtin_mul_overflow(spec.rows, spec.cols, &elements) ||
+      __builtin_mul_overflow(layout.code_rows, layout.code_cols, &codes);
   check(!large && codes == elements,
         "a layout with another number of codes than input values");
   if (elements <= kMaxHostElements)
@@ -277,8 +276,7 @@ std::vector<Seed> getGemmSeeds() {
   spec.a = operand(MOSS_SCHEME_PER_GROUP, 1, 128, MOSS_GLOBAL_TENSOR);
   spec.b = operand(MOSS_SCHEME_PER_GROUP, 128, 128, MOSS_GLOBAL_TENSOR);
   spec.out = MOSS_TYPE_BF16;
-  seeds.push_back(
-      gemmSeed(spec, m, m * k / 128, 0, (n / 128) * (k / 128), 0));
+  seeds.push_back(gemmSeed(spec, m, m * k / 128, 0, (n / 128) * (k / 128), 0));
   // Two-level with a per-tensor global on both sides, E5M2 A.
   spec.a = operand(MOSS_SCHEME_TWO_LEVEL, 1, 32, MOSS_GLOBAL_TENSOR);
   spec.a.format = MOSS_FORMAT_E5M2;
@@ -319,8 +317,7 @@ std::vector<Seed> getQuantizeSeeds() {
       make(MOSS_SCHEME_PER_ROW, 1, 0, MOSS_GLOBAL_TENSOR, 0, 0),
       make(MOSS_SCHEME_PER_GROUP, 1, 32, MOSS_GLOBAL_TENSOR, 0, 0),
       make(MOSS_SCHEME_PER_GROUP, 32, 32, MOSS_GLOBAL_TENSOR, 0, 0),
-      make(MOSS_SCHEME_MXFP8, 1, 32, MOSS_GLOBAL_TENSOR, 0, 0,
-           MOSS_INPUT_BF16),
+      make(MOSS_SCHEME_MXFP8, 1, 32, MOSS_GLOBAL_TENSOR, 0, 0, MOSS_INPUT_BF16),
       make(MOSS_SCHEME_TWO_LEVEL, 1, 32, MOSS_GLOBAL_ROW, 0, 0),
       make(MOSS_SCHEME_TWO_LEVEL, 1, 32, MOSS_GLOBAL_TENSOR, 0, MOSS_FOLD_ROW),
       make(MOSS_SCHEME_TWO_LEVEL, 1, 32, MOSS_GLOBAL_ROW, 1, 0),

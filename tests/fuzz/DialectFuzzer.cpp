@@ -3,15 +3,16 @@
 // Any text gives a module or diagnostics that say something, through the
 // parser and the verifiers of the moss dialect (and the dialects moss-opt
 // registers). A module that verifies prints as text that parses, verifies
-// and prints the same again, and goes through the GEMM pipeline (quantizers
-// lowered too) to CUDA C++, or fails with diagnostics: what moss-opt and
-// moss-translate do with it.
+// and prints the same again. It then goes through each moss pass alone (as
+// `moss-opt --<pass>` runs it) and through the GEMM pipeline (quantizers
+// lowered too), each followed by the translation to CUDA C++
+// (`moss-translate --moss-to-cuda`); every step gives IR that verifies or
+// fails with diagnostics.
 //
 //===----------------------------------------------------------------------===//
 
 #include "FuzzCheck.h"
 
-#include "moss/Compiler/Pipelines.h"
 #include "moss/InitAll.h"
 #include "moss/Target/Cuda/TranslateToCuda.h"
 
@@ -22,6 +23,7 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
 
 #include "llvm/Support/raw_ostream.h"
 
@@ -29,33 +31,43 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 using namespace mlir;
 using ::moss::fuzz::check;
 
 namespace {
 
-/// One context and pipeline for the whole run: what differs between inputs
-/// is the text.
+/// One context and set of pass managers for the whole run: what differs
+/// between inputs is the text.
 struct Session {
-  Session()
-      : context(makeRegistry(), MLIRContext::Threading::DISABLED),
-        pipeline(PassManager::on<ModuleOp>(&context)) {
+  Session() : context(makeRegistry(), MLIRContext::Threading::DISABLED) {
     context.loadAllAvailableDialects();
     context.printOpOnDiagnostic(false);
-    mlir::moss::GemmPipelineOptions options;
-    options.lowerQuantize = true;
-    mlir::moss::buildGemmPipeline(pipeline, options);
+    for (const char *pipeline :
+         {"moss-specialize-shapes", "moss-select-tiling",
+          "moss-convert-gemm-to-emitc", "moss-convert-quantize-to-emitc",
+          "moss-gemm-pipeline{lower-quantize=true}"}) {
+      auto pm =
+          std::make_unique<PassManager>(&context, ModuleOp::getOperationName());
+      std::string errors;
+      llvm::raw_string_ostream os(errors);
+      check(succeeded(parsePassPipeline(pipeline, *pm, os)),
+            "a moss pass pipeline does not parse: " + errors);
+      passes.push_back(std::move(pm));
+    }
   }
 
   static DialectRegistry makeRegistry() {
+    mlir::moss::registerAllPasses();
     DialectRegistry registry;
     mlir::moss::registerAllDialects(registry);
     return registry;
   }
 
   MLIRContext context;
-  PassManager pipeline;
+  /// Each pass alone, then the GEMM pipeline.
+  std::vector<std::unique_ptr<PassManager>> passes;
 };
 
 std::string print(ModuleOp module) {
@@ -92,8 +104,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   check(print(*reparsed) == printed,
         "a verified module printed, parsed and printed again differs");
 
-  if (failed(session->pipeline.run(*module)))
-    return 0;
   (void)mlir::moss::translateToCudaUnits(*module);
+  for (const std::unique_ptr<PassManager> &pm : session->passes) {
+    OwningOpRef<ModuleOp> copy = module->clone();
+    // The pass manager verifies what each pass leaves.
+    if (succeeded(pm->run(*copy)))
+      (void)mlir::moss::translateToCudaUnits(*copy);
+  }
   return 0;
 }

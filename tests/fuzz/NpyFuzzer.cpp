@@ -26,8 +26,7 @@ static void readOnce(llvm::StringRef bytes, bool uint16AsBf16) {
     return;
   }
   check(matrix->rows > 0 && matrix->cols > 0, "a matrix with an empty axis");
-  check(uint64_t(matrix->rows) * uint64_t(matrix->cols) ==
-            matrix->data.size(),
+  check(uint64_t(matrix->rows) * uint64_t(matrix->cols) == matrix->data.size(),
         "rows x cols differs from the number of values");
   bool isBf16 = matrix->source == NpyElementType::BF16;
   check(!isBf16 || uint16AsBf16, "BF16 read without the option");

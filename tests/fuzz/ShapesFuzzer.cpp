@@ -46,7 +46,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     llvm::Expected<compiler::TileConfig> tiling =
         compiler::selectTilingForLaunch(shape.spec, shape.m, target);
     if (!tiling) {
-      fuzz::checkMessage(tiling.takeError(), "a tiling error without a message");
+      fuzz::checkMessage(tiling.takeError(),
+                         "a tiling error without a message");
       continue;
     }
     llvm::Error fits = compiler::checkTiling(shape.spec, *tiling, target);

@@ -265,8 +265,7 @@ parseJsonShapes(StringRef text, StringRef name, const ShapeDefaults &defaults) {
 }
 
 static Expected<std::vector<TuneShape>>
-parseTextShapes(StringRef text, StringRef name,
-                const ShapeDefaults &defaults) {
+parseTextShapes(StringRef text, StringRef name, const ShapeDefaults &defaults) {
   std::vector<TuneShape> shapes;
   SmallVector<StringRef> lines;
   text.split(lines, '\n');
