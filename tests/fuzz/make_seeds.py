@@ -12,7 +12,7 @@ OUT_DIR/<target>/ gets, for
   NpyFuzzer             the .npy files that the tests' RUN lines make with
                         make_npy.py and make_snr_npy.py.
 CApiFuzzer's seeds are structs of moss.h: the target writes them itself
-(MOSS_FUZZ_WRITE_SEEDS, see CApiFuzzer.cpp).
+(MOSS_FUZZ_WRITE_SEEDS, CApiSeeds.cpp).
 """
 import os
 import re
