@@ -116,9 +116,11 @@ moss_fuzz_build
 moss_fuzz_seeds
 # ASan reports name functions and lines.
 if [ -z "${ASAN_SYMBOLIZER_PATH:-}" ]; then
-  for symbolizer in "llvm-symbolizer${FUZZ_CXX#clang++}" llvm-symbolizer; do
+  for symbolizer in "llvm-symbolizer${FUZZ_CXX#clang++}" llvm-symbolizer \
+      llvm-symbolizer-22; do
     if command -v "$symbolizer" >/dev/null; then
-      export ASAN_SYMBOLIZER_PATH="$(command -v "$symbolizer")"
+      ASAN_SYMBOLIZER_PATH="$(command -v "$symbolizer")"
+      export ASAN_SYMBOLIZER_PATH
       break
     fi
   done
