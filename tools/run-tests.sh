@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Quick start, step 2: build MOSS-JIT and run every test (lit and GoogleTest,
-# through ctest). GPU tests skip with a reason on machines without a GPU.
+# through ctest), then the fuzz targets for 30 s each (tools/scripts/fuzz.sh,
+# in their own instrumented build). GPU tests skip with a reason on machines
+# without a GPU.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/scripts/common.sh"
 moss_build
 moss_log "running the tests"
 ctest --test-dir "$MOSS_BUILD_DIR" --output-on-failure -j "$(nproc)"
+moss_log "fuzzing"
+bash "$MOSS_ROOT/tools/scripts/fuzz.sh"

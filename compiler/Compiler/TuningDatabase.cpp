@@ -14,6 +14,7 @@
 
 #include "llvm/ADT/bit.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -346,15 +347,16 @@ static void writeTiming(json::OStream &os, StringRef name,
                         const TuningTiming &timing) {
   os.attributeObject(name, [&] {
     writeTiling(os, timing.tiling);
-    // Enough digits for the measurement, few enough to read.
+    // Enough digits for the measurement, few enough to read. llvm::format
+    // grows its buffer: formatv's 32 bytes would cut 1e40 TFLOPS, which the
+    // reader takes, to its first 31 digits.
     os.attributeBegin("ms");
-    os.rawValue([&](raw_ostream &out) {
-      out << formatv("{0:f6}", timing.milliseconds);
-    });
+    os.rawValue(
+        [&](raw_ostream &out) { out << format("%.6f", timing.milliseconds); });
     os.attributeEnd();
     os.attributeBegin("tflops");
     os.rawValue(
-        [&](raw_ostream &out) { out << formatv("{0:f2}", timing.tflops); });
+        [&](raw_ostream &out) { out << format("%.2f", timing.tflops); });
     os.attributeEnd();
   });
 }

@@ -106,6 +106,23 @@ TEST(TuningDatabaseTest, RoundTrip) {
   EXPECT_EQ(copy.find(first.key)->best.tiling.tileM, 256);
 }
 
+TEST(TuningDatabaseTest, HugeTimingsAreWrittenInFull) {
+  // The reader takes any finite number >= 0; what it took is written back
+  // digit for digit, however long (found by TuningDatabaseFuzzer).
+  TuningDatabase database;
+  TuningEntry huge = entry(mossForward(), TargetInfo(), 16, tiling(128, 96, 7));
+  huge.best.tflops = 1e40;
+  huge.best.milliseconds = 3e30;
+  database.insert(huge);
+  std::string text = database.toJson();
+  llvm::Expected<TuningDatabase> parsed = TuningDatabase::parse(text, "t");
+  ASSERT_TRUE(bool(parsed)) << llvm::toString(parsed.takeError());
+  ASSERT_EQ(parsed->getEntries().size(), 1u);
+  EXPECT_EQ(parsed->getEntries()[0].best.tflops, 1e40) << text;
+  EXPECT_EQ(parsed->getEntries()[0].best.milliseconds, 3e30) << text;
+  EXPECT_EQ(parsed->toJson(), text);
+}
+
 TEST(TuningDatabaseTest, SaveAndLoad) {
   llvm::unittest::TempDir temp("moss-tuning-test", /*Unique=*/true);
   const llvm::StringRef directory = temp.path();

@@ -264,11 +264,8 @@ parseJsonShapes(StringRef text, StringRef name, const ShapeDefaults &defaults) {
   return shapes;
 }
 
-Expected<std::vector<TuneShape>>
-tune::parseShapesFile(StringRef text, StringRef name,
-                      const ShapeDefaults &defaults) {
-  if (text.ltrim().starts_with("["))
-    return parseJsonShapes(text, name, defaults);
+static Expected<std::vector<TuneShape>>
+parseTextShapes(StringRef text, StringRef name, const ShapeDefaults &defaults) {
   std::vector<TuneShape> shapes;
   SmallVector<StringRef> lines;
   text.split(lines, '\n');
@@ -287,7 +284,17 @@ tune::parseShapesFile(StringRef text, StringRef name,
       return shape.takeError();
     shapes.push_back(std::move(*shape));
   }
-  if (shapes.empty())
+  return shapes;
+}
+
+Expected<std::vector<TuneShape>>
+tune::parseShapesFile(StringRef text, StringRef name,
+                      const ShapeDefaults &defaults) {
+  Expected<std::vector<TuneShape>> shapes =
+      text.ltrim().starts_with("[") ? parseJsonShapes(text, name, defaults)
+                                    : parseTextShapes(text, name, defaults);
+  // An empty JSON list is no more a shapes file than an empty text one.
+  if (shapes && shapes->empty())
     return error(name + ": no shapes (expected lines 'M N K [a-scheme] "
                         "[b-scheme]' or a JSON list)");
   return shapes;

@@ -66,7 +66,8 @@ llvm::Expected<TuneShape> parseShapeFlag(llvm::StringRef text,
                                          const ShapeDefaults &defaults);
 
 /// Parses the text of a shapes file named `name` (plain text or, when it
-/// starts with '[', JSON).
+/// starts with '[', JSON). A file without shapes (an empty JSON list too) is
+/// an error.
 llvm::Expected<std::vector<TuneShape>>
 parseShapesFile(llvm::StringRef text, llvm::StringRef name,
                 const ShapeDefaults &defaults);

@@ -8,7 +8,7 @@ MOSS_BUILD_DIR="${MOSS_BUILD_DIR:-$MOSS_ROOT/build}"
 MOSS_PACKAGES=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools libzstd-dev
   zlib1g-dev googletest libgtest-dev ninja-build cmake g++ python3-numpy
-  python3-venv pkgconf
+  python3-venv pkgconf clang-14 libclang-rt-14-dev
 )
 
 moss_log() { echo "[moss] $*"; }
