@@ -1049,6 +1049,16 @@ struct RunResult {
   compiler::TileConfig tiling; ///< the kernel's
 };
 
+/// How the host reference quantizes operand `side` ('A' or 'B') of `p`.
+QuantizeOptions operandOptions(const Params &p, char side) {
+  const bool a = side == 'A';
+  return {a ? schemeOf(p.scaleA, p.blockRowsA, p.blockA, p.globalRowA)
+            : schemeOf(p.scaleB, p.blockRowsB, p.blockB, p.globalRowB),
+          (a ? p.elemA : p.elemB) == kE5M2 ? Fp8Format::E5M2
+                                           : Fp8Format::E4M3,
+          false};
+}
+
 /// Uploads the operands, compiles and launches the kernel twice (output
 /// poisoned with 0xFF bytes before each launch) and downloads the outputs.
 void runOnDevice(const GemmCase &gc, const QuantizedTensor *qa,
@@ -1315,12 +1325,8 @@ TEST_P(GemmCorrectness, MatchesFp64Reference) {
 
   // --- operands -----------------------------------------------------------
   auto t0 = std::chrono::steady_clock::now();
-  QuantizeOptions optionsA{
-      schemeOf(p.scaleA, p.blockRowsA, p.blockA, p.globalRowA),
-      p.elemA == kE5M2 ? Fp8Format::E5M2 : Fp8Format::E4M3, false};
-  QuantizeOptions optionsB{
-      schemeOf(p.scaleB, p.blockRowsB, p.blockB, p.globalRowB),
-      p.elemB == kE5M2 ? Fp8Format::E5M2 : Fp8Format::E4M3, false};
+  const QuantizeOptions optionsA = operandOptions(p, 'A');
+  const QuantizeOptions optionsB = operandOptions(p, 'B');
   auto qa = quantizedOperand(gc.distA, m, k, seed, 1.0f, optionsA);
   auto qb = quantizedOperand(gc.distB, n, k, seed + 1,
                              1.0f / std::sqrt(static_cast<float>(k)), optionsB);
@@ -1554,12 +1560,8 @@ TEST(GemmNonFinite, NanScalesMakeTheirRowsAndColumnsNanAndNothingElse) {
       a[77 * k + 200] = INFINITY;
       b[3 * k + 100] = -INFINITY;
       b[260 * k + 5] = NAN;
-      QuantizeOptions optionsA{
-          schemeOf(p.scaleA, p.blockRowsA, p.blockA, p.globalRowA),
-          p.elemA == kE5M2 ? Fp8Format::E5M2 : Fp8Format::E4M3, false};
-      QuantizeOptions optionsB{
-          schemeOf(p.scaleB, p.blockRowsB, p.blockB, p.globalRowB),
-          p.elemB == kE5M2 ? Fp8Format::E5M2 : Fp8Format::E4M3, false};
+      const QuantizeOptions optionsA = operandOptions(p, 'A');
+      const QuantizeOptions optionsB = operandOptions(p, 'B');
       Expected<QuantizedTensor> qa = quantize(a, m, k, optionsA);
       Expected<QuantizedTensor> qb = quantize(b, n, k, optionsB);
       ASSERT_TRUE(qa && qb);
