@@ -162,7 +162,6 @@ class _LinearFunction(torch.autograd.Function):
                                config.global_scope, transpose=True,
                                fold=config.fold)
             dw = _torch.gemm(dy_t, x_t, out_dtype=weight.dtype, mma="fp8")
-        ctx.x_t = None
         if ctx.has_bias and ctx.needs_input_grad[2]:
             db = dy.sum(0, dtype=torch.float32).to(ctx.bias_dtype)
         return dx, dw, db, None, None, None, None, None
