@@ -190,7 +190,7 @@ Error GpuQuantizer::reserveWorkspace(int64_t globalWords) {
 
 /// Checks one device pointer: present exactly when needed, and aligned.
 static Error checkPointer(CUdeviceptr ptr, bool needed, unsigned alignment,
-                          StringRef name, const ScalingScheme &scheme) {
+                          const Twine &name, const ScalingScheme &scheme) {
   if (needed && !ptr)
     return invalidArgument(name + " is null; " + scheme.str() + " needs it");
   if (!needed && ptr)
@@ -202,21 +202,23 @@ static Error checkPointer(CUdeviceptr ptr, bool needed, unsigned alignment,
   return Error::success();
 }
 
-/// Checks the outputs of one layout; `layout` names it in a dual-layout
-/// quantize ("" otherwise).
+/// Checks the outputs of one layout; `of` names it in a dual-layout
+/// quantize (" of the ... layout", else empty). The names are only built
+/// into a message on an error: this runs on every launch.
 static Error checkOutputs(const QuantizeBuffers &buffers,
-                          const ScalingScheme &scheme, StringRef layout) {
-  const std::string of = layout.empty() ? "" : (" of the " + layout).str();
-  if (Error e = checkPointer(buffers.q, true, 16, "the codes q" + of, scheme))
+                          const ScalingScheme &scheme, const char *of) {
+  if (Error e = checkPointer(buffers.q, true, 16, Twine("the codes q") + of,
+                             scheme))
     return e;
   if (Error e = checkPointer(buffers.local, scheme.hasLocalScales(), 4,
-                             "the block scales (local)" + of, scheme))
+                             Twine("the block scales (local)") + of, scheme))
     return e;
   if (Error e = checkPointer(buffers.global, scheme.hasGlobalScales(), 4,
-                             "the global scales" + of, scheme))
+                             Twine("the global scales") + of, scheme))
     return e;
   if (buffers.counters % 8 != 0)
-    return invalidArgument("the counters" + of + " must be 8-byte aligned");
+    return invalidArgument(Twine("the counters") + of +
+                           " must be 8-byte aligned");
   return Error::success();
 }
 
@@ -229,11 +231,11 @@ Error GpuQuantizer::run(const QuantizeSpec &spec,
       getFoldedScheme(spec.options.scheme, spec.options.fold);
   if (Error e = checkPointer(buffers.x, true, 16, "the input x", scheme))
     return e;
-  if (Error e =
-          checkOutputs(buffers, scheme, rowMajor ? "transposed layout" : ""))
+  if (Error e = checkOutputs(buffers, scheme,
+                             rowMajor ? " of the transposed layout" : ""))
     return e;
   if (rowMajor)
-    if (Error e = checkOutputs(*rowMajor, scheme, "row-major layout"))
+    if (Error e = checkOutputs(*rowMajor, scheme, " of the row-major layout"))
       return e;
   for (const QuantizeBuffers *b : {&buffers, rowMajor}) {
     if (!b || !b->amax)
