@@ -160,6 +160,20 @@ moss_error_t checkCall(moss_context_t context, const moss_quantize_spec_t *spec,
   return nullptr;
 }
 
+/// Checks a cast's device scale against its spec: per-tensor only, 4-byte
+/// aligned.
+moss_error_t checkCastScale(const moss_quantize_spec_t &spec,
+                            const QuantizeSpec &converted, uint64_t scale) {
+  if (converted.options.scheme.kind != ScalingKind::PerTensor)
+    return invalid("a cast with a given scale is per-tensor, not spec->scheme=" +
+                   Twine(spec.scheme) + " (" + converted.options.scheme.str() +
+                   ")");
+  if (scale % 4 != 0)
+    return invalid("scale must be 4-byte aligned, got 0x" +
+                   Twine::utohexstr(scale));
+  return nullptr;
+}
+
 /// Checks the transposed outputs of a dual-layout quantize, whose input is
 /// the row-major buffers' x (`x` 0 or that one).
 moss_error_t checkTransposedBuffers(const moss_quantize_buffers_t *t,
@@ -427,15 +441,10 @@ moss_error_t moss_cast_with_scale(moss_context_t context,
   if (moss_error_t error =
           checkCall(context, spec, buffers, converted, devBuffers))
     return error;
-  if (converted.options.scheme.kind != ScalingKind::PerTensor)
-    return invalid("a cast with a given scale is per-tensor, not spec->scheme=" +
-                   Twine(spec->scheme) + " (" +
-                   converted.options.scheme.str() + ")");
+  if (moss_error_t error = checkCastScale(*spec, converted, scale))
+    return error;
   if (!scale)
     return invalid("scale is 0");
-  if (scale % 4 != 0)
-    return invalid("scale must be 4-byte aligned, got 0x" +
-                   Twine::utohexstr(scale));
   if (Error error = context->device.makeCurrent())
     return convert(std::move(error));
   return convert(context->quantizer.castWithScale(
@@ -455,16 +464,9 @@ moss_error_t moss_quantize_both_layouts(
           transposed, buffers->x,
           getFoldedScheme(converted.options.scheme, converted.options.fold), t))
     return error;
-  if (scale) {
-    if (converted.options.scheme.kind != ScalingKind::PerTensor)
-      return invalid("a cast with a given scale is per-tensor, not "
-                     "spec->scheme=" +
-                     Twine(spec->scheme) + " (" +
-                     converted.options.scheme.str() + ")");
-    if (scale % 4 != 0)
-      return invalid("scale must be 4-byte aligned, got 0x" +
-                     Twine::utohexstr(scale));
-  }
+  if (scale)
+    if (moss_error_t error = checkCastScale(*spec, converted, scale))
+      return error;
   if (Error error = context->device.makeCurrent())
     return convert(std::move(error));
   return convert(context->quantizer.quantizeBothLayouts(
