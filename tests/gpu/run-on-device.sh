@@ -6,7 +6,7 @@
 #
 #   quick  driver, quantizer and C API suites, GEMM on 129x257x96
 #   gemm   the GEMM suites and moss-jit run
-#   jitbench  moss-jit bench on the shapes and schemes
+#   jitbench  moss-jit bench on the LLaMA-7B shapes and schemes of docs/PERFORMANCE.md
 #   sanitize  compute-sanitizer memcheck and racecheck, one small GEMM per variant (both epilogue stores)
 #   bench  the benchmarks (quantizers, GEMM against cuBLASLt)
 #   fold   the fold suite, its sanitizer runs and the fold benchmarks

@@ -12,8 +12,8 @@
 // words down the rows hits 32 consecutive banks, and each column's 32 rows
 // become 32 code bytes of its output row. Those go to a shared output tile
 // first, from where 8 threads write each output row's 128 codes: whole
-// sectors (a lane's own 32 bytes, written as two 16-byte stores, were half
-// sectors in flight, which doubled the L2 traffic). Blocks of 16
+// sectors (a lane's own 32 bytes, written as two 16-byte stores, would be
+// half sectors in flight, doubling the L2 traffic). Blocks of 16
 // and 32 rows are a lane's own; blocks of 64 and 128 rows combine the warps'
 // maxima through shared memory. A lane's columns are the same in every tile,
 // so their global scales are computed once per CTA.
