@@ -204,10 +204,7 @@ Expected<QuantizerSource> generateQuantizerSource(const QuantizeSpec &spec,
                      "{5}, {6}, {7}>",
                      in, kind, fmt, v.block, spec.cols, v.threads,
                      int(v.source), int(options.fold));
-    call = options.fold == BlockScaleFold::None
-               ? "moss::quantize::rowwise<Config>(args, moss::quantize::{0})"
-               : "moss::quantize::rowwise<Config>(args, moss::quantize::{0}, "
-                 "kFoldTable)";
+    call = "moss::quantize::rowwise<Config>(args, moss::quantize::{0})";
     break;
   case Family::Columnwise:
     header = "moss/quantize/columnwise.cuh";
@@ -219,8 +216,7 @@ Expected<QuantizerSource> generateQuantizerSource(const QuantizeSpec &spec,
                 v.bothLayouts ? ", true" : "");
     call = std::string("moss::quantize::columnwise<Config>(args, "
                        "moss::quantize::{0}, ") +
-           (v.globalPerRow ? "true" : "false") +
-           (options.fold == BlockScaleFold::None ? ")" : ", kFoldTable)");
+           (v.globalPerRow ? "true)" : "false)");
     break;
   case Family::Tile2d:
     header = "moss/quantize/tile2d.cuh";
@@ -230,10 +226,8 @@ Expected<QuantizerSource> generateQuantizerSource(const QuantizeSpec &spec,
     break;
   }
 
-  std::string source = "#include \"" + header + "\"\n\nusing Config = " +
-                       config + ";\n";
-  if (options.fold != BlockScaleFold::None)
-    source += "\n" + getFoldTableSource(options.format);
+  std::string source =
+      "#include \"" + header + "\"\n\nusing Config = " + config + ";\n";
   // The row-wise kernel keeps at least 768 threads per SM (at most 85
   // registers for up to 256 threads, 64 for more), the transposed one 5
   // CTAs (at most 102 registers; its shared memory holds 5, and 4 with the
@@ -258,30 +252,6 @@ Expected<QuantizerSource> generateQuantizerSource(const QuantizeSpec &spec,
   addKernel(result.quantizeKernel, "kQuantizePass");
   result.source = std::move(source);
   return result;
-}
-
-std::string getFoldTableSource(Fp8Format format) {
-  // The rounding of every code at every shift, from the host rule: kernels
-  // look up what they cannot do by exponent arithmetic.
-  std::string table;
-  raw_string_ostream os(table);
-  const int shifts = getFoldShiftLimit(format) + 1;
-  os << "__device__ const moss::Vec16 kFoldTable[" << shifts * 16
-     << "] = {\n   ";
-  for (int word = 0; word < shifts * 64; ++word) {
-    uint32_t packed = 0;
-    for (int byte = 0; byte < 4; ++byte) {
-      int index = word * 4 + byte;
-      packed |= uint32_t(foldCode(uint8_t(index & 0xFF), index >> 8, format))
-                << (8 * byte);
-    }
-    os << (word % 4 == 0 ? (word ? "}}, {{" : "{{") : ", ")
-       << format_hex(packed, 10);
-    if (word % 32 == 31)
-      os << "\n   ";
-  }
-  os << "}}};\n";
-  return table;
 }
 
 } // namespace moss::runtime

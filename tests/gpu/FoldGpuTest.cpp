@@ -88,6 +88,48 @@ std::vector<FoldCase> foldCases() {
   return cases;
 }
 
+/// Folds `q` on the GPU and expects the codes and factors of the host rule
+/// (foldBlockScales), bit for bit.
+void expectFoldMatchesTheHost(runtime::GpuFolder &folder,
+                              const QuantizedTensor &q, BlockScaleFold fold) {
+  llvm::Expected<QuantizedTensor> expected = foldBlockScales(q, fold);
+  ASSERT_TRUE(bool(expected)) << llvm::toString(expected.takeError());
+
+  runtime::FoldSpec spec{q.rows, q.cols, q.format, q.scheme, fold};
+  DeviceBuffer codes(q.codes.size()), e8m0(q.localE8M0.size()),
+      global(q.global.size() * 4), outCodes(q.codes.size()),
+      outFactors(size_t(runtime::getFoldFactorCount(spec)) * 4);
+  codes.upload(q.codes.data());
+  e8m0.upload(q.localE8M0.data());
+  if (!q.global.empty())
+    global.upload(q.global.data());
+  outCodes.poison();
+  outFactors.poison();
+  runtime::FoldBuffers buffers{codes.get(), e8m0.get(), global.get(),
+                               outCodes.get(), outFactors.get()};
+  llvm::Error error = folder.fold(spec, buffers, nullptr);
+  ASSERT_FALSE(bool(error)) << llvm::toString(std::move(error));
+  ASSERT_EQ(DeviceBuffer::api().streamSynchronize(nullptr), CUDA_SUCCESS);
+
+  std::vector<uint8_t> gotCodes = outCodes.download<uint8_t>();
+  std::vector<uint32_t> gotFactors = outFactors.download<uint32_t>();
+  const std::vector<float> &factors =
+      fold == BlockScaleFold::Row ? expected->global : expected->localF32;
+  ASSERT_EQ(gotFactors.size(), factors.size());
+  int64_t codeMismatches = 0;
+  for (size_t i = 0; i < gotCodes.size(); ++i)
+    if (gotCodes[i] != expected->codes[i] && codeMismatches++ < 5)
+      ADD_FAILURE() << "code " << i << " (0x" << std::hex << int(q.codes[i])
+                    << "): got 0x" << int(gotCodes[i]) << ", expected 0x"
+                    << int(expected->codes[i]) << std::dec;
+  EXPECT_EQ(codeMismatches, 0);
+  for (size_t i = 0; i < factors.size(); ++i) {
+    uint32_t want;
+    std::memcpy(&want, &factors[i], 4);
+    ASSERT_EQ(gotFactors[i], want) << "factor " << i;
+  }
+}
+
 TEST(FoldGpuTest, MatchesTheHostRuleBitForBit) {
   REQUIRE_GPU();
   runtime::GpuFolder folder(*gpu().cache, gpu().device->getSmCount());
@@ -98,42 +140,41 @@ TEST(FoldGpuTest, MatchesTheHostRuleBitForBit) {
     QuantizeOptions options{c.scheme, c.format, false};
     llvm::Expected<QuantizedTensor> q = quantize(x, c.rows, c.cols, options);
     ASSERT_TRUE(bool(q)) << llvm::toString(q.takeError());
-    llvm::Expected<QuantizedTensor> expected = foldBlockScales(*q, c.fold);
-    ASSERT_TRUE(bool(expected)) << llvm::toString(expected.takeError());
+    expectFoldMatchesTheHost(folder, *q, c.fold);
+  }
+}
 
-    runtime::FoldSpec spec{c.rows, c.cols, c.format, c.scheme, c.fold};
-    DeviceBuffer codes(q->codes.size()), e8m0(q->localE8M0.size()),
-        global(q->global.size() * 4), outCodes(q->codes.size()),
-        outFactors(size_t(runtime::getFoldFactorCount(spec)) * 4);
-    codes.upload(q->codes.data());
-    e8m0.upload(q->localE8M0.data());
-    if (!q->global.empty())
-      global.upload(q->global.data());
-    outCodes.poison();
-    outFactors.poison();
-    runtime::FoldBuffers buffers{codes.get(), e8m0.get(), global.get(),
-                                 outCodes.get(), outFactors.get()};
-    llvm::Error error = folder.fold(spec, buffers, nullptr);
-    ASSERT_FALSE(bool(error)) << llvm::toString(std::move(error));
-    ASSERT_EQ(DeviceBuffer::api().streamSynchronize(nullptr), CUDA_SUCCESS);
-
-    std::vector<uint8_t> gotCodes = outCodes.download<uint8_t>();
-    std::vector<uint32_t> gotFactors = outFactors.download<uint32_t>();
-    const std::vector<float> &factors =
-        c.fold == BlockScaleFold::Row ? expected->global : expected->localF32;
-    ASSERT_EQ(gotFactors.size(), factors.size());
-    int64_t codeMismatches = 0;
-    for (size_t i = 0; i < gotCodes.size(); ++i)
-      if (gotCodes[i] != expected->codes[i] && codeMismatches++ < 5)
-        ADD_FAILURE() << "code " << i << ": got 0x" << std::hex
-                      << int(gotCodes[i]) << ", expected 0x"
-                      << int(expected->codes[i]);
-    EXPECT_EQ(codeMismatches, 0);
-    for (size_t i = 0; i < factors.size(); ++i) {
-      uint32_t want;
-      std::memcpy(&want, &factors[i], 4);
-      ASSERT_EQ(gotFactors[i], want) << "factor " << i;
-    }
+// The kernels round each code in f16 arithmetic; the host rule (foldCode)
+// is the definition. One row holds every code (NaN and infinite ones too)
+// in blocks at every shift from 0 to 3 past the format's limit, after a
+// block at the reference exponent and before a block with the NaN factor.
+TEST(FoldGpuTest, FoldsEveryCodeAtEveryShiftAsTheHostRule) {
+  REQUIRE_GPU();
+  runtime::GpuFolder folder(*gpu().cache, gpu().device->getSmCount());
+  for (Fp8Format format : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+    SCOPED_TRACE(format == Fp8Format::E4M3 ? "e4m3" : "e5m2");
+    const int shifts = getFoldShiftLimit(format) + 4;
+    const int reference = 40; // exponent of the largest factor
+    QuantizedTensor q;
+    q.scheme = ScalingScheme::mxfp8();
+    q.format = format;
+    q.rows = 1;
+    q.localRows = 1;
+    // Per shift, eight blocks of 32 codes hold the 256 codes.
+    auto addBlocks = [&](uint8_t e8m0Code) {
+      for (int b = 0; b < 8; ++b) {
+        for (int c = 0; c < 32; ++c)
+          q.codes.push_back(uint8_t(32 * b + c));
+        q.localE8M0.push_back(e8m0Code);
+      }
+    };
+    addBlocks(uint8_t(127 + reference));
+    for (int shift = 1; shift < shifts; ++shift)
+      addBlocks(uint8_t(127 + reference - shift));
+    addBlocks(0xFF);
+    q.cols = int64_t(q.codes.size());
+    q.localCols = q.cols / 32;
+    expectFoldMatchesTheHost(folder, q, BlockScaleFold::Row);
   }
 }
 

@@ -79,11 +79,6 @@ llvm::Expected<QuantizerSource>
 generateQuantizerSource(const QuantizeSpec &spec, bool withScale = false,
                         llvm::StringRef kernelName = "moss_quantize");
 
-/// The CUDA definition of `kFoldTable`, the fold's rounding of every code
-/// of `format` at every shift up to getFoldShiftLimit (numerics::foldCode),
-/// which the fold kernel and the quantizers that fold read.
-std::string getFoldTableSource(numerics::Fp8Format format);
-
 /// Where a kernel takes its global scale from (GlobalSource of
 /// templates/moss/quantize/common.cuh, numbered alike).
 enum class QuantizerGlobal { None = 0, InCta = 1, FromBits = 2, FromScale = 3 };

@@ -107,6 +107,18 @@ __device__ __forceinline__ uint32_t encodeFp8x2(float hi, float lo) {
   return d;
 }
 
+/// The FP8 codes of an f16 pair (low half in the low byte), each rounded to
+/// nearest even; no f16 value the fold makes lies past the format's range.
+template <int Fmt>
+__device__ __forceinline__ uint32_t encodeFp8x2FromF16x2(uint32_t pair) {
+  unsigned short d;
+  if constexpr (Fmt == kE4M3)
+    asm("cvt.rn.satfinite.e4m3x2.f16x2 %0, %1;" : "=h"(d) : "r"(pair));
+  else
+    asm("cvt.rn.satfinite.e5m2x2.f16x2 %0, %1;" : "=h"(d) : "r"(pair));
+  return d;
+}
+
 /// The magnitude bits of x: for non-negative floats the integer order is the
 /// float order, and NaN/Inf patterns are the largest, so a max over these
 /// gives both the amax and whether all were finite.

@@ -157,11 +157,9 @@ __device__ __forceinline__ float wordElement(uint32_t word, int c) {
 }
 
 /// `globalPerRow` is a runtime flag for two-level (global = row); per-row
-/// always has one per output row. `foldTable`: the generated source's fold
-/// table when Config::Fold is set.
+/// always has one per output row.
 template <class Config>
-__device__ void columnwise(const Args &args, int pass, bool globalPerRow,
-                           const Vec16 *foldTable = nullptr) {
+__device__ void columnwise(const Args &args, int pass, bool globalPerRow) {
   constexpr int In = Config::In, Kind = Config::Kind, Fmt = Config::Fmt;
   constexpr int TileR = Config::TileR, TileC = Config::TileC;
   constexpr int LaneCols = Config::kLaneCols, Warps = Config::kWarps;
@@ -177,11 +175,6 @@ __device__ void columnwise(const Args &args, int pass, bool globalPerRow,
   __shared__ __align__(16) uint8_t outTile[TileC][Config::kOutRowBytes];
   // The row-major layout's scales of the tile's rows (dual layout only).
   __shared__ RowScales<Config::Dual ? TileR : 1> rowScales;
-  // Unreferenced (and so not allocated) unless the kernel folds.
-  __shared__ FoldTable<Fmt> foldTables;
-  if constexpr (Fold != kFoldNone)
-    if (pass == kQuantizePass)
-      foldTables.template load<Config::Threads>(foldTable);
   globalPerRow = globalPerRow || Config::kGlobalPerRow;
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
@@ -397,8 +390,8 @@ __device__ void columnwise(const Args &args, int pass, bool globalPerRow,
           codes[r / 4 + 1] = pair[1];
         }
         if constexpr (Fold != kFoldNone) {
-          foldBlockWords<Fmt, LaneBlockRows / 4>(
-              codes + h * LaneBlockRows / 4, reference, s.e8m0, foldTables);
+          foldBlockWords<Fmt, LaneBlockRows / 4>(codes + h * LaneBlockRows / 4,
+                                                 reference, s.e8m0);
         }
         if constexpr (Config::kBlocks) {
           // The block's first lane part writes its scale and counts it.
@@ -451,7 +444,7 @@ __device__ void columnwise(const Args &args, int pass, bool globalPerRow,
       quantizeRowLayout<In, Kind, Fmt, Config::Block, Config::Source, Fold,
                         Config::Threads, TileR>(
           args, tiles[j % Stages], r0, c0, globalPerRow, rowScalesPerRow,
-          rowTensorScale, rowScales, foldTables, rowSaturated, rowNonFinite);
+          rowTensorScale, rowScales, rowSaturated, rowNonFinite);
   }
 
   if (pass == kReducePass) {

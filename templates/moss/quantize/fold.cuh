@@ -4,16 +4,13 @@
 //
 // One warp per row. Each code becomes RNE(code * 2^-(E - e)), E the largest
 // exponent of its row (kFoldRow) or of its 128-wide K group (kFold128), e its
-// block's.
-// Codes whose result stays normal only lose `shift` from their exponent
-// field, four at a time in a 32-bit word; other words go through a table of
-// the rounding for every code and every shift below the format's limit
-// (from there on every finite code rounds to zero). The generated source
-// holds that table, made by the host rule (moss::numerics::foldCode), so the
-// rounding is defined once; each CTA copies it into shared memory.
+// block's: widened to f16, multiplied by 2^-(E - e) there and converted back
+// (foldWord), which rounds every code as the host rule does (FoldGpuTest
+// checks every code at every shift).
 #pragma once
 
 #include "moss/common/fp8.cuh"
+#include "moss/ptx/convert.cuh"
 
 namespace moss::quantize {
 
@@ -46,96 +43,91 @@ enum FoldGlobal : int { kFoldNoGlobal = 0, kFoldTensorGlobal = 1,
 /// (moss::numerics::getFoldShiftLimit).
 template <int Fmt> constexpr int kFoldShiftLimit = Fmt == kE4M3 ? 19 : 33;
 
-/// Field layout of a format's codes, four to a 32-bit word.
-template <int Fmt> struct FoldFields;
-template <> struct FoldFields<kE4M3> {
-  static constexpr int kMantissaBits = 3;
-  static constexpr uint32_t kExponentMask = 0x78787878u;
-};
-template <> struct FoldFields<kE5M2> {
-  static constexpr int kMantissaBits = 2;
-  static constexpr uint32_t kExponentMask = 0x7C7C7C7Cu;
+/// The factors of a fold by `shift` (0 < shift <= the format's limit) as
+/// f16 pairs: codes are multiplied by `first`, then (E5M2, whose shifts
+/// reach 33, past f16's 2^-24) by `second`, with first * second = 2^-shift.
+struct FoldFactors {
+  uint32_t first, second;
 };
 
-/// The four codes of `w` times 2^-shift (0 < shift <= 34) when each stays
-/// normal and none is NaN or infinite: then only the exponent fields drop
-/// by `shift`, with no borrow between bytes. Returns false otherwise.
-template <int Fmt>
-__device__ __forceinline__ bool foldWordExactly(uint32_t w, int shift,
-                                                uint32_t &out) {
-  using F = FoldFields<Fmt>;
-  const uint32_t exponents = (w & F::kExponentMask) >> F::kMantissaBits;
-  // Every byte's exponent above `shift`: bit 7 of exponent + 128 - shift - 1.
-  const uint32_t above =
-      (exponents + uint32_t(127 - shift) * 0x01010101u) & 0x80808080u;
-  // No NaN or infinity: E4M3's S.1111.111, E5M2's S.11111.xx.
-  uint32_t nonFinite;
-  if constexpr (Fmt == kE4M3) {
-    const uint32_t t = (w & 0x7F7F7F7Fu) ^ 0x7F7F7F7Fu; // zero byte: NaN
-    nonFinite = (t - 0x01010101u) & ~t & 0x80808080u;
-  } else {
-    nonFinite = ((exponents + 0x61616161u) & 0x80808080u); // exponent 31
-  }
-  out = w - uint32_t(shift << F::kMantissaBits) * 0x01010101u;
-  return above == 0x80808080u && nonFinite == 0;
+/// 2^-n (0 <= n <= 24) as an f16 in both halves of a word (subnormal from
+/// n = 15 on).
+__device__ __forceinline__ uint32_t f16x2Pow2(int n) {
+  const uint32_t h = n <= 14 ? uint32_t(15 - n) << 10 : 1u << (24 - n);
+  return h * 0x00010001u;
 }
 
-/// Four codes of one block folded by `shift` (0 < shift <= the limit);
-/// `table` is the shift's row of the fold table (256 codes).
 template <int Fmt>
-__device__ __forceinline__ uint32_t foldWord(uint32_t w, int shift,
-                                             const uint8_t *table) {
-  uint32_t out;
-  if (foldWordExactly<Fmt>(w, shift, out))
+__device__ __forceinline__ FoldFactors foldFactors(int shift) {
+  if constexpr (Fmt == kE4M3)
+    return {f16x2Pow2(shift), 0u};
+  const int first = min(shift, 24);
+  return {f16x2Pow2(first), f16x2Pow2(shift - first)};
+}
+
+/// Two codes (the low 16 bits of `pair`) times the fold's factors, as f16.
+template <int Fmt>
+__device__ __forceinline__ uint32_t foldedPairF16(uint32_t pair,
+                                                  const FoldFactors &f) {
+  uint32_t h = ptx::fp8x2ToF16x2<Fmt>(pair);
+  asm("mul.rn.f16x2 %0, %0, %1;" : "+r"(h) : "r"(f.first));
+  if constexpr (Fmt == kE5M2)
+    asm("mul.rn.f16x2 %0, %0, %1;" : "+r"(h) : "r"(f.second));
+  return h;
+}
+
+/// The four codes of `w` folded: each becomes RNE(code * 2^-shift), the
+/// host rule moss::numerics::foldCode, in three steps the hardware rounds
+/// exactly as that rule does. Every code is an f16 exactly (E4M3 and E5M2
+/// lie in f16's range and precision). Its product by 2^-shift is exact in
+/// f16 wherever the result can round to a nonzero code: such a result is at
+/// least half the smallest subnormal (2^-10, 2^-17) with 4 (3) significant
+/// bits, which f16 holds down to 2^-14 (2^-21); smaller products round in
+/// f16 and still encode to a signed zero. E5M2's first product by 2^-24 is
+/// exact for codes of 4 and up, and smaller ones end far below 2^-17.
+/// The one rounding to FP8 is the conversion's RNE. Non-finite codes
+/// (`kMayHoldNonFinite`: codes a caller passed in) keep their bits, as the
+/// host rule keeps them; a quantizer's finite blocks hold none.
+template <int Fmt, bool kMayHoldNonFinite>
+__device__ __forceinline__ uint32_t foldWord(uint32_t w, const FoldFactors &f) {
+  const uint32_t lo = foldedPairF16<Fmt>(w, f);
+  const uint32_t hi = foldedPairF16<Fmt>(w >> 16, f);
+  const uint32_t out = uint32_t(encodeFp8x2FromF16x2<Fmt>(lo)) |
+                       uint32_t(encodeFp8x2FromF16x2<Fmt>(hi)) << 16;
+  if constexpr (!kMayHoldNonFinite)
     return out;
-  return uint32_t(table[w & 0xFFu]) | uint32_t(table[(w >> 8) & 0xFFu]) << 8 |
-         uint32_t(table[(w >> 16) & 0xFFu]) << 16 |
-         uint32_t(table[w >> 24]) << 24;
+  // Bit 7 of each byte whose code is NaN (E4M3 S.1111.111) or, in E5M2,
+  // NaN or infinite (S.11111.xx); no carry crosses a byte.
+  const uint32_t magnitudes = w & 0x7F7F7F7Fu;
+  const uint32_t nonFinite =
+      Fmt == kE4M3 ? ~((magnitudes ^ 0x7F7F7F7Fu) + 0x7F7F7F7Fu) & 0x80808080u
+                   : (magnitudes + 0x04040404u) & 0x80808080u;
+  const uint32_t keep = (nonFinite >> 7) * 0xFFu;
+  return (out & ~keep) | (w & keep);
 }
 
-/// The fold table in shared memory: `kVecs` 16-byte vectors, copied from
-/// the generated source's table by the whole CTA.
-template <int Fmt> struct FoldTable {
-  static constexpr int kVecs = (kFoldShiftLimit<Fmt> + 1) * 256 / 16;
-  Vec16 vecs[kVecs];
+/// The shift of a block whose factor has E8M0 code `e8m0` against the
+/// reference exponent `reference`, capped where every code rounds to zero;
+/// 0 (nothing to do) for the NaN factor, whose codes are NaN already.
+template <int Fmt>
+__device__ __forceinline__ int foldShift(int reference, uint32_t e8m0) {
+  if (e8m0 == 0xFFu)
+    return 0;
+  return min(reference - (int(e8m0) - 127), kFoldShiftLimit<Fmt>);
+}
 
-  template <int Threads>
-  __device__ __forceinline__ void load(const Vec16 *table) {
-    for (int i = threadIdx.x; i < kVecs; i += Threads)
-      vecs[i] = table[i];
-    __syncthreads();
-  }
-  /// The row of codes folded by `shift`.
-  __device__ __forceinline__ const uint8_t *row(int shift) const {
-    return reinterpret_cast<const uint8_t *>(vecs) + shift * 256;
-  }
-};
-
-/// Folds `Words` words of one block's codes, whose factor has E8M0 code
-/// `e8m0`, to the reference exponent `reference`. A NaN block's codes are
-/// NaN already; the others move by E - e (capped where every code rounds to
-/// zero).
+/// Folds `Words` words of one block's quantizer-written codes, whose
+/// factor has E8M0 code `e8m0`, to the reference exponent `reference`.
 template <int Fmt, int Words>
 __device__ __forceinline__ void foldBlockWords(uint32_t *codes, int reference,
-                                               uint32_t e8m0,
-                                               const FoldTable<Fmt> &table) {
-  const int shift = min(reference - (int(e8m0) - 127), kFoldShiftLimit<Fmt>);
-  if (e8m0 == 0xFFu || shift <= 0)
+                                               uint32_t e8m0) {
+  const int shift = foldShift<Fmt>(reference, e8m0);
+  if (shift <= 0)
     return;
+  const FoldFactors f = foldFactors<Fmt>(shift);
 #pragma unroll
   for (int w = 0; w < Words; ++w)
-    codes[w] = foldWord<Fmt>(codes[w], shift, table.row(shift));
-}
-
-/// One 16-byte chunk of codes of one block, folded by `shift` (> 0).
-template <int Fmt>
-__device__ __forceinline__ Vec16 foldChunk(const uint8_t *table,
-                                           const Vec16 &v, int shift) {
-  Vec16 r;
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-    r.w[i] = foldWord<Fmt>(v.w[i], shift, table);
-  return r;
+    codes[w] = foldWord<Fmt, false>(codes[w], f);
 }
 
 /// The largest exponent of the E8M0 factors [first, first + count) that are
@@ -151,18 +143,15 @@ __device__ __forceinline__ int referenceExponent(const uint8_t *e8m0, int first,
   return e;
 }
 
-/// `table`: the folded code of every code c at every shift d <= the limit,
-/// at d * 256 + c (made by the host, moss::numerics::foldCode).
+/// The fold pass: codes a caller passed in, so non-finite codes keep their
+/// bits.
 template <int Fmt, int Block, int Fold, int Global, int Threads>
-__device__ __forceinline__ void fold(const FoldArgs &args,
-                                     const Vec16 *table) {
+__device__ __forceinline__ void fold(const FoldArgs &args) {
   static_assert(Fold == kFold128 || Fold == kFoldRow, "a fold to run");
   constexpr int Group = kFoldGroupCols;
   constexpr int kLimit = kFoldShiftLimit<Fmt>;
   constexpr int kWarps = Threads / 32;
   constexpr int kUnroll = 4;
-  __shared__ FoldTable<Fmt> tables;
-  tables.load<Threads>(table);
 
   const int lane = threadIdx.x & 31;
   const int blocks = args.cols / Block;
@@ -222,9 +211,13 @@ __device__ __forceinline__ void fold(const FoldArgs &args,
           for (int i = 0; i < 4; ++i)
             r.w[i] = 0x7F7F7F7Fu;
         } else {
-          int shift = min(reference - (blockCode - 127), kLimit);
-          if (shift != 0)
-            r = foldChunk<Fmt>(tables.row(shift), v[u], shift);
+          const int shift = min(reference - (blockCode - 127), kLimit);
+          if (shift != 0) {
+            const FoldFactors f = foldFactors<Fmt>(shift);
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+              r.w[i] = foldWord<Fmt, true>(v[u].w[i], f);
+          }
         }
         out[chunk] = r;
       }

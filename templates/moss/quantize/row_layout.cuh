@@ -133,8 +133,7 @@ template <int In, int Kind, int Fmt, int Block, int Source, int Fold,
 __device__ __forceinline__ void quantizeRowLayout(
     const Args &args, const uint32_t (*tile)[32], int r0, int c0,
     bool globalPerRow, bool perRowScales, const GlobalScale &tensorScale,
-    const RowScales<TileR> &scales, const FoldTable<Fmt> &foldTables,
-    uint32_t &saturated, uint32_t &nonFinite) {
+    const RowScales<TileR> &scales, uint32_t &saturated, uint32_t &nonFinite) {
   using Shape = RowLayoutShape<In, Kind, Block, Threads, TileR>;
   constexpr int kVecElems = Shape::kVecElems, Lanes = Shape::kBlockLanes;
   const int lane = threadIdx.x & 31;
@@ -169,7 +168,7 @@ __device__ __forceinline__ void quantizeRowLayout(
     encodeValues<Fmt, Kind == kTwoLevel, Source == kGlobalFromScale>(
         x, s, codes, saturated);
     if constexpr (Fold != kFoldNone)
-      foldBlockWords<Fmt, kVecElems / 4>(codes, reference, s.e8m0, foldTables);
+      foldBlockWords<Fmt, kVecElems / 4>(codes, reference, s.e8m0);
     if (!inside)
       continue;
 

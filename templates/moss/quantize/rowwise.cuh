@@ -76,10 +76,7 @@ __device__ __forceinline__ void encodeVector(const Vec16 &v,
     codes[w] = words[w];
 }
 
-/// `foldTable`: the generated source's fold table when Config::Fold is set.
-template <class Config>
-__device__ void rowwise(const Args &args, int pass,
-                        const Vec16 *foldTable = nullptr) {
+template <class Config> __device__ void rowwise(const Args &args, int pass) {
   constexpr int In = Config::In, Kind = Config::Kind, Fmt = Config::Fmt;
   constexpr int Threads = Config::Threads, VPT = Config::kVecsPerThread;
   constexpr int Lanes = Config::kBlockLanes;
@@ -87,11 +84,6 @@ __device__ void rowwise(const Args &args, int pass,
   constexpr bool kBlocks = Kind == kPerGroup || Kind == kMXFP8 ||
                            Kind == kTwoLevel;
   __shared__ uint32_t scratch[Threads / 32];
-  // Unreferenced (and so not allocated) unless the kernel folds.
-  __shared__ FoldTable<Fmt> foldTables;
-  if constexpr (Fold != kFoldNone)
-    if (pass == kQuantizePass)
-      foldTables.template load<Threads>(foldTable);
 
   const int lane = threadIdx.x & 31;
   uint32_t saturated = 0, nonFinite = 0;
@@ -256,8 +248,7 @@ __device__ void rowwise(const Args &args, int pass,
                    Config::Source == kGlobalFromScale>(v[i], s, codes,
                                                        saturated);
       if constexpr (Fold != kFoldNone) {
-        foldBlockWords<Fmt, Config::kVecElems / 4>(codes, reference[i], s.e8m0,
-                                                   foldTables);
+        foldBlockWords<Fmt, Config::kVecElems / 4>(codes, reference[i], s.e8m0);
         if constexpr (Fold == kFold128)
           if ((lane & (Config::kGroupLanes - 1)) == 0)
             static_cast<float *>(args.local)[size_t(row) * (Config::K /
