@@ -149,7 +149,6 @@ template <int Fmt, int Block, int Fold, int Global, int Threads>
 __device__ __forceinline__ void fold(const FoldArgs &args) {
   static_assert(Fold == kFold128 || Fold == kFoldRow, "a fold to run");
   constexpr int Group = kFoldGroupCols;
-  constexpr int kLimit = kFoldShiftLimit<Fmt>;
   constexpr int kWarps = Threads / 32;
   constexpr int kUnroll = 4;
 
@@ -211,7 +210,7 @@ __device__ __forceinline__ void fold(const FoldArgs &args) {
           for (int i = 0; i < 4; ++i)
             r.w[i] = 0x7F7F7F7Fu;
         } else {
-          const int shift = min(reference - (blockCode - 127), kLimit);
+          const int shift = foldShift<Fmt>(reference, blockCode);
           if (shift != 0) {
             const FoldFactors f = foldFactors<Fmt>(shift);
 #pragma unroll
