@@ -147,11 +147,13 @@ std::string accuracyClass(bool f16Mma, int promoteK) {
 }
 
 /// A GEMM timed through the product path (moss::GemmRunner via
-/// GemmApiLaunch): a spec that folds runs its fold kernel and then the
-/// GEMM kernel, both in the time.
+/// GemmApiLaunch): a spec that folds runs its fold kernels and then the
+/// GEMM kernel, all in the time. `foldAInKernel`: the kernel folds A
+/// itself (GemmOptions::foldAInKernel).
 struct ApiVariant {
   std::string name;
   moss::compiler::GemmSpec spec;
+  bool foldAInKernel = false;
 };
 
 } // namespace
@@ -321,6 +323,9 @@ int main(int argc, char **argv) {
     spec.fold = fold;
     spec.promoteK = promoteK;
     apiVariants.push_back({name + "_api", spec});
+    // Where a kernel can fold A itself, that kernel on the same GEMM.
+    if (spec.canFoldAInKernel(m))
+      apiVariants.push_back({name + "_kernelfold_api", spec, true});
   };
   const ScalingScheme mossRow = ScalingScheme::twoLevel(GlobalScope::Row);
   const ScalingScheme mossTensor = ScalingScheme::twoLevel(GlobalScope::Tensor);
@@ -582,7 +587,7 @@ int main(int argc, char **argv) {
     moss::compiler::TileConfig planned;
     auto t0 = std::chrono::steady_clock::now();
     if (Error e = prepareThroughApi(v.spec, m, std::nullopt, false, description,
-                                    planned)) {
+                                    planned, v.foldAInKernel)) {
       outs() << v.name << ": " << toString(std::move(e)) << "\n";
       continue;
     }
@@ -634,7 +639,8 @@ int main(int argc, char **argv) {
         timeAlone(
             [&] {
               return runThroughApi(api->variant.spec, m, std::nullopt, false,
-                                   api->buffers, stream);
+                                   api->buffers, stream,
+                                   api->variant.foldAInKernel);
             },
             api->times, api->name);
       });
@@ -670,7 +676,8 @@ int main(int argc, char **argv) {
           round,
           [&] {
             return runThroughApi(prep->variant.spec, m, std::nullopt, false,
-                                 prep->buffers, stream);
+                                 prep->buffers, stream,
+                                 prep->variant.foldAInKernel);
           },
           prep->times, prep->name);
   }

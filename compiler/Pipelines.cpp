@@ -43,12 +43,13 @@ void mlir::moss::buildGemmPipeline(OpPassManager &pm,
   tiling.sharedMemoryBytes = options.sharedMemoryBytes;
   tiling.assumedM = options.assumedM;
   tiling.allowSplitK = options.allowSplitK;
+  tiling.foldAInKernel = options.foldAInKernel;
   tiling.tuningDatabase = options.tuningDatabase;
   tiling.arch = options.arch;
   pm.addPass(createSelectTiling(tiling));
   // 3. Lowering: each kernel function becomes an emitc.file.
   pm.addPass(createConvertGemmToEmitC(
-      ConvertGemmToEmitCOptions{options.quickCompile}));
+      ConvertGemmToEmitCOptions{options.quickCompile, options.foldAInKernel}));
   if (options.lowerQuantize)
     pm.addPass(createConvertQuantizeToEmitC());
   // 4. (translateToCudaUnits) MLIR's C++ emitter prints the files.
@@ -176,6 +177,9 @@ compiler::compileGemm(const GemmSpec &spec, const TargetInfo &target,
   pipeline.assumedM = options.assumedM;
   pipeline.allowSplitK = options.allowSplitK;
   pipeline.quickCompile = options.quickCompile;
+  // A spec whose kernel folds A becomes an op that folds by rows (its
+  // getFoldingKernelSpec gives the spec back).
+  pipeline.foldAInKernel = spec.kernelFoldsA;
   pipeline.lowerQuantize = false; // the module holds one moss.gemm
   PassManager pm = PassManager::on<ModuleOp>(&context);
   buildGemmPipeline(pm, pipeline);

@@ -67,6 +67,8 @@ std::string GemmSpec::str() const {
     text += ", f16 MMA";
   if (fold && getFold() != numerics::BlockScaleFold::None)
     text += std::string(", fold ") + numerics::getName(*fold);
+  if (kernelFoldsA)
+    text += ", A folded in the kernel";
   return text;
 }
 
@@ -90,6 +92,24 @@ GemmSpec GemmSpec::getKernelSpec(int64_t rows) const {
   // Its operands fold no further (and a foldable one stays exact).
   kernel.fold = numerics::BlockScaleFold::None;
   return kernel;
+}
+
+bool GemmSpec::canFoldAInKernel(int64_t rows) const {
+  const numerics::ScalingScheme foldedB =
+      numerics::getFoldedScheme(bScaling, getFold(rows));
+  return getFold(rows) == numerics::BlockScaleFold::Row &&
+         aScaling.localScalesAreE8M0() && aScaling.blockCols == 32 &&
+         k % 128 == 0 && !multipliesInF16() && promoteK == 0 &&
+         !foldedB.hasLocalScales();
+}
+
+GemmSpec GemmSpec::getFoldingKernelSpec(int64_t rows) const {
+  GemmSpec launch = getKernelSpec(rows);
+  if (canFoldAInKernel(rows)) {
+    launch.aScaling = aScaling;
+    launch.kernelFoldsA = true;
+  }
+  return launch;
 }
 
 llvm::Error compiler::checkShapes(const GemmSpec &spec) {

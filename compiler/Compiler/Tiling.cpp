@@ -70,8 +70,9 @@ static int64_t localBlock(const ScalingScheme &scheme) {
 
 int64_t compiler::getPromoteK(const GemmSpec &spec) {
   int64_t result = 0;
-  for (int64_t k :
-       {localBlock(spec.aScaling), localBlock(spec.bScaling), spec.promoteK})
+  // A's factors, when the kernel folds them, are in its codes.
+  for (int64_t k : {spec.kernelFoldsA ? 0 : localBlock(spec.aScaling),
+                    localBlock(spec.bScaling), spec.promoteK})
     if (k > 0)
       result = result == 0 ? k : std::min(result, k);
   return result;
@@ -88,7 +89,7 @@ static bool hasColumnFactor(const GemmSpec &spec, int64_t tileN) {
 /// NxN scales folded into it).
 static bool hasRowFactor(const GemmSpec &spec, int64_t tileN) {
   return getPromoteK(spec) > 0 &&
-         (spec.aScaling.hasLocalScales() ||
+         ((spec.aScaling.hasLocalScales() && !spec.kernelFoldsA) ||
           (spec.bScaling.hasLocalScales() && !hasColumnFactor(spec, tileN)));
 }
 
@@ -313,6 +314,9 @@ llvm::Error compiler::checkTiling(const GemmSpec &spec,
     return error(
         "a cluster of " + llvm::Twine(tiling.clusterM * tiling.clusterN) +
         " blocks does not fit on " + llvm::Twine(target.smCount) + " SMs");
+  if (spec.kernelFoldsA && (tiling.tileM == 64 || tiling.splitK != 1))
+    return error("a kernel that folds A takes tile_m 128 or 256 and no "
+                 "split-K (its warpgroups fold whole rows of all of K)");
   if (tiling.tileM == 64) {
     if (tiling.clusterM * tiling.clusterN != 1)
       return error("tile_m = 64 needs 1x1 clusters");
@@ -381,7 +385,8 @@ TilingScore compiler::scoreTiling(const GemmSpec &spec,
 /// per-tensor 17% faster at K = 11008 (M <= 64) but 0-10% slower at
 /// K = 4096.
 static bool considerSplitK(const GemmSpec &spec, const TilingOptions &options) {
-  return options.allowSplitK && plannedM(spec, options) <= kSplitKMaxRows &&
+  return options.allowSplitK && !spec.kernelFoldsA &&
+         plannedM(spec, options) <= kSplitKMaxRows &&
          (getPromoteK(spec) > 0 || spec.k >= 64 * kBlockK);
 }
 

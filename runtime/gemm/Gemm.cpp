@@ -303,7 +303,8 @@ static GemmRunner::Key makeKey(const GemmSpec &spec,
               packType(spec.accumulate) << 52 | uint64_t(spec.amax) << 54 |
               uint64_t(spec.promoteK >> 5) << 55 | // 0, 1, 2 or 4
               uint64_t(options.compileMode == GemmCompileMode::Quick) << 58 |
-              uint64_t(spec.multipliesInF16()) << 59);
+              uint64_t(spec.multipliesInF16()) << 59 |
+              uint64_t(spec.kernelFoldsA) << 60);
   if (const std::optional<compiler::TileConfig> &t = options.tiling)
     key.words[3] =
         int64_t(1 | uint64_t(t->tileM) << 1 | uint64_t(t->tileN) << 10 |
@@ -548,9 +549,27 @@ GemmRunner::create(runtime::KernelCache &cache) {
   return std::unique_ptr<GemmRunner>(new GemmRunner(cache, std::move(target)));
 }
 
-/// The fold of one operand of `spec`, or none.
-static std::optional<runtime::FoldSpec> getFoldSpec(const GemmSpec &spec,
-                                                    bool operandB, int64_t m);
+/// Whether the kernel of an m-row launch of `asked` folds A itself: asked
+/// for (GemmOptions::foldAInKernel), allowed (GemmSpec::canFoldAInKernel)
+/// and not ruled out by a given tiling.
+static bool kernelFoldsA(const GemmSpec &asked, int64_t m,
+                         const GemmOptions &options) {
+  return options.foldAInKernel && asked.canFoldAInKernel(m) &&
+         !(options.tiling &&
+           (options.tiling->tileM == 64 || options.tiling->splitK != 1));
+}
+
+/// The spec the kernel of an m-row launch of `asked` is compiled for.
+static GemmSpec getCompiledSpec(const GemmSpec &asked, int64_t m,
+                                const GemmOptions &options) {
+  return kernelFoldsA(asked, m, options) ? asked.getFoldingKernelSpec(m)
+                                         : asked.getKernelSpec(m);
+}
+
+/// The fold pass of one operand of an m-row launch of `asked`, or none.
+static std::optional<runtime::FoldSpec> getFoldSpec(const GemmSpec &asked,
+                                                    bool operandB, int64_t m,
+                                                    const GemmOptions &options);
 
 Expected<GemmRunner::Kernel *>
 GemmRunner::getKernel(const GemmSpec &spec, int64_t m,
@@ -600,7 +619,7 @@ GemmRunner::getSource(const GemmSpec &asked, int64_t m,
   // The checks of a launch of m rows, buffers aside: run() builds this kernel.
   if (Error e = checkGemmRows(asked, m))
     return std::move(e);
-  const GemmSpec spec = asked.getKernelSpec(m);
+  const GemmSpec spec = getCompiledSpec(asked, m, options);
   std::optional<compiler::TileConfig> tiling = options.tiling;
   if (!tiling) {
     Expected<std::pair<compiler::TileConfig, std::string>> resolvedTiling =
@@ -636,7 +655,8 @@ Expected<unsigned> GemmRunner::warm(const GemmSpec &spec, int64_t m,
   if (Error e = build(spec, m, options).takeError())
     return std::move(e);
   for (bool operandB : {false, true})
-    if (std::optional<runtime::FoldSpec> fold = getFoldSpec(spec, operandB, m))
+    if (std::optional<runtime::FoldSpec> fold =
+            getFoldSpec(spec, operandB, m, options))
       if (Error e = runtime::compileFoldKernel(cache, *fold).takeError())
         return std::move(e);
   return unsigned(cache.stats().compiles - compilesBefore);
@@ -814,11 +834,13 @@ Error GemmRunner::switchToFullKernel(Kernel &kernel, bool wait) {
   return Error::success();
 }
 
-static std::optional<runtime::FoldSpec> getFoldSpec(const GemmSpec &spec,
-                                                    bool operandB, int64_t m) {
+static std::optional<runtime::FoldSpec>
+getFoldSpec(const GemmSpec &spec, bool operandB, int64_t m,
+            const GemmOptions &options) {
   const ScalingScheme &scheme = operandB ? spec.bScaling : spec.aScaling;
   if (spec.getFold(m) == numerics::BlockScaleFold::None ||
-      !numerics::isFoldable(scheme))
+      !numerics::isFoldable(scheme) ||
+      (!operandB && kernelFoldsA(spec, m, options)))
     return std::nullopt;
   runtime::FoldSpec fold;
   fold.rows = operandB ? spec.n : m;
@@ -831,9 +853,13 @@ static std::optional<runtime::FoldSpec> getFoldSpec(const GemmSpec &spec,
 
 Expected<GemmBuffers> GemmRunner::foldOperands(const GemmSpec &spec, int64_t m,
                                                const GemmBuffers &buffers,
-                                               CUstream stream) {
-  std::optional<runtime::FoldSpec> folds[2] = {getFoldSpec(spec, false, m),
-                                               getFoldSpec(spec, true, m)};
+                                               CUstream stream,
+                                               const GemmOptions &options) {
+  std::optional<runtime::FoldSpec> folds[2] = {
+      getFoldSpec(spec, false, m, options),
+      getFoldSpec(spec, true, m, options)};
+  if (!folds[0] && !folds[1])
+    return buffers;
   // Codes, then factors, of each folded operand, 256-byte aligned.
   size_t offsets[2][2] = {}, bytes = 0;
   for (int i = 0; i < 2; ++i)
@@ -885,10 +911,11 @@ GemmRunner::prepare(const GemmSpec &spec, int64_t m,
     return std::move(e);
   for (bool operandB : {false, true})
     if (std::optional<runtime::FoldSpec> fold =
-            getFoldSpec(spec, operandB, std::max<int64_t>(m, 1)))
+            getFoldSpec(spec, operandB, std::max<int64_t>(m, 1), options))
       if (Error e = folder->prepare(*fold))
         return std::move(e);
-  Expected<Kernel *> kernel = getKernel(spec.getKernelSpec(m), m, options);
+  Expected<Kernel *> kernel =
+      getKernel(getCompiledSpec(spec, m, options), m, options);
   if (!kernel)
     return kernel.takeError();
   if (Error e = switchToFullKernel(**kernel, options.compileMode ==
@@ -910,7 +937,7 @@ Error GemmRunner::run(const GemmSpec &asked, int64_t m,
   if (Error e = checkGemmLaunch(asked, m, given))
     return e;
   // From here on, the GEMM the kernel computes (folded operands, if any).
-  const GemmSpec spec = asked.getKernelSpec(m);
+  const GemmSpec spec = getCompiledSpec(asked, m, options);
   Expected<Kernel *> found = getKernel(spec, m, options);
   if (!found)
     return found.takeError();
@@ -922,7 +949,8 @@ Error GemmRunner::run(const GemmSpec &asked, int64_t m,
     return Error::success();
   GemmBuffers buffers = given;
   if (asked.getFold(m) != numerics::BlockScaleFold::None) {
-    Expected<GemmBuffers> folded = foldOperands(asked, m, given, stream);
+    Expected<GemmBuffers> folded =
+        foldOperands(asked, m, given, stream, options);
     if (!folded)
       return folded.takeError();
     buffers = *folded;

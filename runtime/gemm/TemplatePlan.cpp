@@ -63,6 +63,7 @@ static gemm::Params getParams(const compiler::KernelSource &source) {
   p.forcePromoteK = int(spec.promoteK);
   p.quickCompile = source.quickCompile;
   p.f16Mma = spec.multipliesInF16();
+  p.foldA = spec.kernelFoldsA;
   return p;
 }
 

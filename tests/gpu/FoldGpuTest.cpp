@@ -3,7 +3,8 @@
 // runtime::GpuFolder against the host rule (numerics::foldBlockScales), bit
 // for bit, on adversarial operands; then GEMMs whose spec folds, through
 // moss::gemm, against the tensor-core model of the folded operands
-// (tools/common GemmCheck). Skips without a Hopper GPU.
+// (tools/common GemmCheck), and the kernel that folds A itself against the
+// fold pass, bit for bit. Skips without a Hopper GPU.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +19,7 @@
 
 #include "gtest/gtest.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -264,6 +266,102 @@ TEST_P(GemmFoldGpuTest, MatchesTheModelOfTheFoldedOperands) {
 using compiler::FloatType;
 const ScalingScheme kMossTensor = ScalingScheme::twoLevel(GlobalScope::Tensor);
 const ScalingScheme kMossRow = ScalingScheme::twoLevel(GlobalScope::Row);
+
+/// The kernel that folds A itself (consumer_fold.cuh) against the fold pass
+/// before the per-row kernel, on one problem: both must give the same bits.
+/// A's blocks span 2^10 to 2^40 within a row, hold subnormal codes, a row
+/// 1e-6 smaller than the rest, zero rows and NaN factors (E8M0 255,
+/// written into the uploaded scales).
+class KernelFoldGpuTest : public ::testing::TestWithParam<GemmFoldCase> {};
+
+TEST_P(KernelFoldGpuTest, MatchesTheFoldPassBitForBit) {
+  REQUIRE_GPU();
+  if (std::string reason = gemmtest::getHopperSkipReason(); !reason.empty())
+    GTEST_SKIP() << reason;
+  const GemmFoldCase &c = GetParam();
+  compiler::GemmSpec spec;
+  spec.n = c.n;
+  spec.k = c.k;
+  spec.a = c.formatA;
+  spec.aScaling = c.a;
+  spec.bScaling = c.b;
+  spec.out = c.out;
+  spec.fold = c.fold;
+  ASSERT_TRUE(spec.canFoldAInKernel(c.m)) << spec.str();
+  std::mt19937 rng(std::random_device{}());
+  for (int span : {10, 20, 40}) {
+    SCOPED_TRACE("blocks spanning 2^" + std::to_string(span));
+    std::vector<float> a = adversarial(c.m, c.k, span, rng);
+    for (int64_t r = 4; r < c.m; r += 11)
+      std::fill(a.begin() + r * c.k, a.begin() + (r + 1) * c.k, 0.0f);
+    std::vector<float> b(c.n * c.k);
+    std::normal_distribution<float> normal;
+    for (float &x : b)
+      x = normal(rng);
+    llvm::Expected<std::unique_ptr<jit::GemmProblem>> problem =
+        jit::GemmProblem::create(spec, c.m, a, b, rng());
+    ASSERT_TRUE(bool(problem)) << llvm::toString(problem.takeError());
+    const GemmBuffers &buffers = (*problem)->buffers;
+    const uint8_t nan = 0xFF;
+    for (int64_t r = 1; r < c.m; r += 13) {
+      int64_t block = (r * 7) % (c.k / 32);
+      ASSERT_EQ(DeviceBuffer::api().memcpyHtoD(
+                    buffers.a.localScales + r * (c.k / 32) + block, &nan, 1),
+                CUDA_SUCCESS);
+    }
+    std::vector<float> outputs[2];
+    for (int inKernel = 0; inKernel < 2; ++inKernel) {
+      GemmOptions options;
+      options.foldAInKernel = inKernel == 1;
+      llvm::Error poisoned = (*problem)->poison(nullptr);
+      ASSERT_FALSE(bool(poisoned)) << llvm::toString(std::move(poisoned));
+      llvm::Error e = moss::gemm(spec, c.m, buffers, nullptr, options);
+      ASSERT_FALSE(bool(e)) << llvm::toString(std::move(e));
+      ASSERT_EQ(DeviceBuffer::api().streamSynchronize(nullptr), CUDA_SUCCESS);
+      llvm::Expected<std::vector<float>> out = (*problem)->downloadOutput();
+      ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
+      outputs[inKernel] = std::move(*out);
+    }
+    ASSERT_EQ(outputs[0].size(), outputs[1].size());
+    int64_t mismatches = 0, nans = 0;
+    for (size_t i = 0; i < outputs[0].size(); ++i) {
+      nans += std::isnan(outputs[1][i]);
+      if (std::memcmp(&outputs[0][i], &outputs[1][i], 4) != 0 &&
+          mismatches++ < 5)
+        ADD_FAILURE() << "entry (" << i / c.n << ", " << i % c.n
+                      << "): the pass gives " << outputs[0][i]
+                      << ", the kernel's fold " << outputs[1][i];
+    }
+    EXPECT_EQ(mismatches, 0);
+    EXPECT_GT(nans, 0) << "the NaN factors reached no output";
+    EXPECT_LT(nans, int64_t(outputs[0].size())) << "every output is NaN";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, KernelFoldGpuTest,
+    ::testing::Values(
+        GemmFoldCase{"moss_tensor_global", kMossTensor,
+                     ScalingScheme::perTensor(), Fp8Format::E4M3,
+                     BlockScaleFold::Row, FloatType::BF16, 333, 2049, 4096},
+        GemmFoldCase{"moss_row_global_many_tiles", kMossRow,
+                     ScalingScheme::perTensor(), Fp8Format::E4M3,
+                     BlockScaleFold::Row, FloatType::BF16, 4096, 4096, 1024},
+        GemmFoldCase{"moss_row_global_m7", kMossRow, ScalingScheme::perTensor(),
+                     Fp8Format::E4M3, BlockScaleFold::Row, FloatType::BF16, 7,
+                     768, 1024},
+        GemmFoldCase{"moss_e5m2_f16", kMossTensor, ScalingScheme::perTensor(),
+                     Fp8Format::E5M2, BlockScaleFold::Row, FloatType::F16, 129,
+                     512, 1024},
+        GemmFoldCase{"mxfp8_x_per_row", ScalingScheme::mxfp8(),
+                     ScalingScheme::perRow(), Fp8Format::E4M3,
+                     BlockScaleFold::Row, FloatType::BF16, 256, 1024, 2048},
+        GemmFoldCase{"two_level_x_two_level", kMossTensor, kMossRow,
+                     Fp8Format::E4M3, BlockScaleFold::Row, FloatType::BF16, 300,
+                     1024, 2048}),
+    [](const ::testing::TestParamInfo<GemmFoldCase> &info) {
+      return std::string(info.param.name);
+    });
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, GemmFoldGpuTest,

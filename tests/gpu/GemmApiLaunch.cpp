@@ -21,9 +21,10 @@ static llvm::Expected<GemmRunner &> getRunner() {
 }
 
 static GemmOptions getOptions(const std::optional<compiler::TileConfig> &tiling,
-                              bool quick) {
+                              bool quick, bool foldAInKernel) {
   GemmOptions options{tiling};
   options.compileMode = quick ? GemmCompileMode::Quick : GemmCompileMode::Full;
+  options.foldAInKernel = foldAInKernel;
   return options;
 }
 
@@ -31,12 +32,12 @@ llvm::Error
 gemmtest::prepareThroughApi(const compiler::GemmSpec &spec, int64_t m,
                             const std::optional<compiler::TileConfig> &tiling,
                             bool quick, std::string &description,
-                            compiler::TileConfig &planned) {
+                            compiler::TileConfig &planned, bool foldAInKernel) {
   llvm::Expected<GemmRunner &> runner = getRunner();
   if (!runner)
     return runner.takeError();
   llvm::Expected<const GemmKernelInfo *> info =
-      runner->prepare(spec, m, getOptions(tiling, quick));
+      runner->prepare(spec, m, getOptions(tiling, quick, foldAInKernel));
   if (!info)
     return info.takeError();
   description = (*info)->kernelName + " " + (*info)->tiling.str();
@@ -47,7 +48,8 @@ gemmtest::prepareThroughApi(const compiler::GemmSpec &spec, int64_t m,
 llvm::Error
 gemmtest::runThroughApi(const compiler::GemmSpec &spec, int64_t m,
                         const std::optional<compiler::TileConfig> &tiling,
-                        bool quick, const ApiBuffers &b, CUstream stream) {
+                        bool quick, const ApiBuffers &b, CUstream stream,
+                        bool foldAInKernel) {
   llvm::Expected<GemmRunner &> runner = getRunner();
   if (!runner)
     return runner.takeError();
@@ -58,5 +60,6 @@ gemmtest::runThroughApi(const compiler::GemmSpec &spec, int64_t m,
   buffers.bias = b.bias;
   buffers.c = b.c;
   buffers.amax = b.amax;
-  return runner->run(spec, m, buffers, stream, getOptions(tiling, quick));
+  return runner->run(spec, m, buffers, stream,
+                     getOptions(tiling, quick, foldAInKernel));
 }

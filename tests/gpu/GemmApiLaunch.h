@@ -33,18 +33,20 @@ struct ApiBuffers {
 /// Compiles (or loads) the kernel that runThroughApi launches for `spec` at
 /// `m` rows through the test's GemmRunner: the full kernel, or with `quick`
 /// its quick-compile variant (GemmCompileMode::Full, Quick); `description`
-/// receives its name and tiling, `planned` the tiling.
+/// receives its name and tiling, `planned` the tiling. `foldAInKernel`:
+/// GemmOptions::foldAInKernel.
 llvm::Error prepareThroughApi(const compiler::GemmSpec &spec, int64_t m,
                               const std::optional<compiler::TileConfig> &tiling,
                               bool quick, std::string &description,
-                              compiler::TileConfig &planned);
+                              compiler::TileConfig &planned,
+                              bool foldAInKernel = false);
 
 /// GemmRunner::run with the test's runner (one per process, on the current
 /// context, with the default kernel cache).
 llvm::Error runThroughApi(const compiler::GemmSpec &spec, int64_t m,
                           const std::optional<compiler::TileConfig> &tiling,
                           bool quick, const ApiBuffers &buffers,
-                          CUstream stream);
+                          CUstream stream, bool foldAInKernel = false);
 
 } // namespace moss::gemmtest
 

@@ -87,6 +87,8 @@ inline std::string describe(const Params &p) {
     s += " quick-compile";
   if (p.f16Mma)
     s += " f16-mma";
+  if (p.foldA)
+    s += " fold-a";
   s += " tile=" + std::to_string(p.tileM) + "x" + std::to_string(p.tileN) +
        "x" + std::to_string(p.stages) + " m=" + std::to_string(p.m) +
        " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k);
@@ -159,9 +161,10 @@ inline compiler::GemmSpec specOf(const Params &p, float beta = 1.0f) {
   spec.amax = p.amax;
   spec.promoteK = p.forcePromoteK;
   spec.mma = p.f16Mma ? compiler::MmaType::F16 : compiler::MmaType::FP8;
-  // The kernels of Params promote every block factor (FoldGpuTest tests
-  // the folds).
+  // The kernels of Params promote every block factor, or fold A's
+  // themselves (FoldGpuTest tests the folds).
   spec.fold = numerics::BlockScaleFold::None;
+  spec.kernelFoldsA = p.foldA;
   return spec;
 }
 
@@ -218,10 +221,12 @@ inline std::string kernelSource(const Params &p) {
       ", " + i(p.tileM) + ", " + i(p.tileN) + ", " + i(p.stages) + ", " +
       i(p.clusterM) + ", " + i(p.clusterN) + ", " + b(p.rasterAlongN) + ", " +
       i(p.swizzle) + ", " + i(p.splitK);
-  if (p.forcePromoteK || p.quickCompile || p.f16Mma)
+  if (p.forcePromoteK || p.quickCompile || p.f16Mma || p.foldA)
     config += ", " + i(p.forcePromoteK) +
-              (p.quickCompile || p.f16Mma ? ", " + b(p.quickCompile) : "") +
-              (p.f16Mma ? ", true" : "");
+              (p.quickCompile || p.f16Mma || p.foldA ? ", " + b(p.quickCompile)
+                                                     : "") +
+              (p.f16Mma || p.foldA ? ", " + b(p.f16Mma) : "") +
+              (p.foldA ? ", true" : "");
   return "#include \"moss/gemm/kernel.cuh\"\n\n"
          "using MossGemmConfig = moss::gemm::Config<" +
          config +

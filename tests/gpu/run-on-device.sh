@@ -133,6 +133,11 @@ fold() {
 --a-scheme moss --a-global row --b-scheme moss --b-global row --fold 128 --bias f32
 --a-scheme mxfp8 --b-scheme mxfp8 --fold row --out f32
 VARIANTS
+  # The kernel that folds A itself (FoldA): 7 and 129 rows, E4M3 and E5M2.
+  for tool in memcheck racecheck; do
+    MOSS_TAIL=4 run "sanitize-kernel-fold-$tool" "$cs" --tool "$tool" --error-exitcode 9 "$bin/FoldGpuTest" \
+      --gtest_filter='*KernelFold*m7:*KernelFold*e5m2*'
+  done
   local keep=(--only _api --only moss_twolevel_x_tensor_heuristic --only twolevel_x_twolevel_heuristic)
   MOSS_RUN_TIMEOUT=480 run fold-bench-8192 "$bin/moss-bench-gemm" --m 8192 --n 8192 --k 8192 --repeat 20 "${keep[@]}"
   for shape in "16384 4096 4096" "16384 11008 4096" "16384 12288 4096" "16384 4096 11008" "4096 4096 4096" \
@@ -141,7 +146,8 @@ VARIANTS
     set -- $shape
     MOSS_TAIL=40 run "fold-bench-$1x$2x$3" "$bin/moss-bench-gemm" --m "$1" --n "$2" --k "$3" --repeat 20 --baseline fp8 \
       --only tensor_x_tensor_api --only tensor_x_tensor_promote128_api --only row_x_tensor_api --only group1x128_x_tensor_api \
-      --only moss_rowglobal_x_tensor_fold --only moss_tensorglobal_x_tensor_fold_row_api --only twolevel_x_twolevel_fold --only mxfp8_x_mxfp8_fold
+      --only moss_rowglobal_x_tensor_fold --only moss_tensorglobal_x_tensor_fold_row_api --only twolevel_x_twolevel_fold --only mxfp8_x_mxfp8_fold \
+      --only fold_row_kernelfold_api
   done
 }
 

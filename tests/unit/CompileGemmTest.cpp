@@ -60,6 +60,14 @@ TEST(CompileGemmTest, DefaultFoldCompilesTheFoldedOperandsKernel) {
   KernelSource direct = compile(spec.getKernelSpec());
   EXPECT_EQ(folded.kernelName, direct.kernelName)
       << "the GEMM that folds is the kernel of its folded operands";
+  // The kernel that folds A itself keeps A two-level and sets FoldA.
+  KernelSource folding = compile(spec.getFoldingKernelSpec());
+  EXPECT_TRUE(contains(folding.source, "/*ScaleA=*/moss::gemm::kTwoLevel, "
+                                       "/*BlockRowsA=*/1, /*BlockA=*/32, "
+                                       "/*GlobalRowA=*/true,"))
+      << folding.source;
+  EXPECT_TRUE(contains(folding.source, "/*FoldA=*/true>;")) << folding.source;
+  EXPECT_FALSE(contains(folded.source, "FoldA")) << folded.source;
   spec.fold = numerics::BlockScaleFold::K128;
   EXPECT_TRUE(contains(compile(spec).source,
                        "/*ScaleA=*/moss::gemm::kPerGroup, /*BlockRowsA=*/1, "
@@ -67,6 +75,84 @@ TEST(CompileGemmTest, DefaultFoldCompilesTheFoldedOperandsKernel) {
   spec.out = FloatType::F32;
   spec.fold.reset(); // f32 outputs stay exact by default
   EXPECT_TRUE(contains(compile(spec).source, "/*ScaleA=*/moss::gemm::kTwoLevel"));
+}
+
+TEST(CompileGemmTest, KernelCanFoldAWhereTheRulesAllow) {
+  using numerics::BlockScaleFold;
+  GemmSpec spec = mossForward();
+  spec.fold.reset();
+  EXPECT_TRUE(spec.canFoldAInKernel(4096));
+  GemmSpec launch = spec.getFoldingKernelSpec(4096);
+  EXPECT_TRUE(launch.kernelFoldsA);
+  EXPECT_EQ(launch.aScaling.kind, numerics::ScalingKind::TwoLevel);
+  EXPECT_EQ(launch.fold, BlockScaleFold::None);
+  EXPECT_EQ(launch.getFoldingKernelSpec(4096).str(), launch.str())
+      << "idempotent";
+  EXPECT_NE(launch.str().find("A folded in the kernel"), std::string::npos);
+  EXPECT_FALSE(spec.canFoldAInKernel(16)) << "no fold below 1024 rows";
+  EXPECT_FALSE(spec.getFoldingKernelSpec(16).kernelFoldsA);
+
+  GemmSpec other = spec;
+  other.k = 4064;
+  EXPECT_FALSE(other.canFoldAInKernel(4096)) << "K not a multiple of 128";
+  EXPECT_EQ(other.getFoldingKernelSpec(4096).aScaling.kind,
+            numerics::ScalingKind::PerRow);
+  other = spec;
+  other.fold = BlockScaleFold::K128;
+  EXPECT_FALSE(other.canFoldAInKernel(4096)) << "the 128 fold";
+  other = spec;
+  other.promoteK = 128;
+  EXPECT_FALSE(other.canFoldAInKernel(4096)) << "a forced promotion";
+  other = spec;
+  other.mma = MmaType::F16;
+  EXPECT_FALSE(other.canFoldAInKernel(4096)) << "the f16 MMA";
+  other = spec;
+  other.aScaling = ScalingScheme::twoLevel(numerics::GlobalScope::Row, 64);
+  EXPECT_FALSE(other.canFoldAInKernel(4096)) << "blocks of 64";
+  other = spec;
+  other.bScaling = ScalingScheme::perGroup(128, 128);
+  EXPECT_FALSE(other.canFoldAInKernel(4096)) << "B promotes";
+  other = spec;
+  other.bScaling = ScalingScheme::mxfp8();
+  ASSERT_TRUE(other.canFoldAInKernel(4096)) << "B's fold is a pass";
+  EXPECT_EQ(other.getFoldingKernelSpec(4096).bScaling.kind,
+            numerics::ScalingKind::PerRow);
+  other.aScaling = ScalingScheme::mxfp8();
+  EXPECT_TRUE(other.canFoldAInKernel(4096));
+}
+
+TEST(CompileGemmTest, KernelThatFoldsATakesNeitherSplitKNorTileM64) {
+  GemmSpec launch = mossForward();
+  launch.fold.reset();
+  launch = launch.getFoldingKernelSpec(4096);
+  ASSERT_TRUE(launch.kernelFoldsA);
+  TargetInfo target = TargetInfo::h200();
+  TileConfig tiling;
+  tiling.tileM = 64;
+  tiling.tileN = 128;
+  tiling.stages = 4;
+  llvm::Error e = checkTiling(launch, tiling, target);
+  ASSERT_TRUE(bool(e));
+  EXPECT_NE(llvm::toString(std::move(e)).find("folds A"), std::string::npos);
+  tiling.tileM = 128;
+  tiling.splitK = 2;
+  e = checkTiling(launch, tiling, target);
+  ASSERT_TRUE(bool(e));
+  llvm::consumeError(std::move(e));
+  tiling.splitK = 1;
+  e = checkTiling(launch, tiling, target);
+  EXPECT_FALSE(bool(e)) << llvm::toString(std::move(e));
+  // Shapes where the heuristic would split K or take 64-row tiles.
+  for (int64_t m : {1024, 4096}) {
+    launch.m = m;
+    for (int64_t k : {4096, 16384}) {
+      launch.k = k;
+      llvm::Expected<TileConfig> chosen = selectTiling(launch, target);
+      ASSERT_TRUE(bool(chosen)) << llvm::toString(chosen.takeError());
+      EXPECT_NE(chosen->tileM, 64) << chosen->str();
+      EXPECT_EQ(chosen->splitK, 1) << chosen->str();
+    }
+  }
 }
 
 TEST(CompileGemmTest, DefaultFoldFollowsOutputAndRows) {

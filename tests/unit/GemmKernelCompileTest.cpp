@@ -186,6 +186,26 @@ std::vector<Variant> variants() {
   p.stages = 5;
   v.push_back({"moss_forward_256x64_k11008", p});
 
+  // A's E8M0 factors folded by the consumers (FoldA): the widest tiles, 256
+  // rows (two m64 tiles per warpgroup), E5M2, MXFP8, a B cluster, K = 11008.
+  p = twoLevel(base, /*rowA=*/true);
+  p.foldA = true;
+  v.push_back({"moss_forward_fold_a", withDefaultTiling(p)});
+  p.tileM = 256;
+  p.tileN = 96;
+  p.stages = 5;
+  p.elemA = kE5M2;
+  p.globalRowA = false;
+  v.push_back({"moss_forward_fold_a_e5m2_256x96", p});
+  p = base;
+  p.scaleA = kMXFP8;
+  p.scaleB = kPerRow;
+  p.k = 11008;
+  p.foldA = true;
+  p = withDefaultTiling(p);
+  p.clusterM = 2;
+  v.push_back({"mx_fold_a_x_row_cluster2x1_k11008", p});
+
   // 2-CTA clusters with TMA multicast.
   p = withDefaultTiling(base);
   p.clusterM = 2;
@@ -365,10 +385,13 @@ TEST_F(GemmKernelCompileTest, EveryVariantCompilesWithHopperInstructions) {
     EXPECT_NE(r.ptx.find("setmaxnreg.inc.sync.aligned.u32"), std::string::npos);
     EXPECT_NE(r.ptx.find("setmaxnreg.dec.sync.aligned.u32"), std::string::npos);
     // The f16 MMA: FP8 codes widened on chip, f16 wgmma, no FP8 wgmma.
+    // FoldA widens codes too, to fold them in f16 (and converts them back).
     EXPECT_EQ(r.ptx.find("k16.f32.f16.f16") != std::string::npos,
               variant.params.f16Mma);
     EXPECT_EQ(r.ptx.find("cvt.rn.f16x2.e") != std::string::npos,
-              variant.params.f16Mma);
+              variant.params.f16Mma || variant.params.foldA);
+    EXPECT_EQ(r.ptx.find("cvt.rn.satfinite.e") != std::string::npos,
+              variant.params.foldA);
     EXPECT_EQ(r.ptx.find("k32.f32.e") != std::string::npos,
               !variant.params.f16Mma);
     // The epilogue stores through TMA exactly when the plan says so.
@@ -548,8 +571,10 @@ TEST(GemmKernelPlanTest, ResourceModelMatchesThePlan) {
   both.scaleB = kTwoLevel;
   both.blockB = 32;
   both.globalRowB = true;
+  Params foldA = twoLevel(base, /*rowA=*/true);
+  foldA.foldA = true;
   const Params schemes[] = {base, twoLevel(base, /*rowA=*/true), perGroup(base),
-                            both};
+                            both, foldA};
   moss::compiler::TargetInfo target;
   int compared = 0;
   for (bool f16Mma : {false, true})

@@ -92,6 +92,27 @@ static const char *getFloatConstant(std::optional<compiler::FloatType> type) {
 
 static const char *getBool(bool value) { return value ? "true" : "false"; }
 
+/// The optional 26th to 29th parameters (ForcePromoteK, QuickCompile,
+/// F16Mma, FoldA), up to the last one that is set; "" when none is.
+static std::string getOptionalArguments(const compiler::GemmSpec &spec,
+                                        bool quickCompile) {
+  const std::string values[] = {
+      llvm::formatv(", /*ForcePromoteK=*/{0}", spec.promoteK).str(),
+      std::string(", /*QuickCompile=*/") + getBool(quickCompile),
+      std::string(", /*F16Mma=*/") + getBool(spec.multipliesInF16()),
+      std::string(", /*FoldA=*/") + getBool(spec.kernelFoldsA)};
+  const bool set[] = {spec.promoteK != 0, quickCompile, spec.multipliesInF16(),
+                      spec.kernelFoldsA};
+  int last = -1;
+  for (int i = 0; i < 4; ++i)
+    if (set[i])
+      last = i;
+  std::string text;
+  for (int i = 0; i <= last; ++i)
+    text += values[i];
+  return text;
+}
+
 /// The template arguments of moss::gemm::Config, one source line each as
 /// docs/GEMM-KERNEL-ABI.md lays them out, the last closing the list.
 static SmallVector<std::string>
@@ -104,36 +125,27 @@ getConfigArguments(const compiler::GemmSpec &spec,
                          scheme.blockCols, getBool(scheme.globalPerRow()))
         .str();
   };
-  return {
-      llvm::formatv("    /*M=*/{0}, /*N=*/{1}, /*K=*/{2},",
-                    spec.isDynamicM() ? int64_t(-1) : spec.m, spec.n, spec.k),
-      llvm::formatv("    /*ElemA=*/{0}, /*ElemB=*/{1},",
-                    getFormatConstant(spec.a), getFormatConstant(spec.b)),
-      operand('A', spec.aScaling),
-      operand('B', spec.bScaling),
-      llvm::formatv("    /*Out=*/{0}, /*Bias=*/{1}, /*Accum=*/{2},",
-                    getFloatConstant(spec.out), getFloatConstant(spec.bias),
-                    getFloatConstant(spec.accumulate)),
-      llvm::formatv("    /*Amax=*/{0},", getBool(spec.amax)),
-      llvm::formatv("    /*TileM=*/{0}, /*TileN=*/{1}, /*Stages=*/{2}, "
-                    "/*ClusterM=*/{3}, /*ClusterN=*/{4},",
-                    tiling.tileM, tiling.tileN, tiling.stages, tiling.clusterM,
-                    tiling.clusterN),
-      llvm::formatv(
-          "    /*RasterAlongN=*/{0}, /*Swizzle=*/{1}, /*SplitK=*/{2}{3}>;",
-          getBool(tiling.raster == compiler::RasterOrder::AlongN),
-          tiling.swizzle, tiling.splitK,
-          // The optional 26th to 28th parameters, when one of them is set.
-          spec.promoteK || quickCompile || spec.multipliesInF16()
-              ? llvm::formatv(", /*ForcePromoteK=*/{0}{1}{2}", spec.promoteK,
-                              quickCompile || spec.multipliesInF16()
-                                  ? llvm::formatv(", /*QuickCompile=*/{0}",
-                                                  getBool(quickCompile))
-                                        .str()
-                                  : std::string(),
-                              spec.multipliesInF16() ? ", /*F16Mma=*/true" : "")
-                    .str()
-              : std::string())};
+  return {llvm::formatv("    /*M=*/{0}, /*N=*/{1}, /*K=*/{2},",
+                        spec.isDynamicM() ? int64_t(-1) : spec.m, spec.n,
+                        spec.k),
+          llvm::formatv("    /*ElemA=*/{0}, /*ElemB=*/{1},",
+                        getFormatConstant(spec.a), getFormatConstant(spec.b)),
+          operand('A', spec.aScaling),
+          operand('B', spec.bScaling),
+          llvm::formatv("    /*Out=*/{0}, /*Bias=*/{1}, /*Accum=*/{2},",
+                        getFloatConstant(spec.out), getFloatConstant(spec.bias),
+                        getFloatConstant(spec.accumulate)),
+          llvm::formatv("    /*Amax=*/{0},", getBool(spec.amax)),
+          llvm::formatv("    /*TileM=*/{0}, /*TileN=*/{1}, /*Stages=*/{2}, "
+                        "/*ClusterM=*/{3}, /*ClusterN=*/{4},",
+                        tiling.tileM, tiling.tileN, tiling.stages,
+                        tiling.clusterM, tiling.clusterN),
+          llvm::formatv(
+              "    /*RasterAlongN=*/{0}, /*Swizzle=*/{1}, /*SplitK=*/{2}{3}>;",
+              getBool(tiling.raster == compiler::RasterOrder::AlongN),
+              tiling.swizzle, tiling.splitK,
+              // The optional 26th to 29th parameters.
+              getOptionalArguments(spec, quickCompile))};
 }
 
 /// "moss_gemm_" and 16 hex digits of the XXH3 hash of the configuration
@@ -226,9 +238,11 @@ public:
     OpBuilder builder(&getContext());
     llvm::StringSet<> emitted;
     for (auto [op, func] : kernels) {
-      // The kernel of the folded operands, when the op folds.
+      // The kernel of the folded operands, when the op folds (with
+      // fold-a-in-kernel, the kernel that folds A itself where it can).
+      const compiler::GemmSpec asked = getGemmSpec(op, getGemmShape(op));
       compiler::GemmSpec spec =
-          getGemmSpec(op, getGemmShape(op)).getKernelSpec();
+          foldAInKernel ? asked.getFoldingKernelSpec() : asked.getKernelSpec();
       buildTranslationUnit(builder, op, spec, op.getTilingAttr(), quickCompile,
                            func, emitted);
       func->erase();

@@ -98,6 +98,12 @@ struct GemmSpec {
   /// Where the E8M0 block factors of two-level and MXFP8 operands go
   /// (docs/NUMERICS-CONTRACT.md section 8); unset: getFold()'s default.
   std::optional<numerics::BlockScaleFold> fold;
+  /// Set only by getFoldingKernelSpec: A keeps its E8M0 block factors and
+  /// the kernel's consumer warpgroups fold them into each stage's codes
+  /// (the row fold, bit for bit; templates/moss/gemm/consumer_fold.cuh).
+  /// Its arithmetic is getKernelSpec's, with no pass before it. Slower than
+  /// the pass on the H200, so only asked for (GemmOptions::foldAInKernel).
+  bool kernelFoldsA = false;
 
   /// Whether M is dynamic.
   bool isDynamicM() const { return m == kDynamic; }
@@ -128,6 +134,18 @@ struct GemmSpec {
   /// getFold(rows) folds replaced by its folded scheme (per-row or
   /// per-group 1x128), and the fold None.
   GemmSpec getKernelSpec(int64_t rows = kDynamic) const;
+
+  /// Whether a kernel can fold A itself at `rows` rows (kernelFoldsA):
+  /// getFold(rows) is Row, A has E8M0 factors of 32-element blocks, K is a
+  /// multiple of 128, the FP8 MMA without promoteK, and B after its own
+  /// fold has no block scales. Its tilings then have TileM 128 or 256 and
+  /// no split-K.
+  bool canFoldAInKernel(int64_t rows = kDynamic) const;
+
+  /// The GEMM of the kernel that folds A itself at `rows` rows:
+  /// getKernelSpec(rows), except that where canFoldAInKernel(rows) A keeps
+  /// its scheme and kernelFoldsA is set. B's fold, if any, stays a pass.
+  GemmSpec getFoldingKernelSpec(int64_t rows = kDynamic) const;
 
   /// A short description, e.g. (a fold appears when `fold` is set) "?x11008x4096 e4m3 two-level(row, 32) x e4m3
   /// per-tensor -> bf16".

@@ -44,6 +44,11 @@ struct GemmPipelineOptions : public PassPipelineOptions<GemmPipelineOptions> {
       *this, "allow-split-k",
       llvm::cl::desc("Let the tiling heuristic split K"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> foldAInKernel{
+      *this, "fold-a-in-kernel",
+      llvm::cl::desc("Compile an op that folds A by rows to the kernel that "
+                     "folds A itself, where it can"),
+      llvm::cl::init(false)};
   PassOptions::Option<std::string> tuningDatabase{
       *this, "tuning-db",
       llvm::cl::desc("A tuning database (JSON) consulted before the "

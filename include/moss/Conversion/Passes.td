@@ -37,7 +37,11 @@ def ConvertGemmToEmitC
            "Lower to the kernel's quick-compile variant (shorter "
            "promotion groups, per-stage scale loads), which NVRTC compiles "
            "about 30% faster; compileGemm also narrows its tiles (the "
-           "runtime's first kernel of a tiered compile)">
+           "runtime's first kernel of a tiered compile)">,
+    Option<"foldAInKernel", "fold-a-in-kernel", "bool", /*default=*/"false",
+           "Lower an op that folds A by rows to the kernel that folds A "
+           "itself (FoldA; GemmSpec::getFoldingKernelSpec) where it can, "
+           "instead of the kernel of the folded operands">
   ];
   let dependentDialects = ["::mlir::emitc::EmitCDialect"];
 }

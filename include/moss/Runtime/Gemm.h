@@ -141,6 +141,12 @@ struct GemmOptions {
   bool verbose = false;
   /// How a kernel that is not cached yet is compiled.
   GemmCompileMode compileMode = GemmCompileMode::Tiered;
+  /// Whether the kernel folds A's E8M0 block factors itself where the spec
+  /// folds by rows and it can (GemmSpec::canFoldAInKernel), instead of a
+  /// pass before the kernel. Both give the same bits. Off by default: on
+  /// the H200 (2026-12-03, moss-bench-gemm _kernelfold_api) it ran at
+  /// 0.36-0.72x of cuBLASLt FP8 against 0.93-1.04x for the pass.
+  bool foldAInKernel = false;
 };
 
 /// What GemmRunner compiled for a spec.
@@ -261,10 +267,13 @@ private:
   llvm::Error loadKernel(Kernel &kernel, const compiler::KernelSource &source,
                          std::shared_ptr<const runtime::KernelEntry> entry);
   llvm::Error switchToFullKernel(Kernel &kernel, bool wait);
+  /// The operands of an m-row launch of `spec` with the fold passes run
+  /// (a kernel that folds A itself takes A as given).
   llvm::Expected<GemmBuffers> foldOperands(const compiler::GemmSpec &spec,
                                            int64_t m,
                                            const GemmBuffers &buffers,
-                                           CUstream stream);
+                                           CUstream stream,
+                                           const GemmOptions &options);
   std::optional<compiler::TileConfig>
   lookUpDatabase(const compiler::GemmSpec &spec, int64_t m,
                  const std::string &path, bool verbose);

@@ -99,6 +99,13 @@ struct Params {
   /// (half FP8's), for FP32 outputs within 1e-5
   /// (docs/NUMERICS-CONTRACT.md section 7.4).
   bool f16Mma = false;
+  /// Optional (default false): A is two-level or MXFP8, and each consumer
+  /// warpgroup folds the E8M0 block factors of its rows into each stage's
+  /// codes against the row's largest exponent E (docs/NUMERICS-CONTRACT.md
+  /// section 8, the row fold) before it multiplies them; the epilogue
+  /// applies 2^E times A's global. The tensor cores then sum all of K, as
+  /// for a per-row A (consumer_fold.cuh).
+  bool foldA = false;
 };
 
 /// Bytes of an Out / Bias / Accum element.
@@ -120,6 +127,7 @@ struct Plan {
   bool colFactor;  ///< per-column factor table (B's, one per B row)
   int factorMode;  ///< kFactor*
   bool hasTables;  ///< rowFactor || colFactor
+  bool foldA;      ///< Params::foldA: A promotes nothing
   int partialSets; ///< partial accumulator sets when promoting
   /// Promotion blocks per group of straight-line code in the consumers'
   /// loop (mainloop.cuh PromotedLoop; 0 without promotion).
@@ -205,14 +213,16 @@ constexpr MOSS_GEMM_HD Plan plan(const Params &p) {
       p.scaleB == kPerTensor || p.scaleB == kPerRow || p.scaleB == kTwoLevel;
   q.globalRowA = p.scaleA == kPerRow || (p.scaleA == kTwoLevel && p.globalRowA);
   q.globalRowB = p.scaleB == kPerRow || (p.scaleB == kTwoLevel && p.globalRowB);
-  q.promoteK = detail::minPositive(detail::minPositive(q.blockA, q.blockB),
-                                   p.forcePromoteK);
+  q.foldA = p.foldA;
+  // A's folded block factors are in its codes.
+  q.promoteK = detail::minPositive(
+      detail::minPositive(q.foldA ? 0 : q.blockA, q.blockB), p.forcePromoteK);
   // B's scales vary along the tile's columns unless one NxN block of a
   // per-group B covers the whole tile (TileN divides N's block rows).
   q.colFactor =
       q.hasLocalB && (q.blockRowsB == 1 || q.blockRowsB % p.tileN != 0);
-  q.rowFactor =
-      q.promoteK > 0 && (q.hasLocalA || (q.hasLocalB && !q.colFactor));
+  q.rowFactor = q.promoteK > 0 &&
+                ((q.hasLocalA && !q.foldA) || (q.hasLocalB && !q.colFactor));
   q.factorMode = q.promoteK == 0                ? kFactorDirect
                  : (q.rowFactor && q.colFactor) ? kFactorRowCol
                  : q.rowFactor                  ? kFactorRow
@@ -365,6 +375,12 @@ constexpr MOSS_GEMM_HD const char *validate(const Params &p) {
     return "Stages must be at least 2";
   if (p.f16Mma && (p.tileM != 128 || p.stages % 2 != 0))
     return "the f16 MMA needs TileM = 128 and an even number of Stages";
+  if (p.foldA &&
+      (!q.localAE8M0 || q.hasLocalB || p.forcePromoteK != 0 || p.f16Mma ||
+       p.tileM == 64 || p.splitK != 1 || q.tailSteps != 0))
+    return "FoldA needs an A with E8M0 block factors, a B without block "
+           "scales, no forced promotion, the FP8 MMA, TileM 128 or 256, "
+           "SplitK 1 and K a multiple of 128";
   if (q.sharedBytes > kMaxSharedBytes)
     return "shared memory exceeds 227 KiB: lower Stages";
   if (p.clusterM < 1 || p.clusterN < 1 || p.clusterM * p.clusterN > 2)
@@ -489,16 +505,16 @@ constexpr MOSS_GEMM_HD int gridSize(Params p, int m, int smCount) {
 }
 
 /// The full GEMM configuration (docs/GEMM-KERNEL-ABI.md). The first 25
-/// parameters are the ABI's; ForcePromoteK_, QuickCompile_ and F16Mma_
-/// (emitted only when set) are Params::forcePromoteK, ::quickCompile and
-/// ::f16Mma. Every k* constant is the field of plan().
+/// parameters are the ABI's; ForcePromoteK_, QuickCompile_, F16Mma_ and
+/// FoldA_ (emitted only when set) are Params::forcePromoteK, ::quickCompile,
+/// ::f16Mma and ::foldA. Every k* constant is the field of plan().
 template <int M_, int N_, int K_, int ElemA_, int ElemB_, int ScaleA_,
           int BlockRowsA_, int BlockA_, bool GlobalRowA_, int ScaleB_,
           int BlockRowsB_, int BlockB_, bool GlobalRowB_, int Out_, int Bias_,
           int Accum_, bool Amax_, int TileM_, int TileN_, int Stages_,
           int ClusterM_, int ClusterN_, bool RasterAlongN_, int Swizzle_,
           int SplitK_, int ForcePromoteK_ = 0, bool QuickCompile_ = false,
-          bool F16Mma_ = false>
+          bool F16Mma_ = false, bool FoldA_ = false>
 struct Config {
   static constexpr Params kParams = {M_,
                                      N_,
@@ -527,7 +543,8 @@ struct Config {
                                      SplitK_,
                                      ForcePromoteK_,
                                      QuickCompile_,
-                                     F16Mma_};
+                                     F16Mma_,
+                                     FoldA_};
   static_assert(validate(kParams) == nullptr,
                 "invalid moss::gemm::Config: moss::gemm::validate(params) "
                 "(config.cuh, callable from host code) says why");
@@ -563,6 +580,7 @@ struct Config {
   static constexpr bool kColFactor = kPlan.colFactor;
   static constexpr int kFactorMode = kPlan.factorMode;
   static constexpr bool kHasTables = kPlan.hasTables;
+  static constexpr bool kFoldA = kPlan.foldA;
   static constexpr int kPartialSets = kPlan.partialSets;
   static constexpr int kGroupBlocks = kPlan.groupBlocks;
   static constexpr bool kQuickCompile = QuickCompile_;

@@ -78,10 +78,11 @@ template <class Cfg> struct RowInputs {
   float scale[Cfg::kWgM][2];
 
   __device__ __forceinline__ RowInputs(const Args &args, int m, int m0,
-                                       const ConsumerPosition &pos) {
+                                       const ConsumerPosition &pos,
+                                       const ConsumerFold<Cfg> &fold) {
     // The uniform part of gA * gB.
     float uniform = 1.0f;
-    if constexpr (Cfg::kHasGlobalA && !Cfg::kGlobalRowA)
+    if constexpr (Cfg::kHasGlobalA && !Cfg::kGlobalRowA && !Cfg::kFoldA)
       uniform *= args.aGlobal[0];
     if constexpr (Cfg::kHasGlobalB && !Cfg::kGlobalRowB)
       uniform *= args.bGlobal[0];
@@ -92,8 +93,18 @@ template <class Cfg> struct RowInputs {
         int r = m0 + fragmentRow<Cfg>(pos, mm, h);
         row[mm][h] = r;
         float s = uniform;
-        if constexpr (Cfg::kGlobalRowA)
+        if constexpr (Cfg::kFoldA) {
+          // The row fold's factor, rounded as the fold pass rounds it
+          // (quantize/fold.cuh), so both paths give the same bits. Every
+          // lane shuffles (rowScale), rows past M included.
+          const float e = fold.rowScale(mm, h);
+          float g = 1.0f;
+          if constexpr (Cfg::kHasGlobalA)
+            g = r < m ? args.aGlobal[Cfg::kGlobalRowA ? r : 0] : 0.0f;
+          s *= r < m ? mulRn(g, e) : 0.0f;
+        } else if constexpr (Cfg::kGlobalRowA) {
           s *= r < m ? args.aGlobal[r] : 0.0f;
+        }
         scale[mm][h] = s;
       }
   }
@@ -277,8 +288,8 @@ template <class Cfg>
 __device__ __forceinline__ void
 epilogue(const Args &args, int m, int m0, int n0, const Fragment<Cfg> &acc,
          const ConsumerPosition &pos, const SharedStorage<Cfg> &smem,
-         const CUtensorMap &tmaD) {
-  const RowInputs<Cfg> rows(args, m, m0, pos);
+         const CUtensorMap &tmaD, const ConsumerFold<Cfg> &fold) {
+  const RowInputs<Cfg> rows(args, m, m0, pos, fold);
   u32 amaxBits = 0;
   if constexpr (Cfg::kUsesTmaD)
     storeStaged<Cfg>(args, m, n0, acc, rows, pos, smem, tmaD, amaxBits);

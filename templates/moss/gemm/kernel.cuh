@@ -4,9 +4,9 @@
 // names a Config and calls moss::gemm::run<Config>() from its one kernel.
 // The design (docs/GEMM-KERNEL.md):
 //  - a persistent grid; each CTA walks tiles in a grouped (L2-friendly) order,
-//    or with SplitK > 1 slices of tiles' K, summed in a workspace (split_k.cuh);
-//    with TileM = 64 both consumer warpgroups take the tile's rows over
-//    alternate K stages, their sums meeting the same way;
+//    or with SplitK > 1 slices of tiles' K, summed in a workspace
+//    (split_k.cuh); with TileM = 64 both consumer warpgroups take the tile's
+//    rows over alternate K stages, their sums meeting the same way;
 //  - warpgroup 0 produces: one thread issues TMA loads into a ring of Stages
 //    shared-memory stages (128 of K each) and, with block scales, all 128
 //    threads turn them into per-stage FP32 factor tables; it runs with 40
@@ -14,7 +14,8 @@
 //  - warpgroups 1 and 2 consume (232 registers): each computes half the
 //    tile's rows with FP8 wgmma (m64nNk32), promotes block partial sums into
 //    FP32 accumulators when the scheme has block scales (mainloop.cuh), or
-//    with the f16 MMA widen each stage to f16 first (widen.cuh), and
+//    with the f16 MMA widen each stage to f16 first (widen.cuh), or with
+//    FoldA fold A's block factors into its codes (consumer_fold.cuh), and
 //    runs the epilogue (epilogue.cuh), storing through shared memory and
 //    TMA where the output allows.
 // Host code may include config.cuh alone; this header needs NVRTC or nvcc.
@@ -49,12 +50,13 @@ template <class Cfg>
 __device__ __forceinline__ void
 finishUnit(const TileOrder<Cfg> &order, int unit, const Args &args, int m,
            int m0, int n0, Fragment<Cfg> &acc, const ConsumerPosition &pos,
-           const SharedStorage<Cfg> &smem, const CUtensorMap &tmaD) {
+           const SharedStorage<Cfg> &smem, const CUtensorMap &tmaD,
+           const ConsumerFold<Cfg> &fold) {
   if constexpr (Cfg::kSlicedAccumulators)
     if (!sumSlices<Cfg>(args, m, m0, order.tile(unit), order.slice(unit), acc,
                         pos))
       return;
-  epilogue<Cfg>(args, m, m0, n0, acc, pos, smem, tmaD);
+  epilogue<Cfg>(args, m, m0, n0, acc, pos, smem, tmaD, fold);
 }
 
 /// A consumer warpgroup: all work units of this CTA, main loop then
@@ -73,10 +75,13 @@ consumeUnits(Loop &loop, const Args &args, int m, u32 rank, Fragment<Cfg> &acc,
   for (int t = order.first; t < order.total; t += order.stride) {
     int m0, n0;
     order.coords(t, m0, n0);
+    if constexpr (Cfg::kFoldA)
+      loop.fold.beginUnit(order, t, t == order.first);
     loop.run(ring, warpgroupStages<Cfg>(leads));
     if constexpr (Cfg::kSplitWarpgroups && Cfg::kUnitFullKStages % 2 != 0)
       leads = !leads;
-    finishUnit<Cfg>(order, t, args, m, m0, n0, acc, pos, loop.smem, tmaD);
+    finishUnit<Cfg>(order, t, args, m, m0, n0, acc, pos, loop.smem, tmaD,
+                    loop.fold);
   }
   // The output is complete when the kernel ends: no TMA store may still
   // be running.
@@ -98,12 +103,13 @@ __device__ __forceinline__ void consumeTiles(const SharedStorage<Cfg> &smem,
   pos.warp = static_cast<int>(ptx::shuffleIdx(threadIdx.x / 32, 0)) % 4;
   pos.lane = static_cast<int>(threadIdx.x % 32);
   Fragment<Cfg> acc;
+  const ConsumerFold<Cfg> fold(args, m, pos.warpgroup, pos.warp, pos.lane);
   if constexpr (Cfg::kFactorMode == kFactorDirect) {
-    DirectLoop<Cfg> loop{smem, pos, acc};
+    DirectLoop<Cfg> loop{smem, pos, acc, fold};
     consumeUnits<Cfg>(loop, args, m, rank, acc, pos, tmaD);
   } else {
     Fragment<Cfg> part[Cfg::kPartialSets];
-    PromotedLoop<Cfg> loop{smem, pos, acc, part};
+    PromotedLoop<Cfg> loop{smem, pos, acc, part, fold};
     consumeUnits<Cfg>(loop, args, m, rank, acc, pos, tmaD);
   }
 }

@@ -21,6 +21,7 @@
 // k16 wgmmas, and releasing a stage frees its slot too (widen.cuh).
 #pragma once
 
+#include "moss/gemm/consumer_fold.cuh"
 #include "moss/gemm/pipeline.cuh"
 #include "moss/gemm/widen.cuh"
 #include "moss/ptx/mbarrier.cuh"
@@ -286,6 +287,7 @@ template <class Cfg> struct PromotedLoop {
   const ConsumerPosition &pos;
   Fragment<Cfg> &acc;
   Fragment<Cfg> (&part)[Cfg::kPartialSets];
+  ConsumerFold<Cfg> fold; ///< unused: a folded A promotes nothing
 
   /// Issues promotion block `block` of `stage` into part[kParity].
   template <int kParity>
@@ -401,12 +403,19 @@ template <class Cfg> struct DirectLoop {
   const SharedStorage<Cfg> &smem;
   const ConsumerPosition &pos;
   Fragment<Cfg> &acc;
+  ConsumerFold<Cfg> fold; ///< FoldA's, of the current unit
 
-  /// Waits for the stage at `ring` and issues its kSteps steps.
+  /// Waits for the stage at `ring` (the unit's stage ks), folds its A with
+  /// FoldA, and issues its kSteps steps.
   template <int kSteps, bool kFirst>
-  __device__ __forceinline__ void issueStage(const ConsumerRing<Cfg> &ring) {
+  __device__ __forceinline__ void issueStage(const ConsumerRing<Cfg> &ring,
+                                             int ks) {
     acquireStage<Cfg>(smem, ring, pos);
+    if constexpr (Cfg::kFoldA)
+      foldWarpgroupRows<Cfg>(fold, smem.tileA(ring.stage), pos.warpgroup);
     issueSteps<Cfg, kSteps, kFirst>(acc, smem, ring.stage, pos, 0);
+    if constexpr (Cfg::kFoldA)
+      fold.prefetch(ks);
   }
 
   /// A stage after the first: issue it, then free the previous one. With
@@ -416,14 +425,14 @@ template <class Cfg> struct DirectLoop {
   /// kernels disagreed on the H200). B is widened while they run.
   template <int kSteps>
   __device__ __forceinline__ void nextStage(ConsumerRing<Cfg> &ring,
-                                            u32 &previous) {
+                                            u32 &previous, int ks) {
     if constexpr (Cfg::kF16Mma) {
       acquireStage<Cfg>(smem, ring, pos);
       ptx::wgmmaWait<0>();
       releaseStage<Cfg>(smem, previous);
       issueSteps<Cfg, kSteps, false>(acc, smem, ring.stage, pos, 0);
     } else {
-      issueStage<kSteps, false>(ring);
+      issueStage<kSteps, false>(ring, ks);
       ptx::wgmmaWait<1>();
       releaseStage<Cfg>(smem, previous);
     }
@@ -438,15 +447,15 @@ template <class Cfg> struct DirectLoop {
     constexpr int kTail = Cfg::kTailSteps;
     u32 previous = ring.stage;
     if constexpr (Cfg::kUnitFullKStages > 0) {
-      issueStage<4, true>(ring);
+      issueStage<4, true>(ring, 0);
       ring.advance();
 #pragma unroll 1
       for (int ks = 1; ks < stages; ++ks)
-        nextStage<4>(ring, previous);
+        nextStage<4>(ring, previous, ks);
       if constexpr (kTail > 0)
-        nextStage<kTail>(ring, previous);
+        nextStage<kTail>(ring, previous, stages);
     } else {
-      issueStage<kTail, true>(ring);
+      issueStage<kTail, true>(ring, 0);
       ring.advance();
     }
     ptx::wgmmaWait<0>();

@@ -43,9 +43,10 @@ enum FoldGlobal : int { kFoldNoGlobal = 0, kFoldTensorGlobal = 1,
 /// (moss::numerics::getFoldShiftLimit).
 template <int Fmt> constexpr int kFoldShiftLimit = Fmt == kE4M3 ? 19 : 33;
 
-/// The factors of a fold by `shift` (0 < shift <= the format's limit) as
-/// f16 pairs: codes are multiplied by `first`, then (E5M2, whose shifts
-/// reach 33, past f16's 2^-24) by `second`, with first * second = 2^-shift.
+/// The factors of a fold by `shift` (0 <= shift <= the format's limit; 0
+/// multiplies by 1, which keeps every code) as f16 pairs: codes are
+/// multiplied by `first`, then (E5M2, whose shifts reach 33, past f16's
+/// 2^-24) by `second`, with first * second = 2^-shift.
 struct FoldFactors {
   uint32_t first, second;
 };

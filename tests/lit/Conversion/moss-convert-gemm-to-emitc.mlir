@@ -1,5 +1,6 @@
 // RUN: moss-opt %s -split-input-file -moss-convert-gemm-to-emitc -verify-diagnostics | FileCheck %s
 // RUN: moss-opt %s -split-input-file -moss-convert-gemm-to-emitc="quick-compile=true" -verify-diagnostics | FileCheck %s --check-prefix=QUICK
+// RUN: moss-opt %s -split-input-file -moss-convert-gemm-to-emitc="fold-a-in-kernel=true" -verify-diagnostics | FileCheck %s --check-prefix=KERNELFOLD
 
 // quick-compile sets the Config's QuickCompile (after ForcePromoteK, 0 here),
 // which changes the configuration text and so the kernel's name.
@@ -131,9 +132,12 @@ func.func @not_alone(%a: tensor<?x64xf8E4M3FN>, %ag: tensor<1xf32>, %b: tensor<6
 // -----
 
 // A GEMM that folds lowers to the kernel of its folded operands: A per-row
-// for the row fold.
+// for the row fold. With fold-a-in-kernel, to the kernel that folds A
+// itself: A stays two-level, and FoldA is set.
 // CHECK-LABEL: module
 // CHECK: verbatim "    /*ScaleA=*/moss::gemm::kPerRow, /*BlockRowsA=*/1, /*BlockA=*/0, /*GlobalRowA=*/true,"
+// KERNELFOLD: verbatim "    /*ScaleA=*/moss::gemm::kTwoLevel, /*BlockRowsA=*/1, /*BlockA=*/32, /*GlobalRowA=*/false,"
+// KERNELFOLD: /*F16Mma=*/false, /*FoldA=*/true>;
 func.func @moss_forward_row_fold(%a: tensor<?x4096xf8E4M3FN>, %al: tensor<?x128xf8E8M0FNU>, %ag: tensor<1xf32>,
                                  %b: tensor<11008x4096xf8E4M3FN>, %bg: tensor<1xf32>) -> tensor<?x11008xbf16> {
   %c = moss.gemm %a scaling<two_level 32, global = tensor> local(%al) global(%ag),

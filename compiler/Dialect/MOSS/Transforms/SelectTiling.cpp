@@ -91,13 +91,15 @@ private:
     GemmShape shape = getGemmShape(op);
     if (failed(checkStaticNK(op, shape, "moss-select-tiling")))
       return failure();
-    // The kernel of the folded operands, when the op folds; the blocks the
+    // The kernel of the folded operands (with fold-a-in-kernel, the kernel
+    // that folds A itself where it can), when the op folds; the blocks the
     // fold reads must still be ones the kernels take.
     const compiler::GemmSpec asked = getGemmSpec(op, shape);
     if (llvm::Error error = compiler::checkKernelSupport(asked))
       return op.emitOpError() << "cannot be tiled for " << asked.str() << ": "
                               << llvm::toString(std::move(error));
-    compiler::GemmSpec spec = asked.getKernelSpec();
+    compiler::GemmSpec spec =
+        foldAInKernel ? asked.getFoldingKernelSpec() : asked.getKernelSpec();
 
     // A configuration given beforehand (tuning database, by hand) stays if
     // it fits this target.

@@ -154,10 +154,12 @@ static numerics::BlockScaleFold getBlockScaleFold(BlockScaleFold value) {
 }
 
 /// The op's `fold` attribute for the spec's fold: none when unset, or
-/// when no operand has block factors to fold.
+/// when no operand has block factors to fold. A spec whose kernel folds A
+/// is the op that folds by rows (its getFoldingKernelSpec gives it back).
 static FoldAttr getFoldAttr(MLIRContext *context,
                             const compiler::GemmSpec &spec) {
-  const std::optional<numerics::BlockScaleFold> &fold = spec.fold;
+  const std::optional<numerics::BlockScaleFold> fold =
+      spec.kernelFoldsA ? numerics::BlockScaleFold::Row : spec.fold;
   if (!fold || (!numerics::isFoldable(spec.aScaling) &&
                 !numerics::isFoldable(spec.bScaling)))
     return FoldAttr();

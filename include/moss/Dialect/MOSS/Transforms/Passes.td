@@ -68,7 +68,10 @@ def SelectTiling : Pass<"moss-select-tiling"> {
     Option<"arch", "arch", "std::string", /*default=*/"\"sm_90a\"",
            "CUDA arch of the target, matched against database entries">,
     Option<"verboseTuning", "verbose-tuning", "bool", /*default=*/"false",
-           "Remark on each database lookup that gives no tiling">
+           "Remark on each database lookup that gives no tiling">,
+    Option<"foldAInKernel", "fold-a-in-kernel", "bool", /*default=*/"false",
+           "Tile an op that folds A by rows for the kernel that folds A "
+           "itself (GemmSpec::getFoldingKernelSpec) where it can">
   ];
 }
 
