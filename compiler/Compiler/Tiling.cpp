@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "moss/Compiler/Tiling.h"
+#include "moss/Compiler/TemplateParams.h"
 
 #include "llvm/ADT/bit.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -42,24 +43,16 @@ bool compiler::operator==(const TileConfig &lhs, const TileConfig &rhs) {
 }
 
 //===----------------------------------------------------------------------===//
-// Resource model (mirrors templates/moss/gemm/config.cuh)
+// Resource model (the templates' plan, templates/moss/gemm/config.cuh)
 //===----------------------------------------------------------------------===//
 
 static constexpr unsigned kWarpgroupThreads = 128;
 /// Consumer warpgroups of the kernel (`Config::kConsumerWarpgroups`).
 static constexpr unsigned kConsumerWarpgroups = 2;
-/// Registers of a producer thread after setmaxnreg.
+/// Registers of a producer thread after setmaxnreg (kernel.cuh).
 static constexpr unsigned kProducerRegisters = 40;
 /// What setmaxnreg gives a consumer thread at most (a multiple of 8).
 static constexpr unsigned kMaxConsumerRegisters = 232;
-/// With the f16 MMA, the accumulators and the codes a consumer thread holds
-/// while it widens B (TileN / 8 registers) together (`kMaxF16MmaRegisters`).
-static constexpr unsigned kMaxF16MmaRegisters = 152;
-/// The dynamic shared memory of an sm_90 block (`kMaxSharedBytes`), which
-/// the templates fill with staging buffers as far as it goes.
-static constexpr int64_t kMaxSharedBytes = 232448;
-/// One staging buffer for each of the 8 consumer warps, 2 KiB each.
-static constexpr int64_t kStoreBufferSetBytes = 8 * 2048;
 
 /// The block length along K of a scheme's local scales (0 without).
 static int64_t localBlock(const ScalingScheme &scheme) {
@@ -68,29 +61,22 @@ static int64_t localBlock(const ScalingScheme &scheme) {
   return scheme.kind == numerics::ScalingKind::MXFP8 ? 32 : scheme.blockCols;
 }
 
+/// The templates' plan of `spec` on tiles `tileN` wide (the other fields
+/// of the tiling do not change what the callers below read).
+static gemm::Plan planWithTileN(const GemmSpec &spec, int64_t tileN) {
+  TileConfig tiling;
+  tiling.tileN = tileN;
+  return gemm::plan(getTemplateParams(spec, tiling));
+}
+
 int64_t compiler::getPromoteK(const GemmSpec &spec) {
-  int64_t result = 0;
-  // A's factors, when the kernel folds them, are in its codes.
-  for (int64_t k : {spec.kernelFoldsA ? 0 : localBlock(spec.aScaling),
-                    localBlock(spec.bScaling), spec.promoteK})
-    if (k > 0)
-      result = result == 0 ? k : std::min(result, k);
-  return result;
+  return planWithTileN(spec, TileConfig().tileN).promoteK;
 }
 
 /// Whether B's factor varies along the tile's columns: 1xB scales of B, or
 /// per-group NxN ones whose blocks do not each cover whole tiles.
 static bool hasColumnFactor(const GemmSpec &spec, int64_t tileN) {
-  return spec.bScaling.hasLocalScales() &&
-         (spec.bScaling.blockRows == 1 || spec.bScaling.blockRows % tileN != 0);
-}
-
-/// Whether there is a per-row factor table (A's scales, or B's per-group
-/// NxN scales folded into it).
-static bool hasRowFactor(const GemmSpec &spec, int64_t tileN) {
-  return getPromoteK(spec) > 0 &&
-         ((spec.aScaling.hasLocalScales() && !spec.kernelFoldsA) ||
-          (spec.bScaling.hasLocalScales() && !hasColumnFactor(spec, tileN)));
+  return planWithTileN(spec, tileN).colFactor;
 }
 
 std::vector<numerics::MmaChain>
@@ -129,9 +115,13 @@ numerics::MmaSchedule compiler::getMmaSchedule(const GemmSpec &spec,
 ResourceUsage compiler::estimateResources(const GemmSpec &spec,
                                           const TileConfig &tiling,
                                           const TargetInfo &target) {
+  // The kernel's own plan of the configuration (config.cuh); the register
+  // budget is the target's.
+  const gemm::Params params = getTemplateParams(spec, tiling);
+  const gemm::Plan plan = gemm::plan(params);
   ResourceUsage usage;
-  usage.consumerWarpgroups = kConsumerWarpgroups;
-  usage.threads = kWarpgroupThreads * (1 + kConsumerWarpgroups);
+  usage.consumerWarpgroups = unsigned(plan.consumerWarpgroups);
+  usage.threads = unsigned(plan.threads);
 
   unsigned share =
       (target.registersPerSm - kProducerRegisters * kWarpgroupThreads) /
@@ -141,59 +131,25 @@ ResourceUsage compiler::estimateResources(const GemmSpec &spec,
                                        ? consumerRegisters - kRegisterReserve
                                        : 0;
   if (spec.multipliesInF16())
-    usage.accumulatorRegisterLimit = std::min<unsigned>(
-        usage.accumulatorRegisterLimit, kMaxF16MmaRegisters - tiling.tileN / 8);
-  // Each consumer holds TileM / 2 rows: TileM / 128 m64 tiles of TileN / 2
-  // FP32 registers per thread. Promoting adds two partial sets, or one with
-  // factors on both sides or when two do not fit.
-  int64_t wgmmaTiles = std::max<int64_t>(1, tiling.tileM / 128);
-  int64_t perSet = wgmmaTiles * (tiling.tileN / 2);
-  bool rowAndColumn =
-      hasRowFactor(spec, tiling.tileN) && hasColumnFactor(spec, tiling.tileN);
-  // The f16 MMA takes one set (its wgmmas read A from registers, and two
-  // sets spilled).
-  if (getPromoteK(spec) > 0) {
-    usage.partialSetsNarrowed = !rowAndColumn && !spec.multipliesInF16() &&
-                                3 * perSet > usage.accumulatorRegisterLimit;
-    usage.partialSets =
-        rowAndColumn || spec.multipliesInF16() || usage.partialSetsNarrowed ? 1
-                                                                            : 2;
+    usage.accumulatorRegisterLimit =
+        std::min<unsigned>(usage.accumulatorRegisterLimit,
+                           gemm::kMaxF16MmaRegisters - tiling.tileN / 8);
+  if (plan.promoteK > 0) {
+    usage.partialSets = unsigned(plan.partialSets);
+    // One set because three do not fit (rather than factors on both sides
+    // or the f16 MMA).
+    usage.partialSetsNarrowed = plan.partialSets == 1 &&
+                                plan.factorMode != gemm::kFactorRowCol &&
+                                !params.f16Mma;
   }
-  usage.accumulatorRegisters = perSet * (1 + usage.partialSets);
-
-  int64_t promotesPerStage =
-      getPromoteK(spec) > 0 ? std::max<int64_t>(1, kBlockK / getPromoteK(spec))
-                            : 1;
-  int64_t rowTable = hasRowFactor(spec, tiling.tileN)
-                         ? tiling.tileM * promotesPerStage * 4
-                         : 0;
-  int64_t columnTable = hasColumnFactor(spec, tiling.tileN)
-                            ? tiling.tileN * promotesPerStage * 4
-                            : 0;
-  usage.stageBytes =
-      tiling.tileM * kBlockK + tiling.tileN * kBlockK + rowTable + columnTable;
-  if (spec.multipliesInF16())
-    usage.slotBytes = 2 * llvm::alignTo(2 * tiling.tileN * kBlockK, 1024);
-  int64_t stagesEnd =
-      usage.slotBytes > 0
-          ? llvm::alignTo(tiling.stages * usage.stageBytes, 1024) +
-                usage.slotBytes
-          : tiling.stages * usage.stageBytes;
-  int64_t fixedBytes =
-      (2 * tiling.stages + (spec.multipliesInF16() ? 2 : 0)) * 8 + 1024;
-  int64_t outBytes = getByteWidth(spec.out);
-  usage.storable =
-      spec.n * outBytes % 16 == 0 && tiling.tileN * outBytes % 128 == 0;
-  int64_t stagingOffset = llvm::alignTo(stagesEnd, 1024);
-  int64_t room = kMaxSharedBytes - stagingOffset - fixedBytes;
-  usage.storeBuffers = !usage.storable || room < kStoreBufferSetBytes ? 0
-                       : room >= 2 * kStoreBufferSetBytes             ? 2
-                                                                      : 1;
-  int64_t barrierOffset =
-      usage.storeBuffers > 0
-          ? stagingOffset + usage.storeBuffers * kStoreBufferSetBytes
-          : llvm::alignTo(stagesEnd, 8);
-  usage.sharedBytes = barrierOffset + fixedBytes;
+  usage.accumulatorRegisters = unsigned(plan.accumulatorRegisters);
+  usage.stageBytes = unsigned(plan.stageABytes + plan.stageBBytes +
+                              plan.rowTableBytes + plan.colTableBytes);
+  usage.slotBytes = unsigned(2 * plan.slotBytes);
+  usage.storable = spec.n * getByteWidth(spec.out) % 16 == 0 &&
+                   tiling.tileN * getByteWidth(spec.out) % 128 == 0;
+  usage.storeBuffers = unsigned(plan.storeBuffers);
+  usage.sharedBytes = unsigned(plan.sharedBytes);
   return usage;
 }
 
@@ -346,6 +302,9 @@ llvm::Error compiler::checkTiling(const GemmSpec &spec,
     return error("needs " + llvm::Twine(usage.sharedBytes) +
                  " bytes of shared memory; the limit is " +
                  llvm::Twine(target.sharedMemoryPerBlock));
+  // The templates' own rules (the checks above say more where they apply).
+  if (const char *problem = gemm::validate(getTemplateParams(spec, tiling)))
+    return error(problem);
   return llvm::Error::success();
 }
 

@@ -774,15 +774,6 @@ Error GemmRunner::loadKernel(
   Expected<detail::TemplatePlan> plan = detail::planFromTemplates(source);
   if (!plan)
     return plan.takeError();
-  // The compiler's resource model duplicates the templates' plan; a drift
-  // would launch with the wrong geometry.
-  if (plan->threads != source.launch.threads ||
-      plan->sharedBytes != source.launch.sharedBytes)
-    return runtime::invalidArgument(
-        "internal error: the compiler planned " + Twine(source.launch.threads) +
-        " threads and " + Twine(source.launch.sharedBytes) +
-        " bytes of shared memory, the templates " + Twine(plan->threads) +
-        " and " + Twine(plan->sharedBytes));
   if (Error e = runtime::setSharedMemoryLimit(*function, plan->sharedBytes))
     return e;
   runtime::LaunchConfig config;

@@ -2,12 +2,11 @@
 
 #include "TemplatePlan.h"
 
-#include "moss/gemm/config.cuh"
+#include "moss/Compiler/TemplateParams.h"
 
 #include <cstddef>
 
 using namespace moss;
-using compiler::FloatType;
 
 #define MOSS_SAME_FIELD(field)                                                 \
   static_assert(                                                               \
@@ -27,49 +26,10 @@ MOSS_SAME_FIELD(workspace);
 #undef MOSS_SAME_FIELD
 static_assert(sizeof(detail::KernelArgs) == sizeof(gemm::Args));
 
-/// The templates' parameters of a compiled kernel (docs/GEMM-KERNEL-ABI.md).
-static gemm::Params getParams(const compiler::KernelSource &source) {
-  const compiler::GemmSpec &spec = source.spec;
-  const compiler::TileConfig &t = source.tiling;
-  auto type = [](std::optional<FloatType> f) {
-    return f ? int(*f) : gemm::kNone;
-  };
-  gemm::Params p;
-  p.m = spec.isDynamicM() ? -1 : int(spec.m);
-  p.n = int(spec.n);
-  p.k = int(spec.k);
-  p.elemA = int(spec.a);
-  p.elemB = int(spec.b);
-  p.scaleA = int(spec.aScaling.kind);
-  p.blockRowsA = int(spec.aScaling.blockRows);
-  p.blockA = int(spec.aScaling.blockCols);
-  p.globalRowA = spec.aScaling.globalPerRow();
-  p.scaleB = int(spec.bScaling.kind);
-  p.blockRowsB = int(spec.bScaling.blockRows);
-  p.blockB = int(spec.bScaling.blockCols);
-  p.globalRowB = spec.bScaling.globalPerRow();
-  p.out = int(spec.out);
-  p.bias = type(spec.bias);
-  p.accum = type(spec.accumulate);
-  p.amax = spec.amax;
-  p.tileM = int(t.tileM);
-  p.tileN = int(t.tileN);
-  p.stages = int(t.stages);
-  p.clusterM = int(t.clusterM);
-  p.clusterN = int(t.clusterN);
-  p.rasterAlongN = t.raster == compiler::RasterOrder::AlongN;
-  p.swizzle = int(t.swizzle);
-  p.splitK = int(t.splitK);
-  p.forcePromoteK = int(spec.promoteK);
-  p.quickCompile = source.quickCompile;
-  p.f16Mma = spec.multipliesInF16();
-  p.foldA = spec.kernelFoldsA;
-  return p;
-}
-
 llvm::Expected<detail::TemplatePlan>
 detail::planFromTemplates(const compiler::KernelSource &source) {
-  gemm::Params params = getParams(source);
+  const gemm::Params params = compiler::getTemplateParams(
+      source.spec, source.tiling, source.quickCompile);
   if (const char *problem = gemm::validate(params))
     return llvm::createStringError(
         llvm::Twine("internal error: the templates reject the compiled "

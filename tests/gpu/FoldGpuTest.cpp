@@ -214,13 +214,8 @@ struct GemmFoldCase {
 
 void PrintTo(const GemmFoldCase &c, std::ostream *os) { *os << c.name; }
 
-class GemmFoldGpuTest : public ::testing::TestWithParam<GemmFoldCase> {};
-
-TEST_P(GemmFoldGpuTest, MatchesTheModelOfTheFoldedOperands) {
-  REQUIRE_GPU();
-  if (std::string reason = gemmtest::getHopperSkipReason(); !reason.empty())
-    GTEST_SKIP() << reason;
-  const GemmFoldCase &c = GetParam();
+/// The GEMM of case `c` (a dynamic M).
+compiler::GemmSpec specOf(const GemmFoldCase &c) {
   compiler::GemmSpec spec;
   spec.n = c.n;
   spec.k = c.k;
@@ -229,6 +224,17 @@ TEST_P(GemmFoldGpuTest, MatchesTheModelOfTheFoldedOperands) {
   spec.bScaling = c.b;
   spec.out = c.out;
   spec.fold = c.fold;
+  return spec;
+}
+
+class GemmFoldGpuTest : public ::testing::TestWithParam<GemmFoldCase> {};
+
+TEST_P(GemmFoldGpuTest, MatchesTheModelOfTheFoldedOperands) {
+  REQUIRE_GPU();
+  if (std::string reason = gemmtest::getHopperSkipReason(); !reason.empty())
+    GTEST_SKIP() << reason;
+  const GemmFoldCase &c = GetParam();
+  compiler::GemmSpec spec = specOf(c);
   spec.bias = compiler::FloatType::BF16;
   std::mt19937 rng(std::random_device{}());
   std::vector<float> a = adversarial(c.m, c.k, 20, rng);
@@ -279,14 +285,7 @@ TEST_P(KernelFoldGpuTest, MatchesTheFoldPassBitForBit) {
   if (std::string reason = gemmtest::getHopperSkipReason(); !reason.empty())
     GTEST_SKIP() << reason;
   const GemmFoldCase &c = GetParam();
-  compiler::GemmSpec spec;
-  spec.n = c.n;
-  spec.k = c.k;
-  spec.a = c.formatA;
-  spec.aScaling = c.a;
-  spec.bScaling = c.b;
-  spec.out = c.out;
-  spec.fold = c.fold;
+  const compiler::GemmSpec spec = specOf(c);
   ASSERT_TRUE(spec.canFoldAInKernel(c.m)) << spec.str();
   std::mt19937 rng(std::random_device{}());
   for (int span : {10, 20, 40}) {

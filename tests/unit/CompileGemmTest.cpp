@@ -8,6 +8,7 @@
 
 #include "GemmSpecs.h"
 #include "moss/Compiler/Compile.h"
+#include "moss/Compiler/TemplateParams.h"
 
 #include "gtest/gtest.h"
 
@@ -45,6 +46,12 @@ std::string compileError(const GemmSpec &spec,
 
 bool contains(const std::string &text, const std::string &part) {
   return text.find(part) != std::string::npos;
+}
+
+/// The templates' persistent grid of `kernel` for `m` rows on `sms` SMs.
+int gridBlocks(const KernelSource &kernel, int m, int sms) {
+  return moss::gemm::gridSize(getTemplateParams(kernel.spec, kernel.tiling), m,
+                              sms);
 }
 
 } // namespace
@@ -122,37 +129,47 @@ TEST(CompileGemmTest, KernelCanFoldAWhereTheRulesAllow) {
 }
 
 TEST(CompileGemmTest, KernelThatFoldsATakesNeitherSplitKNorTileM64) {
-  GemmSpec launch = mossForward();
-  launch.fold.reset();
-  launch = launch.getFoldingKernelSpec(4096);
-  ASSERT_TRUE(launch.kernelFoldsA);
+  GemmSpec asked = mossForward();
+  asked.fold = numerics::BlockScaleFold::Row; // at any M
+  GemmSpec folding = asked.getFoldingKernelSpec();
+  ASSERT_TRUE(folding.kernelFoldsA);
   TargetInfo target = TargetInfo::h200();
   TileConfig tiling;
   tiling.tileM = 64;
   tiling.tileN = 128;
   tiling.stages = 4;
-  llvm::Error e = checkTiling(launch, tiling, target);
+  llvm::Error e = checkTiling(folding, tiling, target);
   ASSERT_TRUE(bool(e));
   EXPECT_NE(llvm::toString(std::move(e)).find("folds A"), std::string::npos);
   tiling.tileM = 128;
   tiling.splitK = 2;
-  e = checkTiling(launch, tiling, target);
+  e = checkTiling(folding, tiling, target);
   ASSERT_TRUE(bool(e));
   llvm::consumeError(std::move(e));
   tiling.splitK = 1;
-  e = checkTiling(launch, tiling, target);
+  e = checkTiling(folding, tiling, target);
   EXPECT_FALSE(bool(e)) << llvm::toString(std::move(e));
-  // Shapes where the heuristic would split K or take 64-row tiles.
-  for (int64_t m : {1024, 4096}) {
-    launch.m = m;
+  // Small M, where the heuristic splits K and takes 64-row tiles for the
+  // kernel of the folded operands.
+  TilingOptions options;
+  options.allowSplitK = true;
+  bool splitsElsewhere = false;
+  for (int64_t m : {1, 16, 64}) {
     for (int64_t k : {4096, 16384}) {
-      launch.k = k;
-      llvm::Expected<TileConfig> chosen = selectTiling(launch, target);
+      asked.m = m;
+      asked.k = k;
+      llvm::Expected<TileConfig> chosen =
+          selectTiling(asked.getFoldingKernelSpec(), target, options);
       ASSERT_TRUE(bool(chosen)) << llvm::toString(chosen.takeError());
       EXPECT_NE(chosen->tileM, 64) << chosen->str();
       EXPECT_EQ(chosen->splitK, 1) << chosen->str();
+      llvm::Expected<TileConfig> exact =
+          selectTiling(asked.getKernelSpec(), target, options);
+      ASSERT_TRUE(bool(exact)) << llvm::toString(exact.takeError());
+      splitsElsewhere |= exact->splitK > 1 || exact->tileM == 64;
     }
   }
+  EXPECT_TRUE(splitsElsewhere) << "the shapes test nothing";
 }
 
 TEST(CompileGemmTest, DefaultFoldFollowsOutputAndRows) {
@@ -215,9 +232,9 @@ TEST(CompileGemmTest, MossForwardSource) {
   // Persistent grid: one block per SM, fewer when there are fewer tiles.
   // With 2x1 clusters a tile row of 86 tiles is 86 pairs, so even one row
   // fills the 132 SMs (their second blocks lie past M).
-  EXPECT_EQ(kernel.getGridBlocks(16384, 132), 132u);
-  EXPECT_EQ(kernel.getGridBlocks(1, 132), 132u);
-  EXPECT_EQ(kernel.getGridBlocks(1, 200), 172u);
+  EXPECT_EQ(gridBlocks(kernel, 16384, 132), 132);
+  EXPECT_EQ(gridBlocks(kernel, 1, 132), 132);
+  EXPECT_EQ(gridBlocks(kernel, 1, 200), 172);
 }
 
 TEST(CompileGemmTest, ShapesGetSaneTiles) {
@@ -241,7 +258,7 @@ TEST(CompileGemmTest, ShapesGetSaneTiles) {
   EXPECT_EQ(decode.tiling.tileM, 64); // both warpgroups on the row
   EXPECT_TRUE(contains(decode.source, "/*TileM=*/64,"));
   EXPECT_LE(decode.tiling.tileN, 64);
-  EXPECT_EQ(decode.getGridBlocks(1, 132), 128u); // 8192 / 64 N tiles
+  EXPECT_EQ(gridBlocks(decode, 1, 132), 128); // 8192 / 64 N tiles
 }
 
 TEST(CompileGemmTest, KernelNamesFollowContent) {

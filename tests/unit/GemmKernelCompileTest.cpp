@@ -14,6 +14,7 @@
 
 #include "../gpu/GemmTestSupport.h"
 
+#include "moss/Compiler/TemplateParams.h"
 #include "moss/Compiler/Tiling.h"
 #include "moss/Runtime/Nvrtc.h"
 
@@ -561,10 +562,45 @@ TEST(GemmKernelPlanTest, StagingBuffersFollowTheOutputAndTheRoom) {
   EXPECT_EQ(plan(odd).offsetBarriers, plan(odd).offsetStaging);
 }
 
-/// The compiler's resource model (Tiling.h) mirrors the templates' plan,
-/// staging buffers included: the runtime refuses a kernel whose shared
-/// memory the two compute differently.
-TEST(GemmKernelPlanTest, ResourceModelMatchesThePlan) {
+/// Every field of `a` and `b`.
+void expectSameParams(const Params &a, const Params &b) {
+  EXPECT_EQ(a.m, b.m);
+  EXPECT_EQ(a.n, b.n);
+  EXPECT_EQ(a.k, b.k);
+  EXPECT_EQ(a.elemA, b.elemA);
+  EXPECT_EQ(a.elemB, b.elemB);
+  EXPECT_EQ(a.scaleA, b.scaleA);
+  EXPECT_EQ(a.blockRowsA, b.blockRowsA);
+  EXPECT_EQ(a.blockA, b.blockA);
+  EXPECT_EQ(a.globalRowA, b.globalRowA);
+  EXPECT_EQ(a.scaleB, b.scaleB);
+  EXPECT_EQ(a.blockRowsB, b.blockRowsB);
+  EXPECT_EQ(a.blockB, b.blockB);
+  EXPECT_EQ(a.globalRowB, b.globalRowB);
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_EQ(a.bias, b.bias);
+  EXPECT_EQ(a.accum, b.accum);
+  EXPECT_EQ(a.amax, b.amax);
+  EXPECT_EQ(a.tileM, b.tileM);
+  EXPECT_EQ(a.tileN, b.tileN);
+  EXPECT_EQ(a.stages, b.stages);
+  EXPECT_EQ(a.clusterM, b.clusterM);
+  EXPECT_EQ(a.clusterN, b.clusterN);
+  EXPECT_EQ(a.rasterAlongN, b.rasterAlongN);
+  EXPECT_EQ(a.swizzle, b.swizzle);
+  EXPECT_EQ(a.splitK, b.splitK);
+  EXPECT_EQ(a.forcePromoteK, b.forcePromoteK);
+  EXPECT_EQ(a.quickCompile, b.quickCompile);
+  EXPECT_EQ(a.f16Mma, b.f16Mma);
+  EXPECT_EQ(a.foldA, b.foldA);
+}
+
+/// The compiler's one mapping to the templates' parameters
+/// (getTemplateParams, behind the emitted configuration, the resource model
+/// and the runtime's launch plan) gives back the parameters of the GEMM the
+/// tests describe (specOf, tilingOfParams), and so the templates' shared
+/// memory.
+TEST(GemmKernelPlanTest, TemplateParamsGiveBackTheKernelsParameters) {
   Params base;
   base.k = 4096;
   Params both = twoLevel(base, /*rowA=*/false);
@@ -593,6 +629,9 @@ TEST(GemmKernelPlanTest, ResourceModelMatchesThePlan) {
                 if (validate(p) != nullptr)
                   continue;
                 SCOPED_TRACE(describe(p));
+                expectSameParams(moss::compiler::getTemplateParams(
+                                     specOf(p), tilingOfParams(p)),
+                                 p);
                 moss::compiler::ResourceUsage usage =
                     moss::compiler::estimateResources(
                         specOf(p), tilingOfParams(p), target);

@@ -25,6 +25,7 @@
 
 #include "KernelFunction.h"
 
+#include "moss/Compiler/TemplateParams.h"
 #include "moss/Compiler/Tiling.h"
 #include "moss/Conversion/Passes.h"
 #include "moss/Dialect/MOSS/IR/MOSSOps.h"
@@ -48,44 +49,44 @@ using namespace mlir;
 using namespace mlir::moss;
 
 namespace compiler = ::moss::compiler;
-namespace numerics = ::moss::numerics;
 
 /// The header every GEMM translation unit includes.
 static constexpr llvm::StringLiteral kKernelHeader = "moss/gemm/kernel.cuh";
 /// The alias of the configuration inside the unit.
 static constexpr llvm::StringLiteral kConfigAlias = "MossGemmConfig";
 
-static const char *getFormatConstant(numerics::Fp8Format format) {
-  return format == numerics::Fp8Format::E4M3 ? "moss::gemm::kE4M3"
-                                             : "moss::gemm::kE5M2";
+namespace gemm = ::moss::gemm;
+
+static const char *getFormatConstant(int format) {
+  return format == gemm::kE5M2 ? "moss::gemm::kE5M2" : "moss::gemm::kE4M3";
 }
 
-static const char *getScaleConstant(numerics::ScalingKind kind) {
-  switch (kind) {
-  case numerics::ScalingKind::PerTensor:
+static const char *getScaleConstant(int scale) {
+  switch (scale) {
+  case gemm::kPerTensor:
     return "moss::gemm::kPerTensor";
-  case numerics::ScalingKind::PerRow:
+  case gemm::kPerRow:
     return "moss::gemm::kPerRow";
-  case numerics::ScalingKind::PerGroup:
+  case gemm::kPerGroup:
     return "moss::gemm::kPerGroup";
-  case numerics::ScalingKind::MXFP8:
+  case gemm::kMXFP8:
     return "moss::gemm::kMXFP8";
-  case numerics::ScalingKind::TwoLevel:
+  case gemm::kTwoLevel:
     return "moss::gemm::kTwoLevel";
   }
   llvm_unreachable("unknown scaling kind");
 }
 
-static const char *getFloatConstant(std::optional<compiler::FloatType> type) {
-  if (!type)
-    return "moss::gemm::kNone";
-  switch (*type) {
-  case compiler::FloatType::BF16:
+static const char *getTypeConstant(int type) {
+  switch (type) {
+  case gemm::kBF16:
     return "moss::gemm::kBF16";
-  case compiler::FloatType::F16:
+  case gemm::kF16:
     return "moss::gemm::kF16";
-  case compiler::FloatType::F32:
+  case gemm::kF32:
     return "moss::gemm::kF32";
+  case gemm::kNone:
+    return "moss::gemm::kNone";
   }
   llvm_unreachable("unknown float type");
 }
@@ -94,15 +95,13 @@ static const char *getBool(bool value) { return value ? "true" : "false"; }
 
 /// The optional 26th to 29th parameters (ForcePromoteK, QuickCompile,
 /// F16Mma, FoldA), up to the last one that is set; "" when none is.
-static std::string getOptionalArguments(const compiler::GemmSpec &spec,
-                                        bool quickCompile) {
+static std::string getOptionalArguments(const gemm::Params &p) {
   const std::string values[] = {
-      llvm::formatv(", /*ForcePromoteK=*/{0}", spec.promoteK).str(),
-      std::string(", /*QuickCompile=*/") + getBool(quickCompile),
-      std::string(", /*F16Mma=*/") + getBool(spec.multipliesInF16()),
-      std::string(", /*FoldA=*/") + getBool(spec.kernelFoldsA)};
-  const bool set[] = {spec.promoteK != 0, quickCompile, spec.multipliesInF16(),
-                      spec.kernelFoldsA};
+      llvm::formatv(", /*ForcePromoteK=*/{0}", p.forcePromoteK).str(),
+      std::string(", /*QuickCompile=*/") + getBool(p.quickCompile),
+      std::string(", /*F16Mma=*/") + getBool(p.f16Mma),
+      std::string(", /*FoldA=*/") + getBool(p.foldA)};
+  const bool set[] = {p.forcePromoteK != 0, p.quickCompile, p.f16Mma, p.foldA};
   int last = -1;
   for (int i = 0; i < 4; ++i)
     if (set[i])
@@ -114,38 +113,38 @@ static std::string getOptionalArguments(const compiler::GemmSpec &spec,
 }
 
 /// The template arguments of moss::gemm::Config, one source line each as
-/// docs/GEMM-KERNEL-ABI.md lays them out, the last closing the list.
+/// docs/GEMM-KERNEL-ABI.md lays them out, the last closing the list: the
+/// parameters of compiler::getTemplateParams, the mapping the runtime's
+/// launch plan reads too.
 static SmallVector<std::string>
 getConfigArguments(const compiler::GemmSpec &spec,
                    const compiler::TileConfig &tiling, bool quickCompile) {
-  auto operand = [](char name, const numerics::ScalingScheme &scheme) {
+  const gemm::Params p =
+      compiler::getTemplateParams(spec, tiling, quickCompile);
+  auto operand = [](char name, int scale, int blockRows, int block,
+                    bool globalRow) {
     return llvm::formatv("    /*Scale{0}=*/{1}, /*BlockRows{0}=*/{2}, "
                          "/*Block{0}=*/{3}, /*GlobalRow{0}=*/{4},",
-                         name, getScaleConstant(scheme.kind), scheme.blockRows,
-                         scheme.blockCols, getBool(scheme.globalPerRow()))
+                         name, getScaleConstant(scale), blockRows, block,
+                         getBool(globalRow))
         .str();
   };
-  return {llvm::formatv("    /*M=*/{0}, /*N=*/{1}, /*K=*/{2},",
-                        spec.isDynamicM() ? int64_t(-1) : spec.m, spec.n,
-                        spec.k),
+  return {llvm::formatv("    /*M=*/{0}, /*N=*/{1}, /*K=*/{2},", p.m, p.n, p.k),
           llvm::formatv("    /*ElemA=*/{0}, /*ElemB=*/{1},",
-                        getFormatConstant(spec.a), getFormatConstant(spec.b)),
-          operand('A', spec.aScaling),
-          operand('B', spec.bScaling),
+                        getFormatConstant(p.elemA), getFormatConstant(p.elemB)),
+          operand('A', p.scaleA, p.blockRowsA, p.blockA, p.globalRowA),
+          operand('B', p.scaleB, p.blockRowsB, p.blockB, p.globalRowB),
           llvm::formatv("    /*Out=*/{0}, /*Bias=*/{1}, /*Accum=*/{2},",
-                        getFloatConstant(spec.out), getFloatConstant(spec.bias),
-                        getFloatConstant(spec.accumulate)),
-          llvm::formatv("    /*Amax=*/{0},", getBool(spec.amax)),
+                        getTypeConstant(p.out), getTypeConstant(p.bias),
+                        getTypeConstant(p.accum)),
+          llvm::formatv("    /*Amax=*/{0},", getBool(p.amax)),
           llvm::formatv("    /*TileM=*/{0}, /*TileN=*/{1}, /*Stages=*/{2}, "
                         "/*ClusterM=*/{3}, /*ClusterN=*/{4},",
-                        tiling.tileM, tiling.tileN, tiling.stages,
-                        tiling.clusterM, tiling.clusterN),
+                        p.tileM, p.tileN, p.stages, p.clusterM, p.clusterN),
           llvm::formatv(
               "    /*RasterAlongN=*/{0}, /*Swizzle=*/{1}, /*SplitK=*/{2}{3}>;",
-              getBool(tiling.raster == compiler::RasterOrder::AlongN),
-              tiling.swizzle, tiling.splitK,
-              // The optional 26th to 29th parameters.
-              getOptionalArguments(spec, quickCompile))};
+              getBool(p.rasterAlongN), p.swizzle, p.splitK,
+              getOptionalArguments(p))};
 }
 
 /// "moss_gemm_" and 16 hex digits of the XXH3 hash of the configuration

@@ -19,8 +19,8 @@ namespace moss::compiler {
 
 /// Launch geometry of a GEMM kernel (docs/GEMM-KERNEL-ABI.md, "Launch").
 struct LaunchGeometry {
-  /// Threads per block: `Config::kThreads`. The value is the compiler's
-  /// resource model (Tiling.h); the expression is what the unit defines.
+  /// Threads per block: `Config::kThreads`. The value is the templates'
+  /// plan (estimateResources); the expression is what the unit defines.
   unsigned threads = 0;
   std::string threadsExpr = "MossGemmConfig::kThreads";
   /// Dynamic shared memory per block: `Config::kSharedBytes`, as modelled
@@ -30,8 +30,9 @@ struct LaunchGeometry {
   /// Cluster dimensions: (ClusterM * ClusterN, 1, 1); {1, 1, 1} means no
   /// cluster launch.
   unsigned cluster[3] = {1, 1, 1};
-  // The grid is always persistent: `moss::gemm::gridSize<Config>(m,
-  // smCount)` of the templates (one block per SM, no more than the tiles).
+  // The grid is always persistent: `moss::gemm::gridSize(params, m,
+  // smCount)` of the templates (one block per SM, no more than the tiles;
+  // the runtime's TemplatePlan).
 };
 
 /// One compiled GEMM, ready for NVRTC.
@@ -49,10 +50,6 @@ struct KernelSource {
   GemmSpec spec;
   /// Whether it is the quick-compile variant (CompileOptions::quickCompile).
   bool quickCompile = false;
-
-  /// Thread blocks to launch for `m` rows on `smCount` SMs under
-  /// `launch.grid`.
-  unsigned getGridBlocks(int64_t m, unsigned smCount) const;
 };
 
 } // namespace moss::compiler

@@ -72,8 +72,9 @@ constexpr int64_t kBlockK = 128;
 /// above one row of 128-row tiles splitting measured no gain.
 constexpr int64_t kSplitKMaxRows = 128;
 
-/// What a configuration needs from the SM. This is the compiler's copy of
-/// the model in templates/moss/gemm/config.cuh (keep the two in step): one
+/// What a configuration needs from the SM, as the templates' plan
+/// (templates/moss/gemm/config.cuh, through getTemplateParams) computes it,
+/// with the register budget of the target: one
 /// producer warpgroup (TMA, scale tables; 40 registers) and two consumer
 /// warpgroups (232 registers) that split the tile's rows into m64 wgmma
 /// tiles. A scheme with block scales promotes partial sums into the FP32
@@ -81,8 +82,9 @@ constexpr int64_t kSplitKMaxRows = 128;
 /// partials, ping-ponged) or two (see partialSets); the per-stage factor
 /// tables hold one FP32 factor per tile row (A's scales) and per tile
 /// column (B's 1xB scales, or per-group NxN ones whose blocks do not cover
-/// whole tiles) for each promotion block of the stage. The epilogue stores from
-/// registers, so no output tile is staged in shared memory.
+/// whole tiles) for each promotion block of the stage. The epilogue stages
+/// its output in shared memory for TMA stores where the output and the room
+/// allow (storeBuffers).
 struct ResourceUsage {
   /// Threads per block (`Config::kThreads`): 128 * (1 + 2).
   unsigned threads = 0;
