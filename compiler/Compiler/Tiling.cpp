@@ -13,6 +13,7 @@
 #include "llvm/Support/MathExtras.h"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 
 using namespace moss;
@@ -163,6 +164,13 @@ int64_t compiler::getStagesThatFit(const ResourceUsage &usage,
 }
 
 llvm::Error compiler::checkKernelSupport(const GemmSpec &spec) {
+  // The templates' parameters are ints (getTemplateParams).
+  constexpr int64_t kIntMax = std::numeric_limits<int32_t>::max();
+  if (spec.n > kIntMax || spec.k > kIntMax || spec.m > kIntMax)
+    return llvm::createStringError(
+        "the GEMM is %lldx%lldx%lld; the kernel takes M, N and K below 2^31",
+        static_cast<long long>(spec.m), static_cast<long long>(spec.n),
+        static_cast<long long>(spec.k));
   for (auto [name, scheme] :
        {std::pair{"A", &spec.aScaling}, std::pair{"B", &spec.bScaling}}) {
     int64_t block = localBlock(*scheme);
@@ -170,6 +178,12 @@ llvm::Error compiler::checkKernelSupport(const GemmSpec &spec) {
       return llvm::createStringError(
           "operand %s is scaled %s; the Hopper GEMM kernel takes scaling "
           "blocks of 32, 64 or 128 along K",
+          name, scheme->str().c_str());
+    if (scheme->hasLocalScales() &&
+        (scheme->blockRows < 1 || scheme->blockRows > kIntMax))
+      return llvm::createStringError(
+          "operand %s is scaled %s; the Hopper GEMM kernel takes blocks of 1 "
+          "to 2^31 - 1 rows",
           name, scheme->str().c_str());
   }
   return llvm::Error::success();
@@ -221,6 +235,10 @@ llvm::Error compiler::checkTiling(const GemmSpec &spec,
   auto error = [&](const llvm::Twine &message) {
     return llvm::createStringError("tiling " + tiling.str() + ": " + message);
   };
+  // The spec first: the resource model below reads it as the kernel's
+  // parameters.
+  if (llvm::Error unsupported = checkKernelSupport(spec))
+    return unsupported;
   // Every field in range before any arithmetic on them (a tuning database
   // or an attribute may hold anything).
   auto outside = [](int64_t value, int64_t low, int64_t high) {

@@ -123,8 +123,9 @@ struct ResourceUsage {
 /// besides its accumulators.
 constexpr unsigned kRegisterReserve = 40;
 
-/// Whether the kernel can run `spec` at all (scaling blocks along K of 32,
-/// 64 or 128); the error names the operand and the block.
+/// Whether the kernel can run `spec` at all (M, N and K below 2^31, scaling
+/// blocks of 32, 64 or 128 along K and 1 to 2^31 - 1 rows); the error names
+/// the operand and the block.
 llvm::Error checkKernelSupport(const GemmSpec &spec);
 
 /// The resource model for `spec` tiled by `tiling` on `target`.

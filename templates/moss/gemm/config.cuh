@@ -175,6 +175,11 @@ struct Plan {
 };
 
 namespace detail {
+/// ceil(a / b) for a >= 0, b > 0, without the overflow of (a + b - 1) / b
+/// near INT_MAX.
+constexpr MOSS_GEMM_HD int ceilDiv(int a, int b) {
+  return a == 0 ? 0 : (a - 1) / b + 1;
+}
 constexpr MOSS_GEMM_HD bool hasLocal(int s) {
   return s == kPerGroup || s == kMXFP8 || s == kTwoLevel;
 }
@@ -315,7 +320,7 @@ constexpr MOSS_GEMM_HD Plan plan(const Params &p) {
   // start at a 1024-byte boundary.
   q.offsetStaging = (tablesEnd + 1023) / 1024 * 1024;
   const int bufferSet = kConsumerWarps * kStoreBufferBytes;
-  const bool storable = (p.n * elementBytes(p.out)) % 16 == 0 &&
+  const bool storable = (p.n % 16 * elementBytes(p.out)) % 16 == 0 &&
                         (p.tileN * elementBytes(p.out)) % 128 == 0;
   const int room = kMaxSharedBytes - q.offsetStaging - fixedBytes;
   q.storeBuffers = !storable || room < bufferSet ? 0
@@ -404,10 +409,10 @@ constexpr MOSS_GEMM_HD const char *validate(const Params &p) {
 /// Cluster tiles of an m-row problem: ClusterM x ClusterN output tiles each
 /// (the tile count when there are no clusters).
 constexpr MOSS_GEMM_HD int numTiles(Params p, int m) {
-  const int tilesM = (m + p.tileM - 1) / p.tileM;
-  const int tilesN = (p.n + p.tileN - 1) / p.tileN;
-  return ((tilesM + p.clusterM - 1) / p.clusterM) *
-         ((tilesN + p.clusterN - 1) / p.clusterN);
+  const int tilesM = detail::ceilDiv(m, p.tileM);
+  const int tilesN = detail::ceilDiv(p.n, p.tileN);
+  return detail::ceilDiv(tilesM, p.clusterM) *
+         detail::ceilDiv(tilesN, p.clusterN);
 }
 
 /// The first row and column of the output tile CTA `rank` of a cluster
@@ -419,10 +424,8 @@ constexpr MOSS_GEMM_HD int numTiles(Params p, int m) {
 /// when the tile counts are odd.
 constexpr MOSS_GEMM_HD void tileOrigin(Params p, int m, int t, int rank,
                                        int &m0, int &n0) {
-  const int tilesM =
-      ((m + p.tileM - 1) / p.tileM + p.clusterM - 1) / p.clusterM;
-  const int tilesN =
-      ((p.n + p.tileN - 1) / p.tileN + p.clusterN - 1) / p.clusterN;
+  const int tilesM = detail::ceilDiv(detail::ceilDiv(m, p.tileM), p.clusterM);
+  const int tilesN = detail::ceilDiv(detail::ceilDiv(p.n, p.tileN), p.clusterN);
   const int swizzle = p.swizzle > 0 ? p.swizzle : 1;
   // Walk (slow, fast) = (N, M) along M, (M, N) along N.
   const int fastCount = p.rasterAlongN ? tilesN : tilesM;
@@ -478,8 +481,7 @@ constexpr MOSS_GEMM_HD long long workspaceBytes(Params p, int m) {
 constexpr MOSS_GEMM_HD int boxRowsA(Params p, int m) {
   if (p.clusterN == 2)
     return p.tileM / 2;
-  const int rows = (m + 7) / 8 * 8;
-  return rows < p.tileM ? rows : p.tileM;
+  return m < p.tileM ? (m + 7) / 8 * 8 : p.tileM;
 }
 
 /// Bytes the TMA loads into one stage of an m-row launch (the "full"
