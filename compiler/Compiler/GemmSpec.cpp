@@ -1,6 +1,7 @@
 //===- GemmSpec.cpp - A GEMM to compile, as a plain struct ----------------===//
 
 #include "moss/Compiler/GemmSpec.h"
+#include "moss/Compiler/TemplateParams.h"
 
 #include "moss/Compiler/Tiling.h"
 
@@ -94,22 +95,27 @@ GemmSpec GemmSpec::getKernelSpec(int64_t rows) const {
   return kernel;
 }
 
+/// The spec of the kernel that folds A itself, whether or not the kernel
+/// can take it.
+static GemmSpec withKernelFoldingA(const GemmSpec &spec, int64_t rows) {
+  GemmSpec folding = spec.getKernelSpec(rows);
+  folding.aScaling = spec.aScaling;
+  folding.kernelFoldsA = true;
+  return folding;
+}
+
 bool GemmSpec::canFoldAInKernel(int64_t rows) const {
-  const numerics::ScalingScheme foldedB =
-      numerics::getFoldedScheme(bScaling, getFold(rows));
+  // The templates' rule (moss::gemm::validate) on a tiling it allows; the
+  // tiling checks keep the rest (TileM, split-K).
   return getFold(rows) == numerics::BlockScaleFold::Row &&
-         aScaling.localScalesAreE8M0() && aScaling.blockCols == 32 &&
-         k % 128 == 0 && !multipliesInF16() && promoteK == 0 &&
-         !foldedB.hasLocalScales();
+         numerics::isFoldable(aScaling) &&
+         gemm::validate(getTemplateParams(withKernelFoldingA(*this, rows),
+                                          TileConfig())) == nullptr;
 }
 
 GemmSpec GemmSpec::getFoldingKernelSpec(int64_t rows) const {
-  GemmSpec launch = getKernelSpec(rows);
-  if (canFoldAInKernel(rows)) {
-    launch.aScaling = aScaling;
-    launch.kernelFoldsA = true;
-  }
-  return launch;
+  return canFoldAInKernel(rows) ? withKernelFoldingA(*this, rows)
+                                : getKernelSpec(rows);
 }
 
 llvm::Error compiler::checkShapes(const GemmSpec &spec) {

@@ -147,8 +147,7 @@ ResourceUsage compiler::estimateResources(const GemmSpec &spec,
   usage.stageBytes = unsigned(plan.stageABytes + plan.stageBBytes +
                               plan.rowTableBytes + plan.colTableBytes);
   usage.slotBytes = unsigned(2 * plan.slotBytes);
-  usage.storable = spec.n * getByteWidth(spec.out) % 16 == 0 &&
-                   tiling.tileN * getByteWidth(spec.out) % 128 == 0;
+  usage.storable = plan.storable;
   usage.storeBuffers = unsigned(plan.storeBuffers);
   usage.sharedBytes = unsigned(plan.sharedBytes);
   return usage;

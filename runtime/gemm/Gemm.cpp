@@ -549,27 +549,36 @@ GemmRunner::create(runtime::KernelCache &cache) {
   return std::unique_ptr<GemmRunner>(new GemmRunner(cache, std::move(target)));
 }
 
-/// Whether the kernel of an m-row launch of `asked` folds A itself: asked
-/// for (GemmOptions::foldAInKernel), allowed (GemmSpec::canFoldAInKernel)
-/// and not ruled out by a given tiling.
+/// Whether the kernel of an m-row launch of `asked` on `target` folds A
+/// itself: asked for (GemmOptions::foldAInKernel), allowed
+/// (GemmSpec::canFoldAInKernel) and, with a given tiling, on one that
+/// kernel takes.
 static bool kernelFoldsA(const GemmSpec &asked, int64_t m,
-                         const GemmOptions &options) {
-  return options.foldAInKernel && asked.canFoldAInKernel(m) &&
-         !(options.tiling &&
-           (options.tiling->tileM == 64 || options.tiling->splitK != 1));
+                         const GemmOptions &options,
+                         const compiler::TargetInfo &target) {
+  if (!options.foldAInKernel || !asked.canFoldAInKernel(m))
+    return false;
+  if (!options.tiling)
+    return true;
+  Error unfit = compiler::checkTiling(asked.getFoldingKernelSpec(m),
+                                      *options.tiling, target);
+  const bool fits = !unfit;
+  consumeError(std::move(unfit));
+  return fits;
 }
 
 /// The spec the kernel of an m-row launch of `asked` is compiled for.
 static GemmSpec getCompiledSpec(const GemmSpec &asked, int64_t m,
-                                const GemmOptions &options) {
-  return kernelFoldsA(asked, m, options) ? asked.getFoldingKernelSpec(m)
-                                         : asked.getKernelSpec(m);
+                                const GemmOptions &options,
+                                const compiler::TargetInfo &target) {
+  return kernelFoldsA(asked, m, options, target) ? asked.getFoldingKernelSpec(m)
+                                                 : asked.getKernelSpec(m);
 }
 
 /// The fold pass of one operand of an m-row launch of `asked`, or none.
-static std::optional<runtime::FoldSpec> getFoldSpec(const GemmSpec &asked,
-                                                    bool operandB, int64_t m,
-                                                    const GemmOptions &options);
+static std::optional<runtime::FoldSpec>
+getFoldSpec(const GemmSpec &asked, bool operandB, int64_t m,
+            const GemmOptions &options, const compiler::TargetInfo &target);
 
 Expected<GemmRunner::Kernel *>
 GemmRunner::getKernel(const GemmSpec &spec, int64_t m,
@@ -619,7 +628,7 @@ GemmRunner::getSource(const GemmSpec &asked, int64_t m,
   // The checks of a launch of m rows, buffers aside: run() builds this kernel.
   if (Error e = checkGemmRows(asked, m))
     return std::move(e);
-  const GemmSpec spec = getCompiledSpec(asked, m, options);
+  const GemmSpec spec = getCompiledSpec(asked, m, options, target);
   std::optional<compiler::TileConfig> tiling = options.tiling;
   if (!tiling) {
     Expected<std::pair<compiler::TileConfig, std::string>> resolvedTiling =
@@ -656,7 +665,7 @@ Expected<unsigned> GemmRunner::warm(const GemmSpec &spec, int64_t m,
     return std::move(e);
   for (bool operandB : {false, true})
     if (std::optional<runtime::FoldSpec> fold =
-            getFoldSpec(spec, operandB, m, options))
+            getFoldSpec(spec, operandB, m, options, target))
       if (Error e = runtime::compileFoldKernel(cache, *fold).takeError())
         return std::move(e);
   return unsigned(cache.stats().compiles - compilesBefore);
@@ -827,11 +836,11 @@ Error GemmRunner::switchToFullKernel(Kernel &kernel, bool wait) {
 
 static std::optional<runtime::FoldSpec>
 getFoldSpec(const GemmSpec &spec, bool operandB, int64_t m,
-            const GemmOptions &options) {
+            const GemmOptions &options, const compiler::TargetInfo &target) {
   const ScalingScheme &scheme = operandB ? spec.bScaling : spec.aScaling;
   if (spec.getFold(m) == numerics::BlockScaleFold::None ||
       !numerics::isFoldable(scheme) ||
-      (!operandB && kernelFoldsA(spec, m, options)))
+      (!operandB && kernelFoldsA(spec, m, options, target)))
     return std::nullopt;
   runtime::FoldSpec fold;
   fold.rows = operandB ? spec.n : m;
@@ -847,8 +856,8 @@ Expected<GemmBuffers> GemmRunner::foldOperands(const GemmSpec &spec, int64_t m,
                                                CUstream stream,
                                                const GemmOptions &options) {
   std::optional<runtime::FoldSpec> folds[2] = {
-      getFoldSpec(spec, false, m, options),
-      getFoldSpec(spec, true, m, options)};
+      getFoldSpec(spec, false, m, options, target),
+      getFoldSpec(spec, true, m, options, target)};
   if (!folds[0] && !folds[1])
     return buffers;
   // Codes, then factors, of each folded operand, 256-byte aligned.
@@ -901,12 +910,12 @@ GemmRunner::prepare(const GemmSpec &spec, int64_t m,
   if (Error e = checkGemmSpec(spec))
     return std::move(e);
   for (bool operandB : {false, true})
-    if (std::optional<runtime::FoldSpec> fold =
-            getFoldSpec(spec, operandB, std::max<int64_t>(m, 1), options))
+    if (std::optional<runtime::FoldSpec> fold = getFoldSpec(
+            spec, operandB, std::max<int64_t>(m, 1), options, target))
       if (Error e = folder->prepare(*fold))
         return std::move(e);
   Expected<Kernel *> kernel =
-      getKernel(getCompiledSpec(spec, m, options), m, options);
+      getKernel(getCompiledSpec(spec, m, options, target), m, options);
   if (!kernel)
     return kernel.takeError();
   if (Error e = switchToFullKernel(**kernel, options.compileMode ==
@@ -928,7 +937,7 @@ Error GemmRunner::run(const GemmSpec &asked, int64_t m,
   if (Error e = checkGemmLaunch(asked, m, given))
     return e;
   // From here on, the GEMM the kernel computes (folded operands, if any).
-  const GemmSpec spec = getCompiledSpec(asked, m, options);
+  const GemmSpec spec = getCompiledSpec(asked, m, options, target);
   Expected<Kernel *> found = getKernel(spec, m, options);
   if (!found)
     return found.takeError();

@@ -160,6 +160,9 @@ struct Plan {
   /// than a tile (boxRowsA). D's box is one 128-byte wide chunk of a
   /// consumer warp's 16 rows.
   int boxA[2], boxB[2], boxD[2];
+  /// Whether the output and the tile allow TMA stores: 16-byte output rows,
+  /// tiles of whole 128-byte chunks.
+  bool storable;
   /// The epilogue stages each warp's output through shared memory and
   /// stores it with TMA (usesTmaD), or stores from registers.
   bool usesTmaD;
@@ -320,12 +323,12 @@ constexpr MOSS_GEMM_HD Plan plan(const Params &p) {
   // start at a 1024-byte boundary.
   q.offsetStaging = (tablesEnd + 1023) / 1024 * 1024;
   const int bufferSet = kConsumerWarps * kStoreBufferBytes;
-  const bool storable = (p.n % 16 * elementBytes(p.out)) % 16 == 0 &&
-                        (p.tileN * elementBytes(p.out)) % 128 == 0;
+  q.storable = (p.n % 16 * elementBytes(p.out)) % 16 == 0 &&
+               (p.tileN * elementBytes(p.out)) % 128 == 0;
   const int room = kMaxSharedBytes - q.offsetStaging - fixedBytes;
-  q.storeBuffers = !storable || room < bufferSet ? 0
-                   : room >= 2 * bufferSet       ? 2
-                                                 : 1;
+  q.storeBuffers = !q.storable || room < bufferSet ? 0
+                   : room >= 2 * bufferSet         ? 2
+                                                   : 1;
   q.usesTmaD = q.storeBuffers > 0;
   q.offsetBarriers = q.usesTmaD ? q.offsetStaging + q.storeBuffers * bufferSet
                                 : (tablesEnd + 7) / 8 * 8;
@@ -380,12 +383,13 @@ constexpr MOSS_GEMM_HD const char *validate(const Params &p) {
     return "Stages must be at least 2";
   if (p.f16Mma && (p.tileM != 128 || p.stages % 2 != 0))
     return "the f16 MMA needs TileM = 128 and an even number of Stages";
+  // consumer_fold.cuh takes a stage's four E8M0 codes of a row as a word.
   if (p.foldA &&
-      (!q.localAE8M0 || q.hasLocalB || p.forcePromoteK != 0 || p.f16Mma ||
-       p.tileM == 64 || p.splitK != 1 || q.tailSteps != 0))
-    return "FoldA needs an A with E8M0 block factors, a B without block "
-           "scales, no forced promotion, the FP8 MMA, TileM 128 or 256, "
-           "SplitK 1 and K a multiple of 128";
+      (!q.localAE8M0 || q.blockA != 32 || q.hasLocalB || p.forcePromoteK != 0 ||
+       p.f16Mma || p.tileM == 64 || p.splitK != 1 || q.tailSteps != 0))
+    return "FoldA needs an A with E8M0 factors of 32-element blocks, a B "
+           "without block scales, no forced promotion, the FP8 MMA, TileM 128 "
+           "or 256, SplitK 1 and K a multiple of 128";
   if (q.sharedBytes > kMaxSharedBytes)
     return "shared memory exceeds 227 KiB: lower Stages";
   if (p.clusterM < 1 || p.clusterN < 1 || p.clusterM * p.clusterN > 2)
