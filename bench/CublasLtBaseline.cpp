@@ -1,6 +1,10 @@
 //===- CublasLtBaseline.cpp - cuBLASLt GEMM baselines ---------------------===//
 //
-// See CublasLtBaseline.h. Only moss-bench-gemm and moss-tune compile it.
+// See CublasLtBaseline.h.
+//
+// cuBLASLt is opened with dlopen on first use, as the runtime opens NVRTC and
+// the driver: the programs that time it start, and run everything else,
+// where it is not installed.
 //
 // Layout. cuBLASLt is column-major and computes D = op(A') * op(B') with
 // D m' x n'. Our operands are both K-major:
@@ -37,7 +41,11 @@
 
 #include <cublasLt.h>
 
+#include <dlfcn.h>
+
+#include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 using namespace llvm;
@@ -55,10 +63,83 @@ namespace {
 
 constexpr size_t kWorkspaceBytes = size_t(64) << 20;
 
+/// The cuBLASLt entry points used here.
+#define MOSS_CUBLASLT_FUNCTIONS(X)                                             \
+  X(cublasLtCreate)                                                            \
+  X(cublasLtDestroy)                                                           \
+  X(cublasLtGetStatusName)                                                     \
+  X(cublasLtMatmul)                                                            \
+  X(cublasLtMatmulAlgoGetHeuristic)                                            \
+  X(cublasLtMatmulDescCreate)                                                  \
+  X(cublasLtMatmulDescDestroy)                                                 \
+  X(cublasLtMatmulDescSetAttribute)                                            \
+  X(cublasLtMatmulPreferenceCreate)                                            \
+  X(cublasLtMatmulPreferenceDestroy)                                           \
+  X(cublasLtMatmulPreferenceSetAttribute)                                      \
+  X(cublasLtMatrixLayoutCreate)                                                \
+  X(cublasLtMatrixLayoutDestroy)
+
+struct CublasLtLibrary {
+#define MOSS_CUBLASLT_FIELD(name) decltype(&::name) name = nullptr;
+  MOSS_CUBLASLT_FUNCTIONS(MOSS_CUBLASLT_FIELD)
+#undef MOSS_CUBLASLT_FIELD
+  /// Empty once every entry point is resolved.
+  std::string error;
+};
+
+CublasLtLibrary openCublasLt() {
+  CublasLtLibrary lib;
+  std::vector<std::string> paths;
+  if (const char *path = std::getenv("MOSS_CUBLASLT_PATH"); path && *path)
+    paths.push_back(path);
+  paths.push_back("libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR));
+  const char *roots[] = {std::getenv("CUDA_HOME"), "/usr/local/cuda"};
+  for (const char *root : roots)
+    if (root && *root)
+      paths.push_back(std::string(root) + "/lib64/libcublasLt.so." +
+                      std::to_string(CUBLAS_VER_MAJOR));
+  void *handle = nullptr;
+  std::string tried;
+  for (const std::string &path : paths) {
+    // Never closed: the pointers stay valid for the life of the process.
+    handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle)
+      break;
+    tried += (tried.empty() ? "" : ", ") + path;
+  }
+  if (!handle) {
+    lib.error = "cuBLASLt not found; tried " + tried +
+                ". Install the CUDA toolkit's cuBLAS, set CUDA_HOME, or set "
+                "MOSS_CUBLASLT_PATH to the library";
+    return lib;
+  }
+#define MOSS_CUBLASLT_RESOLVE(name)                                            \
+  lib.name = reinterpret_cast<decltype(lib.name)>(dlsym(handle, #name));       \
+  if (!lib.name)                                                               \
+    lib.error +=                                                               \
+        std::string(lib.error.empty() ? "the cuBLASLt found lacks " : ", ") +  \
+        #name;
+  MOSS_CUBLASLT_FUNCTIONS(MOSS_CUBLASLT_RESOLVE)
+#undef MOSS_CUBLASLT_RESOLVE
+  return lib;
+}
+
+const CublasLtLibrary &library() {
+  static const CublasLtLibrary lib = openCublasLt();
+  return lib;
+}
+
+/// Opens cuBLASLt; the entry points of library() are valid after success.
+Error checkCublasLt() {
+  if (library().error.empty())
+    return Error::success();
+  return createStringError(inconvertibleErrorCode(), library().error);
+}
+
 Error ltError(cublasStatus_t status, const Twine &call) {
   return createStringError(inconvertibleErrorCode(),
                            call + " returned " +
-                               cublasLtGetStatusName(status));
+                               library().cublasLtGetStatusName(status));
 }
 
 Error ltCheck(cublasStatus_t status, const Twine &call) {
@@ -111,19 +192,19 @@ struct LtObjects {
   cublasLtMatmulPreference_t preference = nullptr;
   ~LtObjects() {
     if (preference)
-      cublasLtMatmulPreferenceDestroy(preference);
+      library().cublasLtMatmulPreferenceDestroy(preference);
     if (d)
-      cublasLtMatrixLayoutDestroy(d);
+      library().cublasLtMatrixLayoutDestroy(d);
     if (c)
-      cublasLtMatrixLayoutDestroy(c);
+      library().cublasLtMatrixLayoutDestroy(c);
     if (b)
-      cublasLtMatrixLayoutDestroy(b);
+      library().cublasLtMatrixLayoutDestroy(b);
     if (a)
-      cublasLtMatrixLayoutDestroy(a);
+      library().cublasLtMatrixLayoutDestroy(a);
     if (op)
-      cublasLtMatmulDescDestroy(op);
+      library().cublasLtMatmulDescDestroy(op);
     if (handle)
-      cublasLtDestroy(handle);
+      library().cublasLtDestroy(handle);
   }
 };
 
@@ -141,8 +222,9 @@ struct LtGemm {
 template <typename T>
 Error setDesc(cublasLtMatmulDesc_t op, cublasLtMatmulDescAttributes_t attr,
               const T &value, const char *name) {
-  return ltCheck(cublasLtMatmulDescSetAttribute(op, attr, &value, sizeof(T)),
-                 Twine("cublasLtMatmulDescSetAttribute(") + name + ")");
+  return ltCheck(
+      library().cublasLtMatmulDescSetAttribute(op, attr, &value, sizeof(T)),
+      Twine("library().cublasLtMatmulDescSetAttribute(") + name + ")");
 }
 
 /// One GEMM set up for cublasLtMatmul: its operands (`buffers`), objects
@@ -161,10 +243,10 @@ struct PreparedLt final : CublasLtGemm {
   Error run() override {
     const float alpha = 1.0f, beta = 0.0f;
     auto ptr = [](CUdeviceptr d) { return reinterpret_cast<void *>(d); };
-    return ltCheck(cublasLtMatmul(lt.handle, lt.op, &alpha, ptr(g.a), lt.a,
-                                  ptr(g.b), lt.b, &beta, ptr(g.d), lt.c,
-                                  ptr(g.d), lt.d, &heuristic.algo,
-                                  ptr(workspace), kWorkspaceBytes, stream),
+    return ltCheck(library().cublasLtMatmul(
+                       lt.handle, lt.op, &alpha, ptr(g.a), lt.a, ptr(g.b), lt.b,
+                       &beta, ptr(g.d), lt.c, ptr(g.d), lt.d, &heuristic.algo,
+                       ptr(workspace), kWorkspaceBytes, stream),
                    "cublasLtMatmul");
   }
 };
@@ -173,11 +255,12 @@ struct PreparedLt final : CublasLtGemm {
 Error describeLt(const CublasLtProblem &p, PreparedLt &prepared) {
   const LtGemm &g = prepared.g;
   LtObjects &lt = prepared.lt;
-  if (Error error = ltCheck(cublasLtCreate(&lt.handle), "cublasLtCreate"))
+  if (Error error =
+          ltCheck(library().cublasLtCreate(&lt.handle), "cublasLtCreate"))
     return std::move(error);
-  if (Error error = ltCheck(
-          cublasLtMatmulDescCreate(&lt.op, CUBLAS_COMPUTE_32F, CUDA_R_32F),
-          "cublasLtMatmulDescCreate"))
+  if (Error error = ltCheck(library().cublasLtMatmulDescCreate(
+                                &lt.op, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+                            "cublasLtMatmulDescCreate"))
     return std::move(error);
   cublasOperation_t opA = CUBLAS_OP_T, opB = CUBLAS_OP_N;
   if (Error error = setDesc(lt.op, CUBLASLT_MATMUL_DESC_TRANSA, opA, "TRANSA"))
@@ -212,39 +295,40 @@ Error describeLt(const CublasLtProblem &p, PreparedLt &prepared) {
   // m' = N, n' = M (see the file comment).
   uint64_t m = p.m, n = p.n, k = p.k;
   if (Error error = ltCheck(
-          cublasLtMatrixLayoutCreate(&lt.a, g.inputType, k, n, k),
-          "cublasLtMatrixLayoutCreate(A')"))
+          library().cublasLtMatrixLayoutCreate(&lt.a, g.inputType, k, n, k),
+          "library().cublasLtMatrixLayoutCreate(A')"))
     return std::move(error);
   if (Error error = ltCheck(
-          cublasLtMatrixLayoutCreate(&lt.b, g.inputType, k, m, k),
-          "cublasLtMatrixLayoutCreate(B')"))
+          library().cublasLtMatrixLayoutCreate(&lt.b, g.inputType, k, m, k),
+          "library().cublasLtMatrixLayoutCreate(B')"))
     return std::move(error);
-  if (Error error =
-          ltCheck(cublasLtMatrixLayoutCreate(&lt.c, CUDA_R_16BF, n, m, n),
-                  "cublasLtMatrixLayoutCreate(C)"))
+  if (Error error = ltCheck(
+          library().cublasLtMatrixLayoutCreate(&lt.c, CUDA_R_16BF, n, m, n),
+          "library().cublasLtMatrixLayoutCreate(C)"))
     return std::move(error);
-  if (Error error =
-          ltCheck(cublasLtMatrixLayoutCreate(&lt.d, CUDA_R_16BF, n, m, n),
-                  "cublasLtMatrixLayoutCreate(D)"))
+  if (Error error = ltCheck(
+          library().cublasLtMatrixLayoutCreate(&lt.d, CUDA_R_16BF, n, m, n),
+          "library().cublasLtMatrixLayoutCreate(D)"))
     return std::move(error);
 
   Expected<CUdeviceptr> workspace = prepared.buffers.alloc(kWorkspaceBytes);
   if (!workspace)
     return workspace.takeError();
   prepared.workspace = *workspace;
-  if (Error error = ltCheck(cublasLtMatmulPreferenceCreate(&lt.preference),
-                            "cublasLtMatmulPreferenceCreate"))
+  if (Error error =
+          ltCheck(library().cublasLtMatmulPreferenceCreate(&lt.preference),
+                  "cublasLtMatmulPreferenceCreate"))
     return std::move(error);
   size_t workspaceBytes = kWorkspaceBytes;
-  if (Error error = ltCheck(cublasLtMatmulPreferenceSetAttribute(
-                                lt.preference,
-                                CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                &workspaceBytes, sizeof(workspaceBytes)),
-                            "cublasLtMatmulPreferenceSetAttribute"))
+  if (Error error =
+          ltCheck(library().cublasLtMatmulPreferenceSetAttribute(
+                      lt.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                      &workspaceBytes, sizeof(workspaceBytes)),
+                  "cublasLtMatmulPreferenceSetAttribute"))
     return std::move(error);
 
   int found = 0;
-  cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+  cublasStatus_t status = library().cublasLtMatmulAlgoGetHeuristic(
       lt.handle, lt.op, lt.a, lt.b, lt.c, lt.d, lt.preference, 1,
       &prepared.heuristic, &found);
   if (status != CUBLAS_STATUS_SUCCESS)
@@ -298,7 +382,7 @@ Error checkProblem(const CublasLtProblem &p) {
   if (p.m <= 0 || p.n <= 0 || p.k <= 0 || p.repeat <= 0 || p.warmup < 0)
     return createStringError(inconvertibleErrorCode(),
                              "bad problem size or repeat count");
-  return Error::success();
+  return checkCublasLt();
 }
 
 /// Uploads our A [m, k] and B [n, k] and allocates the bf16 output: sets

@@ -12,11 +12,12 @@
 // Operands follow the MOSS GEMM convention: A is [M, K] row-major, B is
 // [N, K] row-major (both K-major), D = A * B^T is [M, N] row-major bf16.
 //
-// Any failure -- no algorithm from the heuristic, a status other than
+// Any failure -- cuBLASLt not installed (it is opened at run time, see
+// MOSS_CUBLASLT_PATH), no algorithm from the heuristic, a status other than
 // CUBLAS_STATUS_SUCCESS, an allocation failure -- comes back as an error
 // whose message says why, and the caller prints "unsupported: <reason>".
 //
-// Only moss-bench-gemm and moss-tune (its cuBLASLt row) link cuBLASLt.
+// Users: moss-bench-gemm, moss-tune (--cublaslt) and moss-jit demo.
 //
 //===----------------------------------------------------------------------===//
 

@@ -59,6 +59,7 @@
 
 #include "moss/Runtime/Device.h"
 #include "moss/Runtime/Driver.h"
+#include "moss/Runtime/Gemm.h"
 #include "moss/Runtime/KernelCache.h"
 #include "moss/Runtime/Module.h"
 #include "moss/Runtime/TensorMaps.h"
@@ -80,7 +81,7 @@
 #include <string>
 #include <vector>
 
-using namespace moss::gemm;
+using namespace moss::gemm_kernel;
 using namespace moss::gemmtest;
 using namespace moss::runtime;
 using namespace llvm;
@@ -156,9 +157,6 @@ struct ApiVariant {
   bool foldAInKernel = false;
 };
 
-} // namespace
-
-namespace {
 cl::opt<int> mOpt("m", cl::desc("M"), cl::init(8192));
 cl::opt<int> nOpt("n", cl::desc("N"), cl::init(8192));
 cl::opt<int> kOpt("k", cl::desc("K"), cl::init(8192));
@@ -182,25 +180,20 @@ cl::list<std::string> nvrtcFlagOpt(
 cl::opt<bool> quickCompileOpt("quick-compile",
                               cl::desc("Time the quick-compile variants"));
 cl::opt<bool> f16MmaOpt("f16-mma", cl::desc("Also time the f16-MMA kernels"));
-cl::list<std::string> tilingOpt(
-    "tiling", cl::desc("An extra tiling to time (repeatable)"),
-    cl::value_desc("TMxTNxSTAGES[xSPLITK]"));
-} // namespace
+cl::list<std::string>
+    tilingOpt("tiling", cl::desc("An extra tiling to time (repeatable)"),
+              cl::value_desc("TMxTNxSTAGES[xSPLITK]"));
 
-int main(int argc, char **argv) {
-  cl::ParseCommandLineOptions(
-      argc, argv,
-      "moss-bench-gemm: the GEMM kernels against cuBLASLt, in one process\n");
-  int m = mOpt, n = nOpt, k = kOpt, repeat = repeatOpt,
-      sustainedMs = sustainedOpt;
-  std::vector<std::string> only(onlyOpt.begin(), onlyOpt.end());
-  std::vector<std::string> onlyBaselines(baselineOpt.begin(),
-                                         baselineOpt.end());
-  bool cublasLt = !noCublasLt, quickCompile = quickCompileOpt,
-       f16Mma = f16MmaOpt;
-  std::vector<std::string> nvrtcFlags(nvrtcFlagOpt.begin(),
-                                      nvrtcFlagOpt.end());
-  std::vector<std::array<int, 4>> extraTilings;
+/// Whether `name` contains one of `parts` (every name when there are none).
+bool isSelected(StringRef name, const cl::list<std::string> &parts) {
+  return parts.empty() || llvm::any_of(parts, [&](const std::string &part) {
+           return name.contains(part);
+         });
+}
+
+/// --tiling's values, as {tileM, tileN, stages, splitK}.
+std::vector<std::array<int, 4>> parseExtraTilings() {
+  std::vector<std::array<int, 4>> tilings;
   for (const std::string &text : tilingOpt) {
     std::array<int, 4> t{0, 0, 0, 1};
     char tail = 0;
@@ -210,34 +203,20 @@ int main(int argc, char **argv) {
       die("--tiling takes TMxTNxSTAGES[xSPLITK], e.g. 128x192x5 or "
           "128x128x6x4; got " +
           text);
-    extraTilings.push_back(t);
+    tilings.push_back(t);
   }
-  if (m < 1 || n < 1 || k < 1)
-    die("--m, --n and --k must be positive");
+  return tilings;
+}
 
-  if (repeat < 1)
-    die("--repeat must be at least 1");
-  if (sustainedMs < 0)
-    die("--sustained takes a positive number of milliseconds");
-  Expected<Device> device = Device::open(0);
-  if (!device)
-    die(toString(device.takeError()));
-  if (Error err = device->makeCurrent())
-    die(toString(std::move(err)));
-  api = &cantFail(getDriverApi());
-  outs() << "device " << device->getName() << ", " << device->getArch() << ", "
-         << device->getSmCount() << " SMs; m=" << m << " n=" << n << " k=" << k
-         << ", out bf16\n";
-
-  // The schemes, each with the tests' fixed tiling and the heuristic's for
-  // this M (what moss::gemm launches without a tuning database: the plan
-  // for M's bucket, split-K allowed), each with 1x1 and 2x1 clusters (the
-  // heuristic's own choice unsuffixed).
-  moss::compiler::TargetInfo target;
-  target.smCount = unsigned(device->getSmCount());
-  target.sharedMemoryPerBlock =
-      unsigned(device->getMaxSharedMemoryPerBlockOptin());
-  target.arch = device->getArch().str();
+/// The kernels timed straight from the templates: each scheme with the
+/// tests' fixed tiling and the heuristic's for this M (what moss::gemm
+/// launches without a tuning database: the plan for M's bucket, split-K
+/// allowed), each with 1x1 and 2x1 clusters (the heuristic's own choice
+/// unsuffixed); then the --tiling, --f16-mma and --quick-compile variants.
+std::vector<Variant>
+getTemplateVariants(const moss::compiler::TargetInfo &target,
+                    const std::vector<std::array<int, 4>> &extraTilings) {
+  const int m = mOpt;
   std::vector<Variant> variants;
   // `base` at --tiling `t` (its clusters kept), and the name suffix.
   auto withExtraTiling = [](Params base, const std::array<int, 4> &t) {
@@ -251,8 +230,8 @@ int main(int argc, char **argv) {
   };
   auto add = [&](const char *name, Params p) {
     p.m = -1;
-    p.n = n;
-    p.k = k;
+    p.n = nOpt;
+    p.k = kOpt;
     Params fixed = withDefaultTiling(p);
     Expected<moss::compiler::TileConfig> chosen =
         moss::compiler::selectTilingForLaunch(specOf(p), m, target);
@@ -275,7 +254,7 @@ int main(int argc, char **argv) {
                                    : formatv("_cluster{0}x1", cluster).str()),
              r});
       }
-    if (f16Mma) {
+    if (f16MmaOpt) {
       Params wide = p;
       wide.f16Mma = true;
       Expected<moss::compiler::TileConfig> planned =
@@ -308,56 +287,8 @@ int main(int argc, char **argv) {
   both.scaleB = kTwoLevel;
   both.blockB = 32;
   add("twolevel_x_twolevel", both);
-  // Through the product path: the folds, and their kernels alone.
-  using moss::numerics::BlockScaleFold;
-  using moss::numerics::GlobalScope;
-  using moss::numerics::ScalingScheme;
-  std::vector<ApiVariant> apiVariants;
-  auto addApi = [&](std::string name, ScalingScheme a, ScalingScheme b,
-                    std::optional<BlockScaleFold> fold, int promoteK = 0) {
-    moss::compiler::GemmSpec spec;
-    spec.n = n;
-    spec.k = k;
-    spec.aScaling = a;
-    spec.bScaling = b;
-    spec.fold = fold;
-    spec.promoteK = promoteK;
-    apiVariants.push_back({name + "_api", spec});
-    // Where a kernel can fold A itself, that kernel on the same GEMM.
-    if (spec.canFoldAInKernel(m))
-      apiVariants.push_back({name + "_kernelfold_api", spec, true});
-  };
-  const ScalingScheme mossRow = ScalingScheme::twoLevel(GlobalScope::Row);
-  const ScalingScheme mossTensor = ScalingScheme::twoLevel(GlobalScope::Tensor);
-  const ScalingScheme tensorScheme = ScalingScheme::perTensor();
-  addApi("tensor_x_tensor", tensorScheme, tensorScheme, std::nullopt);
-  addApi("tensor_x_tensor_promote128", tensorScheme, tensorScheme, std::nullopt,
-         128);
-  addApi("row_x_tensor", ScalingScheme::perRow(), tensorScheme, std::nullopt);
-  addApi("group1x128_x_tensor", ScalingScheme::perGroup(1, 128), tensorScheme,
-         std::nullopt);
-  for (auto [scope, a] : {std::pair{"moss_rowglobal", mossRow},
-                          std::pair{"moss_tensorglobal", mossTensor}}) {
-    addApi(std::string(scope) + "_x_tensor_fold_none", a, tensorScheme,
-           BlockScaleFold::None);
-    addApi(std::string(scope) + "_x_tensor_fold_row", a, tensorScheme,
-           BlockScaleFold::Row);
-    addApi(std::string(scope) + "_x_tensor_fold_row_promote128", a,
-           tensorScheme, BlockScaleFold::Row, 128);
-    addApi(std::string(scope) + "_x_tensor_fold_128", a, tensorScheme,
-           BlockScaleFold::K128);
-  }
-  addApi("twolevel_x_twolevel_fold_row", mossRow, mossRow, BlockScaleFold::Row);
-  addApi("twolevel_x_twolevel_fold_128", mossRow, mossRow,
-         BlockScaleFold::K128);
-  addApi("row_x_row", ScalingScheme::perRow(), ScalingScheme::perRow(),
-         std::nullopt);
-  addApi("mxfp8_x_mxfp8_fold_row", ScalingScheme::mxfp8(),
-         ScalingScheme::mxfp8(), BlockScaleFold::Row);
-  addApi("mxfp8_x_mxfp8_fold_128", ScalingScheme::mxfp8(),
-         ScalingScheme::mxfp8(), BlockScaleFold::K128);
 
-  if (quickCompile)
+  if (quickCompileOpt)
     for (size_t i = 0, count = variants.size(); i < count; ++i) {
       // What GemmRunner compiles first: the variant on narrowed tiles.
       const Params &full = variants[i].params;
@@ -366,58 +297,121 @@ int main(int argc, char **argv) {
           quick.tileM != full.tileM || quick.tileN != full.tileN)
         variants.push_back({variants[i].name + "_quick", quick});
     }
+  return variants;
+}
 
+/// The GEMMs timed through the product path: the folds, and their kernels
+/// alone.
+std::vector<ApiVariant> getApiVariants() {
+  using moss::numerics::BlockScaleFold;
+  using moss::numerics::GlobalScope;
+  using moss::numerics::ScalingScheme;
+  std::vector<ApiVariant> variants;
+  auto add = [&](std::string name, ScalingScheme a, ScalingScheme b,
+                 std::optional<BlockScaleFold> fold, int promoteK = 0) {
+    moss::compiler::GemmSpec spec;
+    spec.n = nOpt;
+    spec.k = kOpt;
+    spec.aScaling = a;
+    spec.bScaling = b;
+    spec.fold = fold;
+    spec.promoteK = promoteK;
+    variants.push_back({name + "_api", spec});
+    // Where a kernel can fold A itself, that kernel on the same GEMM.
+    if (spec.canFoldAInKernel(mOpt))
+      variants.push_back({name + "_kernelfold_api", spec, true});
+  };
+  const ScalingScheme mossRow = ScalingScheme::twoLevel(GlobalScope::Row);
+  const ScalingScheme mossTensor = ScalingScheme::twoLevel(GlobalScope::Tensor);
+  const ScalingScheme tensor = ScalingScheme::perTensor();
+  add("tensor_x_tensor", tensor, tensor, std::nullopt);
+  add("tensor_x_tensor_promote128", tensor, tensor, std::nullopt, 128);
+  add("row_x_tensor", ScalingScheme::perRow(), tensor, std::nullopt);
+  add("group1x128_x_tensor", ScalingScheme::perGroup(1, 128), tensor,
+      std::nullopt);
+  for (auto [scope, a] : {std::pair{"moss_rowglobal", mossRow},
+                          std::pair{"moss_tensorglobal", mossTensor}}) {
+    add(std::string(scope) + "_x_tensor_fold_none", a, tensor,
+        BlockScaleFold::None);
+    add(std::string(scope) + "_x_tensor_fold_row", a, tensor,
+        BlockScaleFold::Row);
+    add(std::string(scope) + "_x_tensor_fold_row_promote128", a, tensor,
+        BlockScaleFold::Row, 128);
+    add(std::string(scope) + "_x_tensor_fold_128", a, tensor,
+        BlockScaleFold::K128);
+  }
+  add("twolevel_x_twolevel_fold_row", mossRow, mossRow, BlockScaleFold::Row);
+  add("twolevel_x_twolevel_fold_128", mossRow, mossRow, BlockScaleFold::K128);
+  add("row_x_row", ScalingScheme::perRow(), ScalingScheme::perRow(),
+      std::nullopt);
+  add("mxfp8_x_mxfp8_fold_row", ScalingScheme::mxfp8(), ScalingScheme::mxfp8(),
+      BlockScaleFold::Row);
+  add("mxfp8_x_mxfp8_fold_128", ScalingScheme::mxfp8(), ScalingScheme::mxfp8(),
+      BlockScaleFold::K128);
+  return variants;
+}
+
+/// The operands every kernel reads, on the device: random codes, E8M0
+/// factors in [117, 127], FP32 block scales near 1, globals 1, and the bf16
+/// output.
+struct Operands {
+  CUdeviceptr a = 0, b = 0, e8A = 0, e8B = 0, f32A = 0, f32B = 0, globalA = 0,
+              globalB = 0, out = 0;
+};
+
+Operands uploadOperands() {
+  const size_t m = size_t(mOpt), n = size_t(nOpt), k = size_t(kOpt);
   std::mt19937_64 rng(42);
-  std::vector<uint8_t> a = randomCodes(static_cast<size_t>(m) * k, rng);
-  std::vector<uint8_t> b = randomCodes(static_cast<size_t>(n) * k, rng);
-  CUdeviceptr dA = upload(a.data(), a.size());
-  CUdeviceptr dB = upload(b.data(), b.size());
-  // Scales: E8M0 codes in [117, 127], FP32 ones near 1, globals 1.
-  size_t blocksA = static_cast<size_t>(m) * (k / 32),
-         blocksB = static_cast<size_t>(n) * (k / 32);
-  std::vector<uint8_t> e8A(blocksA), e8B(blocksB);
+  Operands o;
+  std::vector<uint8_t> a = randomCodes(m * k, rng);
+  std::vector<uint8_t> b = randomCodes(n * k, rng);
+  o.a = upload(a.data(), a.size());
+  o.b = upload(b.data(), b.size());
+  std::vector<uint8_t> e8A(m * (k / 32)), e8B(n * (k / 32));
   for (uint8_t &e : e8A)
     e = static_cast<uint8_t>(117 + rng() % 11);
   for (uint8_t &e : e8B)
     e = static_cast<uint8_t>(117 + rng() % 11);
-  std::vector<float> f32A(static_cast<size_t>(m) * (k / 128), 0.01f),
-      f32B(static_cast<size_t>((n + 127) / 128) * (k / 128), 0.02f),
-      globalA(m, 1.0f), globalB(n, 1.0f);
-  CUdeviceptr dE8A = upload(e8A.data(), e8A.size()),
-              dE8B = upload(e8B.data(), e8B.size()),
-              dF32A = upload(f32A.data(), f32A.size() * 4),
-              dF32B = upload(f32B.data(), f32B.size() * 4),
-              dGA = upload(globalA.data(), globalA.size() * 4),
-              dGB = upload(globalB.data(), globalB.size() * 4);
-  CUdeviceptr dOut = 0;
-  check(api->memAlloc(&dOut, static_cast<size_t>(m) * n * 2), "cuMemAlloc");
-  CUstream stream;
-  check(api->streamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  std::vector<float> f32A(m * (k / 128), 0.01f),
+      f32B((n + 127) / 128 * (k / 128), 0.02f), globalA(m, 1.0f),
+      globalB(n, 1.0f);
+  o.e8A = upload(e8A.data(), e8A.size());
+  o.e8B = upload(e8B.data(), e8B.size());
+  o.f32A = upload(f32A.data(), f32A.size() * 4);
+  o.f32B = upload(f32B.data(), f32B.size() * 4);
+  o.globalA = upload(globalA.data(), globalA.size() * 4);
+  o.globalB = upload(globalB.data(), globalB.size() * 4);
+  check(api->memAlloc(&o.out, m * n * 2), "cuMemAlloc");
+  return o;
+}
 
-  auto tflopsOf = [&](double ms) {
-    return 2.0 * m * double(n) * k / (ms * 1e-3) / 1e12;
-  };
+/// A baseline or a kernel: how to launch it once, and its times.
+struct Timed {
+  std::string name;
+  std::function<Error()> launch;
+  std::vector<float> times;
+  double compileSeconds = 0;
+  /// Kernel rows: per-group x per-group (compared with cuBLASLt's
+  /// block-scaled baseline too).
+  bool perGroup = false;
+};
 
-  // cuBLASLt baselines, same problem, same stream, timed in the same
-  // round-robin as the kernels (the clocks under the power cap depend on
-  // what ran just before). A baseline cuBLASLt rejects prints why.
-  struct Baseline {
-    const char *name;
-    std::unique_ptr<moss::bench::CublasLtGemm> gemm;
-    std::vector<float> times;
-  };
-  std::vector<Baseline> baselines;
+/// The cuBLASLt baselines kept by --baseline, on the same problem and
+/// stream. A baseline cuBLASLt rejects prints why.
+std::vector<Timed> prepareBaselines(CUstream stream) {
+  std::vector<Timed> baselines;
+  if (noCublasLt) {
+    outs() << "(cuBLASLt baselines skipped: --no-cublaslt)\n";
+    return baselines;
+  }
   moss::bench::CublasLtProblem problem;
-  problem.m = m;
-  problem.n = n;
-  problem.k = k;
+  problem.m = mOpt;
+  problem.n = nOpt;
+  problem.k = kOpt;
   problem.stream = stream;
   // Prepared only when kept: preparing uploads the baseline's operands.
-  auto addBaseline = [&](const char *name, auto prepare) {
-    if (!onlyBaselines.empty() &&
-        llvm::none_of(onlyBaselines, [&](const std::string &part) {
-          return StringRef(name).contains(part);
-        }))
+  auto add = [&](const char *name, auto prepare) {
+    if (!isSelected(name, baselineOpt))
       return;
     Expected<std::unique_ptr<moss::bench::CublasLtGemm>> gemm =
         prepare(problem);
@@ -426,307 +420,294 @@ int main(int argc, char **argv) {
              << "unsupported: " << toString(gemm.takeError()) << "\n";
       return;
     }
-    baselines.push_back({name, std::move(*gemm), {}});
+    std::shared_ptr<moss::bench::CublasLtGemm> owned = std::move(*gemm);
+    baselines.push_back({name, [owned] { return owned->run(); }});
   };
-  if (cublasLt) {
-    addBaseline("cublaslt_bf16", moss::bench::prepareCublasLtBf16);
-    addBaseline("cublaslt_fp8_tensor_x_tensor",
-                moss::bench::prepareCublasLtFp8PerTensor);
-    addBaseline("cublaslt_fp8_tensor_x_tensor_fastaccum",
-                moss::bench::prepareCublasLtFp8PerTensorFastAccum);
-    addBaseline("cublaslt_fp8_block1x128_x_128x128",
-                moss::bench::prepareCublasLtFp8BlockScaled);
-  } else {
-    outs() << "(cuBLASLt baselines skipped: --no-cublaslt)\n";
+  add("cublaslt_bf16", moss::bench::prepareCublasLtBf16);
+  add("cublaslt_fp8_tensor_x_tensor", moss::bench::prepareCublasLtFp8PerTensor);
+  add("cublaslt_fp8_tensor_x_tensor_fastaccum",
+      moss::bench::prepareCublasLtFp8PerTensorFastAccum);
+  add("cublaslt_fp8_block1x128_x_128x128",
+      moss::bench::prepareCublasLtFp8BlockScaled);
+  return baselines;
+}
+
+/// A template kernel's launch: its function, maps and arguments.
+struct TemplateLaunch {
+  CUfunction function = nullptr;
+  LaunchConfig launch;
+  CUtensorMap mapA, mapB, mapD;
+  Args args{};
+  void *kernelParams[4];
+};
+
+/// Compiles `v` straight from the templates and sets up its launch; none
+/// when the templates do not take its parameters (printed).
+std::optional<Timed> prepareTemplateKernel(const Variant &v, const Operands &o,
+                                           const Device &device,
+                                           CUstream stream) {
+  const int m = mOpt, n = nOpt, k = kOpt;
+  const Params &p = v.params;
+  if (const char *error = validate(p)) {
+    outs() << v.name << ": " << error << "\n";
+    return std::nullopt;
   }
+  Timed timed;
+  timed.name = v.name + " " + std::to_string(p.tileM) + "x" +
+               std::to_string(p.tileN) + "x" + std::to_string(p.stages) +
+               (p.splitK > 1 ? " s" + std::to_string(p.splitK) : "") + " " +
+               accuracyClass(p.f16Mma, plan(p).promoteK);
+  timed.perGroup = p.scaleA == kPerGroup && p.scaleB == kPerGroup;
+  const Plan q = plan(p);
+  CompileOptions options;
+  options.arch = device.getArch().str();
+  options.flags.assign(nvrtcFlagOpt.begin(), nvrtcFlagOpt.end());
+  auto t0 = std::chrono::steady_clock::now();
+  Expected<std::shared_ptr<const KernelEntry>> entry =
+      getDefaultKernelCache().getOrCompile(kernelSource(p), options);
+  if (!entry)
+    die(toString(entry.takeError()));
+  Expected<CUfunction> function = (*entry)->getFunction("moss_gemm");
+  if (!function)
+    die(toString(function.takeError()));
+  timed.compileSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
+
+  auto l = std::make_shared<TemplateLaunch>();
+  l->function = *function;
+  l->mapA = operandMap(o.a, m, k, boxRowsA(p, m), "A");
+  l->mapB = operandMap(o.b, n, k, q.boxB[1], "B");
+  std::memset(&l->mapD, 0, sizeof(l->mapD));
+  if (q.usesTmaD)
+    check(moss::runtime::encodeOutputMap(*api, l->mapD, o.out, m, n,
+                                         unsigned(elementBytes(p.out)),
+                                         q.boxD[0], q.boxD[1]));
+  Args &args = l->args;
+  args.m = m;
+  auto ptr = [](CUdeviceptr d) { return reinterpret_cast<void *>(d); };
+  args.d = ptr(o.out);
+  args.aLocal = p.scaleA == kTwoLevel   ? ptr(o.e8A)
+                : p.scaleA == kPerGroup ? ptr(o.f32A)
+                                        : nullptr;
+  args.bLocal = p.scaleB == kTwoLevel   ? ptr(o.e8B)
+                : p.scaleB == kPerGroup ? ptr(o.f32B)
+                                        : nullptr;
+  args.aGlobal = static_cast<const float *>(ptr(o.globalA));
+  args.bGlobal = static_cast<const float *>(ptr(o.globalB));
+  if (long long bytes = workspaceBytes(p, m)) {
+    CUdeviceptr workspace = 0;
+    check(api->memAlloc(&workspace, size_t(bytes)), "cuMemAlloc");
+    // The counters must start at zero; each launch leaves them so.
+    check(api->memsetD8(workspace, 0, size_t(workspaceCounterBytes(p, m))),
+          "cuMemsetD8");
+    args.workspace = ptr(workspace);
+  }
+  l->kernelParams[0] = &l->mapA;
+  l->kernelParams[1] = &l->mapB;
+  l->kernelParams[2] = &l->mapD;
+  l->kernelParams[3] = &l->args;
+  LaunchConfig &launch = l->launch;
+  launch.block[0] = static_cast<unsigned>(q.threads);
+  launch.cluster[0] = static_cast<unsigned>(q.clusterSize);
+  launch.sharedMemoryBytes = static_cast<unsigned>(q.sharedBytes);
+  launch.stream = stream;
+  // A persistent grid of clusters is limited by how many fit at once.
+  Expected<int> slots =
+      getPersistentSlots(l->function, launch, device.getSmCount());
+  if (!slots)
+    die(timed.name + ": " + toString(slots.takeError()));
+  launch.grid[0] = static_cast<unsigned>(gridSize(p, m, *slots));
+  timed.launch = [l] {
+    return launchKernel(l->function, l->launch, l->kernelParams);
+  };
+  return timed;
+}
+
+/// Prepares `v` through the product path on the operands `o`; none when
+/// the runtime refuses it (printed).
+std::optional<Timed> prepareApiKernel(const ApiVariant &v, const Operands &o,
+                                      CUstream stream) {
+  const int m = mOpt;
+  auto operand = [&](const moss::numerics::ScalingScheme &scheme,
+                     CUdeviceptr e8m0, CUdeviceptr f32, CUdeviceptr global,
+                     CUdeviceptr &local, CUdeviceptr &globalOut) {
+    local = !scheme.hasLocalScales()      ? 0
+            : scheme.localScalesAreE8M0() ? e8m0
+                                          : f32;
+    globalOut = scheme.hasGlobalScales() ? global : 0;
+  };
+  ApiBuffers b;
+  b.aCodes = o.a;
+  b.bCodes = o.b;
+  operand(v.spec.aScaling, o.e8A, o.f32A, o.globalA, b.aLocal, b.aGlobal);
+  operand(v.spec.bScaling, o.e8B, o.f32B, o.globalB, b.bLocal, b.bGlobal);
+  const moss::GemmScaleCounts counts = moss::getGemmScaleCounts(v.spec, m);
+  b.aLocalCount = counts.aLocal;
+  b.aGlobalCount = counts.aGlobal;
+  b.bLocalCount = counts.bLocal;
+  b.bGlobalCount = counts.bGlobal;
+  b.d = o.out;
+  std::string description;
+  moss::compiler::TileConfig planned;
+  auto t0 = std::chrono::steady_clock::now();
+  if (Error e = prepareThroughApi(v.spec, m, std::nullopt, false, description,
+                                  planned, v.foldAInKernel)) {
+    outs() << v.name << ": " << toString(std::move(e)) << "\n";
+    return std::nullopt;
+  }
+  Timed timed;
+  timed.compileSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
+  const moss::compiler::GemmSpec kernelSpec = v.spec.getKernelSpec(m);
+  timed.name =
+      v.name + " " + planned.str() + " " +
+      accuracyClass(false, int(moss::compiler::getPromoteK(kernelSpec)));
+  timed.launch = [v, b, m, stream] {
+    return runThroughApi(v.spec, m, std::nullopt, false, b, stream,
+                         v.foldAInKernel);
+  };
+  return timed;
+}
+
+/// Times `items`: with --sustained each alone for that long, in two passes
+/// (the second in reverse order); else round-robin, up to 5 rounds of
+/// --repeat / rounds launches each, so that clock drift spreads over all.
+void timeAll(const std::vector<Timed *> &items, CUstream stream) {
+  const int repeat = repeatOpt, sustainedMs = sustainedOpt;
+  auto time = [&](Timed &item, int warmup, int count) {
+    Expected<std::vector<float>> timed =
+        moss::runtime::timeWithEvents(item.launch, warmup, count, stream);
+    if (!timed)
+      die(item.name + ": " + toString(timed.takeError()));
+    return std::move(*timed);
+  };
+  if (sustainedMs > 0) {
+    auto timeAlone = [&](Timed &item) {
+      // The launch count from a short probe.
+      std::vector<float> probe = time(item, 3, 10);
+      const float ms = std::max(probe[probe.size() / 2], 1e-3f);
+      const int count = std::max(10, static_cast<int>(sustainedMs / ms));
+      std::vector<float> timed = time(item, count / 4, count);
+      item.times.insert(item.times.end(), timed.begin(), timed.end());
+    };
+    for (Timed *item : items)
+      timeAlone(*item);
+    for (auto it = items.rbegin(); it != items.rend(); ++it)
+      timeAlone(**it);
+    return;
+  }
+  const int rounds = std::min(repeat, 5);
+  for (int round = 0; round < rounds; ++round)
+    for (Timed *item : items) {
+      int count = repeat / rounds + (round < repeat % rounds ? 1 : 0);
+      std::vector<float> timed =
+          time(*item, /*warmup=*/round == 0 ? 3 : 1, count);
+      item->times.insert(item->times.end(), timed.begin(), timed.end());
+    }
+}
+
+/// The baselines' rows, then the kernels' with their ratios: vs_lt_fp8
+/// over cuBLASLt FP8 per-tensor in its default (promoting) mode,
+/// vs_lt_fast over its fast-accumulation mode (the class of our unpromoted
+/// kernels), vs_lt_block over its block-scaled GEMM (per-group rows).
+void printResults(std::vector<Timed> &baselines, std::vector<Timed> &kernels) {
+  auto tflopsOf = [](double ms) {
+    return 2.0 * mOpt * double(nOpt) * kOpt / (ms * 1e-3) / 1e12;
+  };
+  auto median = [](std::vector<float> &times) {
+    std::sort(times.begin(), times.end());
+    return times[times.size() / 2];
+  };
   auto ratio = [](double tflops, double base) -> std::string {
     if (base <= 0)
       return "-";
     return formatv("{0:F2}x", tflops / base).str();
   };
-
-  // Compile and set up every variant first, then time them round-robin:
-  // the H200's clocks drift under sustained load, and interleaving spreads
-  // the drift over all variants instead of penalizing the last ones.
-  struct Prepared {
-    std::string name;
-    Params params;
-    double compileSeconds = 0;
-    CUfunction function = nullptr;
-    LaunchConfig launch;
-    CUtensorMap mapA, mapB, mapD;
-    Args args{};
-    void *kernelParams[4];
-    std::vector<float> times;
-  };
-  std::vector<std::unique_ptr<Prepared>> prepared;
-  for (const Variant &v : variants) {
-    if (!only.empty() && llvm::none_of(only, [&](const std::string &part) {
-          return v.name.find(part) != std::string::npos;
-        }))
-      continue;
-    const Params &p = v.params;
-    if (const char *error = validate(p)) {
-      outs() << v.name << ": " << error << "\n";
-      continue;
-    }
-    auto prep = std::make_unique<Prepared>();
-    prep->name = v.name + " " + std::to_string(p.tileM) + "x" +
-                 std::to_string(p.tileN) + "x" + std::to_string(p.stages) +
-                 (p.splitK > 1 ? " s" + std::to_string(p.splitK) : "");
-    prep->params = p;
-    Plan q = plan(p);
-    CompileOptions options;
-    options.arch = device->getArch().str();
-    options.flags = nvrtcFlags;
-    auto t0 = std::chrono::steady_clock::now();
-    Expected<std::shared_ptr<const KernelEntry>> entry =
-        getDefaultKernelCache().getOrCompile(kernelSource(p), options);
-    if (!entry)
-      die(toString(entry.takeError()));
-    Expected<CUfunction> function = (*entry)->getFunction("moss_gemm");
-    if (!function)
-      die(toString(function.takeError()));
-    prep->function = *function;
-    prep->compileSeconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-            .count();
-
-    prep->mapA = operandMap(dA, m, k, boxRowsA(p, m), "A");
-    prep->mapB = operandMap(dB, n, k, q.boxB[1], "B");
-    std::memset(&prep->mapD, 0, sizeof(prep->mapD));
-    if (q.usesTmaD)
-      check(moss::runtime::encodeOutputMap(*api, prep->mapD, dOut, m, n,
-                                           unsigned(elementBytes(p.out)),
-                                           q.boxD[0], q.boxD[1]));
-    Args &args = prep->args;
-    args.m = m;
-    args.d = reinterpret_cast<void *>(dOut);
-    auto ptr = [](CUdeviceptr d) { return reinterpret_cast<void *>(d); };
-    args.aLocal = p.scaleA == kTwoLevel   ? ptr(dE8A)
-                  : p.scaleA == kPerGroup ? ptr(dF32A)
-                                          : nullptr;
-    args.bLocal = p.scaleB == kTwoLevel   ? ptr(dE8B)
-                  : p.scaleB == kPerGroup ? ptr(dF32B)
-                                          : nullptr;
-    args.aGlobal = static_cast<const float *>(ptr(dGA));
-    args.bGlobal = static_cast<const float *>(ptr(dGB));
-    if (long long bytes = workspaceBytes(p, m)) {
-      CUdeviceptr workspace = 0;
-      check(api->memAlloc(&workspace, size_t(bytes)), "cuMemAlloc");
-      // The counters must start at zero; each launch leaves them so.
-      check(api->memsetD8(workspace, 0, size_t(workspaceCounterBytes(p, m))),
-            "cuMemsetD8");
-      args.workspace = ptr(workspace);
-    }
-    prep->kernelParams[0] = &prep->mapA;
-    prep->kernelParams[1] = &prep->mapB;
-    prep->kernelParams[2] = &prep->mapD;
-    prep->kernelParams[3] = &prep->args;
-    LaunchConfig &launch = prep->launch;
-    launch.block[0] = static_cast<unsigned>(q.threads);
-    launch.cluster[0] = static_cast<unsigned>(q.clusterSize);
-    launch.sharedMemoryBytes = static_cast<unsigned>(q.sharedBytes);
-    launch.stream = stream;
-    // A persistent grid of clusters is limited by how many fit at once.
-    Expected<int> slots =
-        getPersistentSlots(prep->function, launch, device->getSmCount());
-    if (!slots)
-      die(prep->name + ": " + toString(slots.takeError()));
-    launch.grid[0] = static_cast<unsigned>(gridSize(p, m, *slots));
-    prepared.push_back(std::move(prep));
-  }
-
-  // The product path's variants: the operands above (two-level factors in
-  // dE8A/dE8B, FP32 ones in dF32A/dF32B, globals in dGA/dGB).
-  struct PreparedApi {
-    std::string name;
-    ApiVariant variant;
-    ApiBuffers buffers;
-    double compileSeconds = 0;
-    std::vector<float> times;
-  };
-  std::vector<std::unique_ptr<PreparedApi>> preparedApi;
-  for (const ApiVariant &v : apiVariants) {
-    if (!only.empty() && llvm::none_of(only, [&](const std::string &part) {
-          return v.name.find(part) != std::string::npos;
-        }))
-      continue;
-    auto prep = std::make_unique<PreparedApi>();
-    prep->variant = v;
-    // Gemm.h's getGemmScaleCounts cannot be included beside the templates'
-    // moss::gemm namespace.
-    auto localCount = [&](const ScalingScheme &scheme, int64_t rows) {
-      return scheme.hasLocalScales()
-                 ? (rows + scheme.blockRows - 1) / scheme.blockRows *
-                       (k / scheme.blockCols)
-                 : 0;
-    };
-    auto globalCount = [&](const ScalingScheme &scheme, int64_t rows) {
-      return scheme.hasGlobalScales() ? (scheme.globalPerRow() ? rows : 1) : 0;
-    };
-    auto operand = [&](const ScalingScheme &scheme, CUdeviceptr e8m0,
-                       CUdeviceptr f32, CUdeviceptr global, CUdeviceptr &local,
-                       CUdeviceptr &globalOut) {
-      local = !scheme.hasLocalScales()      ? 0
-              : scheme.localScalesAreE8M0() ? e8m0
-                                            : f32;
-      globalOut = scheme.hasGlobalScales() ? global : 0;
-    };
-    ApiBuffers &b = prep->buffers;
-    b.aCodes = dA;
-    b.bCodes = dB;
-    operand(v.spec.aScaling, dE8A, dF32A, dGA, b.aLocal, b.aGlobal);
-    operand(v.spec.bScaling, dE8B, dF32B, dGB, b.bLocal, b.bGlobal);
-    b.aLocalCount = localCount(v.spec.aScaling, m);
-    b.aGlobalCount = globalCount(v.spec.aScaling, m);
-    b.bLocalCount = localCount(v.spec.bScaling, n);
-    b.bGlobalCount = globalCount(v.spec.bScaling, n);
-    b.d = dOut;
-    std::string description;
-    moss::compiler::TileConfig planned;
-    auto t0 = std::chrono::steady_clock::now();
-    if (Error e = prepareThroughApi(v.spec, m, std::nullopt, false, description,
-                                    planned, v.foldAInKernel)) {
-      outs() << v.name << ": " << toString(std::move(e)) << "\n";
-      continue;
-    }
-    prep->compileSeconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-            .count();
-    moss::compiler::GemmSpec kernelSpec = v.spec.getKernelSpec(m);
-    prep->name =
-        v.name + " " + planned.str() + " " +
-        accuracyClass(false, int(moss::compiler::getPromoteK(kernelSpec)));
-    preparedApi.push_back(std::move(prep));
-  }
-
-  errs() << "timing " << baselines.size() << " baselines and "
-         << prepared.size() + preparedApi.size() << " kernels "
-         << (sustainedMs > 0 ? "one at a time" : "round-robin") << "...\n";
-  // Alone for sustainedMs: the launch count from a short probe.
-  auto timeAlone = [&](auto launch, std::vector<float> &times,
-                       const std::string &name) {
-    Expected<std::vector<float>> probe =
-        moss::runtime::timeWithEvents(launch, 3, 10, stream);
-    if (!probe)
-      die(name + ": " + toString(probe.takeError()));
-    const float ms = std::max((*probe)[probe->size() / 2], 1e-3f);
-    const int count = std::max(10, static_cast<int>(sustainedMs / ms));
-    Expected<std::vector<float>> timed =
-        moss::runtime::timeWithEvents(launch, count / 4, count, stream);
-    if (!timed)
-      die(name + ": " + toString(timed.takeError()));
-    times.insert(times.end(), timed->begin(), timed->end());
-  };
-  if (sustainedMs > 0) {
-    std::vector<std::function<void()>> items;
-    for (Baseline &b : baselines)
-      items.push_back([&, base = &b] {
-        timeAlone([&] { return base->gemm->run(); }, base->times, base->name);
-      });
-    for (const std::unique_ptr<Prepared> &prep : prepared)
-      items.push_back([&, kernel = prep.get()] {
-        timeAlone(
-            [&] {
-              return launchKernel(kernel->function, kernel->launch,
-                                  kernel->kernelParams);
-            },
-            kernel->times, kernel->name);
-      });
-    for (const std::unique_ptr<PreparedApi> &prep : preparedApi)
-      items.push_back([&, api = prep.get()] {
-        timeAlone(
-            [&] {
-              return runThroughApi(api->variant.spec, m, std::nullopt, false,
-                                   api->buffers, stream,
-                                   api->variant.foldAInKernel);
-            },
-            api->times, api->name);
-      });
-    for (const std::function<void()> &item : items)
-      item();
-    for (auto it = items.rbegin(); it != items.rend(); ++it)
-      (*it)();
-  }
-  const int rounds = sustainedMs > 0 ? 0 : std::min(repeat, 5);
-  auto timeRound = [&](int round, auto launch, std::vector<float> &times,
-                       const std::string &name) {
-    int count = repeat / rounds + (round < repeat % rounds ? 1 : 0);
-    Expected<std::vector<float>> timed = moss::runtime::timeWithEvents(
-        launch, /*warmup=*/round == 0 ? 3 : 1, count, stream);
-    if (!timed)
-      die(name + ": " + toString(timed.takeError()));
-    times.insert(times.end(), timed->begin(), timed->end());
-  };
-  for (int round = 0; round < rounds; ++round) {
-    for (Baseline &b : baselines)
-      timeRound(
-          round, [&] { return b.gemm->run(); }, b.times, b.name);
-    for (const std::unique_ptr<Prepared> &prep : prepared)
-      timeRound(
-          round,
-          [&] {
-            return launchKernel(prep->function, prep->launch,
-                                prep->kernelParams);
-          },
-          prep->times, prep->name);
-    for (const std::unique_ptr<PreparedApi> &prep : preparedApi)
-      timeRound(
-          round,
-          [&] {
-            return runThroughApi(prep->variant.spec, m, std::nullopt, false,
-                                 prep->buffers, stream,
-                                 prep->variant.foldAInKernel);
-          },
-          prep->times, prep->name);
-  }
-  auto median = [](std::vector<float> &times) {
-    std::sort(times.begin(), times.end());
-    return times[times.size() / 2];
-  };
-
-  // ratio()'s bases: 0 when a baseline is unsupported or skipped (its
-  // column then shows "-").
+  // 0 when a baseline is unsupported or skipped (its column shows "-").
   double ltFp8Tflops = 0, ltFastTflops = 0, ltBlockTflops = 0;
   outs() << format("%-46s %9s %9s %9s %9s\n", "baseline", "", "median_ms",
                    "best_ms", "TFLOPS");
-  for (Baseline &b : baselines) {
+  for (Timed &b : baselines) {
     float ms = median(b.times);
     double tflops = tflopsOf(ms);
-    if (StringRef(b.name) == "cublaslt_fp8_tensor_x_tensor")
+    if (b.name == "cublaslt_fp8_tensor_x_tensor")
       ltFp8Tflops = tflops;
-    if (StringRef(b.name) == "cublaslt_fp8_tensor_x_tensor_fastaccum")
+    if (b.name == "cublaslt_fp8_tensor_x_tensor_fastaccum")
       ltFastTflops = tflops;
-    if (StringRef(b.name) == "cublaslt_fp8_block1x128_x_128x128")
+    if (b.name == "cublaslt_fp8_block1x128_x_128x128")
       ltBlockTflops = tflops;
-    outs() << format("%-46s %9s %9.4f %9.4f %9.1f\n", b.name, "", ms,
+    outs() << format("%-46s %9s %9.4f %9.4f %9.1f\n", b.name.c_str(), "", ms,
                      b.times.front(), tflops);
   }
-
-  // vs_lt_fp8: over cuBLASLt FP8 per-tensor in its default (promoting)
-  // mode; vs_lt_fast: over its fast-accumulation mode, the class of our
-  // unpromoted kernels.
   outs() << format("%-62s %9s %9s %9s %9s %10s %10s %11s\n",
                    "kernel tile accuracy", "compile_s", "median_ms", "best_ms",
                    "TFLOPS", "vs_lt_fp8", "vs_lt_fast", "vs_lt_block");
-  auto row = [&](const std::string &name, double compileSeconds,
-                 std::vector<float> &times, bool perGroup) {
-    float ms = median(times);
+  for (Timed &kernel : kernels) {
+    float ms = median(kernel.times);
     double tflops = tflopsOf(ms);
-    outs() << format("%-62s %9.3f %9.4f %9.4f %9.1f %10s %10s %11s\n",
-                     name.c_str(), compileSeconds, ms, times.front(), tflops,
-                     ratio(tflops, ltFp8Tflops).c_str(),
-                     ratio(tflops, ltFastTflops).c_str(),
-                     perGroup ? ratio(tflops, ltBlockTflops).c_str() : "");
-  };
-  for (const std::unique_ptr<Prepared> &prep : prepared) {
-    const Params &p = prep->params;
-    row(prep->name + " " + accuracyClass(p.f16Mma, plan(p).promoteK),
-        prep->compileSeconds, prep->times,
-        p.scaleA == kPerGroup && p.scaleB == kPerGroup);
+    outs() << format(
+        "%-62s %9.3f %9.4f %9.4f %9.1f %10s %10s %11s\n", kernel.name.c_str(),
+        kernel.compileSeconds, ms, kernel.times.front(), tflops,
+        ratio(tflops, ltFp8Tflops).c_str(), ratio(tflops, ltFastTflops).c_str(),
+        kernel.perGroup ? ratio(tflops, ltBlockTflops).c_str() : "");
   }
-  for (const std::unique_ptr<PreparedApi> &prep : preparedApi)
-    row(prep->name, prep->compileSeconds, prep->times, false);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "moss-bench-gemm: the GEMM kernels against cuBLASLt, in one process\n");
+  if (mOpt < 1 || nOpt < 1 || kOpt < 1)
+    die("--m, --n and --k must be positive");
+  if (repeatOpt < 1)
+    die("--repeat must be at least 1");
+  if (sustainedOpt < 0)
+    die("--sustained takes a positive number of milliseconds");
+  const std::vector<std::array<int, 4>> extraTilings = parseExtraTilings();
+  Expected<Device> device = Device::open(0);
+  if (!device)
+    die(toString(device.takeError()));
+  if (Error err = device->makeCurrent())
+    die(toString(std::move(err)));
+  api = &cantFail(getDriverApi());
+  outs() << "device " << device->getName() << ", " << device->getArch() << ", "
+         << device->getSmCount() << " SMs; m=" << mOpt << " n=" << nOpt
+         << " k=" << kOpt << ", out bf16\n";
+  moss::compiler::TargetInfo target;
+  target.smCount = unsigned(device->getSmCount());
+  target.sharedMemoryPerBlock =
+      unsigned(device->getMaxSharedMemoryPerBlockOptin());
+  target.arch = device->getArch().str();
+
+  const Operands operands = uploadOperands();
+  CUstream stream;
+  check(api->streamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  std::vector<Timed> baselines = prepareBaselines(stream);
+  // Every kernel is compiled and set up first, then all are timed.
+  std::vector<Timed> kernels;
+  for (const Variant &v : getTemplateVariants(target, extraTilings))
+    if (isSelected(v.name, onlyOpt))
+      if (std::optional<Timed> kernel =
+              prepareTemplateKernel(v, operands, *device, stream))
+        kernels.push_back(std::move(*kernel));
+  for (const ApiVariant &v : getApiVariants())
+    if (isSelected(v.name, onlyOpt))
+      if (std::optional<Timed> kernel = prepareApiKernel(v, operands, stream))
+        kernels.push_back(std::move(*kernel));
+
+  errs() << "timing " << baselines.size() << " baselines and " << kernels.size()
+         << " kernels " << (sustainedOpt > 0 ? "one at a time" : "round-robin")
+         << "...\n";
+  std::vector<Timed *> items;
+  for (Timed &b : baselines)
+    items.push_back(&b);
+  for (Timed &kernel : kernels)
+    items.push_back(&kernel);
+  timeAll(items, stream);
+  printResults(baselines, kernels);
   return 0;
 }

@@ -129,39 +129,29 @@ compiler::compileGemm(const GemmSpec &spec, const TargetInfo &target,
       buildGemmFunction(builder, loc, spec, "moss_gemm", /*dynamicM=*/true);
   if (failed(func))
     return fail("invalid scaling scheme");
-  // A given tiling, else the tuning database's; the pass keeps either.
-  std::optional<TileConfig> tiling = options.tiling;
-  if (!tiling && options.tuningDatabase) {
-    int64_t m = getTuningM(spec, options.tuningM > 0 ? options.tuningM
-                                                     : options.assumedM);
-    tiling = options.tuningDatabase->lookup(
-        spec, target, m, [&](const llvm::Twine &note) {
-          if (options.onTuningNote)
-            options.onTuningNote(note.str());
-        });
-  }
-  // The quick-compile variant narrows the tiling it would otherwise get.
-  if (options.quickCompile) {
-    if (!tiling) {
-      TilingOptions heuristic;
-      heuristic.assumedM = options.assumedM;
-      heuristic.allowSplitK = options.allowSplitK;
-      llvm::Expected<TileConfig> chosen = selectTiling(spec, target, heuristic);
-      if (!chosen)
-        return fail(llvm::toString(chosen.takeError()));
-      tiling = *chosen;
-    }
-    tiling = getQuickCompileTiling(spec, *tiling, target);
-  }
-  if (tiling) {
-    if (llvm::Error error = checkTiling(spec, *tiling, target))
-      return fail(llvm::toString(std::move(error)));
-    func->walk([&](GemmOp op) {
-      op.setTilingAttr(getTilingAttr(&context, *tiling));
-    });
-  }
   if (failed(verify(*module)))
     return fail("the built moss.gemm does not verify");
+  // The tiling is decided here, once: the given one, else the heuristic's
+  // (chooseTiling); the quick-compile variant narrows it. The pass keeps it.
+  std::optional<TileConfig> tiling = options.tiling;
+  if (!tiling) {
+    TilingChoice choice;
+    choice.heuristic.assumedM = options.assumedM;
+    choice.heuristic.allowSplitK = options.allowSplitK;
+    const GemmSpec kernelSpec =
+        spec.kernelFoldsA ? spec.getFoldingKernelSpec() : spec.getKernelSpec();
+    llvm::Expected<TileConfig> chosen =
+        chooseTiling(kernelSpec, target, choice);
+    if (!chosen)
+      return fail(llvm::toString(chosen.takeError()));
+    tiling = *chosen;
+  }
+  if (options.quickCompile)
+    tiling = getQuickCompileTiling(spec, *tiling, target);
+  if (llvm::Error error = checkTiling(spec, *tiling, target))
+    return fail(llvm::toString(std::move(error)));
+  func->walk(
+      [&](GemmOp op) { op.setTilingAttr(getTilingAttr(&context, *tiling)); });
   if (options.onStage) {
     std::string text;
     llvm::raw_string_ostream os(text);

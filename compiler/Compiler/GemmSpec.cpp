@@ -105,12 +105,12 @@ static GemmSpec withKernelFoldingA(const GemmSpec &spec, int64_t rows) {
 }
 
 bool GemmSpec::canFoldAInKernel(int64_t rows) const {
-  // The templates' rule (moss::gemm::validate) on a tiling it allows; the
-  // tiling checks keep the rest (TileM, split-K).
+  // The templates' rule (moss::gemm_kernel::validate) on a tiling it allows;
+  // the tiling checks keep the rest (TileM, split-K).
   return getFold(rows) == numerics::BlockScaleFold::Row &&
          numerics::isFoldable(aScaling) &&
-         gemm::validate(getTemplateParams(withKernelFoldingA(*this, rows),
-                                          TileConfig())) == nullptr;
+         gemm_kernel::validate(getTemplateParams(
+             withKernelFoldingA(*this, rows), TileConfig())) == nullptr;
 }
 
 GemmSpec GemmSpec::getFoldingKernelSpec(int64_t rows) const {

@@ -4,13 +4,13 @@
 
 using namespace moss;
 
-gemm::Params compiler::getTemplateParams(const GemmSpec &spec,
-                                         const TileConfig &tiling,
-                                         bool quickCompile) {
+gemm_kernel::Params compiler::getTemplateParams(const GemmSpec &spec,
+                                                const TileConfig &tiling,
+                                                bool quickCompile) {
   auto type = [](std::optional<FloatType> f) {
-    return f ? int(*f) : gemm::kNone;
+    return f ? int(*f) : gemm_kernel::kNone;
   };
-  gemm::Params p;
+  gemm_kernel::Params p;
   p.m = spec.isDynamicM() ? -1 : int(spec.m);
   p.n = int(spec.n);
   p.k = int(spec.k);

@@ -64,10 +64,10 @@ static int64_t localBlock(const ScalingScheme &scheme) {
 
 /// The templates' plan of `spec` on tiles `tileN` wide (the other fields
 /// of the tiling do not change what the callers below read).
-static gemm::Plan planWithTileN(const GemmSpec &spec, int64_t tileN) {
+static gemm_kernel::Plan planWithTileN(const GemmSpec &spec, int64_t tileN) {
   TileConfig tiling;
   tiling.tileN = tileN;
-  return gemm::plan(getTemplateParams(spec, tiling));
+  return gemm_kernel::plan(getTemplateParams(spec, tiling));
 }
 
 int64_t compiler::getPromoteK(const GemmSpec &spec) {
@@ -118,8 +118,8 @@ ResourceUsage compiler::estimateResources(const GemmSpec &spec,
                                           const TargetInfo &target) {
   // The kernel's own plan of the configuration (config.cuh); the register
   // budget is the target's.
-  const gemm::Params params = getTemplateParams(spec, tiling);
-  const gemm::Plan plan = gemm::plan(params);
+  const gemm_kernel::Params params = getTemplateParams(spec, tiling);
+  const gemm_kernel::Plan plan = gemm_kernel::plan(params);
   ResourceUsage usage;
   usage.consumerWarpgroups = unsigned(plan.consumerWarpgroups);
   usage.threads = unsigned(plan.threads);
@@ -134,13 +134,13 @@ ResourceUsage compiler::estimateResources(const GemmSpec &spec,
   if (spec.multipliesInF16())
     usage.accumulatorRegisterLimit =
         std::min<unsigned>(usage.accumulatorRegisterLimit,
-                           gemm::kMaxF16MmaRegisters - tiling.tileN / 8);
+                           gemm_kernel::kMaxF16MmaRegisters - tiling.tileN / 8);
   if (plan.promoteK > 0) {
     usage.partialSets = unsigned(plan.partialSets);
     // One set because three do not fit (rather than factors on both sides
     // or the f16 MMA).
     usage.partialSetsNarrowed = plan.partialSets == 1 &&
-                                plan.factorMode != gemm::kFactorRowCol &&
+                                plan.factorMode != gemm_kernel::kFactorRowCol &&
                                 !params.f16Mma;
   }
   usage.accumulatorRegisters = unsigned(plan.accumulatorRegisters);
@@ -320,7 +320,8 @@ llvm::Error compiler::checkTiling(const GemmSpec &spec,
                  " bytes of shared memory; the limit is " +
                  llvm::Twine(target.sharedMemoryPerBlock));
   // The templates' own rules (the checks above say more where they apply).
-  if (const char *problem = gemm::validate(getTemplateParams(spec, tiling)))
+  if (const char *problem =
+          gemm_kernel::validate(getTemplateParams(spec, tiling)))
     return error(problem);
   return llvm::Error::success();
 }

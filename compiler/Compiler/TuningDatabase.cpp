@@ -506,3 +506,24 @@ TuningDatabase::lookup(const GemmSpec &spec, const TargetInfo &target,
   }
   return found;
 }
+
+llvm::Expected<TileConfig>
+moss::compiler::chooseTiling(const GemmSpec &spec, const TargetInfo &target,
+                             const TilingChoice &choice) {
+  const int64_t m =
+      choice.launchRows > 0 ? choice.launchRows : choice.heuristic.assumedM;
+  if (choice.database) {
+    const int64_t tuningM = getTuningM(spec, m);
+    if (std::optional<TileConfig> tuned =
+            choice.database->lookup(spec, target, tuningM, choice.onNote))
+      return *tuned;
+    if (choice.onNote)
+      choice.onNote("no tuning database entry for " +
+                    TuningKey::get(spec, target, tuningM).str() +
+                    "; using the heuristic");
+  }
+  if (choice.launchRows > 0)
+    return selectTilingForLaunch(spec, choice.launchRows, target,
+                                 choice.heuristic);
+  return selectTiling(spec, target, choice.heuristic);
+}

@@ -45,7 +45,7 @@ int main(void) {
   spec.rows = kRows;
   spec.cols = kCols;
   spec.input = MOSS_INPUT_F32;
-  spec.scheme = MOSS_SCHEME_TWO_LEVEL;
+  spec.scheme = MOSS_SCHEME_MOSS;
   spec.block_cols = kBlock;
   spec.global_scope = MOSS_GLOBAL_ROW;
   spec.format = MOSS_FORMAT_E4M3;

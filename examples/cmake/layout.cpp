@@ -10,7 +10,7 @@ int main() {
   std::printf("MOSS-JIT %s\n", moss_version());
   const char *names[] = {"per-tensor", "per-row", "per-group", "mxfp8",
                          "moss"};
-  for (int scheme = MOSS_SCHEME_PER_TENSOR; scheme <= MOSS_SCHEME_TWO_LEVEL;
+  for (int scheme = MOSS_SCHEME_PER_TENSOR; scheme <= MOSS_SCHEME_MOSS;
        ++scheme) {
     moss_quantize_spec_t spec;
     std::memset(&spec, 0, sizeof(spec));

@@ -78,8 +78,10 @@ typedef enum moss_scheme_t {
   MOSS_SCHEME_PER_ROW = 1,
   MOSS_SCHEME_PER_GROUP = 2,
   MOSS_SCHEME_MXFP8 = 3,
-  /* MOSS two-level: an FP32 global scale times an E8M0 scale per block. */
-  MOSS_SCHEME_TWO_LEVEL = 4
+  /* MOSS two-level: an FP32 global scale times an E8M0 scale per block
+     ("moss" in the CLIs and the Python package). */
+  MOSS_SCHEME_MOSS = 4,
+  MOSS_SCHEME_TWO_LEVEL = MOSS_SCHEME_MOSS /* the same, by its method */
 } moss_scheme_t;
 
 /* Granularity of the two-level scheme's global scale. */

@@ -237,7 +237,7 @@ moss_error_t moss::capi::convertSchemeFields(int32_t scheme,
                                              int32_t format,
                                              const Twine &field,
                                              SchemeFields &out) {
-  if (scheme < MOSS_SCHEME_PER_TENSOR || scheme > MOSS_SCHEME_TWO_LEVEL)
+  if (scheme < MOSS_SCHEME_PER_TENSOR || scheme > MOSS_SCHEME_MOSS)
     return invalid(field + "scheme=" + Twine(scheme) +
                    " is not a moss_scheme_t (expected 0..4)");
   if (globalScope != MOSS_GLOBAL_TENSOR && globalScope != MOSS_GLOBAL_ROW)

@@ -45,6 +45,53 @@ std::string getArchForComputeCapability(int major, int minor) {
   return arch;
 }
 
+Expected<DeviceProperties> queryDeviceProperties(CUdevice device) {
+  Expected<const DriverApi &> api = getDriverApi();
+  if (!api)
+    return api.takeError();
+  DeviceProperties properties;
+  char name[256] = {0};
+  if (Error err = checkCuda(api->deviceGetName(name, sizeof(name) - 1, device),
+                            "cuDeviceGetName"))
+    return std::move(err);
+  properties.name = name;
+  struct Query {
+    CUdevice_attribute attribute;
+    const char *what;
+    int *out;
+  } queries[] = {
+      {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, "major",
+       &properties.ccMajor},
+      {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, "minor",
+       &properties.ccMinor},
+      {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, "SM count",
+       &properties.smCount},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+       "shared memory opt-in", &properties.maxSharedOptin},
+  };
+  for (const Query &query : queries) {
+    Expected<int> value =
+        getAttribute(*api, device, query.attribute, query.what);
+    if (!value)
+      return value.takeError();
+    *query.out = *value;
+  }
+  properties.arch =
+      getArchForComputeCapability(properties.ccMajor, properties.ccMinor);
+  return properties;
+}
+
+Expected<DeviceProperties> queryCurrentDeviceProperties() {
+  Expected<const DriverApi &> api = getDriverApi();
+  if (!api)
+    return api.takeError();
+  CUdevice device = 0;
+  if (Error err = checkCuda(api->ctxGetDevice(&device, /*current*/ nullptr),
+                            "cuCtxGetDevice (is a context current?)"))
+    return std::move(err);
+  return queryDeviceProperties(device);
+}
+
 Expected<std::string> queryDeviceArch(int ordinal) {
   Expected<const DriverApi &> api = getDriverApi();
   if (!api)
@@ -52,15 +99,10 @@ Expected<std::string> queryDeviceArch(int ordinal) {
   Expected<CUdevice> device = getDeviceHandle(*api, ordinal);
   if (!device)
     return device.takeError();
-  Expected<int> major = getAttribute(
-      *api, *device, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, "major");
-  if (!major)
-    return major.takeError();
-  Expected<int> minor = getAttribute(
-      *api, *device, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, "minor");
-  if (!minor)
-    return minor.takeError();
-  return getArchForComputeCapability(*major, *minor);
+  Expected<DeviceProperties> properties = queryDeviceProperties(*device);
+  if (!properties)
+    return properties.takeError();
+  return properties->arch;
 }
 
 Expected<int> Device::getCount() {
@@ -85,31 +127,10 @@ Expected<Device> Device::open(int ordinal) {
   result.ordinal = ordinal;
   result.device = *handle;
 
-  char name[256] = {0};
-  if (Error err = checkCuda(api->deviceGetName(name, sizeof(name) - 1, *handle),
-                            "cuDeviceGetName"))
-    return std::move(err);
-  result.name = name;
-
-  struct Query {
-    CUdevice_attribute attribute;
-    const char *what;
-    int *out;
-  } queries[] = {
-      {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, "major", &result.ccMajor},
-      {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, "minor", &result.ccMinor},
-      {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, "SM count", &result.smCount},
-      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-       "shared memory opt-in", &result.maxSharedOptin},
-  };
-  for (const Query &query : queries) {
-    Expected<int> value =
-        getAttribute(*api, *handle, query.attribute, query.what);
-    if (!value)
-      return value.takeError();
-    *query.out = *value;
-  }
-  result.arch = getArchForComputeCapability(result.ccMajor, result.ccMinor);
+  Expected<DeviceProperties> properties = queryDeviceProperties(*handle);
+  if (!properties)
+    return properties.takeError();
+  result.properties = std::move(*properties);
 
   if (Error err =
           checkCuda(api->devicePrimaryCtxRetain(&result.context, *handle),
@@ -120,9 +141,7 @@ Expected<Device> Device::open(int ordinal) {
 
 Device::Device(Device &&other)
     : ordinal(other.ordinal), device(other.device), context(other.context),
-      name(std::move(other.name)), arch(std::move(other.arch)),
-      ccMajor(other.ccMajor), ccMinor(other.ccMinor), smCount(other.smCount),
-      maxSharedOptin(other.maxSharedOptin) {
+      properties(std::move(other.properties)) {
   other.context = nullptr;
 }
 
@@ -133,12 +152,7 @@ Device &Device::operator=(Device &&other) {
   ordinal = other.ordinal;
   device = other.device;
   context = other.context;
-  name = std::move(other.name);
-  arch = std::move(other.arch);
-  ccMajor = other.ccMajor;
-  ccMinor = other.ccMinor;
-  smCount = other.smCount;
-  maxSharedOptin = other.maxSharedOptin;
+  properties = std::move(other.properties);
   other.context = nullptr;
   return *this;
 }

@@ -367,15 +367,15 @@ static bool isVerbose(const GemmOptions &options) {
   return env && *env && StringRef(env) != "0";
 }
 
-std::optional<compiler::TileConfig>
-GemmRunner::lookUpDatabase(const GemmSpec &spec, int64_t m,
-                           const std::string &path, bool verbose) {
+std::shared_ptr<const compiler::TuningDatabase>
+GemmRunner::getTuningDatabase(const GemmSpec &spec, const std::string &path,
+                              bool verbose) {
   sys::fs::file_status status;
   if (sys::fs::status(path, status) || !sys::fs::exists(status)) {
     if (verbose)
       errs() << "moss: note: no tuning database at '" << path
              << "'; the heuristic tiles " << spec.str() << "\n";
-    return std::nullopt;
+    return nullptr;
   }
   auto [it, inserted] = tuning->files.try_emplace(path);
   TuningState::File &file = it->second;
@@ -394,19 +394,7 @@ GemmRunner::lookUpDatabase(const GemmSpec &spec, int64_t m,
              << toString(loaded.takeError()) << "\n";
     }
   }
-  if (!file.database)
-    return std::nullopt;
-  int64_t tuningM = compiler::getTuningM(spec, m);
-  std::optional<compiler::TileConfig> tiling =
-      file.database->lookup(spec, target, tuningM, [&](const Twine &note) {
-        if (verbose)
-          errs() << "moss: note: " << note << "\n";
-      });
-  if (!tiling && verbose)
-    errs() << "moss: note: '" << path << "' has no entry for "
-           << compiler::TuningKey::get(spec, target, tuningM).str()
-           << "; the heuristic tiles it\n";
-  return tiling;
+  return file.database;
 }
 
 namespace {
@@ -515,37 +503,19 @@ GemmRunner::createForTarget(runtime::KernelCache &cache,
 
 Expected<std::unique_ptr<GemmRunner>>
 GemmRunner::create(runtime::KernelCache &cache) {
-  Expected<const runtime::DriverApi &> api = runtime::getDriverApi();
-  if (!api)
-    return api.takeError();
-  CUdevice device = 0;
-  if (Error e =
-          runtime::checkCuda(api->ctxGetDevice(&device, /*current*/ nullptr),
-                             "cuCtxGetDevice (is a context current?)"))
-    return std::move(e);
-  auto attribute = [&](CUdevice_attribute which, int &value) {
-    return runtime::checkCuda(api->deviceGetAttribute(&value, which, device),
-                              "cuDeviceGetAttribute");
-  };
-  int sms = 0, shared = 0, major = 0, minor = 0;
-  if (Error e = attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, sms))
-    return std::move(e);
-  if (Error e = attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-                          shared))
-    return std::move(e);
-  if (Error e = attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, major))
-    return std::move(e);
-  if (Error e = attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, minor))
-    return std::move(e);
-  if (major != 9)
+  Expected<runtime::DeviceProperties> device =
+      runtime::queryCurrentDeviceProperties();
+  if (!device)
+    return device.takeError();
+  if (device->ccMajor != 9)
     return runtime::invalidArgument(
         "the GEMM kernels need a Hopper GPU (sm_90a); this one "
         "is compute capability " +
-        Twine(major) + "." + Twine(minor));
+        Twine(device->ccMajor) + "." + Twine(device->ccMinor));
   compiler::TargetInfo target;
-  target.smCount = unsigned(sms);
-  target.sharedMemoryPerBlock = unsigned(shared);
-  target.arch = runtime::getArchForComputeCapability(major, minor);
+  target.smCount = unsigned(device->smCount);
+  target.sharedMemoryPerBlock = unsigned(device->maxSharedOptin);
+  target.arch = device->arch;
   return std::unique_ptr<GemmRunner>(new GemmRunner(cache, std::move(target)));
 }
 
@@ -605,21 +575,27 @@ GemmRunner::getKernel(const GemmSpec &spec, int64_t m,
 Expected<std::pair<compiler::TileConfig, std::string>>
 GemmRunner::resolveTiling(const GemmSpec &spec, int64_t m,
                           const GemmOptions &options) {
-  // The database, else the heuristic.
   std::string path = options.tuningDatabase
                          ? *options.tuningDatabase
                          : getDefaultTuningDatabasePath(cache);
-  if (!path.empty())
-    if (std::optional<compiler::TileConfig> tiling =
-            lookUpDatabase(spec, m, path, isVerbose(options)))
-      return std::pair{*tiling, path};
-  // The heuristic, planned for this M bucket (a dynamic M) and given
-  // explicitly, so that each bucket's plan gets its own kernel key.
-  Expected<compiler::TileConfig> planned =
-      compiler::selectTilingForLaunch(spec, m, target);
-  if (!planned)
-    return planned.takeError();
-  return std::pair{*planned, path};
+  const bool verbose = isVerbose(options);
+  std::shared_ptr<const compiler::TuningDatabase> database =
+      path.empty() ? nullptr : getTuningDatabase(spec, path, verbose);
+  // Planned for this launch's M bucket (a dynamic M) and given explicitly,
+  // so that each bucket's plan gets its own kernel key.
+  compiler::TilingChoice choice;
+  choice.database = database.get();
+  choice.launchRows = m;
+  auto note = [&](const Twine &text) {
+    if (verbose)
+      errs() << "moss: note: " << path << ": " << text << "\n";
+  };
+  choice.onNote = note;
+  Expected<compiler::TileConfig> chosen =
+      compiler::chooseTiling(spec, target, choice);
+  if (!chosen)
+    return chosen.takeError();
+  return std::pair{*chosen, path};
 }
 
 Expected<compiler::KernelSource>

@@ -172,8 +172,7 @@ void moss_gemm_spec_init(moss_gemm_spec_t *spec) {
   *spec = moss_gemm_spec_t{};
   spec->struct_size = sizeof(moss_gemm_spec_t);
   spec->m = MOSS_DYNAMIC;
-  spec->a = {
-      MOSS_FORMAT_E4M3, MOSS_SCHEME_TWO_LEVEL, 1, 32, MOSS_GLOBAL_ROW, 0};
+  spec->a = {MOSS_FORMAT_E4M3, MOSS_SCHEME_MOSS, 1, 32, MOSS_GLOBAL_ROW, 0};
   spec->b = {
       MOSS_FORMAT_E4M3, MOSS_SCHEME_PER_TENSOR, 1, 0, MOSS_GLOBAL_TENSOR, 0};
   spec->out = MOSS_TYPE_BF16;

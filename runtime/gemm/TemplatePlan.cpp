@@ -9,9 +9,10 @@
 using namespace moss;
 
 #define MOSS_SAME_FIELD(field)                                                 \
-  static_assert(                                                               \
-      offsetof(detail::KernelArgs, field) == offsetof(gemm::Args, field) &&    \
-      sizeof(detail::KernelArgs::field) == sizeof(gemm::Args::field))
+  static_assert(offsetof(detail::KernelArgs, field) ==                         \
+                    offsetof(gemm_kernel::Args, field) &&                      \
+                sizeof(detail::KernelArgs::field) ==                           \
+                    sizeof(gemm_kernel::Args::field))
 MOSS_SAME_FIELD(m);
 MOSS_SAME_FIELD(d);
 MOSS_SAME_FIELD(aLocal);
@@ -24,18 +25,18 @@ MOSS_SAME_FIELD(beta);
 MOSS_SAME_FIELD(amax);
 MOSS_SAME_FIELD(workspace);
 #undef MOSS_SAME_FIELD
-static_assert(sizeof(detail::KernelArgs) == sizeof(gemm::Args));
+static_assert(sizeof(detail::KernelArgs) == sizeof(gemm_kernel::Args));
 
 llvm::Expected<detail::TemplatePlan>
 detail::planFromTemplates(const compiler::KernelSource &source) {
-  const gemm::Params params = compiler::getTemplateParams(
+  const gemm_kernel::Params params = compiler::getTemplateParams(
       source.spec, source.tiling, source.quickCompile);
-  if (const char *problem = gemm::validate(params))
+  if (const char *problem = gemm_kernel::validate(params))
     return llvm::createStringError(
         llvm::Twine("internal error: the templates reject the compiled "
                     "configuration: ") +
         problem);
-  gemm::Plan plan = gemm::plan(params);
+  gemm_kernel::Plan plan = gemm_kernel::plan(params);
   TemplatePlan result;
   result.threads = unsigned(plan.threads);
   result.sharedBytes = unsigned(plan.sharedBytes);
@@ -56,8 +57,8 @@ detail::planFromTemplates(const compiler::KernelSource &source) {
 }
 
 /// The parameters of `plan` that the launch geometry reads.
-static gemm::Params getGeometry(const detail::TemplatePlan &plan) {
-  gemm::Params p;
+static gemm_kernel::Params getGeometry(const detail::TemplatePlan &plan) {
+  gemm_kernel::Params p;
   p.n = plan.n;
   p.tileM = plan.tileM;
   p.tileN = plan.tileN;
@@ -68,16 +69,16 @@ static gemm::Params getGeometry(const detail::TemplatePlan &plan) {
 }
 
 unsigned detail::getGridSize(const TemplatePlan &plan, int m, int smCount) {
-  return unsigned(gemm::gridSize(getGeometry(plan), m, smCount));
+  return unsigned(gemm_kernel::gridSize(getGeometry(plan), m, smCount));
 }
 
 int detail::getBoxRowsA(const TemplatePlan &plan, int m) {
-  return gemm::boxRowsA(getGeometry(plan), m);
+  return gemm_kernel::boxRowsA(getGeometry(plan), m);
 }
 
 detail::WorkspaceSize detail::getWorkspaceSize(const TemplatePlan &plan,
                                                int m) {
-  gemm::Params p = getGeometry(plan);
-  return {size_t(gemm::workspaceBytes(p, m)),
-          size_t(gemm::workspaceCounterBytes(p, m))};
+  gemm_kernel::Params p = getGeometry(plan);
+  return {size_t(gemm_kernel::workspaceBytes(p, m)),
+          size_t(gemm_kernel::workspaceCounterBytes(p, m))};
 }

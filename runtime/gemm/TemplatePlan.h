@@ -1,9 +1,7 @@
 //===- TemplatePlan.h - Launch geometry from the GEMM templates -*- C++ -*-===//
 //
 // The launch geometry of a compiled GEMM as the device templates compute it
-// (moss/gemm/config.cuh compiled as host C++). A separate translation unit,
-// because the templates' namespace moss::gemm and the function moss::gemm()
-// of Gemm.h cannot meet in one.
+// (moss/gemm/config.cuh compiled as host C++, namespace moss::gemm_kernel).
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,7 +16,7 @@
 
 namespace moss::detail {
 
-/// What a launch needs from `moss::gemm::plan` of a kernel's parameters.
+/// What a launch needs from `moss::gemm_kernel::plan` of a kernel's parameters.
 struct TemplatePlan {
   unsigned threads = 0;
   unsigned sharedBytes = 0;
@@ -40,8 +38,8 @@ struct TemplatePlan {
   int n = 0, tileM = 0, tileN = 0, clusterM = 1, clusterN = 1, splitK = 1;
 };
 
-/// The kernel's run-time argument struct, `moss::gemm::Args` (TemplatePlan.cpp
-/// checks that the layouts agree field by field).
+/// The kernel's run-time argument struct, `moss::gemm_kernel::Args`
+/// (TemplatePlan.cpp checks that the layouts agree field by field).
 struct KernelArgs {
   int m;
   void *d;
@@ -57,14 +55,14 @@ struct KernelArgs {
 };
 
 /// The templates' plan for `source`; an error when the templates reject its
-/// configuration (`moss::gemm::validate`).
+/// configuration (`moss::gemm_kernel::validate`).
 llvm::Expected<TemplatePlan>
 planFromTemplates(const compiler::KernelSource &source);
 
-/// `moss::gemm::gridSize` for `m` rows on `smCount` SMs.
+/// `moss::gemm_kernel::gridSize` for `m` rows on `smCount` SMs.
 unsigned getGridSize(const TemplatePlan &plan, int m, int smCount);
 
-/// `moss::gemm::boxRowsA`: rows of A's TMA box for `m` rows.
+/// `moss::gemm_kernel::boxRowsA`: rows of A's TMA box for `m` rows.
 int getBoxRowsA(const TemplatePlan &plan, int m);
 
 /// The workspace of a launch of `m` rows (plan.slicedAccumulators): its

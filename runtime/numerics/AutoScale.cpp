@@ -1,6 +1,6 @@
 //===- AutoScale.cpp - Predicted per-tensor weight scales -----------------===//
 //
-// The MOSS automatic scaling rule (MOSS.md section 3). Why the provable
+// The MOSS automatic scaling rule (docs/METHOD.md section 3). Why the provable
 // bound holds, bias correction included: with rho = beta1^2 / beta2,
 // Cauchy-Schwarz on m_t = (1-b1) sum b1^(t-i) g_i against
 // v_t = (1-b2) sum b2^(t-i) g_i^2 gives

@@ -9,7 +9,7 @@
 
 using namespace moss::numerics;
 
-/// 10 log10(signal / error) as two steps (MOSS.md section 4): the power
+/// 10 log10(signal / error) as two steps (docs/METHOD.md section 4): the power
 /// ratio, then its log. Zero error is +inf, whatever the signal.
 static double snrFromPowers(double signal, double error) {
   if (error == 0.0)

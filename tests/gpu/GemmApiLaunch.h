@@ -1,9 +1,9 @@
 //===- GemmApiLaunch.h - GemmGpuTest's way into moss::GemmRunner -*- C++
 //-*-===//
 //
-// GemmGpuTest builds its cases from the templates' moss::gemm::Params, and
-// that namespace cannot meet the function moss::gemm() of Gemm.h in one
-// translation unit; this interface keeps the two apart.
+// GemmGpuTest builds its cases from the templates' moss::gemm_kernel::Params;
+// this interface runs each case through the product's path (GemmRunner, the
+// fold passes) from those parameters.
 //
 //===----------------------------------------------------------------------===//
 

@@ -72,7 +72,7 @@
 #include <vector>
 
 using namespace moss;
-using namespace moss::gemm;
+using namespace moss::gemm_kernel;
 using namespace moss::gemmtest;
 using namespace moss::numerics;
 using namespace moss::runtime;
@@ -1401,7 +1401,7 @@ TEST_P(GemmCorrectness, MatchesFp64Reference) {
   std::vector<double> ref =
       referenceGemm(dqA, dqB, static_cast<int64_t>(rows.size()),
                     static_cast<int64_t>(cols.size()), k);
-  const int promoteK = moss::gemm::plan(p).promoteK;
+  const int promoteK = moss::gemm_kernel::plan(p).promoteK;
   // The f16 MMA has no tensor-core model: its products are exact.
   std::vector<ModelledGemmEntry> model;
   if (!p.f16Mma)

@@ -2,8 +2,8 @@
 //
 // Shared by tests/unit/GemmKernelCompileTest.cpp (NVRTC only),
 // tests/gpu/GemmGpuTest.cpp and bench/GemmBench.cpp: a GEMM configuration as
-// moss::gemm::Params (templates/moss/gemm/config.cuh, which compiles as host
-// C++), the translation unit of docs/GEMM-KERNEL-ABI.md for it, a readable
+// moss::gemm_kernel::Params (templates/moss/gemm/config.cuh, which compiles as
+// host C++), the translation unit of docs/GEMM-KERNEL-ABI.md for it, a readable
 // name, and the conversions to the compiler's GemmSpec and TileConfig.
 //
 //===----------------------------------------------------------------------===//
@@ -21,23 +21,23 @@
 
 namespace moss::gemmtest {
 
-using moss::gemm::Params;
+using moss::gemm_kernel::Params;
 
 inline const char *elemName(int e) {
-  return e == moss::gemm::kE5M2 ? "e5m2" : "e4m3";
+  return e == moss::gemm_kernel::kE5M2 ? "e5m2" : "e4m3";
 }
 
 inline const char *scaleName(int s) {
   switch (s) {
-  case moss::gemm::kPerTensor:
+  case moss::gemm_kernel::kPerTensor:
     return "tensor";
-  case moss::gemm::kPerRow:
+  case moss::gemm_kernel::kPerRow:
     return "row";
-  case moss::gemm::kPerGroup:
+  case moss::gemm_kernel::kPerGroup:
     return "group";
-  case moss::gemm::kMXFP8:
+  case moss::gemm_kernel::kMXFP8:
     return "mx";
-  case moss::gemm::kTwoLevel:
+  case moss::gemm_kernel::kTwoLevel:
     return "twolevel";
   }
   return "?";
@@ -45,11 +45,11 @@ inline const char *scaleName(int s) {
 
 inline const char *typeName(int t) {
   switch (t) {
-  case moss::gemm::kBF16:
+  case moss::gemm_kernel::kBF16:
     return "bf16";
-  case moss::gemm::kF16:
+  case moss::gemm_kernel::kF16:
     return "f16";
-  case moss::gemm::kF32:
+  case moss::gemm_kernel::kF32:
     return "f32";
   }
   return "none";
@@ -59,10 +59,10 @@ inline const char *typeName(int t) {
 inline std::string sideName(int elem, int scale, int blockRows, int block,
                             bool globalRow) {
   std::string s = std::string(elemName(elem)) + ":" + scaleName(scale);
-  if (scale == moss::gemm::kTwoLevel)
+  if (scale == moss::gemm_kernel::kTwoLevel)
     s += std::string("(") + (globalRow ? "row" : "tensor") + "," +
          std::to_string(block) + ")";
-  else if (scale == moss::gemm::kPerGroup)
+  else if (scale == moss::gemm_kernel::kPerGroup)
     s += "(" + std::to_string(blockRows) + "x" + std::to_string(block) + ")";
   return s;
 }
@@ -75,9 +75,9 @@ inline std::string describe(const Params &p) {
       " B=" +
       sideName(p.elemB, p.scaleB, p.blockRowsB, p.blockB, p.globalRowB) +
       " out=" + typeName(p.out);
-  if (p.bias != moss::gemm::kNone)
+  if (p.bias != moss::gemm_kernel::kNone)
     s += std::string(" bias=") + typeName(p.bias);
-  if (p.accum != moss::gemm::kNone)
+  if (p.accum != moss::gemm_kernel::kNone)
     s += std::string(" c=") + typeName(p.accum);
   if (p.amax)
     s += " amax";
@@ -104,7 +104,7 @@ inline Params withDefaultTiling(Params p) {
   if (p.f16Mma) {
     p.tileN = 128;
     p.stages = 4;
-  } else if (moss::gemm::plan(p).promoteK > 0) {
+  } else if (moss::gemm_kernel::plan(p).promoteK > 0) {
     p.tileN = 128;
     p.stages = 6;
   } else {
@@ -119,13 +119,13 @@ inline numerics::ScalingScheme schemeOf(int scale, int blockRows, int block,
                                         bool globalRow) {
   using numerics::ScalingScheme;
   switch (scale) {
-  case moss::gemm::kPerTensor:
+  case moss::gemm_kernel::kPerTensor:
     return ScalingScheme::perTensor();
-  case moss::gemm::kPerRow:
+  case moss::gemm_kernel::kPerRow:
     return ScalingScheme::perRow();
-  case moss::gemm::kPerGroup:
+  case moss::gemm_kernel::kPerGroup:
     return ScalingScheme::perGroup(blockRows, block);
-  case moss::gemm::kMXFP8:
+  case moss::gemm_kernel::kMXFP8:
     return ScalingScheme::mxfp8();
   default:
     return ScalingScheme::twoLevel(globalRow ? numerics::GlobalScope::Row
@@ -137,13 +137,13 @@ inline numerics::ScalingScheme schemeOf(int scale, int blockRows, int block,
 /// The compiler's description of the GEMM of `p` (beta used with C).
 inline compiler::GemmSpec specOf(const Params &p, float beta = 1.0f) {
   auto type = [](int kind) -> std::optional<compiler::FloatType> {
-    if (kind == moss::gemm::kNone)
+    if (kind == moss::gemm_kernel::kNone)
       return std::nullopt;
     return compiler::FloatType(kind);
   };
   auto format = [](int elem) {
-    return elem == moss::gemm::kE5M2 ? numerics::Fp8Format::E5M2
-                                     : numerics::Fp8Format::E4M3;
+    return elem == moss::gemm_kernel::kE5M2 ? numerics::Fp8Format::E5M2
+                                            : numerics::Fp8Format::E4M3;
   };
   compiler::GemmSpec spec;
   spec.m = p.m < 0 ? compiler::GemmSpec::kDynamic : p.m;
@@ -228,7 +228,7 @@ inline std::string kernelSource(const Params &p) {
               (p.f16Mma || p.foldA ? ", " + b(p.f16Mma) : "") +
               (p.foldA ? ", true" : "");
   return "#include \"moss/gemm/kernel.cuh\"\n\n"
-         "using MossGemmConfig = moss::gemm::Config<" +
+         "using MossGemmConfig = moss::gemm_kernel::Config<" +
          config +
          ">;\n\n"
          "extern \"C\" __global__ void "
@@ -236,8 +236,8 @@ inline std::string kernelSource(const Params &p) {
          "moss_gemm(const __grid_constant__ CUtensorMap tmaA,\n"
          "          const __grid_constant__ CUtensorMap tmaB,\n"
          "          const __grid_constant__ CUtensorMap tmaD,\n"
-         "          const moss::gemm::Args args) {\n"
-         "  moss::gemm::run<MossGemmConfig>(tmaA, tmaB, tmaD, args);\n"
+         "          const moss::gemm_kernel::Args args) {\n"
+         "  moss::gemm_kernel::run<MossGemmConfig>(tmaA, tmaB, tmaD, args);\n"
          "}\n";
 }
 

@@ -50,8 +50,8 @@ bool contains(const std::string &text, const std::string &part) {
 
 /// The templates' persistent grid of `kernel` for `m` rows on `sms` SMs.
 int gridBlocks(const KernelSource &kernel, int m, int sms) {
-  return moss::gemm::gridSize(getTemplateParams(kernel.spec, kernel.tiling), m,
-                              sms);
+  return moss::gemm_kernel::gridSize(
+      getTemplateParams(kernel.spec, kernel.tiling), m, sms);
 }
 
 } // namespace
@@ -60,7 +60,7 @@ TEST(CompileGemmTest, DefaultFoldCompilesTheFoldedOperandsKernel) {
   GemmSpec spec = mossForward();
   spec.fold.reset(); // the default: the row fold for a bf16 output
   KernelSource folded = compile(spec);
-  EXPECT_TRUE(contains(folded.source, "/*ScaleA=*/moss::gemm::kPerRow, "
+  EXPECT_TRUE(contains(folded.source, "/*ScaleA=*/moss::gemm_kernel::kPerRow, "
                                       "/*BlockRowsA=*/1, /*BlockA=*/0, "
                                       "/*GlobalRowA=*/true,"))
       << folded.source;
@@ -69,19 +69,22 @@ TEST(CompileGemmTest, DefaultFoldCompilesTheFoldedOperandsKernel) {
       << "the GEMM that folds is the kernel of its folded operands";
   // The kernel that folds A itself keeps A two-level and sets FoldA.
   KernelSource folding = compile(spec.getFoldingKernelSpec());
-  EXPECT_TRUE(contains(folding.source, "/*ScaleA=*/moss::gemm::kTwoLevel, "
-                                       "/*BlockRowsA=*/1, /*BlockA=*/32, "
-                                       "/*GlobalRowA=*/true,"))
+  EXPECT_TRUE(contains(folding.source,
+                       "/*ScaleA=*/moss::gemm_kernel::kTwoLevel, "
+                       "/*BlockRowsA=*/1, /*BlockA=*/32, "
+                       "/*GlobalRowA=*/true,"))
       << folding.source;
   EXPECT_TRUE(contains(folding.source, "/*FoldA=*/true>;")) << folding.source;
   EXPECT_FALSE(contains(folded.source, "FoldA")) << folded.source;
   spec.fold = numerics::BlockScaleFold::K128;
-  EXPECT_TRUE(contains(compile(spec).source,
-                       "/*ScaleA=*/moss::gemm::kPerGroup, /*BlockRowsA=*/1, "
-                       "/*BlockA=*/128,"));
+  EXPECT_TRUE(
+      contains(compile(spec).source,
+               "/*ScaleA=*/moss::gemm_kernel::kPerGroup, /*BlockRowsA=*/1, "
+               "/*BlockA=*/128,"));
   spec.out = FloatType::F32;
   spec.fold.reset(); // f32 outputs stay exact by default
-  EXPECT_TRUE(contains(compile(spec).source, "/*ScaleA=*/moss::gemm::kTwoLevel"));
+  EXPECT_TRUE(contains(compile(spec).source,
+                       "/*ScaleA=*/moss::gemm_kernel::kTwoLevel"));
 }
 
 TEST(CompileGemmTest, KernelCanFoldAWhereTheRulesAllow) {
@@ -196,13 +199,14 @@ TEST(CompileGemmTest, MossForwardSource) {
   KernelSource kernel = compile(mossForward());
   const std::string &src = kernel.source;
   EXPECT_EQ(src.rfind("#include \"moss/gemm/kernel.cuh\"\n", 0), 0u) << src;
-  EXPECT_TRUE(contains(src, "using MossGemmConfig = moss::gemm::Config<\n"
-                            "    /*M=*/-1, /*N=*/11008, /*K=*/4096,\n"
-                            "    /*ElemA=*/moss::gemm::kE4M3, "
-                            "/*ElemB=*/moss::gemm::kE4M3,\n"
-                            "    /*ScaleA=*/moss::gemm::kTwoLevel, "
-                            "/*BlockRowsA=*/1, /*BlockA=*/32, "
-                            "/*GlobalRowA=*/true,\n"))
+  EXPECT_TRUE(contains(src,
+                       "using MossGemmConfig = moss::gemm_kernel::Config<\n"
+                       "    /*M=*/-1, /*N=*/11008, /*K=*/4096,\n"
+                       "    /*ElemA=*/moss::gemm_kernel::kE4M3, "
+                       "/*ElemB=*/moss::gemm_kernel::kE4M3,\n"
+                       "    /*ScaleA=*/moss::gemm_kernel::kTwoLevel, "
+                       "/*BlockRowsA=*/1, /*BlockA=*/32, "
+                       "/*GlobalRowA=*/true,\n"))
       << src;
   EXPECT_TRUE(contains(src, "/*TileM=*/128, /*TileN=*/128, /*Stages=*/6, "
                             "/*ClusterM=*/2, /*ClusterN=*/1,"))
@@ -213,7 +217,7 @@ TEST(CompileGemmTest, MossForwardSource) {
                                 kernel.kernelName +
                                 "(const __grid_constant__ CUtensorMap "))
       << src;
-  EXPECT_TRUE(contains(src, "moss::gemm::run<MossGemmConfig>(")) << src;
+  EXPECT_TRUE(contains(src, "moss::gemm_kernel::run<MossGemmConfig>(")) << src;
 
   // moss_gemm_ and 16 hex digits.
   ASSERT_EQ(kernel.kernelName.size(), 10u + 16u);
@@ -222,8 +226,6 @@ TEST(CompileGemmTest, MossForwardSource) {
             std::string::npos);
 
   EXPECT_EQ(kernel.launch.threads, 384u);
-  EXPECT_EQ(kernel.launch.threadsExpr, "MossGemmConfig::kThreads");
-  EXPECT_EQ(kernel.launch.sharedBytesExpr, "MossGemmConfig::kSharedBytes");
   // Six 128x128 stages with their tables, and one set of staging buffers.
   EXPECT_EQ(kernel.launch.sharedBytes, 226400u);
   EXPECT_EQ(kernel.launch.cluster[0], 2u); // the planned 32 M tiles pair up

@@ -7,8 +7,8 @@
 // (skipped with the reason without it). The variants compile once, two at a
 // time, and every test reads the shared results.
 //
-// Also: moss::gemm::validate() and the Config static_assert agree, and the
-// plan of the main schemes is what the design says (docs/GEMM-KERNEL.md).
+// Also: moss::gemm_kernel::validate() and the Config static_assert agree, and
+// the plan of the main schemes is what the design says (docs/GEMM-KERNEL.md).
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-using namespace moss::gemm;
+using namespace moss::gemm_kernel;
 using namespace moss::gemmtest;
 using namespace moss::runtime;
 
@@ -932,7 +932,8 @@ TEST(GemmKernelPlanTest, InvalidConfigFailsToCompile) {
   llvm::Expected<CompileResult> result = compileCuda(kernelSource(p), options);
   ASSERT_FALSE(bool(result));
   std::string message = llvm::toString(result.takeError());
-  EXPECT_NE(message.find("invalid moss::gemm::Config"), std::string::npos)
+  EXPECT_NE(message.find("invalid moss::gemm_kernel::Config"),
+            std::string::npos)
       << message;
 }
 

@@ -1,7 +1,7 @@
 //===- QuantizeTest.cpp - Reference quantizers against the spec -----------===//
 //
-// Every scheme is checked against MOSS.md / docs/NUMERICS-CONTRACT.md with
-// code of the test's own: scales recomputed from the input, quotients
+// Every scheme is checked against docs/METHOD.md / docs/NUMERICS-CONTRACT.md
+// with code of the test's own: scales recomputed from the input, quotients
 // rounded by an exact-arithmetic correctly rounded division, codes from a
 // brute-force nearest-value search, and error bounds on the dequantized
 // values. Inputs are fresh random tensors (the seed is printed on failure).

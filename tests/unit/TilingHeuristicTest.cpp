@@ -383,7 +383,7 @@ TileConfig tile(int64_t m, int64_t n, int64_t stages) {
 } // namespace
 
 TEST(TilingHeuristicTest, ResourceModelMatchesTemplates) {
-  using namespace moss::gemm;
+  using namespace moss::gemm_kernel;
   expectModelMatches<Config<16384, 11008, 4096, kE4M3, kE4M3, kTwoLevel, 1, 32,
                             true, kPerTensor, 1, 0, false, kBF16, kNone, kNone,
                             false, 128, 128, 6, 1, 1, true, 8, 1>>(

@@ -4,6 +4,9 @@
 
 #include "moss/Numerics/Fold.h"
 
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringExtras.h"
+
 using namespace llvm;
 using namespace moss::numerics;
 
@@ -78,6 +81,96 @@ Expected<ScalingScheme> makeScheme(SchemeName name, StringRef block,
   }
   }
   llvm_unreachable("unknown scheme");
+}
+
+Expected<SchemeText> parseSchemeText(StringRef text) {
+  SmallVector<StringRef> parts;
+  text.split(parts, ':');
+  const StringRef name = parts.front();
+  SchemeText result;
+  if (name == "per-tensor" || name == "per_tensor")
+    result.name = SchemeName::PerTensor;
+  else if (name == "per-row" || name == "per_row")
+    result.name = SchemeName::PerRow;
+  else if (name == "per-group" || name == "per_group")
+    result.name = SchemeName::PerGroup;
+  else if (name == "mxfp8")
+    result.name = SchemeName::MXFP8;
+  else if (name == "moss" || name == "two-level" || name == "two_level")
+    result.name = SchemeName::Moss;
+  else if (name == "moss-row" || name == "moss-tensor") {
+    result.name = SchemeName::Moss;
+    result.global = name.drop_front(5).str();
+  } else
+    return usageError("unknown scheme '" + name +
+                      "'; expected per-tensor, per-row, per-group, mxfp8 or "
+                      "moss, with options as in moss:row:32");
+  for (StringRef option : ArrayRef<StringRef>(parts).drop_front()) {
+    auto setOnce = [&](std::string &field, StringRef what) -> Error {
+      if (!field.empty() && field != option)
+        return usageError("two " + what + "s, " + field + " and " + option);
+      field = option.str();
+      return Error::success();
+    };
+    Error error = Error::success();
+    if (option == "tensor" || option == "row")
+      error = setOnce(result.global, "global scope");
+    else if (option == "e4m3" || option == "e5m2") {
+      Fp8Format format = option == "e4m3" ? Fp8Format::E4M3 : Fp8Format::E5M2;
+      if (result.format && *result.format != format)
+        error = usageError("two FP8 formats");
+      result.format = format;
+    } else if (!option.empty() && isDigit(option.front()))
+      error = setOnce(result.block, "block");
+    else
+      error = usageError("unknown option '" + option +
+                         "'; expected tensor or row (moss's global scale), a "
+                         "block N or RxN, or e4m3/e5m2");
+    if (error)
+      return std::move(error);
+  }
+  return result;
+}
+
+Expected<ScalingScheme> makeScheme(StringRef text, StringRef block,
+                                   StringRef global, StringRef flag,
+                                   StringRef defaultGlobal) {
+  Expected<SchemeText> parsed = parseSchemeText(text);
+  if (!parsed)
+    return usageError("--" + flag + "scheme=" + text + ": " +
+                      toString(parsed.takeError()));
+  auto merge = [&](std::string &fromText, StringRef fromFlag,
+                   StringRef name) -> Error {
+    if (fromFlag.empty())
+      return Error::success();
+    if (!fromText.empty() && fromText != fromFlag)
+      return usageError("--" + flag + "scheme=" + text + " and --" + flag +
+                        name + "=" + fromFlag + " disagree");
+    fromText = fromFlag.str();
+    return Error::success();
+  };
+  if (Error error = merge(parsed->block, block, "block"))
+    return std::move(error);
+  if (Error error = merge(parsed->global, global, "global"))
+    return std::move(error);
+  if (parsed->global.empty() && parsed->name == SchemeName::Moss)
+    parsed->global = defaultGlobal.str();
+  return makeScheme(parsed->name, parsed->block, parsed->global);
+}
+
+Expected<Fp8Format> getSchemeFormat(StringRef text, Fp8Format flagValue,
+                                    bool flagGiven, StringRef flag) {
+  Expected<SchemeText> parsed = parseSchemeText(text);
+  if (!parsed) {
+    consumeError(parsed.takeError()); // makeScheme reports it
+    return flagValue;
+  }
+  if (!parsed->format)
+    return flagValue;
+  if (flagGiven && flagValue != *parsed->format)
+    return usageError("--" + flag + "scheme=" + text + " and --" + flag +
+                      "format disagree");
+  return *parsed->format;
 }
 
 StringRef formatName(Fp8Format format) {

@@ -21,6 +21,35 @@ enum class SchemeName { PerTensor, PerRow, PerGroup, MXFP8, Moss };
 llvm::Expected<numerics::ScalingScheme>
 makeScheme(SchemeName name, llvm::StringRef block, llvm::StringRef global);
 
+/// A scheme as written on a command line: NAME[:OPTION]... (README, "Scheme
+/// names"). NAME is per-tensor, per-row, per-group, mxfp8 or moss; the
+/// dialect's and the C API's spellings (per_tensor, ..., two_level,
+/// two-level) and moss-row / moss-tensor (for moss:row, moss:tensor) are
+/// aliases. An option is a global scope (tensor, row; moss only), a block
+/// (N, or RxN for per-group) or an FP8 format (e4m3, e5m2).
+struct SchemeText {
+  SchemeName name = SchemeName::PerTensor;
+  /// Empty where the text gives none.
+  std::string global, block;
+  std::optional<numerics::Fp8Format> format;
+};
+
+llvm::Expected<SchemeText> parseSchemeText(llvm::StringRef text);
+
+/// The scheme of `text` with a command's separate flags (`flag` names them
+/// in errors, e.g. "a-" for --a-global): a flag may add what the text
+/// leaves out but not contradict it. Without either, moss's global scope is
+/// `defaultGlobal`.
+llvm::Expected<numerics::ScalingScheme>
+makeScheme(llvm::StringRef text, llvm::StringRef block, llvm::StringRef global,
+           llvm::StringRef flag, llvm::StringRef defaultGlobal = "tensor");
+
+/// The FP8 format of a scheme's `text` (moss:row:e5m2), else the format
+/// flag's value; the two may not disagree when the flag was given.
+llvm::Expected<numerics::Fp8Format>
+getSchemeFormat(llvm::StringRef text, numerics::Fp8Format flagValue,
+                bool flagGiven, llvm::StringRef flag);
+
 /// "e4m3" or "e5m2".
 llvm::StringRef formatName(numerics::Fp8Format format);
 

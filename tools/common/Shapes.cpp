@@ -28,44 +28,15 @@ std::string TuneShape::getShapeText() const {
 }
 
 Expected<OperandScheme> tune::parseScheme(StringRef token, StringRef what) {
-  SmallVector<StringRef> parts;
-  token.split(parts, ':');
-  StringRef name = parts.front();
-  jit::SchemeName scheme;
-  if (name == "per-tensor")
-    scheme = jit::SchemeName::PerTensor;
-  else if (name == "per-row")
-    scheme = jit::SchemeName::PerRow;
-  else if (name == "per-group")
-    scheme = jit::SchemeName::PerGroup;
-  else if (name == "mxfp8")
-    scheme = jit::SchemeName::MXFP8;
-  else if (name == "moss")
-    scheme = jit::SchemeName::Moss;
-  else
-    return error(what + " '" + token + "': unknown scheme '" + name +
-                 "'; expected per-tensor, per-row, per-group, mxfp8 or moss");
-
+  Expected<jit::SchemeText> text = jit::parseSchemeText(token);
+  if (!text)
+    return error(what + " '" + token + "': " + toString(text.takeError()));
   OperandScheme result;
+  if (text->format)
+    result.format = *text->format;
   // moss-tune's moss default is the forward activations' per-row global.
-  StringRef global = scheme == jit::SchemeName::Moss ? "row" : "";
-  StringRef block;
-  for (StringRef option : ArrayRef<StringRef>(parts).drop_front()) {
-    if (option == "tensor" || option == "row")
-      global = option;
-    else if (option == "e4m3")
-      result.format = Fp8Format::E4M3;
-    else if (option == "e5m2")
-      result.format = Fp8Format::E5M2;
-    else if (!option.empty() && isDigit(option.front()))
-      block = option;
-    else
-      return error(what + " '" + token + "': unknown option '" + option +
-                   "'; expected tensor or row (moss's global scale), a block "
-                   "N or RxN, or e4m3/e5m2");
-  }
   Expected<numerics::ScalingScheme> built =
-      jit::makeScheme(scheme, block, global);
+      jit::makeScheme(token, "", "", "", "row");
   if (!built)
     return error(what + " '" + token + "': " + toString(built.takeError()));
   result.scheme = *built;

@@ -61,7 +61,7 @@ constexpr const char *kProbeSource = R"cuda(
 extern "C" __global__ void moss_launch_probe(
     const __grid_constant__ CUtensorMap a,
     const __grid_constant__ CUtensorMap b,
-    const __grid_constant__ CUtensorMap d, const moss::gemm::Args args) {
+    const __grid_constant__ CUtensorMap d, const moss::gemm_kernel::Args args) {
   if (blockIdx.x != 0 || threadIdx.x != 0)
     return;
   unsigned long long start, now;
@@ -178,8 +178,8 @@ int runBench() {
   if (Error e = runtime::setSharedMemoryLimit(*probeFunction, k.sharedBytes))
     return fail(std::move(e));
   // The driver copies each parameter's size from these: 256 bytes cover a
-  // tensor map and moss::gemm::Args, whose first field (m) is the time the
-  // probe takes, the GEMM's median.
+  // tensor map and moss::gemm_kernel::Args, whose first field (m) is the time
+  // the probe takes, the GEMM's median.
   std::array<unsigned char, 256> unused{};
   std::array<int, 64> probeArgs{};
   probeArgs[0] = int(std::lround(double(median) * 1e6));

@@ -52,23 +52,20 @@ cl::opt<int64_t> n("n", cl::desc("N"), cl::Required, kGemmCommands,
 cl::opt<int64_t> k("k", cl::desc("K, a multiple of 32"), cl::Required,
                    kGemmCommands, cl::cat(category));
 
-/// The values of --a-scheme and --b-scheme.
-auto schemeValues() {
-  return cl::values(clEnumValN(SchemeName::PerTensor, "per-tensor", ""),
-                    clEnumValN(SchemeName::PerRow, "per-row", ""),
-                    clEnumValN(SchemeName::PerGroup, "per-group", ""),
-                    clEnumValN(SchemeName::MXFP8, "mxfp8", ""),
-                    clEnumValN(SchemeName::Moss, "moss", ""));
-}
+/// What --a-scheme and --b-scheme take (SchemeOptions.h, parseSchemeText).
+constexpr const char *kSchemeHelp =
+    "per-tensor, per-row, per-group, mxfp8 or moss, with options as in "
+    "moss:row:32 or per-group:128x128";
 auto formatValues() {
   return cl::values(clEnumValN(Fp8Format::E4M3, "e4m3", ""),
                     clEnumValN(Fp8Format::E5M2, "e5m2", ""));
 }
 
 // Operand A: MOSS two-level by default (the forward activations).
-cl::opt<SchemeName> aScheme("a-scheme", cl::desc("Scaling scheme of A"),
-                            cl::init(SchemeName::Moss), schemeValues(),
-                            kGemmCommands, cl::cat(category));
+cl::opt<std::string>
+    aScheme("a-scheme",
+            cl::desc(std::string("Scaling scheme of A: ") + kSchemeHelp),
+            cl::init("moss"), kGemmCommands, cl::cat(category));
 cl::opt<std::string> aGlobal("a-global",
                              cl::desc("A's moss global scale: tensor or row"),
                              kGemmCommands, cl::cat(category));
@@ -78,9 +75,10 @@ cl::opt<Fp8Format> aFormat("a-format", cl::desc("A's FP8 format"),
                            cl::init(Fp8Format::E4M3), formatValues(),
                            kGemmCommands, cl::cat(category));
 // Operand B: per-tensor by default (auto-scaled weights).
-cl::opt<SchemeName> bScheme("b-scheme", cl::desc("Scaling scheme of B"),
-                            cl::init(SchemeName::PerTensor), schemeValues(),
-                            kGemmCommands, cl::cat(category));
+cl::opt<std::string>
+    bScheme("b-scheme",
+            cl::desc(std::string("Scaling scheme of B: ") + kSchemeHelp),
+            cl::init("per-tensor"), kGemmCommands, cl::cat(category));
 cl::opt<std::string> bGlobal("b-global",
                              cl::desc("B's moss global scale: tensor or row"),
                              kGemmCommands, cl::cat(category));
@@ -194,12 +192,20 @@ Expected<compiler::GemmSpec> getGemmSpec(bool mIsLaunchRows) {
   }
   spec.n = n;
   spec.k = k;
-  spec.a = aFormat;
-  spec.b = bFormat;
-  Expected<ScalingScheme> aScaling = makeScheme(aScheme, aBlock, aGlobal);
+  Expected<Fp8Format> aFp8 =
+      getSchemeFormat(aScheme, aFormat, aFormat.getNumOccurrences() > 0, "a-");
+  if (!aFp8)
+    return aFp8.takeError();
+  Expected<Fp8Format> bFp8 =
+      getSchemeFormat(bScheme, bFormat, bFormat.getNumOccurrences() > 0, "b-");
+  if (!bFp8)
+    return bFp8.takeError();
+  spec.a = *aFp8;
+  spec.b = *bFp8;
+  Expected<ScalingScheme> aScaling = makeScheme(aScheme, aBlock, aGlobal, "a-");
   if (!aScaling)
     return aScaling.takeError();
-  Expected<ScalingScheme> bScaling = makeScheme(bScheme, bBlock, bGlobal);
+  Expected<ScalingScheme> bScaling = makeScheme(bScheme, bBlock, bGlobal, "b-");
   if (!bScaling)
     return bScaling.takeError();
   spec.aScaling = *aScaling;

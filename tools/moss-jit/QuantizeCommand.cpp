@@ -37,18 +37,14 @@ cl::SubCommand quantizeCommand("quantize",
 namespace {
 cl::OptionCategory category("quantize options");
 
-cl::opt<SchemeName> scheme(
-    "scheme", cl::desc("Scaling scheme"), cl::Required, cl::sub(quantizeCommand),
-    cl::cat(category),
-    cl::values(
-        clEnumValN(SchemeName::PerTensor, "per-tensor", "one FP32 scale"),
-        clEnumValN(SchemeName::PerRow, "per-row", "one FP32 scale per row"),
-        clEnumValN(SchemeName::PerGroup, "per-group",
-                   "one FP32 scale per 1xN (or NxN) block"),
-        clEnumValN(SchemeName::MXFP8, "mxfp8",
-                   "one E8M0 scale per 32 elements (OCP MX)"),
-        clEnumValN(SchemeName::Moss, "moss",
-                   "MOSS two-level: FP32 global + E8M0 per block")));
+cl::opt<std::string> scheme(
+    "scheme",
+    cl::desc("Scaling scheme: per-tensor (one FP32 scale), per-row (one per "
+             "row), per-group (one FP32 scale per 1xN or NxN block), mxfp8 "
+             "(one E8M0 scale per 32 elements, OCP MX) or moss (MOSS "
+             "two-level: FP32 global + E8M0 per block), with options as in "
+             "moss:row:32"),
+    cl::Required, cl::sub(quantizeCommand), cl::cat(category));
 cl::opt<std::string> global("global",
                             cl::desc("moss global scale: tensor (default) or "
                                      "row"),
@@ -245,7 +241,7 @@ static int fail(Error error) {
 }
 
 int runQuantize() {
-  Expected<ScalingScheme> parsedScheme = makeScheme(scheme, block, global);
+  Expected<ScalingScheme> parsedScheme = makeScheme(scheme, block, global, "");
   if (!parsedScheme)
     return fail(parsedScheme.takeError());
   if (Error error = checkOutputDirectory(outDir))
@@ -258,7 +254,11 @@ int runQuantize() {
 
   QuantizeOptions options;
   options.scheme = *parsedScheme;
-  options.format = fp8Format;
+  Expected<Fp8Format> format =
+      getSchemeFormat(scheme, fp8Format, fp8Format.getNumOccurrences() > 0, "");
+  if (!format)
+    return fail(format.takeError());
+  options.format = *format;
   options.transpose = transpose;
   std::optional<BlockScaleFold> parsedFold = parseBlockScaleFold(fold);
   if (!parsedFold)

@@ -10,9 +10,7 @@
 #include "moss/Runtime/Driver.h"
 #include "moss/Runtime/EventTimer.h"
 
-#ifdef MOSS_TUNE_HAVE_CUBLASLT
 #include "CublasLtBaseline.h"
-#endif
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
@@ -305,7 +303,6 @@ Expected<ShapeResult> SpecTimer::run(const ShapePlan &plan,
     finish("ok", "");
   }
 
-#ifdef MOSS_TUNE_HAVE_CUBLASLT
   if (options.cublaslt) {
     CandidateRecord record = base;
     record.kind = "cublaslt";
@@ -327,7 +324,6 @@ Expected<ShapeResult> SpecTimer::run(const ShapePlan &plan,
     }
     result.records.push_back(record);
   }
-#endif
 
   if (!best)
     return result;

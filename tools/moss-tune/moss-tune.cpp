@@ -297,6 +297,190 @@ void printPlan(const std::vector<ShapePlan> &plans, size_t skipped,
          << " distinct kernels to compile\n";
 }
 
+/// The shapes to tune: those the database lacks for `target` (all with
+/// --force), each with its candidates. `skipped` counts the others.
+Expected<std::vector<ShapePlan>>
+planShapes(const std::vector<TuneShape> &shapes,
+           const compiler::TuningDatabase &database,
+           const compiler::TargetInfo &target, size_t &skipped) {
+  std::vector<ShapePlan> plans;
+  for (const TuneShape &shape : shapes) {
+    compiler::TuningKey key =
+        compiler::TuningKey::get(shape.spec, target, shape.m);
+    if (!force && database.find(key)) {
+      ++skipped;
+      if (verbose || dryRun)
+        outs() << "skip  " << shape.getShapeText() << ": in the database ("
+               << key.str() << "); --force re-tunes it\n";
+      continue;
+    }
+    Expected<ShapeCandidates> candidates =
+        enumerateCandidates(shape.spec, shape.m, target, maxCandidates);
+    if (!candidates)
+      return createStringError(shape.origin + ": " + shape.getShapeText() +
+                               ": " + toString(candidates.takeError()));
+    plans.push_back({shape, std::move(*candidates)});
+  }
+  return plans;
+}
+
+/// The rows of an earlier `csv` for the shapes not tuned now: a resumed
+/// sweep keeps them.
+std::vector<CandidateRecord>
+keepOtherCsvRows(const std::string &csv, const std::vector<ShapePlan> &plans,
+                 const compiler::TargetInfo &target) {
+  std::vector<CandidateRecord> records;
+  if (csv.empty() || !sys::fs::exists(csv))
+    return records;
+  std::set<std::string> tunedNow;
+  for (const ShapePlan &plan : plans)
+    tunedNow.insert(
+        compiler::TuningKey::get(plan.shape.spec, target, plan.shape.m).str() +
+        " M=" + std::to_string(plan.shape.m));
+  Expected<std::vector<CandidateRecord>> old = readCsv(csv);
+  if (!old) {
+    errs() << "moss-tune: warning: not keeping the old CSV rows: "
+           << toString(old.takeError()) << "\n";
+    return records;
+  }
+  for (CandidateRecord &r : *old)
+    if (!tunedNow.count(r.shape))
+      records.push_back(std::move(r));
+  return records;
+}
+
+/// Where the sweep writes: the database, the candidates' CSV and the plot
+/// ("" for none).
+struct SweepOutputs {
+  std::string database, csv, plot;
+};
+
+/// One tuned shape.
+struct SweepRow {
+  const ShapePlan *plan;
+  ShapeResult result;
+};
+
+struct SweepTotals {
+  int64_t timed = 0, wrong = 0, failedRuns = 0;
+  /// Why the sweep stopped early ("" when it ran to the end).
+  std::string stopped;
+};
+
+/// Times every plan's candidates, grouped by spec (shared operands), and
+/// writes the outputs after each shape. An error is one writing them.
+Expected<std::vector<SweepRow>>
+timeShapes(const std::vector<ShapePlan> &plans, const CompileSummary &compiled,
+           GemmRunner &runner, const TimingOptions &timing,
+           const compiler::TargetInfo &target, const SweepOutputs &outputs,
+           compiler::TuningDatabase &database,
+           std::vector<CandidateRecord> &records, SweepTotals &totals) {
+  std::map<std::string, std::vector<const ShapePlan *>> groups;
+  std::vector<std::string> order;
+  int64_t totalCandidates = 0;
+  for (const ShapePlan &plan : plans) {
+    std::string spec = plan.shape.spec.str();
+    if (!groups.count(spec))
+      order.push_back(spec);
+    groups[spec].push_back(&plan);
+    totalCandidates += int64_t(plan.candidates.tilings.size());
+  }
+  const std::string title =
+      "moss-tune: " + timing.deviceName + " (" + target.arch + ", " +
+      std::to_string(target.smCount) + " SMs), " + timing.date;
+  std::vector<SweepRow> rows;
+  Progress progress("time", totalCandidates);
+  for (const std::string &spec : order) {
+    std::vector<const ShapePlan *> &group = groups[spec];
+    progress.advance(0, "preparing operands for " + spec);
+    Expected<std::unique_ptr<SpecTimer>> timer =
+        SpecTimer::create(group, runner, timing);
+    if (!timer) {
+      totals.stopped = toString(timer.takeError());
+      return rows;
+    }
+    for (const ShapePlan *plan : group) {
+      progress.advance(0, plan->shape.getShapeText());
+      Expected<ShapeResult> result = (*timer)->run(*plan, compiled, progress);
+      if (!result) {
+        totals.stopped = toString(result.takeError());
+        return rows;
+      }
+      totals.timed += result->timed;
+      totals.wrong += result->wrong;
+      totals.failedRuns += result->failed;
+      append_range(records, result->records);
+      if (result->entry)
+        database.insert(*result->entry);
+      // Merged with what other runs saved meanwhile, under a lock.
+      if (Error e = database.saveMerged(outputs.database))
+        return std::move(e);
+      if (!outputs.csv.empty())
+        if (Error e = writeCsv(outputs.csv, records))
+          return std::move(e);
+      if (!outputs.plot.empty())
+        if (Error e = writeSvg(outputs.plot, records, title))
+          return std::move(e);
+      rows.push_back({plan, std::move(*result)});
+    }
+  }
+  return rows;
+}
+
+/// Per shape: the heuristic's TFLOPS (planned for the assumed M, and for
+/// this M), the tuned one, the speedup and cuBLASLt's.
+void printTable(const std::vector<SweepRow> &rows) {
+  outs() << "\n"
+         << format("%-22s %10s %10s %10s %8s %10s  %s\n", "shape", "heuristic",
+                   "heur.@M", "tuned", "speedup", "cuBLASLt",
+                   "tuned tiling (TFLOPS)");
+  auto tflops = [](std::optional<double> v) {
+    return v ? formatv("{0:f1}", *v).str() : std::string("-");
+  };
+  for (const SweepRow &row : rows) {
+    const ShapeResult &r = row.result;
+    std::string label =
+        (row.plan->shape.name.empty() ? "" : row.plan->shape.name + " ") +
+        row.plan->shape.getShapeText();
+    if (!r.entry) {
+      outs() << format("%-22s no candidate ran correctly\n", label.c_str());
+      continue;
+    }
+    std::optional<double> heuristic, atM;
+    if (r.entry->heuristic)
+      heuristic = r.entry->heuristic->tflops;
+    if (r.heuristicAtM)
+      atM = r.heuristicAtM->tflops;
+    std::string speedup =
+        heuristic ? formatv("{0:f2}x", r.entry->best.tflops / *heuristic).str()
+                  : "-";
+    outs() << format("%-22s %10s %10s %10.1f %8s %10s  %s\n", label.c_str(),
+                     tflops(heuristic).c_str(), tflops(atM).c_str(),
+                     r.entry->best.tflops, speedup.c_str(),
+                     tflops(r.cublasltTflops).c_str(),
+                     getShortName(r.entry->best.tiling).c_str());
+  }
+}
+
+/// The timing options of a sweep on `device`.
+TimingOptions getTimingOptions(const runtime::Device &device) {
+  TimingOptions timing;
+  timing.warmup = warmup;
+  timing.repeat = repeat;
+  timing.cublaslt = cublaslt;
+  timing.deviceName = device.getName().str();
+  timing.date = utcNow();
+  // Operands rotate through twice the L2, so no run reads a warm cache.
+  int l2 = 0;
+  if (Error e = runtime::checkCuda(
+          runtime::getDriverApi()->deviceGetAttribute(
+              &l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, device.getHandle()),
+          "cuDeviceGetAttribute (L2 size)"))
+    consumeError(std::move(e));
+  timing.rotateBytes = uint64_t(std::max(l2, 50 << 20)) * 2;
+  return timing;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -374,25 +558,12 @@ int main(int argc, char **argv) {
     target = runner->getTarget();
   }
 
-  std::vector<ShapePlan> plans;
   size_t skipped = 0;
-  for (const TuneShape &shape : *shapes) {
-    compiler::TuningKey key =
-        compiler::TuningKey::get(shape.spec, target, shape.m);
-    if (!force && database.find(key)) {
-      ++skipped;
-      if (verbose || dryRun)
-        outs() << "skip  " << shape.getShapeText() << ": in the database ("
-               << key.str() << "); --force re-tunes it\n";
-      continue;
-    }
-    Expected<ShapeCandidates> candidates =
-        enumerateCandidates(shape.spec, shape.m, target, maxCandidates);
-    if (!candidates)
-      return fail(shape.origin + ": " + shape.getShapeText() + ": " +
-                  toString(candidates.takeError()));
-    plans.push_back({shape, std::move(*candidates)});
-  }
+  Expected<std::vector<ShapePlan>> planned =
+      planShapes(*shapes, database, target, skipped);
+  if (!planned)
+    return fail(planned.takeError());
+  const std::vector<ShapePlan> &plans = *planned;
   if (dryRun || verbose)
     printPlan(plans, skipped, target);
   if (dryRun)
@@ -403,24 +574,7 @@ int main(int argc, char **argv) {
     return 0;
   }
 
-  // Resume the CSV: keep the rows of the shapes not tuned now.
-  std::vector<CandidateRecord> records;
-  std::set<std::string> tunedNow;
-  for (const ShapePlan &plan : plans)
-    tunedNow.insert(
-        compiler::TuningKey::get(plan.shape.spec, target, plan.shape.m).str() +
-        " M=" + std::to_string(plan.shape.m));
-  if (!csv.empty() && sys::fs::exists(csv)) {
-    Expected<std::vector<CandidateRecord>> old = readCsv(csv);
-    if (!old) {
-      errs() << "moss-tune: warning: not keeping the old CSV rows: "
-             << toString(old.takeError()) << "\n";
-    } else {
-      for (CandidateRecord &r : *old)
-        if (!tunedNow.count(r.shape))
-          records.push_back(std::move(r));
-    }
-  }
+  std::vector<CandidateRecord> records = keepOtherCsvRows(csv, plans, target);
 
   auto start = std::chrono::steady_clock::now();
   // --jobs 0: every core the process may run on (its CPU affinity).
@@ -434,138 +588,36 @@ int main(int argc, char **argv) {
                                         : 0.0,
                    (long long)compiled.failed);
 
-  TimingOptions timing;
-  timing.warmup = warmup;
-  timing.repeat = repeat;
-  timing.cublaslt = cublaslt;
-  timing.deviceName = device->getName().str();
-  timing.date = utcNow();
-  int l2 = 0;
-  if (Error e = runtime::checkCuda(
-          runtime::getDriverApi()->deviceGetAttribute(
-              &l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, device->getHandle()),
-          "cuDeviceGetAttribute (L2 size)"))
-    consumeError(std::move(e));
-  timing.rotateBytes = uint64_t(std::max(l2, 50 << 20)) * 2;
-#ifndef MOSS_TUNE_HAVE_CUBLASLT
-  if (cublaslt)
-    errs() << "moss-tune: warning: this build has no cuBLASLt; --cublaslt "
-              "is ignored\n";
-#endif
-
-  // Time the shapes, grouped by spec (shared operands), writing the
-  // outputs after each.
-  std::map<std::string, std::vector<const ShapePlan *>> groups;
-  std::vector<std::string> order;
-  int64_t totalCandidates = 0;
-  for (const ShapePlan &plan : plans) {
-    std::string spec = plan.shape.spec.str();
-    if (!groups.count(spec))
-      order.push_back(spec);
-    groups[spec].push_back(&plan);
-    totalCandidates += int64_t(plan.candidates.tilings.size());
-  }
-  struct Row {
-    const ShapePlan *plan;
-    ShapeResult result;
-  };
-  std::vector<Row> rows;
-  int64_t timed = 0, wrong = 0, failedRuns = 0;
-  std::string title = "moss-tune: " + timing.deviceName + " (" + target.arch +
-                      ", " + std::to_string(target.smCount) + " SMs), " +
-                      timing.date;
-  Error stopped = Error::success();
-  {
-    Progress progress("time", totalCandidates);
-    for (const std::string &spec : order) {
-      std::vector<const ShapePlan *> &group = groups[spec];
-      progress.advance(0, "preparing operands for " + spec);
-      Expected<std::unique_ptr<SpecTimer>> timer =
-          SpecTimer::create(group, *runner, timing);
-      if (!timer) {
-        stopped = timer.takeError();
-        break;
-      }
-      for (const ShapePlan *plan : group) {
-        progress.advance(0, plan->shape.getShapeText());
-        Expected<ShapeResult> result = (*timer)->run(*plan, compiled, progress);
-        if (!result) {
-          stopped = result.takeError();
-          break;
-        }
-        timed += result->timed;
-        wrong += result->wrong;
-        failedRuns += result->failed;
-        append_range(records, result->records);
-        if (result->entry)
-          database.insert(*result->entry);
-        // Merged with what other runs saved meanwhile, under a lock.
-        if (Error e = database.saveMerged(db))
-          return fail(std::move(e));
-        if (!csv.empty())
-          if (Error e = writeCsv(csv, records))
-            return fail(std::move(e));
-        if (!plot.empty())
-          if (Error e = writeSvg(plot, records, title))
-            return fail(std::move(e));
-        rows.push_back({plan, std::move(*result)});
-      }
-      if (stopped)
-        break;
-    }
-  }
+  const TimingOptions timing = getTimingOptions(*device);
+  SweepTotals totals;
+  Expected<std::vector<SweepRow>> rows =
+      timeShapes(plans, compiled, *runner, timing, target, {db, csv, plot},
+                 database, records, totals);
+  if (!rows)
+    return fail(rows.takeError());
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
 
-  // The table.
-  outs() << "\n"
-         << format("%-22s %10s %10s %10s %8s %10s  %s\n", "shape", "heuristic",
-                   "heur.@M", "tuned", "speedup", "cuBLASLt",
-                   "tuned tiling (TFLOPS)");
-  for (const Row &row : rows) {
-    const ShapeResult &r = row.result;
-    std::string label =
-        (row.plan->shape.name.empty() ? "" : row.plan->shape.name + " ") +
-        row.plan->shape.getShapeText();
-    auto tflops = [](std::optional<double> v) {
-      return v ? formatv("{0:f1}", *v).str() : std::string("-");
-    };
-    if (!r.entry) {
-      outs() << format("%-22s no candidate ran correctly\n", label.c_str());
-      continue;
-    }
-    std::optional<double> heuristic, atM;
-    if (r.entry->heuristic)
-      heuristic = r.entry->heuristic->tflops;
-    if (r.heuristicAtM)
-      atM = r.heuristicAtM->tflops;
-    std::string speedup =
-        heuristic ? formatv("{0:f2}x", r.entry->best.tflops / *heuristic).str()
-                  : "-";
-    outs() << format("%-22s %10s %10s %10.1f %8s %10s  %s\n", label.c_str(),
-                     tflops(heuristic).c_str(), tflops(atM).c_str(),
-                     r.entry->best.tflops, speedup.c_str(),
-                     tflops(r.cublasltTflops).c_str(),
-                     getShortName(r.entry->best.tiling).c_str());
-  }
+  printTable(*rows);
   CandidateCounts total;
   for (const ShapePlan &plan : plans)
     total += plan.candidates.counts;
   outs() << format("\nsweep: %zu shapes in %.1f s; %lld candidates pruned, "
                    "%lld compiled (%lld failed), %lld timed, %lld wrong "
                    "(dropped), %lld failed to run\n",
-                   rows.size(), seconds, (long long)total.pruned(),
+                   rows->size(), seconds, (long long)total.pruned(),
                    (long long)compiled.kernels, (long long)compiled.failed,
-                   (long long)timed, (long long)wrong, (long long)failedRuns)
+                   (long long)totals.timed, (long long)totals.wrong,
+                   (long long)totals.failedRuns)
          << "database " << db << "\n";
   if (!csv.empty())
     outs() << "csv      " << csv << "\n";
   if (!plot.empty())
     outs() << "plot     " << plot << "\n";
-  if (stopped)
+  if (!totals.stopped.empty())
     return fail("the sweep stopped (what was measured is saved; a re-run "
                 "resumes): " +
-                toString(std::move(stopped)));
+                totals.stopped);
   return 0;
 }

@@ -1,7 +1,7 @@
 """The automatic scaling study of docs/NUMERICS.md.
 
 Reads the trace of finetune_autoscale.py, simulates MOSS's predicted weight
-scale (MOSS.md section 3) for c = 1 and the provable c, with rescale intervals
+scale (docs/METHOD.md section 3) for c = 1 and the provable c, with rescale intervals
 100, 500 and 2000, checks the simulation against the project's own
 numerics::AutoScaler (through `moss-jit autoscale-replay`, to the bit),
 measures the SNR cost of the predicted scale on the saved weights (through

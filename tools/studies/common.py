@@ -47,9 +47,6 @@ def paragraphs(min_words=12):
     """Prose paragraphs of the repository's Markdown files (code blocks and
     tables left out), in a fixed order."""
     texts = [_read(p) for p in TEXT_FILES]
-    shared = REPO.parent / "shared" / "MOSS.md"
-    if shared.exists():
-        texts.append(shared.read_text(encoding="utf-8"))
     out = []
     for text in texts:
         text = re.sub(r"```.*?```", "", text, flags=re.S)

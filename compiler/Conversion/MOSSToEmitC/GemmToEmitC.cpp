@@ -5,14 +5,14 @@
 //
 //   emitc.file "moss_gemm_<hash>" attributes {moss.tiling = #moss.tiling<..>} {
 //     emitc.include "moss/gemm/kernel.cuh"
-//     emitc.verbatim "using MossGemmConfig = moss::gemm::Config<"
+//     emitc.verbatim "using MossGemmConfig = moss::gemm_kernel::Config<"
 //     emitc.verbatim "    /*M=*/-1, /*N=*/11008, /*K=*/4096,"   (one per line)
 //     ...
 //     emitc.func @moss_gemm_<hash>(%tmaA: !emitc.opaque<"const
 //         __grid_constant__ CUtensorMap">, ..., %args: !emitc.opaque<"const
-//         moss::gemm::Args">) attributes {specifiers = ["extern \"C\"",
+//         moss::gemm_kernel::Args">) attributes {specifiers = ["extern \"C\"",
 //         "__global__", "__launch_bounds__(MossGemmConfig::kThreads, 1)"]} {
-//       emitc.call_opaque "moss::gemm::run"(...) {template_args =
+//       emitc.call_opaque "moss::gemm_kernel::run"(...) {template_args =
 //           [#emitc.opaque<"MossGemmConfig">]}
 //       emitc.return
 //     }
@@ -55,38 +55,39 @@ static constexpr llvm::StringLiteral kKernelHeader = "moss/gemm/kernel.cuh";
 /// The alias of the configuration inside the unit.
 static constexpr llvm::StringLiteral kConfigAlias = "MossGemmConfig";
 
-namespace gemm = ::moss::gemm;
+namespace gemm_kernel = ::moss::gemm_kernel;
 
 static const char *getFormatConstant(int format) {
-  return format == gemm::kE5M2 ? "moss::gemm::kE5M2" : "moss::gemm::kE4M3";
+  return format == gemm_kernel::kE5M2 ? "moss::gemm_kernel::kE5M2"
+                                      : "moss::gemm_kernel::kE4M3";
 }
 
 static const char *getScaleConstant(int scale) {
   switch (scale) {
-  case gemm::kPerTensor:
-    return "moss::gemm::kPerTensor";
-  case gemm::kPerRow:
-    return "moss::gemm::kPerRow";
-  case gemm::kPerGroup:
-    return "moss::gemm::kPerGroup";
-  case gemm::kMXFP8:
-    return "moss::gemm::kMXFP8";
-  case gemm::kTwoLevel:
-    return "moss::gemm::kTwoLevel";
+  case gemm_kernel::kPerTensor:
+    return "moss::gemm_kernel::kPerTensor";
+  case gemm_kernel::kPerRow:
+    return "moss::gemm_kernel::kPerRow";
+  case gemm_kernel::kPerGroup:
+    return "moss::gemm_kernel::kPerGroup";
+  case gemm_kernel::kMXFP8:
+    return "moss::gemm_kernel::kMXFP8";
+  case gemm_kernel::kTwoLevel:
+    return "moss::gemm_kernel::kTwoLevel";
   }
   llvm_unreachable("unknown scaling kind");
 }
 
 static const char *getTypeConstant(int type) {
   switch (type) {
-  case gemm::kBF16:
-    return "moss::gemm::kBF16";
-  case gemm::kF16:
-    return "moss::gemm::kF16";
-  case gemm::kF32:
-    return "moss::gemm::kF32";
-  case gemm::kNone:
-    return "moss::gemm::kNone";
+  case gemm_kernel::kBF16:
+    return "moss::gemm_kernel::kBF16";
+  case gemm_kernel::kF16:
+    return "moss::gemm_kernel::kF16";
+  case gemm_kernel::kF32:
+    return "moss::gemm_kernel::kF32";
+  case gemm_kernel::kNone:
+    return "moss::gemm_kernel::kNone";
   }
   llvm_unreachable("unknown float type");
 }
@@ -95,7 +96,7 @@ static const char *getBool(bool value) { return value ? "true" : "false"; }
 
 /// The optional 26th to 29th parameters (ForcePromoteK, QuickCompile,
 /// F16Mma, FoldA), up to the last one that is set; "" when none is.
-static std::string getOptionalArguments(const gemm::Params &p) {
+static std::string getOptionalArguments(const gemm_kernel::Params &p) {
   const std::string values[] = {
       llvm::formatv(", /*ForcePromoteK=*/{0}", p.forcePromoteK).str(),
       std::string(", /*QuickCompile=*/") + getBool(p.quickCompile),
@@ -112,14 +113,14 @@ static std::string getOptionalArguments(const gemm::Params &p) {
   return text;
 }
 
-/// The template arguments of moss::gemm::Config, one source line each as
+/// The template arguments of moss::gemm_kernel::Config, one source line each as
 /// docs/GEMM-KERNEL-ABI.md lays them out, the last closing the list: the
 /// parameters of compiler::getTemplateParams, the mapping the runtime's
 /// launch plan reads too.
 static SmallVector<std::string>
 getConfigArguments(const compiler::GemmSpec &spec,
                    const compiler::TileConfig &tiling, bool quickCompile) {
-  const gemm::Params p =
+  const gemm_kernel::Params p =
       compiler::getTemplateParams(spec, tiling, quickCompile);
   auto operand = [](char name, int scale, int blockRows, int block,
                     bool globalRow) {
@@ -178,17 +179,18 @@ static void buildTranslationUnit(OpBuilder &builder, GemmOp op,
   emitc::VerbatimOp::create(builder, loc, "");
   emitc::VerbatimOp::create(
       builder, loc,
-      (llvm::Twine("using ") + kConfigAlias + " = moss::gemm::Config<").str());
+      (llvm::Twine("using ") + kConfigAlias + " = moss::gemm_kernel::Config<")
+          .str());
   for (const std::string &line : arguments)
     emitc::VerbatimOp::create(builder, loc, line);
   emitc::VerbatimOp::create(builder, loc, "");
 
   // extern "C" __global__ void __launch_bounds__(...) name(
   //     const __grid_constant__ CUtensorMap tmaA, ... tmaB, ... tmaD,
-  //     const moss::gemm::Args args)
+  //     const moss::gemm_kernel::Args args)
   Type tensorMap =
       emitc::OpaqueType::get(context, "const __grid_constant__ CUtensorMap");
-  Type args = emitc::OpaqueType::get(context, "const moss::gemm::Args");
+  Type args = emitc::OpaqueType::get(context, "const moss::gemm_kernel::Args");
   auto kernel = emitc::FuncOp::create(
       builder, loc, name,
       FunctionType::get(context, {tensorMap, tensorMap, tensorMap, args}, {}));
@@ -199,7 +201,7 @@ static void buildTranslationUnit(OpBuilder &builder, GemmOp op,
   Block *body = kernel.addEntryBlock();
   builder.setInsertionPointToStart(body);
   emitc::CallOpaqueOp::create(
-      builder, loc, TypeRange(), "moss::gemm::run", body->getArguments(),
+      builder, loc, TypeRange(), "moss::gemm_kernel::run", body->getArguments(),
       /*args=*/ArrayAttr(),
       builder.getArrayAttr({emitc::OpaqueAttr::get(context, kConfigAlias)}));
   emitc::ReturnOp::create(builder, loc, Value());

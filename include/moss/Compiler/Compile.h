@@ -32,8 +32,8 @@ constexpr llvm::StringLiteral kStageCuda = "cuda";  ///< the C++ text
 
 /// Options of compileGemm().
 struct CompileOptions {
-  /// A tile configuration to use instead of the heuristic's (the tuner, the
-  /// tuning database). It is checked against the target's limits.
+  /// A tile configuration to use instead of the heuristic's (the runtime's
+  /// chooseTiling, the tuner). It is checked against the target's limits.
   std::optional<TileConfig> tiling;
   /// The M the heuristic plans for when the spec's M is dynamic.
   int64_t assumedM = TilingOptions().assumedM;
@@ -46,14 +46,6 @@ struct CompileOptions {
   /// tiling, else of the heuristic's). Kernels that do not promote are the
   /// same but for the flag.
   bool quickCompile = false;
-  /// A tuning database consulted when `tiling` is unset, before the
-  /// heuristic: its entry for the spec on `target` at the M bucket of a
-  /// static M, or of `tuningM` (0: `assumedM`) for a dynamic M.
-  std::shared_ptr<const TuningDatabase> tuningDatabase;
-  int64_t tuningM = 0;
-  /// Called with each reason a database entry was not used (another GPU, a
-  /// tiling that does not fit); for verbose output.
-  std::function<void(llvm::StringRef)> onTuningNote;
   /// Called with each stage's name and its text (IR or C++), for
   /// `moss-jit compile --emit`.
   std::function<void(llvm::StringRef stage, llvm::StringRef text)> onStage;

@@ -26,7 +26,7 @@
 namespace moss::compiler {
 
 /// The floating-point types of the GEMM epilogue (output, bias, accumulate
-/// operand). The values are the ABI's `moss::gemm::kBF16/kF16/kF32`.
+/// operand). The values are the ABI's `moss::gemm_kernel::kBF16/kF16/kF32`.
 enum class FloatType : uint8_t { BF16 = 0, F16 = 1, F32 = 2 };
 
 /// What the tensor cores multiply (docs/NUMERICS-CONTRACT.md section 7).
@@ -55,7 +55,7 @@ const char *getName(FloatType type);
 numerics::OutputRounding getOutputRounding(FloatType type);
 
 /// One GEMM `D[M, N] = epilogue(sum_k dqA[m, k] * dqB[n, k])` with K-major
-/// operands A [M, K] and B [N, K] (MOSS.md section 2).
+/// operands A [M, K] and B [N, K] (docs/METHOD.md section 2).
 struct GemmSpec {
   /// The value of `m` for a GEMM whose M is only known at launch.
   static constexpr int64_t kDynamic = -1;

@@ -17,22 +17,18 @@
 
 namespace moss::compiler {
 
-/// Launch geometry of a GEMM kernel (docs/GEMM-KERNEL-ABI.md, "Launch").
+/// Launch geometry of a GEMM kernel (docs/GEMM-KERNEL-ABI.md, "Launch"), as
+/// the templates' plan gives it. The runtime launches from its own plan of
+/// the same templates (runtime/gemm/TemplatePlan.cpp); this copy is for
+/// tools and tests that read a compiled kernel without a GPU.
 struct LaunchGeometry {
-  /// Threads per block: `Config::kThreads`. The value is the templates'
-  /// plan (estimateResources); the expression is what the unit defines.
+  /// Threads per block: `Config::kThreads`.
   unsigned threads = 0;
-  std::string threadsExpr = "MossGemmConfig::kThreads";
-  /// Dynamic shared memory per block: `Config::kSharedBytes`, as modelled
-  /// and as the unit names it.
+  /// Dynamic shared memory per block: `Config::kSharedBytes`.
   unsigned sharedBytes = 0;
-  std::string sharedBytesExpr = "MossGemmConfig::kSharedBytes";
   /// Cluster dimensions: (ClusterM * ClusterN, 1, 1); {1, 1, 1} means no
-  /// cluster launch.
+  /// cluster launch. The grid is persistent: the templates' `gridSize()`.
   unsigned cluster[3] = {1, 1, 1};
-  // The grid is always persistent: `moss::gemm::gridSize(params, m,
-  // smCount)` of the templates (one block per SM, no more than the tiles;
-  // the runtime's TemplatePlan).
 };
 
 /// One compiled GEMM, ready for NVRTC.

@@ -2,13 +2,11 @@
 //-*-===//
 //
 // The one mapping from the compiler's description of a GEMM (GemmSpec and
-// TileConfig) to the parameters of the device templates' `moss::gemm::Config`
-// (templates/moss/gemm/config.cuh, host C++ here). The configuration text the
-// lowering emits, the compiler's resource model and the runtime's launch plan
-// all start from it, and the templates' `plan()` computes the rest.
-//
-// Include it only where the templates' namespace `moss::gemm` may be seen:
-// the runtime's function `moss::gemm()` (Gemm.h) cannot meet it.
+// TileConfig) to the parameters of the device templates'
+// `moss::gemm_kernel::Config` (templates/moss/gemm/config.cuh, host C++ here).
+// The configuration text the lowering emits, the compiler's resource model and
+// the runtime's launch plan all start from it, and the templates' `plan()`
+// computes the rest.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,10 +20,11 @@
 
 namespace moss::compiler {
 
-/// `moss::gemm::Params` of `spec` on `tiling`; `quickCompile` selects the
-/// kernel's quick-compile variant (Params::quickCompile).
-gemm::Params getTemplateParams(const GemmSpec &spec, const TileConfig &tiling,
-                               bool quickCompile = false);
+/// `moss::gemm_kernel::Params` of `spec` on `tiling`; `quickCompile` selects
+/// the kernel's quick-compile variant (Params::quickCompile).
+gemm_kernel::Params getTemplateParams(const GemmSpec &spec,
+                                      const TileConfig &tiling,
+                                      bool quickCompile = false);
 
 } // namespace moss::compiler
 

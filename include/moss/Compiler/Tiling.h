@@ -35,7 +35,7 @@ enum class TilingSource : uint8_t { Heuristic = 0, Database = 1 };
 const char *getName(TilingSource source);
 
 /// One tile configuration: the TileM ... SplitK parameters of
-/// `moss::gemm::Config` (docs/GEMM-KERNEL-ABI.md).
+/// `moss::gemm_kernel::Config` (docs/GEMM-KERNEL-ABI.md).
 struct TileConfig {
   /// Output tile of one thread block: 64, 128 or 256 rows, a multiple of 8
   /// up to 256 columns.

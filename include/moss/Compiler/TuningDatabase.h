@@ -156,6 +156,28 @@ inline int64_t getTuningM(const GemmSpec &spec, int64_t dynamicM) {
   return spec.isDynamicM() ? dynamicM : spec.m;
 }
 
+/// What chooseTiling needs besides the spec and the target.
+struct TilingChoice {
+  /// Consulted first when set.
+  const TuningDatabase *database = nullptr;
+  /// The rows of the launch the kernel is for (the runtime), planned by
+  /// selectTilingForLaunch; 0 for a kernel of any M (the moss-select-tiling
+  /// pass, compileGemm), planned by selectTiling for `heuristic.assumedM`.
+  int64_t launchRows = 0;
+  TilingOptions heuristic;
+  /// Called with each reason the database gave no tiling.
+  llvm::function_ref<void(const llvm::Twine &)> onNote = nullptr;
+};
+
+/// The one rule for a GEMM whose tiling is not given: the tuning
+/// database's entry for `spec` (the kernel's spec, folds applied) on
+/// `target` at the M bucket of the launch (or of `heuristic.assumedM`),
+/// else the heuristic's. Every path that tiles a GEMM calls it once and
+/// hands the result on.
+llvm::Expected<TileConfig> chooseTiling(const GemmSpec &spec,
+                                        const TargetInfo &target,
+                                        const TilingChoice &choice);
+
 } // namespace moss::compiler
 
 #endif // MOSS_COMPILER_TUNINGDATABASE_H

@@ -16,11 +16,11 @@ def ConvertGemmToEmitC
     Replaces each function that holds one `moss.gemm` (and its return) with
     an `emitc.file` whose body is the CUDA C++ translation unit of
     docs/GEMM-KERNEL-ABI.md: the template header's `emitc.include`, the
-    `moss::gemm::Config<...>` using-declaration with every constant of the
+    `moss::gemm_kernel::Config<...>` using-declaration with every constant of the
     op and its `#moss.tiling`, and the `extern "C" __global__` kernel (an
     `emitc.func` with `__launch_bounds__` among its specifiers and
     `__grid_constant__ CUtensorMap` parameters) that calls
-    `moss::gemm::run<MossGemmConfig>`.
+    `moss::gemm_kernel::run<MossGemmConfig>`.
 
     The file and the kernel are named `moss_gemm_<hash>`, the hash of the
     configuration text, so equal GEMMs get equal names in every process.

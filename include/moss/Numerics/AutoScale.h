@@ -1,6 +1,6 @@
 //===- AutoScale.h - Predicted per-tensor weight scales --------*- C++ -*-===//
 //
-// MOSS automatic scaling (MOSS.md section 3). Adam and AdamW move every
+// MOSS automatic scaling (docs/METHOD.md section 3). Adam and AdamW move every
 // weight by at most c * lr per step, so between two rescales
 //
 //   amax(W_t) <= A_0 + c * sum(lr since the last rescale)

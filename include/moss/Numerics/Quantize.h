@@ -1,8 +1,8 @@
 //===- Quantize.h - Reference quantizers ------------------------*- C++ -*-===//
 //
-// The exact host reference for every scaling scheme of MOSS.md section 1.
-// The arithmetic here is the contract the GPU quantizers must match bit for
-// bit; docs/NUMERICS-CONTRACT.md states it in prose.
+// The exact host reference for every scaling scheme of docs/METHOD.md
+// section 1. The arithmetic here is the contract the GPU quantizers must match
+// bit for bit; docs/NUMERICS-CONTRACT.md states it in prose.
 //
 // Layout: an operand is a row-major [rows, cols] matrix whose cols axis is the
 // GEMM reduction axis K. Blocks run along K. A transposed quantization is
@@ -25,7 +25,7 @@
 
 namespace moss::numerics {
 
-/// The scaling schemes of MOSS.md section 1.
+/// The scaling schemes of docs/METHOD.md section 1.
 enum class ScalingKind : uint8_t {
   PerTensor,
   PerRow,

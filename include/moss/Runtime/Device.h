@@ -22,6 +22,25 @@ namespace moss::runtime {
 /// wgmma, setmaxnreg and tcgen05 need; older GPUs get "sm_80", "sm_86", ...
 std::string getArchForComputeCapability(int major, int minor);
 
+/// What the runtime needs to know about a GPU, read from the driver once.
+struct DeviceProperties {
+  /// The marketing name, e.g. "NVIDIA H200".
+  std::string name;
+  /// The NVRTC target, e.g. "sm_90a".
+  std::string arch;
+  int ccMajor = 0;
+  int ccMinor = 0;
+  int smCount = 0;
+  /// CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, in bytes.
+  int maxSharedOptin = 0;
+};
+
+/// The properties of `device`.
+llvm::Expected<DeviceProperties> queryDeviceProperties(CUdevice device);
+
+/// The properties of the device of the calling thread's current context.
+llvm::Expected<DeviceProperties> queryCurrentDeviceProperties();
+
 /// The NVRTC target of device `ordinal`, without retaining its context.
 llvm::Expected<std::string> queryDeviceArch(int ordinal = 0);
 
@@ -49,18 +68,20 @@ public:
   CUdevice getHandle() const { return device; }
   /// The retained primary context.
   CUcontext getContext() const { return context; }
+  const DeviceProperties &getProperties() const { return properties; }
   /// The marketing name, e.g. "NVIDIA H200".
-  llvm::StringRef getName() const { return name; }
+  llvm::StringRef getName() const { return properties.name; }
   /// The compute capability, e.g. 9 and 0.
-  int getComputeCapabilityMajor() const { return ccMajor; }
-  int getComputeCapabilityMinor() const { return ccMinor; }
+  int getComputeCapabilityMajor() const { return properties.ccMajor; }
+  int getComputeCapabilityMinor() const { return properties.ccMinor; }
   /// The NVRTC target, e.g. "sm_90a".
-  llvm::StringRef getArch() const { return arch; }
+  llvm::StringRef getArch() const { return properties.arch; }
   /// The number of streaming multiprocessors.
-  int getSmCount() const { return smCount; }
-  /// The largest dynamic shared memory a block may opt in to, in bytes
-  /// (CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN).
-  int getMaxSharedMemoryPerBlockOptin() const { return maxSharedOptin; }
+  int getSmCount() const { return properties.smCount; }
+  /// The largest dynamic shared memory a block may opt in to, in bytes.
+  int getMaxSharedMemoryPerBlockOptin() const {
+    return properties.maxSharedOptin;
+  }
 
 private:
   Device() = default;
@@ -69,12 +90,7 @@ private:
   int ordinal = -1;
   CUdevice device = 0;
   CUcontext context = nullptr;
-  std::string name;
-  std::string arch;
-  int ccMajor = 0;
-  int ccMinor = 0;
-  int smCount = 0;
-  int maxSharedOptin = 0;
+  DeviceProperties properties;
 };
 
 } // namespace moss::runtime

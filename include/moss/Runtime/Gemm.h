@@ -38,6 +38,10 @@
 #include <string>
 #include <unordered_map>
 
+namespace moss::compiler {
+class TuningDatabase;
+} // namespace moss::compiler
+
 namespace moss {
 
 namespace runtime {
@@ -274,9 +278,11 @@ private:
                                            const GemmBuffers &buffers,
                                            CUstream stream,
                                            const GemmOptions &options);
-  std::optional<compiler::TileConfig>
-  lookUpDatabase(const compiler::GemmSpec &spec, int64_t m,
-                 const std::string &path, bool verbose);
+  /// The database at `path`, read again when the file changes; null when
+  /// there is none or it fails its checks (reported once per version).
+  std::shared_ptr<const compiler::TuningDatabase>
+  getTuningDatabase(const compiler::GemmSpec &spec, const std::string &path,
+                    bool verbose);
 
   runtime::KernelCache &cache;
   compiler::TargetInfo target;

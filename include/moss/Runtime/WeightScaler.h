@@ -1,7 +1,7 @@
 //===- WeightScaler.h - Automatic weight scaling on the GPU -----*- C++ -*-===//
 //
-// MOSS automatic scaling (MOSS.md section 3) run on the GPU, with no host
-// synchronization on the per-step path. Once per optimizer step, after the
+// MOSS automatic scaling (docs/METHOD.md section 3) run on the GPU, with no
+// host synchronization on the per-step path. Once per optimizer step, after the
 // update W_{t-1} -> W_t, the caller asks for W_t's FP8 codes:
 //
 //   scaler.castStep(lr_t, spec, {x = W_t, q = codes, global = scale}, stream)

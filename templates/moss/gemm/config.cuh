@@ -15,7 +15,10 @@
 #define MOSS_GEMM_HD
 #endif
 
-namespace moss::gemm {
+// The GEMM kernel's templates live in moss::gemm_kernel; moss::gemm is the
+// runtime's host function (moss/Runtime/Gemm.h), and the two meet in the
+// compiler and runtime sources that include this header.
+namespace moss::gemm_kernel {
 
 /// Operand formats.
 enum : int { kE4M3 = 0, kE5M2 = 1 };
@@ -551,9 +554,10 @@ struct Config {
                                      QuickCompile_,
                                      F16Mma_,
                                      FoldA_};
-  static_assert(validate(kParams) == nullptr,
-                "invalid moss::gemm::Config: moss::gemm::validate(params) "
-                "(config.cuh, callable from host code) says why");
+  static_assert(
+      validate(kParams) == nullptr,
+      "invalid moss::gemm_kernel::Config: moss::gemm_kernel::validate(params) "
+      "(config.cuh, callable from host code) says why");
   static constexpr Plan kPlan = plan(kParams);
 
   // --- the parameters -------------------------------------------------------
@@ -637,4 +641,4 @@ template <class Cfg> constexpr MOSS_GEMM_HD int gridSize(int m, int smCount) {
   return gridSize(Cfg::kParams, m, smCount);
 }
 
-} // namespace moss::gemm
+} // namespace moss::gemm_kernel

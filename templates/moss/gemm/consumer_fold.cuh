@@ -33,7 +33,7 @@
 #include "moss/ptx/sync.cuh"
 #include "moss/quantize/fold.cuh"
 
-namespace moss::gemm::detail {
+namespace moss::gemm_kernel::detail {
 
 /// Gathers E8M0 codes (the low `kCodes` bytes of `word`) into a running
 /// reference: the largest code + 1 (mod 256), which puts the NaN code 255
@@ -219,4 +219,4 @@ __device__ __forceinline__ void foldWarpgroupRows(const ConsumerFold<Cfg> &fold,
     ptx::namedBarrierSync<kFoldBarrierBase + 1, 128>();
 }
 
-} // namespace moss::gemm::detail
+} // namespace moss::gemm_kernel::detail

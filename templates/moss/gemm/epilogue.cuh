@@ -29,7 +29,7 @@
 #include "moss/ptx/sync.cuh"
 #include "moss/ptx/tma.cuh"
 
-namespace moss::gemm::detail {
+namespace moss::gemm_kernel::detail {
 
 /// Reads element `index` of a bias / C array of element kind `kKind`.
 template <int kKind>
@@ -306,4 +306,4 @@ epilogue(const Args &args, int m, int m0, int n0, const Fragment<Cfg> &acc,
   }
 }
 
-} // namespace moss::gemm::detail
+} // namespace moss::gemm_kernel::detail

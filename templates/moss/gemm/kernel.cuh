@@ -1,8 +1,8 @@
 // moss/gemm/kernel.cuh - the block-scaled FP8 GEMM for Hopper (sm_90a).
 //
 // The translation unit of docs/GEMM-KERNEL-ABI.md includes this header,
-// names a Config and calls moss::gemm::run<Config>() from its one kernel.
-// The design (docs/GEMM-KERNEL.md):
+// names a Config and calls moss::gemm_kernel::run<Config>() from its one
+// kernel. The design (docs/GEMM-KERNEL.md):
 //  - a persistent grid; each CTA walks tiles in a grouped (L2-friendly) order,
 //    or with SplitK > 1 slices of tiles' K, summed in a workspace
 //    (split_k.cuh); with TileM = 64 both consumer warpgroups take the tile's
@@ -34,7 +34,7 @@
 #include "moss/ptx/sync.cuh"
 #include "moss/ptx/tma.cuh"
 
-namespace moss::gemm {
+namespace moss::gemm_kernel {
 
 namespace detail {
 
@@ -167,6 +167,6 @@ __device__ __forceinline__ void run(const CUtensorMap &tmaA,
   }
 }
 
-} // namespace moss::gemm
+} // namespace moss::gemm_kernel
 
 #endif // defined(__CUDACC__)

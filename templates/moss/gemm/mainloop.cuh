@@ -28,7 +28,7 @@
 #include "moss/ptx/sync.cuh"
 #include "moss/ptx/wgmma.cuh"
 
-namespace moss::gemm::detail {
+namespace moss::gemm_kernel::detail {
 
 /// Accumulators of one consumer thread: kWgM m64 tiles of TileN/2 floats.
 template <class Cfg> using Fragment = float[Cfg::kWgM][Cfg::TileN / 2];
@@ -464,4 +464,4 @@ template <class Cfg> struct DirectLoop {
   }
 };
 
-} // namespace moss::gemm::detail
+} // namespace moss::gemm_kernel::detail

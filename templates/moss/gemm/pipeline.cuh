@@ -5,7 +5,7 @@
 #include "moss/gemm/config.cuh"
 #include "moss/ptx/types.cuh"
 
-namespace moss::gemm::detail {
+namespace moss::gemm_kernel::detail {
 
 using ptx::u32;
 using ptx::u64;
@@ -86,8 +86,8 @@ template <int kStages, int kStride = 1> struct Ring {
   }
 };
 
-/// The persistent order of work units (moss::gemm::tileOrigin): cluster c
-/// walks units c, c + clusters, ...; unit u is slice u % SplitK of K of
+/// The persistent order of work units (moss::gemm_kernel::tileOrigin): cluster
+/// c walks units c, c + clusters, ...; unit u is slice u % SplitK of K of
 /// cluster tile u / SplitK, so a tile's slices run side by side. A tile
 /// past the edge (odd tile counts) is still walked: its loads are zeros and
 /// its stores are predicated off, and its multicast partner needs its half.
@@ -117,4 +117,4 @@ template <class Cfg> struct TileOrder {
   }
 };
 
-} // namespace moss::gemm::detail
+} // namespace moss::gemm_kernel::detail

@@ -8,7 +8,7 @@
 #include "moss/ptx/sync.cuh"
 #include "moss/ptx/tma.cuh"
 
-namespace moss::gemm::detail {
+namespace moss::gemm_kernel::detail {
 
 /// Loads stage `stage` (K offset k0 of the tile at (m0, n0)): arms its
 /// "full" barrier with the stage's bytes and issues A's [TileM x 128] and
@@ -413,4 +413,4 @@ produceTables(const SharedStorage<Cfg> &smem, const CUtensorMap &tmaA,
     drainRing<Cfg>(smem, ring);
 }
 
-} // namespace moss::gemm::detail
+} // namespace moss::gemm_kernel::detail

@@ -23,7 +23,7 @@
 #include "moss/gemm/mainloop.cuh"
 #include "moss/ptx/sync.cuh"
 
-namespace moss::gemm::detail {
+namespace moss::gemm_kernel::detail {
 
 /// Adds this warp's slice `slice` of `tile` to the workspace; returns true,
 /// with `acc` holding the sum of all slices, in the warp that completes its
@@ -99,4 +99,4 @@ sumSlices(const Args &args, int m, int m0, int tile, int slice,
   return true;
 }
 
-} // namespace moss::gemm::detail
+} // namespace moss::gemm_kernel::detail

@@ -31,7 +31,7 @@
 #include "moss/ptx/shared.cuh"
 #include "moss/ptx/sync.cuh"
 
-namespace moss::gemm::detail {
+namespace moss::gemm_kernel::detail {
 
 /// Consumer threads that widen a stage's B (both consumer warpgroups).
 constexpr int kWideningThreads = 256;
@@ -128,4 +128,4 @@ __device__ __forceinline__ void widenA(u32 tile, int s, int warp, int lane,
   }
 }
 
-} // namespace moss::gemm::detail
+} // namespace moss::gemm_kernel::detail

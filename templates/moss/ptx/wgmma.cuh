@@ -56,7 +56,7 @@ __device__ __forceinline__ void fenceOperand(float &x) {
   asm volatile("" : "+f"(x)::"memory");
 }
 
-/// FP8 element formats (the values of moss::gemm::kE4M3 / kE5M2).
+/// FP8 element formats (the values of moss::gemm_kernel::kE4M3 / kE5M2).
 enum : int { kFp8E4M3 = 0, kFp8E5M2 = 1 };
 
 // --- operand lists -------------------------------------------------------

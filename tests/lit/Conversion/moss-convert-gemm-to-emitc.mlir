@@ -15,18 +15,18 @@
 // CHECK: emitc.file "[[NAME:moss_gemm_[0-9a-f]{16}]]" attributes {moss.tiling = #moss.tiling<tile_m = 128, tile_n = 128, stages = 4, swizzle = 8, source = heuristic>} {
 // CHECK-NEXT: include "moss/gemm/kernel.cuh"
 // CHECK-NEXT: verbatim ""
-// CHECK-NEXT: verbatim "using MossGemmConfig = moss::gemm::Config<"
+// CHECK-NEXT: verbatim "using MossGemmConfig = moss::gemm_kernel::Config<"
 // CHECK-NEXT: verbatim "    /*M=*/-1, /*N=*/11008, /*K=*/4096,"
-// CHECK-NEXT: verbatim "    /*ElemA=*/moss::gemm::kE4M3, /*ElemB=*/moss::gemm::kE4M3,"
-// CHECK-NEXT: verbatim "    /*ScaleA=*/moss::gemm::kTwoLevel, /*BlockRowsA=*/1, /*BlockA=*/32, /*GlobalRowA=*/true,"
-// CHECK-NEXT: verbatim "    /*ScaleB=*/moss::gemm::kPerTensor, /*BlockRowsB=*/1, /*BlockB=*/0, /*GlobalRowB=*/false,"
-// CHECK-NEXT: verbatim "    /*Out=*/moss::gemm::kBF16, /*Bias=*/moss::gemm::kNone, /*Accum=*/moss::gemm::kNone,"
+// CHECK-NEXT: verbatim "    /*ElemA=*/moss::gemm_kernel::kE4M3, /*ElemB=*/moss::gemm_kernel::kE4M3,"
+// CHECK-NEXT: verbatim "    /*ScaleA=*/moss::gemm_kernel::kTwoLevel, /*BlockRowsA=*/1, /*BlockA=*/32, /*GlobalRowA=*/true,"
+// CHECK-NEXT: verbatim "    /*ScaleB=*/moss::gemm_kernel::kPerTensor, /*BlockRowsB=*/1, /*BlockB=*/0, /*GlobalRowB=*/false,"
+// CHECK-NEXT: verbatim "    /*Out=*/moss::gemm_kernel::kBF16, /*Bias=*/moss::gemm_kernel::kNone, /*Accum=*/moss::gemm_kernel::kNone,"
 // CHECK-NEXT: verbatim "    /*Amax=*/false,"
 // CHECK-NEXT: verbatim "    /*TileM=*/128, /*TileN=*/128, /*Stages=*/4, /*ClusterM=*/1, /*ClusterN=*/1,"
 // CHECK-NEXT: verbatim "    /*RasterAlongN=*/false, /*Swizzle=*/8, /*SplitK=*/1>;"
 // CHECK-NEXT: verbatim ""
-// CHECK-NEXT: func @[[NAME]](%{{.*}}: !emitc.opaque<"const __grid_constant__ CUtensorMap">, %{{.*}}: !emitc.opaque<"const __grid_constant__ CUtensorMap">, %{{.*}}: !emitc.opaque<"const __grid_constant__ CUtensorMap">, %{{.*}}: !emitc.opaque<"const moss::gemm::Args">) attributes {specifiers = ["extern \22C\22", "__global__", "__launch_bounds__(MossGemmConfig::kThreads, 1)"]} {
-// CHECK-NEXT: call_opaque "moss::gemm::run"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) {template_args = [#emitc.opaque<"MossGemmConfig">]}
+// CHECK-NEXT: func @[[NAME]](%{{.*}}: !emitc.opaque<"const __grid_constant__ CUtensorMap">, %{{.*}}: !emitc.opaque<"const __grid_constant__ CUtensorMap">, %{{.*}}: !emitc.opaque<"const __grid_constant__ CUtensorMap">, %{{.*}}: !emitc.opaque<"const moss::gemm_kernel::Args">) attributes {specifiers = ["extern \22C\22", "__global__", "__launch_bounds__(MossGemmConfig::kThreads, 1)"]} {
+// CHECK-NEXT: call_opaque "moss::gemm_kernel::run"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) {template_args = [#emitc.opaque<"MossGemmConfig">]}
 // CHECK-NEXT: return
 func.func @moss_forward(%a: tensor<?x4096xf8E4M3FN>, %al: tensor<?x128xf8E8M0FNU>, %ag: tensor<?xf32>,
                         %b: tensor<11008x4096xf8E4M3FN>, %bg: tensor<1xf32>) -> tensor<?x11008xbf16> {
@@ -46,17 +46,17 @@ func.func @moss_forward(%a: tensor<?x4096xf8E4M3FN>, %al: tensor<?x128xf8E8M0FNU
 // CHECK-LABEL: module
 // CHECK: emitc.file "[[FIRST:moss_gemm_[0-9a-f]{16}]]"
 // CHECK: verbatim "    /*M=*/128, /*N=*/512, /*K=*/256,"
-// CHECK-NEXT: verbatim "    /*ElemA=*/moss::gemm::kE5M2, /*ElemB=*/moss::gemm::kE4M3,"
-// CHECK-NEXT: verbatim "    /*ScaleA=*/moss::gemm::kMXFP8, /*BlockRowsA=*/1, /*BlockA=*/32, /*GlobalRowA=*/false,"
-// CHECK-NEXT: verbatim "    /*ScaleB=*/moss::gemm::kPerGroup, /*BlockRowsB=*/128, /*BlockB=*/128, /*GlobalRowB=*/false,"
-// CHECK-NEXT: verbatim "    /*Out=*/moss::gemm::kF32, /*Bias=*/moss::gemm::kF16, /*Accum=*/moss::gemm::kF32,"
+// CHECK-NEXT: verbatim "    /*ElemA=*/moss::gemm_kernel::kE5M2, /*ElemB=*/moss::gemm_kernel::kE4M3,"
+// CHECK-NEXT: verbatim "    /*ScaleA=*/moss::gemm_kernel::kMXFP8, /*BlockRowsA=*/1, /*BlockA=*/32, /*GlobalRowA=*/false,"
+// CHECK-NEXT: verbatim "    /*ScaleB=*/moss::gemm_kernel::kPerGroup, /*BlockRowsB=*/128, /*BlockB=*/128, /*GlobalRowB=*/false,"
+// CHECK-NEXT: verbatim "    /*Out=*/moss::gemm_kernel::kF32, /*Bias=*/moss::gemm_kernel::kF16, /*Accum=*/moss::gemm_kernel::kF32,"
 // CHECK-NEXT: verbatim "    /*Amax=*/true,"
 // CHECK-NEXT: verbatim "    /*TileM=*/256, /*TileN=*/64, /*Stages=*/3, /*ClusterM=*/2, /*ClusterN=*/1,"
 // CHECK-NEXT: verbatim "    /*RasterAlongN=*/true, /*Swizzle=*/4, /*SplitK=*/2>;"
 // CHECK: func @[[FIRST]](
 // CHECK: emitc.file "[[SECOND:moss_gemm_[0-9a-f]{16}]]"
-// CHECK: verbatim "    /*ScaleA=*/moss::gemm::kPerTensor, /*BlockRowsA=*/1, /*BlockA=*/0, /*GlobalRowA=*/false,"
-// CHECK-NEXT: verbatim "    /*ScaleB=*/moss::gemm::kPerRow, /*BlockRowsB=*/1, /*BlockB=*/0, /*GlobalRowB=*/true,"
+// CHECK: verbatim "    /*ScaleA=*/moss::gemm_kernel::kPerTensor, /*BlockRowsA=*/1, /*BlockA=*/0, /*GlobalRowA=*/false,"
+// CHECK-NEXT: verbatim "    /*ScaleB=*/moss::gemm_kernel::kPerRow, /*BlockRowsB=*/1, /*BlockB=*/0, /*GlobalRowB=*/true,"
 // CHECK: func @[[SECOND]](
 // CHECK-NOT: emitc.file
 // CHECK-NOT: func.func
@@ -135,8 +135,8 @@ func.func @not_alone(%a: tensor<?x64xf8E4M3FN>, %ag: tensor<1xf32>, %b: tensor<6
 // for the row fold. With fold-a-in-kernel, to the kernel that folds A
 // itself: A stays two-level, and FoldA is set.
 // CHECK-LABEL: module
-// CHECK: verbatim "    /*ScaleA=*/moss::gemm::kPerRow, /*BlockRowsA=*/1, /*BlockA=*/0, /*GlobalRowA=*/true,"
-// KERNELFOLD: verbatim "    /*ScaleA=*/moss::gemm::kTwoLevel, /*BlockRowsA=*/1, /*BlockA=*/32, /*GlobalRowA=*/false,"
+// CHECK: verbatim "    /*ScaleA=*/moss::gemm_kernel::kPerRow, /*BlockRowsA=*/1, /*BlockA=*/0, /*GlobalRowA=*/true,"
+// KERNELFOLD: verbatim "    /*ScaleA=*/moss::gemm_kernel::kTwoLevel, /*BlockRowsA=*/1, /*BlockA=*/32, /*GlobalRowA=*/false,"
 // KERNELFOLD: /*F16Mma=*/false, /*FoldA=*/true>;
 func.func @moss_forward_row_fold(%a: tensor<?x4096xf8E4M3FN>, %al: tensor<?x128xf8E8M0FNU>, %ag: tensor<1xf32>,
                                  %b: tensor<11008x4096xf8E4M3FN>, %bg: tensor<1xf32>) -> tensor<?x11008xbf16> {

@@ -6,18 +6,18 @@
 
 // CHECK: #include "moss/gemm/kernel.cuh"
 // CHECK-EMPTY:
-// CHECK-NEXT: using MossGemmConfig = moss::gemm::Config<
+// CHECK-NEXT: using MossGemmConfig = moss::gemm_kernel::Config<
 // CHECK-NEXT:     /*M=*/-1, /*N=*/11008, /*K=*/4096,
-// CHECK-NEXT:     /*ElemA=*/moss::gemm::kE4M3, /*ElemB=*/moss::gemm::kE4M3,
-// CHECK-NEXT:     /*ScaleA=*/moss::gemm::kTwoLevel, /*BlockRowsA=*/1, /*BlockA=*/32, /*GlobalRowA=*/true,
-// CHECK-NEXT:     /*ScaleB=*/moss::gemm::kPerTensor, /*BlockRowsB=*/1, /*BlockB=*/0, /*GlobalRowB=*/false,
-// CHECK-NEXT:     /*Out=*/moss::gemm::kBF16, /*Bias=*/moss::gemm::kNone, /*Accum=*/moss::gemm::kNone,
+// CHECK-NEXT:     /*ElemA=*/moss::gemm_kernel::kE4M3, /*ElemB=*/moss::gemm_kernel::kE4M3,
+// CHECK-NEXT:     /*ScaleA=*/moss::gemm_kernel::kTwoLevel, /*BlockRowsA=*/1, /*BlockA=*/32, /*GlobalRowA=*/true,
+// CHECK-NEXT:     /*ScaleB=*/moss::gemm_kernel::kPerTensor, /*BlockRowsB=*/1, /*BlockB=*/0, /*GlobalRowB=*/false,
+// CHECK-NEXT:     /*Out=*/moss::gemm_kernel::kBF16, /*Bias=*/moss::gemm_kernel::kNone, /*Accum=*/moss::gemm_kernel::kNone,
 // CHECK-NEXT:     /*Amax=*/false,
 // CHECK-NEXT:     /*TileM=*/128, /*TileN=*/128, /*Stages=*/6, /*ClusterM=*/2, /*ClusterN=*/1,
 // CHECK-NEXT:     /*RasterAlongN=*/false, /*Swizzle=*/8, /*SplitK=*/1>;
 // CHECK-EMPTY:
-// CHECK-NEXT: extern "C" __global__ __launch_bounds__(MossGemmConfig::kThreads, 1) void [[NAME:moss_gemm_[0-9a-f]{16}]](const __grid_constant__ CUtensorMap [[A:v[0-9]+]], const __grid_constant__ CUtensorMap [[B:v[0-9]+]], const __grid_constant__ CUtensorMap [[D:v[0-9]+]], const moss::gemm::Args [[ARGS:v[0-9]+]]) {
-// CHECK-NEXT:   moss::gemm::run<MossGemmConfig>([[A]], [[B]], [[D]], [[ARGS]]);
+// CHECK-NEXT: extern "C" __global__ __launch_bounds__(MossGemmConfig::kThreads, 1) void [[NAME:moss_gemm_[0-9a-f]{16}]](const __grid_constant__ CUtensorMap [[A:v[0-9]+]], const __grid_constant__ CUtensorMap [[B:v[0-9]+]], const __grid_constant__ CUtensorMap [[D:v[0-9]+]], const moss::gemm_kernel::Args [[ARGS:v[0-9]+]]) {
+// CHECK-NEXT:   moss::gemm_kernel::run<MossGemmConfig>([[A]], [[B]], [[D]], [[ARGS]]);
 // CHECK-NEXT:   return;
 // CHECK-NEXT: }
 

@@ -17,7 +17,7 @@ Modes:
   --quantize ...               write the reference outputs for one input
                                (same flags as moss-jit quantize)
 
-The arithmetic contract (MOSS.md section 1, as made exact for the CLI):
+The arithmetic contract (docs/METHOD.md section 1, as made exact for the CLI):
   encode   one round-to-nearest-even from the exact float32 value, subnormals,
            sign of zero kept, saturating to +-max (also for +-inf), NaN->0x7F.
   per-tensor / per-row / per-group:
@@ -340,7 +340,7 @@ def _quantize_moss(x, f, bc, scope):
     rows, k = x.shape
     xb = x.reshape(rows, k // bc, bc)
     amax, finite = block_amax(xb)  # [rows, nb]
-    # s_i = amax_i / fmax: 448 for E4M3 as MOSS.md writes it; the format's
+    # s_i = amax_i / fmax: 448 for E4M3 as docs/METHOD.md writes it; the format's
     # own max (57344) for E5M2, as for the other schemes.
     s_i = f32(amax / F32(f.max))
     s_fin = np.where(finite, s_i, F32(0))

@@ -75,15 +75,17 @@ void FoldAttr::print(AsmPrinter &printer) const {
 // Syntax:
 //   per_tensor | per_row | per_group RxB | mxfp8 [32]
 //   | two_level [B] [, global = tensor|row]
+// `moss` is read as two_level, the name the CLIs and the C API use.
 Attribute ScalingAttr::parse(AsmParser &parser, Type) {
   SMLoc loc = parser.getCurrentLocation();
   StringRef keyword;
   if (parser.parseLess() || parser.parseKeyword(&keyword))
     return {};
-  std::optional<ScalingKind> kind = symbolizeScalingKind(keyword);
+  std::optional<ScalingKind> kind =
+      keyword == "moss" ? ScalingKind::TwoLevel : symbolizeScalingKind(keyword);
   if (!kind) {
     parser.emitError(loc, "expected a scaling kind (per_tensor, per_row, "
-                          "per_group, mxfp8 or two_level), got '")
+                          "per_group, mxfp8, two_level or moss), got '")
         << keyword << "'";
     return {};
   }

@@ -66,26 +66,6 @@ private:
     database = std::move(*loaded);
   }
 
-  /// The database's tiling for `spec`, if it has one for this target.
-  std::optional<compiler::TileConfig>
-  lookup(GemmOp op, const compiler::GemmSpec &spec,
-         const compiler::TargetInfo &target) {
-    if (!database)
-      return std::nullopt;
-    int64_t m = compiler::getTuningM(spec, assumedM);
-    auto note = [&](const llvm::Twine &text) {
-      if (verboseTuning)
-        op.emitRemark() << text;
-    };
-    std::optional<compiler::TileConfig> tiling =
-        database->lookup(spec, target, m, note);
-    if (!tiling && verboseTuning)
-      op.emitRemark() << "no tuning database entry for "
-                      << compiler::TuningKey::get(spec, target, m).str()
-                      << "; using the heuristic";
-    return tiling;
-  }
-
   LogicalResult select(GemmOp op, const compiler::TargetInfo &target,
                        const compiler::TilingOptions &options) {
     GemmShape shape = getGemmShape(op);
@@ -114,12 +94,16 @@ private:
       return success();
     }
 
-    if (std::optional<compiler::TileConfig> tuned = lookup(op, spec, target)) {
-      op.setTilingAttr(getTilingAttr(op.getContext(), *tuned));
-      return success();
-    }
+    compiler::TilingChoice choice;
+    choice.database = database ? &*database : nullptr;
+    choice.heuristic = options;
+    auto note = [&](const llvm::Twine &text) {
+      if (verboseTuning)
+        op.emitRemark() << text;
+    };
+    choice.onNote = note;
     llvm::Expected<compiler::TileConfig> tiling =
-        compiler::selectTiling(spec, target, options);
+        compiler::chooseTiling(spec, target, choice);
     if (!tiling)
       return op.emitOpError() << "cannot be tiled for " << spec.str() << ": "
                               << llvm::toString(tiling.takeError());

@@ -1,6 +1,6 @@
 // RUN: moss-opt %s -split-input-file -verify-diagnostics
 
-// expected-error @+1 {{expected a scaling kind (per_tensor, per_row, per_group, mxfp8 or two_level), got 'per_block'}}
+// expected-error @+1 {{expected a scaling kind (per_tensor, per_row, per_group, mxfp8, two_level or moss), got 'per_block'}}
 func.func @bad_kind() attributes {s = #moss.scaling<per_block>} { return }
 
 // -----

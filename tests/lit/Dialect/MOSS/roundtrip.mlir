@@ -46,6 +46,14 @@ func.func @quantize_two_level(%x: tensor<?x4096xbf16>, %y: tensor<128x4096xbf16>
   return
 }
 
+// `moss` is an alias of two_level; it prints as two_level.
+// CHECK-LABEL: func.func @quantize_moss_alias
+// CHECK: moss.quantize %{{.*}} scaling<two_level 32, global = row> : tensor<?x4096xbf16> -> tensor<?x4096xf8E4M3FN> local tensor<?x128xf8E8M0FNU> global tensor<?xf32>
+func.func @quantize_moss_alias(%x: tensor<?x4096xbf16>) {
+  %q, %l, %g = moss.quantize %x scaling<moss 32, global = row> : tensor<?x4096xbf16> -> tensor<?x4096xf8E4M3FN> local tensor<?x128xf8E8M0FNU> global tensor<?xf32>
+  return
+}
+
 // The MOSS forward GEMM: A two-level with a per-row global, B per-tensor.
 // CHECK-LABEL: func.func @gemm_moss_forward
 // CHECK: moss.gemm %{{.*}} scaling<two_level 32, global = row> local(%{{.*}}) global(%{{.*}}), %{{.*}} scaling<per_tensor> global(%{{.*}}) : (tensor<?x4096xf8E4M3FN>, tensor<?x128xf8E8M0FNU>, tensor<?xf32>, tensor<11008x4096xf8E4M3FN>, tensor<1xf32>) -> tensor<?x11008xbf16>

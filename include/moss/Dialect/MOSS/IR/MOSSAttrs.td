@@ -140,7 +140,7 @@ def MOSS_TilingAttr : AttrDef<MOSS_Dialect, "Tiling"> {
     `heuristic` of moss-select-tiling or the tuning database (`db`).
 
     The values become the TileM ... SplitK parameters of
-    `moss::gemm::Config` (docs/GEMM-KERNEL-ABI.md).
+    `moss::gemm_kernel::Config` (docs/GEMM-KERNEL-ABI.md).
 
     Example (parameters with their default values may be left out):
     `#moss.tiling<tile_m = 128, tile_n = 160, stages = 5, cluster_m = 2,
