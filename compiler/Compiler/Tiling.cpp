@@ -144,22 +144,27 @@ ResourceUsage compiler::estimateResources(const GemmSpec &spec,
                                 !params.f16Mma;
   }
   usage.accumulatorRegisters = unsigned(plan.accumulatorRegisters);
-  usage.stageBytes = unsigned(plan.stageABytes + plan.stageBBytes +
-                              plan.rowTableBytes + plan.colTableBytes);
-  usage.slotBytes = unsigned(2 * plan.slotBytes);
   usage.storable = plan.storable;
   usage.storeBuffers = unsigned(plan.storeBuffers);
   usage.sharedBytes = unsigned(plan.sharedBytes);
   return usage;
 }
 
-int64_t compiler::getStagesThatFit(const ResourceUsage &usage,
+int64_t compiler::getStagesThatFit(const GemmSpec &spec, TileConfig tiling,
                                    const TargetInfo &target) {
-  // stages * (stageBytes + 16) + 1024 + alignment padding (< 8), and with
-  // the f16 MMA its slots, their barriers and their alignment (< 1024).
-  int64_t slots = usage.slotBytes > 0 ? usage.slotBytes + 16 + 1024 : 0;
-  return (int64_t(target.sharedMemoryPerBlock) - 1024 - 8 - slots) /
-         (usage.stageBytes + 16);
+  // A plan's shared memory grows with its stages (staging buffers are
+  // planned only into the room they leave), so the first that does not fit
+  // ends the search. 64 stages of the smallest tile exceed any target.
+  constexpr int64_t kMaxSearchedStages = 64;
+  int64_t fit = 0;
+  for (int64_t stages = 1; stages <= kMaxSearchedStages; ++stages) {
+    tiling.stages = stages;
+    if (gemm_kernel::plan(getTemplateParams(spec, tiling)).sharedBytes >
+        int64_t(target.sharedMemoryPerBlock))
+      break;
+    fit = stages;
+  }
+  return fit;
 }
 
 llvm::Error compiler::checkKernelSupport(const GemmSpec &spec) {
@@ -219,7 +224,7 @@ TileConfig compiler::getQuickCompileTiling(const GemmSpec &spec,
   quick.stages = getValidStages(
       spec,
       std::min<int64_t>(
-          {getStagesThatFit(estimateResources(spec, quick, target), target),
+          {getStagesThatFit(spec, quick, target),
            TilingOptions().maxStages, kSteps}));
   if (llvm::Error error = checkTiling(spec, quick, target)) {
     llvm::consumeError(std::move(error));
@@ -518,7 +523,7 @@ compiler::selectTiling(const GemmSpec &spec, const TargetInfo &target,
         // As many stages as fit, up to maxStages and the number of K steps.
         tiling.stages = std::max(
             requiredStages,
-            getValidStages(spec, std::min({getStagesThatFit(usage, target),
+            getValidStages(spec, std::min({getStagesThatFit(spec, tiling, target),
                                            options.maxStages, kSteps})));
         // One stage less where that leaves room for the epilogue's TMA
         // stores: storing from registers cost 8-12% of the cycles at

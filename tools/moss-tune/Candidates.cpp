@@ -145,8 +145,7 @@ tune::enumerateCandidates(const compiler::GemmSpec &spec, int64_t m,
           continue;
         }
         const int64_t kSteps = divideCeil(spec.k / splitK, compiler::kBlockK);
-        int64_t fit = compiler::getStagesThatFit(
-            compiler::estimateResources(spec, probe, target), target);
+        int64_t fit = compiler::getStagesThatFit(spec, probe, target);
         TileShape shape;
         shape.tileM = tileM;
         shape.tileN = tileN;

@@ -100,12 +100,6 @@ struct ResourceUsage {
   /// fit (`partialSetsNarrowed`: the promotion then waits for its wgmma).
   unsigned partialSets = 0;
   bool partialSetsNarrowed = false;
-  /// Shared memory per pipeline stage: A and B tiles plus factor tables.
-  unsigned stageBytes = 0;
-  /// With the f16 MMA (GemmSpec::multipliesInF16): the two f16 slots that
-  /// the stages' B tiles are widened into (`Config::kSlotBytes` twice); 0
-  /// without.
-  unsigned slotBytes = 0;
   /// The epilogue's staging buffers per consumer warp for TMA stores
   /// (`Config::kStoreBuffers`): 2 or 1 as fit in the 227 KiB a block may
   /// have, 0 when the output or the tile does not allow TMA stores.
@@ -170,10 +164,12 @@ constexpr int64_t kQuickCompileF16DirectTileN = 128;
 TileConfig getQuickCompileTiling(const GemmSpec &spec, const TileConfig &tiling,
                                  const TargetInfo &target);
 
-/// The most pipeline stages of `usage.stageBytes` that fit in `target`'s
-/// shared memory with their barriers and the base's alignment (the
-/// epilogue's staging buffers take what the stages leave).
-int64_t getStagesThatFit(const ResourceUsage &usage, const TargetInfo &target);
+/// The most pipeline stages of `tiling` (its own stage count aside) whose
+/// shared memory, as the templates plan it, fits in `target`'s (the
+/// epilogue's staging buffers take what the stages leave); 0 when not one
+/// does.
+int64_t getStagesThatFit(const GemmSpec &spec, TileConfig tiling,
+                         const TargetInfo &target);
 
 /// Checks `tiling` against `target`'s limits (shared memory, registers) and
 /// the kernel's structural rules; the error says what does not fit and
