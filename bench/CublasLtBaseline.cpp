@@ -35,6 +35,7 @@
 #include "moss/Runtime/EventTimer.h"
 
 #include "moss/Runtime/Driver.h"
+#include "moss/Runtime/ToolkitLibrary.h"
 
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/Twine.h"
@@ -43,7 +44,6 @@
 
 #include <dlfcn.h>
 
-#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -89,24 +89,10 @@ struct CublasLtLibrary {
 
 CublasLtLibrary openCublasLt() {
   CublasLtLibrary lib;
-  std::vector<std::string> paths;
-  if (const char *path = std::getenv("MOSS_CUBLASLT_PATH"); path && *path)
-    paths.push_back(path);
-  paths.push_back("libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR));
-  const char *roots[] = {std::getenv("CUDA_HOME"), "/usr/local/cuda"};
-  for (const char *root : roots)
-    if (root && *root)
-      paths.push_back(std::string(root) + "/lib64/libcublasLt.so." +
-                      std::to_string(CUBLAS_VER_MAJOR));
-  void *handle = nullptr;
+  const std::string name = "libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR);
   std::string tried;
-  for (const std::string &path : paths) {
-    // Never closed: the pointers stay valid for the life of the process.
-    handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle)
-      break;
-    tried += (tried.empty() ? "" : ", ") + path;
-  }
+  void *handle =
+      runtime::openToolkitLibrary("MOSS_CUBLASLT_PATH", {name}, tried);
   if (!handle) {
     lib.error = "cuBLASLt not found; tried " + tried +
                 ". Install the CUDA toolkit's cuBLAS, set CUDA_HOME, or set "

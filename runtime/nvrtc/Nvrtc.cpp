@@ -1,6 +1,7 @@
 //===- Nvrtc.cpp - Compiling CUDA C++ with NVRTC --------------------------===//
 
 #include "moss/Runtime/Nvrtc.h"
+#include "moss/Runtime/ToolkitLibrary.h"
 
 #include "moss/Runtime/Device.h"
 #include "moss/Runtime/RuntimeError.h"
@@ -46,33 +47,11 @@ struct NvrtcState {
   std::string error;
 };
 
-std::vector<std::string> getCandidatePaths() {
-  std::vector<std::string> paths;
-  if (const char *path = std::getenv("MOSS_NVRTC_PATH"); path && *path)
-    paths.push_back(path);
-  paths.push_back("libnvrtc.so.13");
-  paths.push_back("libnvrtc.so");
-  const char *roots[] = {std::getenv("CUDA_HOME"), "/usr/local/cuda"};
-  for (const char *root : roots) {
-    if (!root || !*root)
-      continue;
-    paths.push_back(std::string(root) + "/lib64/libnvrtc.so.13");
-    paths.push_back(std::string(root) + "/lib64/libnvrtc.so");
-  }
-  return paths;
-}
-
 NvrtcState loadNvrtc() {
   NvrtcState state;
-  void *library = nullptr;
   std::string tried;
-  for (const std::string &path : getCandidatePaths()) {
-    // Never closed: the pointers stay valid for the life of the process.
-    library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (library)
-      break;
-    tried += (tried.empty() ? "" : ", ") + path;
-  }
+  void *library = openToolkitLibrary("MOSS_NVRTC_PATH",
+                                     {"libnvrtc.so.13", "libnvrtc.so"}, tried);
   if (!library) {
     state.error = "NVRTC (libnvrtc.so.13) not found; tried " + tried +
                   ". Install the CUDA toolkit, set CUDA_HOME, or set "

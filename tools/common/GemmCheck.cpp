@@ -149,3 +149,21 @@ jit::checkGemmOutput(const GemmProblem &problem, int64_t m,
                                        : std::sqrt(errorSquared);
   return result;
 }
+
+Expected<GemmCheckResult>
+moss::jit::runAndCheckGemm(GemmRunner &runner, const compiler::GemmSpec &spec,
+                           int64_t m, const GemmProblem &problem,
+                           const GemmOptions &runOptions,
+                           const GemmCheckOptions &options) {
+  Expected<const runtime::DriverApi &> api = runtime::getDriverApi();
+  if (!api)
+    return api.takeError();
+  if (Error e = problem.poison(nullptr))
+    return std::move(e);
+  if (Error e = runner.run(spec, m, problem.buffers, nullptr, runOptions))
+    return std::move(e);
+  if (Error e = runtime::checkCuda(api->streamSynchronize(nullptr),
+                                   "the GEMM kernel"))
+    return std::move(e);
+  return checkGemmOutput(problem, m, options);
+}

@@ -65,6 +65,13 @@ llvm::Expected<GemmCheckResult>
 checkGemmOutput(const GemmProblem &problem, int64_t m,
                 const GemmCheckOptions &options);
 
+/// Poisons `problem`'s output, runs the GEMM through `runner` on the
+/// default stream, waits for it and checks the first `m` rows.
+llvm::Expected<GemmCheckResult>
+runAndCheckGemm(GemmRunner &runner, const compiler::GemmSpec &spec, int64_t m,
+                const GemmProblem &problem, const GemmOptions &runOptions,
+                const GemmCheckOptions &options);
+
 } // namespace moss::jit
 
 #endif // MOSS_TOOLS_COMMON_GEMMCHECK_H

@@ -214,20 +214,13 @@ bool showGpu(const compiler::GemmSpec &spec, int64_t m) {
   Expected<const GemmKernelInfo *> info = (*runner)->prepare(spec, m, options);
   if (!info)
     return fail(info.takeError());
-  const runtime::DriverApi &api = *runtime::getDriverApi();
-  if (Error e = (*problem)->poison(nullptr))
-    return fail(std::move(e));
-  if (Error e = (*runner)->run(spec, m, (*problem)->buffers, nullptr, options))
-    return fail(std::move(e));
-  if (Error e =
-          runtime::checkCuda(api.streamSynchronize(nullptr), "the GEMM kernel"))
-    return fail(std::move(e));
   GemmCheckOptions checkOptions;
   checkOptions.compareRows = 64;
   checkOptions.compareCols = 64;
   checkOptions.seed = seed + 3;
   checkOptions.tiling = (*info)->tiling;
-  Expected<GemmCheckResult> check = checkGemmOutput(**problem, m, checkOptions);
+  Expected<GemmCheckResult> check =
+      runAndCheckGemm(**runner, spec, m, **problem, options, checkOptions);
   if (!check)
     return fail(check.takeError());
   outs() << device->getName() << "\n"

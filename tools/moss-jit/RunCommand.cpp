@@ -140,22 +140,14 @@ int runRun() {
          << format("compile %.3f s pipeline + %.3f s NVRTC or cache\n",
                    (*info)->pipelineSeconds, (*info)->cacheSeconds);
 
-  const runtime::DriverApi &api = *runtime::getDriverApi();
-  if (Error e = (*problem)->poison(nullptr))
-    return fail(std::move(e));
-  if (Error e = (*runner)->run(spec, m, (*problem)->buffers, nullptr, options))
-    return fail(std::move(e));
-  if (Error e =
-          runtime::checkCuda(api.streamSynchronize(nullptr), "the GEMM kernel"))
-    return fail(std::move(e));
-  // --- the check ------------------------------------------------------------
   GemmCheckOptions checkOptions;
   checkOptions.scanRows = sampleSize == 0 ? unsigned(m) : 128u;
   checkOptions.compareRows = sampleSize == 0 ? unsigned(m) : sampleSize;
   checkOptions.compareCols = sampleSize == 0 ? unsigned(spec.n) : sampleSize;
   checkOptions.seed = seed + 3;
   checkOptions.tiling = (*info)->tiling;
-  Expected<GemmCheckResult> check = checkGemmOutput(**problem, m, checkOptions);
+  Expected<GemmCheckResult> check =
+      runAndCheckGemm(**runner, spec, m, **problem, options, checkOptions);
   if (!check)
     return fail(check.takeError());
   const int64_t interval = getPromotionInterval(spec);
