@@ -32,10 +32,10 @@
 
 #include "CublasLtBaseline.h"
 
-#include "moss/Runtime/EventTimer.h"
+#include "moss/Runtime/Cuda/EventTimer.h"
 
-#include "moss/Runtime/Driver.h"
-#include "moss/Runtime/ToolkitLibrary.h"
+#include "moss/Runtime/Cuda/Driver.h"
+#include "moss/Runtime/Cuda/ToolkitLibrary.h"
 
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/Twine.h"

@@ -55,14 +55,14 @@
 #include "../tests/gpu/GemmTestSupport.h"
 
 #include "CublasLtBaseline.h"
-#include "moss/Runtime/EventTimer.h"
+#include "moss/Runtime/Cuda/EventTimer.h"
 
-#include "moss/Runtime/Device.h"
-#include "moss/Runtime/Driver.h"
-#include "moss/Runtime/Gemm.h"
-#include "moss/Runtime/KernelCache.h"
-#include "moss/Runtime/Module.h"
-#include "moss/Runtime/TensorMaps.h"
+#include "moss/Gemm/Gemm.h"
+#include "moss/Runtime/Cache/KernelCache.h"
+#include "moss/Runtime/Cuda/Device.h"
+#include "moss/Runtime/Cuda/Driver.h"
+#include "moss/Runtime/Cuda/Module.h"
+#include "moss/Runtime/Cuda/TensorMaps.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/CommandLine.h"

@@ -29,10 +29,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "moss/Runtime/Device.h"
-#include "moss/Runtime/Driver.h"
-#include "moss/Runtime/Module.h"
-#include "moss/Runtime/Nvrtc.h"
+#include "moss/Runtime/Cuda/Device.h"
+#include "moss/Runtime/Cuda/Driver.h"
+#include "moss/Runtime/Cuda/Module.h"
+#include "moss/Runtime/Nvrtc/Nvrtc.h"
 
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"

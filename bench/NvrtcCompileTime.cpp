@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "moss/Runtime/Nvrtc.h"
+#include "moss/Runtime/Nvrtc/Nvrtc.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/raw_ostream.h"

@@ -17,11 +17,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "moss/Runtime/EventTimer.h"
+#include "moss/Runtime/Cuda/EventTimer.h"
 
-#include "moss/Runtime/Device.h"
-#include "moss/Runtime/Driver.h"
-#include "moss/Runtime/Quantizer.h"
+#include "moss/Runtime/Api/Quantizer.h"
+#include "moss/Runtime/Cuda/Device.h"
+#include "moss/Runtime/Cuda/Driver.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"

@@ -8,7 +8,7 @@
 #   MOSSJIT::compiler  the moss dialect, its passes and pipelines, and the
 #                      registration entry points (moss/InitAll.h,
 #                      moss-c/Dialects.h)
-#   MOSSJIT::gemm      the GEMM runtime (moss/Runtime/Gemm.h), which joins
+#   MOSSJIT::gemm      the GEMM runtime (moss/Gemm/Gemm.h), which joins
 #                      the two
 #
 # They are static archives built against LLVM/MLIR 22 and the CUDA

@@ -11,8 +11,8 @@
 
 #include "moss/Numerics/Fold.h"
 
-#include "moss/Runtime/RuntimeError.h"
-#include "moss/Runtime/WeightScaler.h"
+#include "moss/Runtime/Api/RuntimeError.h"
+#include "moss/Runtime/Api/WeightScaler.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/Twine.h"

@@ -11,9 +11,9 @@
 
 #include "moss/moss.h"
 
-#include "moss/Runtime/Device.h"
-#include "moss/Runtime/KernelCache.h"
-#include "moss/Runtime/Quantizer.h"
+#include "moss/Runtime/Api/Quantizer.h"
+#include "moss/Runtime/Cache/KernelCache.h"
+#include "moss/Runtime/Cuda/Device.h"
 
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/Error.h"

@@ -1,10 +1,10 @@
 //===- Folder.cpp - Folding E8M0 block factors on the GPU -----------------===//
 
-#include "moss/Runtime/Folder.h"
+#include "moss/Runtime/Api/Folder.h"
 
-#include "moss/Runtime/Driver.h"
-#include "moss/Runtime/Module.h"
-#include "moss/Runtime/RuntimeError.h"
+#include "moss/Runtime/Api/RuntimeError.h"
+#include "moss/Runtime/Cuda/Driver.h"
+#include "moss/Runtime/Cuda/Module.h"
 
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/Format.h"

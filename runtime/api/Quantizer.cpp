@@ -1,12 +1,12 @@
 //===- Quantizer.cpp - The quantizers on the GPU --------------------------===//
 
-#include "moss/Runtime/Quantizer.h"
+#include "moss/Runtime/Api/Quantizer.h"
 
 #include "moss/Numerics/Fold.h"
-#include "moss/Runtime/Driver.h"
-#include "moss/Runtime/Folder.h"
-#include "moss/Runtime/Module.h"
-#include "moss/Runtime/RuntimeError.h"
+#include "moss/Runtime/Api/Folder.h"
+#include "moss/Runtime/Api/RuntimeError.h"
+#include "moss/Runtime/Cuda/Driver.h"
+#include "moss/Runtime/Cuda/Module.h"
 #include "moss/quantize/args.cuh"
 #include "moss/quantize/geometry.cuh"
 

@@ -1,9 +1,9 @@
 //===- QuantizerSource.cpp - The GPU quantizers' kernel source -----------===//
 
-#include "moss/Runtime/QuantizerSource.h"
+#include "moss/Runtime/Api/QuantizerSource.h"
 
 #include "moss/Numerics/Fold.h"
-#include "moss/Runtime/RuntimeError.h"
+#include "moss/Runtime/Api/RuntimeError.h"
 #include "moss/quantize/geometry.cuh"
 
 #include "llvm/ADT/Twine.h"

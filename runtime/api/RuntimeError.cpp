@@ -1,6 +1,6 @@
 //===- RuntimeError.cpp - Typed errors of the runtime ---------------------===//
 
-#include "moss/Runtime/RuntimeError.h"
+#include "moss/Runtime/Api/RuntimeError.h"
 
 #include "llvm/Support/raw_ostream.h"
 

@@ -7,10 +7,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "moss/Runtime/WeightScaler.h"
+#include "moss/Runtime/Api/WeightScaler.h"
 
-#include "moss/Runtime/Driver.h"
-#include "moss/Runtime/RuntimeError.h"
+#include "moss/Runtime/Api/RuntimeError.h"
+#include "moss/Runtime/Cuda/Driver.h"
 
 #include "llvm/ADT/Twine.h"
 

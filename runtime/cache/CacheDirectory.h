@@ -9,7 +9,7 @@
 #ifndef MOSS_RUNTIME_CACHE_CACHEDIRECTORY_H
 #define MOSS_RUNTIME_CACHE_CACHEDIRECTORY_H
 
-#include "moss/Runtime/Hash.h"
+#include "moss/Runtime/Cache/Hash.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Chrono.h"

@@ -16,7 +16,7 @@
 #ifndef MOSS_RUNTIME_CACHE_CACHEFILE_H
 #define MOSS_RUNTIME_CACHE_CACHEFILE_H
 
-#include "moss/Runtime/Hash.h"
+#include "moss/Runtime/Cache/Hash.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"

@@ -2,7 +2,7 @@
 
 #include "CacheFile.h"
 
-#include "moss/Runtime/KernelCache.h"
+#include "moss/Runtime/Cache/KernelCache.h"
 
 #include <cuda.h>
 

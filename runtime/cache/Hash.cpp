@@ -1,6 +1,6 @@
 //===- Hash.cpp - 128-bit content hash (XXH3-128) -------------------------===//
 
-#include "moss/Runtime/Hash.h"
+#include "moss/Runtime/Cache/Hash.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/xxhash.h"

@@ -1,11 +1,11 @@
 //===- KernelCache.cpp - Compiled kernels in memory and on disk -----------===//
 
-#include "moss/Runtime/KernelCache.h"
+#include "moss/Runtime/Cache/KernelCache.h"
 
 #include "CacheDirectory.h"
 #include "CacheFile.h"
 
-#include "moss/Runtime/Templates.h"
+#include "moss/Runtime/Nvrtc/Templates.h"
 #include "moss/Support/AtomicFile.h"
 #include "moss/Support/Npy.h"
 

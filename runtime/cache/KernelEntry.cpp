@@ -1,7 +1,7 @@
 //===- KernelEntry.cpp - A compiled kernel image --------------------------===//
 
-#include "moss/Runtime/Driver.h"
-#include "moss/Runtime/KernelCache.h"
+#include "moss/Runtime/Cache/KernelCache.h"
+#include "moss/Runtime/Cuda/Driver.h"
 
 using namespace llvm;
 

@@ -1,9 +1,9 @@
 //===- Device.cpp - A GPU and its primary context -------------------------===//
 
-#include "moss/Runtime/Device.h"
+#include "moss/Runtime/Cuda/Device.h"
 
-#include "moss/Runtime/Driver.h"
-#include "moss/Runtime/RuntimeError.h"
+#include "moss/Runtime/Api/RuntimeError.h"
+#include "moss/Runtime/Cuda/Driver.h"
 
 #include "llvm/ADT/Twine.h"
 

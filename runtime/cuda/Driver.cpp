@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "moss/Runtime/Driver.h"
-#include "moss/Runtime/RuntimeError.h"
+#include "moss/Runtime/Cuda/Driver.h"
+#include "moss/Runtime/Api/RuntimeError.h"
 
 #include "llvm/ADT/Twine.h"
 
@@ -76,7 +76,7 @@ DriverState loadDriver() {
       resolve(#symbol, MOSS_STRINGIFY(symbol)));                               \
   if (!api.field)                                                              \
     missing += std::string(missing.empty() ? "" : ", ") + #symbol;
-#include "moss/Runtime/DriverFunctions.def"
+#include "moss/Runtime/Cuda/DriverFunctions.def"
 
   if (api.driverGetVersion)
     api.driverGetVersion(&api.driverVersion);

@@ -1,8 +1,8 @@
 //===- Module.cpp - Loaded kernel images and launches ---------------------===//
 
-#include "moss/Runtime/Module.h"
+#include "moss/Runtime/Cuda/Module.h"
 
-#include "moss/Runtime/Driver.h"
+#include "moss/Runtime/Cuda/Driver.h"
 
 #include "llvm/ADT/Twine.h"
 

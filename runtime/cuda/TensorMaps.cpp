@@ -1,6 +1,6 @@
 //===- TensorMaps.cpp - TMA tensor maps of the GEMM kernel ----------------===//
 
-#include "moss/Runtime/TensorMaps.h"
+#include "moss/Runtime/Cuda/TensorMaps.h"
 
 #include <cstring>
 

@@ -1,6 +1,6 @@
 //===- ToolkitLibrary.cpp - Opening a CUDA toolkit library ----------------===//
 
-#include "moss/Runtime/ToolkitLibrary.h"
+#include "moss/Runtime/Cuda/ToolkitLibrary.h"
 
 #include <dlfcn.h>
 

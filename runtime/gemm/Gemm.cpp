@@ -9,18 +9,18 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "moss/Runtime/Gemm.h"
+#include "moss/Gemm/Gemm.h"
 
 #include "TemplatePlan.h"
 
 #include "moss/Compiler/Compile.h"
 #include "moss/Compiler/TuningDatabase.h"
-#include "moss/Runtime/Device.h"
-#include "moss/Runtime/Driver.h"
-#include "moss/Runtime/Folder.h"
-#include "moss/Runtime/Module.h"
-#include "moss/Runtime/RuntimeError.h"
-#include "moss/Runtime/TensorMaps.h"
+#include "moss/Runtime/Api/Folder.h"
+#include "moss/Runtime/Api/RuntimeError.h"
+#include "moss/Runtime/Cuda/Device.h"
+#include "moss/Runtime/Cuda/Driver.h"
+#include "moss/Runtime/Cuda/Module.h"
+#include "moss/Runtime/Cuda/TensorMaps.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/Twine.h"

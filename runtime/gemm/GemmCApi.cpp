@@ -8,7 +8,7 @@
 
 #include "../api/CApiInternal.h"
 
-#include "moss/Runtime/Gemm.h"
+#include "moss/Gemm/Gemm.h"
 
 #include "llvm/ADT/Twine.h"
 

@@ -1,11 +1,11 @@
 //===- Nvrtc.cpp - Compiling CUDA C++ with NVRTC --------------------------===//
 
-#include "moss/Runtime/Nvrtc.h"
-#include "moss/Runtime/ToolkitLibrary.h"
+#include "moss/Runtime/Nvrtc/Nvrtc.h"
+#include "moss/Runtime/Cuda/ToolkitLibrary.h"
 
-#include "moss/Runtime/Device.h"
-#include "moss/Runtime/RuntimeError.h"
-#include "moss/Runtime/Templates.h"
+#include "moss/Runtime/Api/RuntimeError.h"
+#include "moss/Runtime/Cuda/Device.h"
+#include "moss/Runtime/Nvrtc/Templates.h"
 
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/Twine.h"

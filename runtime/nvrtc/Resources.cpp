@@ -1,6 +1,6 @@
 //===- Resources.cpp - Kernel resource usage from ptxas -------------------===//
 
-#include "moss/Runtime/Resources.h"
+#include "moss/Runtime/Nvrtc/Resources.h"
 
 #include "llvm/ADT/SmallVector.h"
 

@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "moss/Runtime/Templates.h"
+#include "moss/Runtime/Nvrtc/Templates.h"
 
 #include <algorithm>
 

@@ -13,9 +13,9 @@
 #include "HopperSkip.h"
 #include "QuantizerTestSupport.h"
 
+#include "moss/Gemm/Gemm.h"
 #include "moss/Numerics/Fold.h"
-#include "moss/Runtime/Folder.h"
-#include "moss/Runtime/Gemm.h"
+#include "moss/Runtime/Api/Folder.h"
 
 #include "gtest/gtest.h"
 

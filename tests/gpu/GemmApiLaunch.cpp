@@ -2,7 +2,7 @@
 
 #include "GemmApiLaunch.h"
 
-#include "moss/Runtime/Gemm.h"
+#include "moss/Gemm/Gemm.h"
 
 #include <memory>
 

@@ -19,8 +19,8 @@
 #include "moss/Numerics/Quantize.h"
 #include "moss/Numerics/Samples.h"
 #include "moss/Numerics/TensorCoreModel.h"
-#include "moss/Runtime/Device.h"
-#include "moss/Runtime/Driver.h"
+#include "moss/Runtime/Cuda/Device.h"
+#include "moss/Runtime/Cuda/Driver.h"
 #include "moss/moss.h"
 
 #include "gtest/gtest.h"

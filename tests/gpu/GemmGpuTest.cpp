@@ -45,10 +45,10 @@
 #include "moss/Numerics/Quantize.h"
 #include "moss/Numerics/Samples.h"
 #include "moss/Numerics/TensorCoreModel.h"
-#include "moss/Runtime/Device.h"
-#include "moss/Runtime/Driver.h"
-#include "moss/Runtime/KernelCache.h"
-#include "moss/Runtime/Nvrtc.h"
+#include "moss/Runtime/Cache/KernelCache.h"
+#include "moss/Runtime/Cuda/Device.h"
+#include "moss/Runtime/Cuda/Driver.h"
+#include "moss/Runtime/Nvrtc/Nvrtc.h"
 
 #include "llvm/Support/Parallel.h"
 

@@ -11,8 +11,8 @@
 
 #include "HopperSkip.h"
 
-#include "moss/Runtime/Device.h"
-#include "moss/Runtime/Gemm.h"
+#include "moss/Gemm/Gemm.h"
+#include "moss/Runtime/Cuda/Device.h"
 
 #include "gtest/gtest.h"
 

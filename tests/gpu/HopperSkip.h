@@ -8,7 +8,7 @@
 #ifndef MOSS_TESTS_GPU_HOPPERSKIP_H
 #define MOSS_TESTS_GPU_HOPPERSKIP_H
 
-#include "moss/Runtime/Device.h"
+#include "moss/Runtime/Cuda/Device.h"
 
 #include <string>
 

@@ -11,9 +11,9 @@
 #include "moss/Numerics/AutoScale.h"
 #include "moss/Numerics/Quantize.h"
 #include "moss/Numerics/Samples.h"
-#include "moss/Runtime/Device.h"
-#include "moss/Runtime/Driver.h"
-#include "moss/Runtime/Quantizer.h"
+#include "moss/Runtime/Api/Quantizer.h"
+#include "moss/Runtime/Cuda/Device.h"
+#include "moss/Runtime/Cuda/Driver.h"
 
 #include "QuantizerTestSupport.h"
 

@@ -11,10 +11,10 @@
 #ifndef MOSS_TESTS_QUANTIZERTESTSUPPORT_H
 #define MOSS_TESTS_QUANTIZERTESTSUPPORT_H
 
-#include "moss/Runtime/Device.h"
-#include "moss/Runtime/Driver.h"
-#include "moss/Runtime/KernelCache.h"
-#include "moss/Runtime/Quantizer.h"
+#include "moss/Runtime/Api/Quantizer.h"
+#include "moss/Runtime/Cache/KernelCache.h"
+#include "moss/Runtime/Cuda/Device.h"
+#include "moss/Runtime/Cuda/Driver.h"
 
 #include "gtest/gtest.h"
 

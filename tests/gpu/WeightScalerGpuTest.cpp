@@ -14,9 +14,9 @@
 #include "moss/Numerics/AutoScale.h"
 #include "moss/Numerics/Quantize.h"
 #include "moss/Numerics/Samples.h"
-#include "moss/Runtime/Device.h"
-#include "moss/Runtime/Driver.h"
-#include "moss/Runtime/WeightScaler.h"
+#include "moss/Runtime/Api/WeightScaler.h"
+#include "moss/Runtime/Cuda/Device.h"
+#include "moss/Runtime/Cuda/Driver.h"
 
 #include "QuantizerTestSupport.h"
 

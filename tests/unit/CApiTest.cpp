@@ -11,8 +11,8 @@
 #include "../../runtime/api/CApiInternal.h"
 
 #include "moss/Numerics/Quantize.h"
-#include "moss/Runtime/RuntimeError.h"
-#include "moss/Runtime/Driver.h"
+#include "moss/Runtime/Api/RuntimeError.h"
+#include "moss/Runtime/Cuda/Driver.h"
 
 #include "gtest/gtest.h"
 

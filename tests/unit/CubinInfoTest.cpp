@@ -9,8 +9,8 @@
 
 #include "CubinInfo.h"
 
-#include "moss/Runtime/Nvrtc.h"
-#include "moss/Runtime/Resources.h"
+#include "moss/Runtime/Nvrtc/Nvrtc.h"
+#include "moss/Runtime/Nvrtc/Resources.h"
 
 #include "gtest/gtest.h"
 

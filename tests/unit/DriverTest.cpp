@@ -6,10 +6,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "moss/Runtime/Driver.h"
-#include "moss/Runtime/Device.h"
-#include "moss/Runtime/KernelCache.h"
-#include "moss/Runtime/Module.h"
+#include "moss/Runtime/Cuda/Driver.h"
+#include "moss/Runtime/Cache/KernelCache.h"
+#include "moss/Runtime/Cuda/Device.h"
+#include "moss/Runtime/Cuda/Module.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"

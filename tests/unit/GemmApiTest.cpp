@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "moss/Runtime/Gemm.h"
+#include "moss/Gemm/Gemm.h"
 #include "moss/moss.h"
 
 #include "gtest/gtest.h"

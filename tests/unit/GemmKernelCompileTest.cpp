@@ -16,7 +16,7 @@
 
 #include "moss/Compiler/TemplateParams.h"
 #include "moss/Compiler/Tiling.h"
-#include "moss/Runtime/Nvrtc.h"
+#include "moss/Runtime/Nvrtc/Nvrtc.h"
 
 #include "gtest/gtest.h"
 

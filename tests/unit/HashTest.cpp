@@ -1,6 +1,6 @@
 //===- HashTest.cpp - The 128-bit content hash ----------------------------===//
 
-#include "moss/Runtime/Hash.h"
+#include "moss/Runtime/Cache/Hash.h"
 
 #include "gtest/gtest.h"
 

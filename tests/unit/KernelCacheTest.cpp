@@ -6,9 +6,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "moss/Runtime/KernelCache.h"
+#include "moss/Runtime/Cache/KernelCache.h"
 
-#include "moss/Runtime/Templates.h"
+#include "moss/Runtime/Nvrtc/Templates.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"

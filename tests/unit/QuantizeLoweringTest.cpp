@@ -7,8 +7,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "moss/InitAll.h"
-#include "moss/Runtime/Nvrtc.h"
-#include "moss/Runtime/QuantizerSource.h"
+#include "moss/Runtime/Api/QuantizerSource.h"
+#include "moss/Runtime/Nvrtc/Nvrtc.h"
 #include "moss/Target/Cuda/TranslateToCuda.h"
 
 #include "mlir/IR/BuiltinOps.h"

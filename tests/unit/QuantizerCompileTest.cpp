@@ -6,10 +6,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "moss/Runtime/Folder.h"
-#include "moss/Runtime/Nvrtc.h"
-#include "moss/Runtime/Quantizer.h"
-#include "moss/Runtime/Resources.h"
+#include "moss/Runtime/Api/Folder.h"
+#include "moss/Runtime/Api/Quantizer.h"
+#include "moss/Runtime/Nvrtc/Nvrtc.h"
+#include "moss/Runtime/Nvrtc/Resources.h"
 
 #include "gtest/gtest.h"
 

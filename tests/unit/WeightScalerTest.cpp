@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "moss/Runtime/WeightScaler.h"
+#include "moss/Runtime/Api/WeightScaler.h"
 
 #include "gtest/gtest.h"
 

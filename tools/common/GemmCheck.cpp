@@ -4,7 +4,7 @@
 
 #include "moss/Numerics/Fidelity.h"
 #include "moss/Numerics/TensorCoreModel.h"
-#include "moss/Runtime/Driver.h"
+#include "moss/Runtime/Cuda/Driver.h"
 
 #include "llvm/ADT/bit.h"
 

@@ -5,7 +5,7 @@
 #include "moss/Numerics/Fold.h"
 
 #include "moss/Compiler/Tiling.h"
-#include "moss/Runtime/Driver.h"
+#include "moss/Runtime/Cuda/Driver.h"
 
 #include "llvm/ADT/bit.h"
 

@@ -11,8 +11,8 @@
 #ifndef MOSS_TOOLS_COMMON_GEMMPROBLEM_H
 #define MOSS_TOOLS_COMMON_GEMMPROBLEM_H
 
+#include "moss/Gemm/Gemm.h"
 #include "moss/Numerics/Quantize.h"
-#include "moss/Runtime/Gemm.h"
 
 #include "llvm/Support/Error.h"
 

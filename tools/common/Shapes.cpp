@@ -5,8 +5,8 @@
 #include "SchemeOptions.h"
 
 #include "moss/Compiler/TuningDatabase.h"
+#include "moss/Gemm/Gemm.h"
 #include "moss/Support/UntrustedInput.h"
-#include "moss/Runtime/Gemm.h"
 
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringExtras.h"

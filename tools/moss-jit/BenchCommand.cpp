@@ -20,11 +20,11 @@
 #include "ToolDevice.h"
 
 #include "moss/Numerics/Samples.h"
-#include "moss/Runtime/Device.h"
-#include "moss/Runtime/Driver.h"
-#include "moss/Runtime/EventTimer.h"
-#include "moss/Runtime/KernelCache.h"
-#include "moss/Runtime/Module.h"
+#include "moss/Runtime/Cache/KernelCache.h"
+#include "moss/Runtime/Cuda/Device.h"
+#include "moss/Runtime/Cuda/Driver.h"
+#include "moss/Runtime/Cuda/EventTimer.h"
+#include "moss/Runtime/Cuda/Module.h"
 
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"

@@ -3,8 +3,8 @@
 #include "Commands.h"
 #include "Shapes.h"
 
-#include "moss/Runtime/Gemm.h"
-#include "moss/Runtime/KernelCache.h"
+#include "moss/Gemm/Gemm.h"
+#include "moss/Runtime/Cache/KernelCache.h"
 #include "moss/Support/UntrustedInput.h"
 
 #include "llvm/Support/Format.h"

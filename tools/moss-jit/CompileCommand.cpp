@@ -13,8 +13,8 @@
 
 #include "moss/Compiler/Compile.h"
 #include "moss/Compiler/Tiling.h"
-#include "moss/Runtime/Gemm.h"
-#include "moss/Runtime/KernelCache.h"
+#include "moss/Gemm/Gemm.h"
+#include "moss/Runtime/Cache/KernelCache.h"
 #include "moss/Support/AtomicFile.h"
 #include "moss/Support/Npy.h"
 

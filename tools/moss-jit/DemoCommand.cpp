@@ -17,13 +17,13 @@
 #include "ToolDevice.h"
 
 #include "moss/Compiler/KernelSource.h"
+#include "moss/Gemm/Gemm.h"
 #include "moss/Numerics/Fidelity.h"
 #include "moss/Numerics/Quantize.h"
 #include "moss/Numerics/Samples.h"
-#include "moss/Runtime/Device.h"
-#include "moss/Runtime/EventTimer.h"
-#include "moss/Runtime/Gemm.h"
-#include "moss/Runtime/KernelCache.h"
+#include "moss/Runtime/Cache/KernelCache.h"
+#include "moss/Runtime/Cuda/Device.h"
+#include "moss/Runtime/Cuda/EventTimer.h"
 
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"

@@ -5,9 +5,9 @@
 #include "ToolDevice.h"
 
 #include "moss/Numerics/Fold.h"
-#include "moss/Runtime/Device.h"
-#include "moss/Runtime/Driver.h"
-#include "moss/Runtime/Quantizer.h"
+#include "moss/Runtime/Api/Quantizer.h"
+#include "moss/Runtime/Cuda/Device.h"
+#include "moss/Runtime/Cuda/Driver.h"
 
 using namespace llvm;
 using namespace moss::numerics;

@@ -17,8 +17,8 @@
 
 #include "moss/Numerics/Fidelity.h"
 #include "moss/Numerics/Samples.h"
-#include "moss/Runtime/Device.h"
-#include "moss/Runtime/Driver.h"
+#include "moss/Runtime/Cuda/Device.h"
+#include "moss/Runtime/Cuda/Driver.h"
 #include "moss/Support/AtomicFile.h"
 #include "moss/Support/Npy.h"
 

@@ -3,7 +3,7 @@
 #ifndef MOSS_TOOLS_MOSSJIT_TOOLDEVICE_H
 #define MOSS_TOOLS_MOSSJIT_TOOLDEVICE_H
 
-#include "moss/Runtime/Device.h"
+#include "moss/Runtime/Cuda/Device.h"
 
 #include "llvm/Support/Error.h"
 

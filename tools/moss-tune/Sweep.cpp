@@ -7,8 +7,8 @@
 
 #include "moss/Compiler/Compile.h"
 #include "moss/Numerics/Samples.h"
-#include "moss/Runtime/Driver.h"
-#include "moss/Runtime/EventTimer.h"
+#include "moss/Runtime/Cuda/Driver.h"
+#include "moss/Runtime/Cuda/EventTimer.h"
 
 #include "CublasLtBaseline.h"
 

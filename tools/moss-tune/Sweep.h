@@ -20,7 +20,7 @@
 #include "Shapes.h"
 
 #include "moss/Compiler/TuningDatabase.h"
-#include "moss/Runtime/Gemm.h"
+#include "moss/Gemm/Gemm.h"
 
 #include "llvm/Support/Error.h"
 

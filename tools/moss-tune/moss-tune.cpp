@@ -27,10 +27,10 @@
 #include "ToolVersion.h"
 
 #include "moss/Compiler/TuningDatabase.h"
-#include "moss/Runtime/Device.h"
-#include "moss/Runtime/Driver.h"
-#include "moss/Runtime/Gemm.h"
-#include "moss/Runtime/KernelCache.h"
+#include "moss/Gemm/Gemm.h"
+#include "moss/Runtime/Cache/KernelCache.h"
+#include "moss/Runtime/Cuda/Device.h"
+#include "moss/Runtime/Cuda/Driver.h"
 #include "moss/Support/UntrustedInput.h"
 
 #include "llvm/ADT/StringExtras.h"

@@ -19,7 +19,7 @@
 #include "moss/Conversion/Passes.h"
 #include "moss/Dialect/MOSS/IR/MOSSOps.h"
 #include "moss/Dialect/MOSS/Utils/GemmSpecUtils.h"
-#include "moss/Runtime/QuantizerSource.h"
+#include "moss/Runtime/Api/QuantizerSource.h"
 
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
 #include "mlir/IR/Builders.h"

@@ -16,7 +16,7 @@
 #endif
 
 // The GEMM kernel's templates live in moss::gemm_kernel; moss::gemm is the
-// runtime's host function (moss/Runtime/Gemm.h), and the two meet in the
+// runtime's host function (moss/Gemm/Gemm.h), and the two meet in the
 // compiler and runtime sources that include this header.
 namespace moss::gemm_kernel {
 

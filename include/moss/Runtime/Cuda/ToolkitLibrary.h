@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MOSS_RUNTIME_TOOLKITLIBRARY_H
-#define MOSS_RUNTIME_TOOLKITLIBRARY_H
+#ifndef MOSS_RUNTIME_CUDA_TOOLKITLIBRARY_H
+#define MOSS_RUNTIME_CUDA_TOOLKITLIBRARY_H
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
@@ -26,4 +26,4 @@ void *openToolkitLibrary(llvm::StringRef pathVariable,
 
 } // namespace moss::runtime
 
-#endif // MOSS_RUNTIME_TOOLKITLIBRARY_H
+#endif // MOSS_RUNTIME_CUDA_TOOLKITLIBRARY_H

@@ -1,7 +1,7 @@
 //===- Module.h - Loaded kernel images and launches ------------*- C++ -*-===//
 
-#ifndef MOSS_RUNTIME_MODULE_H
-#define MOSS_RUNTIME_MODULE_H
+#ifndef MOSS_RUNTIME_CUDA_MODULE_H
+#define MOSS_RUNTIME_CUDA_MODULE_H
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -72,4 +72,4 @@ llvm::Error launchKernel(CUfunction function, const LaunchConfig &config,
 
 } // namespace moss::runtime
 
-#endif // MOSS_RUNTIME_MODULE_H
+#endif // MOSS_RUNTIME_CUDA_MODULE_H

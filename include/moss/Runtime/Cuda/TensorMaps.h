@@ -6,10 +6,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MOSS_RUNTIME_TENSORMAPS_H
-#define MOSS_RUNTIME_TENSORMAPS_H
+#ifndef MOSS_RUNTIME_CUDA_TENSORMAPS_H
+#define MOSS_RUNTIME_CUDA_TENSORMAPS_H
 
-#include "moss/Runtime/Driver.h"
+#include "moss/Runtime/Cuda/Driver.h"
 
 #include "llvm/Support/Error.h"
 
@@ -32,4 +32,4 @@ llvm::Error encodeOutputMap(const DriverApi &api, CUtensorMap &map,
 
 } // namespace moss::runtime
 
-#endif // MOSS_RUNTIME_TENSORMAPS_H
+#endif // MOSS_RUNTIME_CUDA_TENSORMAPS_H

@@ -20,13 +20,13 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MOSS_RUNTIME_GEMM_H
-#define MOSS_RUNTIME_GEMM_H
+#ifndef MOSS_GEMM_GEMM_H
+#define MOSS_GEMM_GEMM_H
 
 #include "moss/Compiler/GemmSpec.h"
 #include "moss/Compiler/KernelSource.h"
 #include "moss/Compiler/Tiling.h"
-#include "moss/Runtime/KernelCache.h"
+#include "moss/Runtime/Cache/KernelCache.h"
 
 #include "llvm/Support/Error.h"
 
@@ -315,4 +315,4 @@ llvm::Error gemm(const compiler::GemmSpec &spec, int64_t m,
 
 } // namespace moss
 
-#endif // MOSS_RUNTIME_GEMM_H
+#endif // MOSS_GEMM_GEMM_H

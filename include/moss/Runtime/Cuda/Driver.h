@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MOSS_RUNTIME_DRIVER_H
-#define MOSS_RUNTIME_DRIVER_H
+#ifndef MOSS_RUNTIME_CUDA_DRIVER_H
+#define MOSS_RUNTIME_CUDA_DRIVER_H
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/Twine.h"
@@ -22,7 +22,7 @@ namespace moss::runtime {
 /// Every pointer is non-null in a table returned by getDriverApi().
 struct DriverApi {
 #define MOSS_DRIVER_FUNCTION(field, symbol) decltype(&::symbol) field = nullptr;
-#include "moss/Runtime/DriverFunctions.def"
+#include "moss/Runtime/Cuda/DriverFunctions.def"
 
   /// The driver's CUDA version, e.g. 13000 for 13.0.
   int driverVersion = 0;
@@ -47,4 +47,4 @@ llvm::Error checkCuda(CUresult result, const llvm::Twine &call);
 
 } // namespace moss::runtime
 
-#endif // MOSS_RUNTIME_DRIVER_H
+#endif // MOSS_RUNTIME_CUDA_DRIVER_H

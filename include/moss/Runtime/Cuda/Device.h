@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MOSS_RUNTIME_DEVICE_H
-#define MOSS_RUNTIME_DEVICE_H
+#ifndef MOSS_RUNTIME_CUDA_DEVICE_H
+#define MOSS_RUNTIME_CUDA_DEVICE_H
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -95,4 +95,4 @@ private:
 
 } // namespace moss::runtime
 
-#endif // MOSS_RUNTIME_DEVICE_H
+#endif // MOSS_RUNTIME_CUDA_DEVICE_H

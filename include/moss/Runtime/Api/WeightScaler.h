@@ -41,11 +41,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MOSS_RUNTIME_WEIGHTSCALER_H
-#define MOSS_RUNTIME_WEIGHTSCALER_H
+#ifndef MOSS_RUNTIME_API_WEIGHTSCALER_H
+#define MOSS_RUNTIME_API_WEIGHTSCALER_H
 
 #include "moss/Numerics/AutoScale.h"
-#include "moss/Runtime/Quantizer.h"
+#include "moss/Runtime/Api/Quantizer.h"
 
 #include "llvm/Support/Error.h"
 
@@ -255,4 +255,4 @@ llvm::Error checkWeightScalerStep(double lr, const QuantizeSpec &spec,
 
 } // namespace moss::runtime
 
-#endif // MOSS_RUNTIME_WEIGHTSCALER_H
+#endif // MOSS_RUNTIME_API_WEIGHTSCALER_H

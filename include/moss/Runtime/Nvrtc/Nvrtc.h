@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MOSS_RUNTIME_NVRTC_H
-#define MOSS_RUNTIME_NVRTC_H
+#ifndef MOSS_RUNTIME_NVRTC_NVRTC_H
+#define MOSS_RUNTIME_NVRTC_NVRTC_H
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -91,4 +91,4 @@ llvm::Expected<CompileResult> compileCuda(llvm::StringRef source,
 
 } // namespace moss::runtime
 
-#endif // MOSS_RUNTIME_NVRTC_H
+#endif // MOSS_RUNTIME_NVRTC_NVRTC_H

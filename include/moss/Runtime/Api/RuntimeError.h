@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MOSS_RUNTIME_RUNTIMEERROR_H
-#define MOSS_RUNTIME_RUNTIMEERROR_H
+#ifndef MOSS_RUNTIME_API_RUNTIMEERROR_H
+#define MOSS_RUNTIME_API_RUNTIMEERROR_H
 
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/Error.h"
@@ -50,4 +50,4 @@ llvm::Error invalidArgument(const llvm::Twine &message);
 
 } // namespace moss::runtime
 
-#endif // MOSS_RUNTIME_RUNTIMEERROR_H
+#endif // MOSS_RUNTIME_API_RUNTIMEERROR_H

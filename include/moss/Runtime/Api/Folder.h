@@ -8,12 +8,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MOSS_RUNTIME_FOLDER_H
-#define MOSS_RUNTIME_FOLDER_H
+#ifndef MOSS_RUNTIME_API_FOLDER_H
+#define MOSS_RUNTIME_API_FOLDER_H
 
 #include "moss/Numerics/Fold.h"
-#include "moss/Runtime/KernelCache.h"
-#include "moss/Runtime/QuantizerSource.h"
+#include "moss/Runtime/Api/QuantizerSource.h"
+#include "moss/Runtime/Cache/KernelCache.h"
 
 #include "llvm/Support/Error.h"
 
@@ -92,4 +92,4 @@ private:
 
 } // namespace moss::runtime
 
-#endif // MOSS_RUNTIME_FOLDER_H
+#endif // MOSS_RUNTIME_API_FOLDER_H

@@ -14,16 +14,16 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MOSS_RUNTIME_QUANTIZER_H
-#define MOSS_RUNTIME_QUANTIZER_H
+#ifndef MOSS_RUNTIME_API_QUANTIZER_H
+#define MOSS_RUNTIME_API_QUANTIZER_H
 
-#include "moss/Runtime/KernelCache.h"
-#include "moss/Runtime/QuantizerSource.h"
+#include "moss/Runtime/Api/QuantizerSource.h"
+#include "moss/Runtime/Cache/KernelCache.h"
 
 #include "llvm/Support/Error.h"
 
-#include <cuda.h>
 #include <cstdint>
+#include <cuda.h>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -121,4 +121,4 @@ private:
 
 } // namespace moss::runtime
 
-#endif // MOSS_RUNTIME_QUANTIZER_H
+#endif // MOSS_RUNTIME_API_QUANTIZER_H

@@ -5,8 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MOSS_RUNTIME_RESOURCES_H
-#define MOSS_RUNTIME_RESOURCES_H
+#ifndef MOSS_RUNTIME_NVRTC_RESOURCES_H
+#define MOSS_RUNTIME_NVRTC_RESOURCES_H
 
 #include "llvm/ADT/StringRef.h"
 
@@ -36,4 +36,4 @@ std::vector<KernelResources> parsePtxasResources(llvm::StringRef log);
 
 } // namespace moss::runtime
 
-#endif // MOSS_RUNTIME_RESOURCES_H
+#endif // MOSS_RUNTIME_NVRTC_RESOURCES_H

@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MOSS_RUNTIME_HASH_H
-#define MOSS_RUNTIME_HASH_H
+#ifndef MOSS_RUNTIME_CACHE_HASH_H
+#define MOSS_RUNTIME_CACHE_HASH_H
 
 #include "llvm/ADT/StringRef.h"
 
@@ -65,4 +65,4 @@ struct Hash128Hasher {
 
 } // namespace moss::runtime
 
-#endif // MOSS_RUNTIME_HASH_H
+#endif // MOSS_RUNTIME_CACHE_HASH_H

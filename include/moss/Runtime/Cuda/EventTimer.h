@@ -1,9 +1,9 @@
 //===- EventTimer.h - CUDA-event timings (benchmarks, tuning) ---*- C++ -*-===//
 
-#ifndef MOSS_RUNTIME_EVENTTIMER_H
-#define MOSS_RUNTIME_EVENTTIMER_H
+#ifndef MOSS_RUNTIME_CUDA_EVENTTIMER_H
+#define MOSS_RUNTIME_CUDA_EVENTTIMER_H
 
-#include "moss/Runtime/Driver.h"
+#include "moss/Runtime/Cuda/Driver.h"
 
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/Support/Error.h"
@@ -34,16 +34,16 @@ timeWithEvents(llvm::function_ref<llvm::Error()> body, int warmup, int repeat,
   for (int i = 0; i < warmup + repeat && !failure; ++i) {
     bool timed = i >= warmup;
     if (timed)
-      failure = runtime::checkCuda(api->eventRecord(start, stream),
-                                   "cuEventRecord");
+      failure =
+          runtime::checkCuda(api->eventRecord(start, stream), "cuEventRecord");
     if (!failure)
       failure = body();
     if (timed && !failure)
-      failure = runtime::checkCuda(api->eventRecord(stop, stream),
-                                   "cuEventRecord");
+      failure =
+          runtime::checkCuda(api->eventRecord(stop, stream), "cuEventRecord");
     if (timed && !failure)
-      failure = runtime::checkCuda(api->eventSynchronize(stop),
-                                   "cuEventSynchronize");
+      failure =
+          runtime::checkCuda(api->eventSynchronize(stop), "cuEventSynchronize");
     float ms = 0;
     if (timed && !failure)
       failure = runtime::checkCuda(api->eventElapsedTime(&ms, start, stop),
@@ -61,4 +61,4 @@ timeWithEvents(llvm::function_ref<llvm::Error()> body, int warmup, int repeat,
 
 } // namespace moss::runtime
 
-#endif // MOSS_RUNTIME_EVENTTIMER_H
+#endif // MOSS_RUNTIME_CUDA_EVENTTIMER_H

@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MOSS_RUNTIME_QUANTIZERSOURCE_H
-#define MOSS_RUNTIME_QUANTIZERSOURCE_H
+#ifndef MOSS_RUNTIME_API_QUANTIZERSOURCE_H
+#define MOSS_RUNTIME_API_QUANTIZERSOURCE_H
 
 #include "moss/Numerics/Quantize.h"
 
@@ -107,4 +107,4 @@ bool isSquareGroup(const numerics::ScalingScheme &scheme);
 
 } // namespace moss::runtime
 
-#endif // MOSS_RUNTIME_QUANTIZERSOURCE_H
+#endif // MOSS_RUNTIME_API_QUANTIZERSOURCE_H

@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MOSS_RUNTIME_TEMPLATES_H
-#define MOSS_RUNTIME_TEMPLATES_H
+#ifndef MOSS_RUNTIME_NVRTC_TEMPLATES_H
+#define MOSS_RUNTIME_NVRTC_TEMPLATES_H
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
@@ -38,4 +38,4 @@ std::optional<llvm::StringRef> findTemplate(llvm::StringRef path);
 
 } // namespace moss::runtime
 
-#endif // MOSS_RUNTIME_TEMPLATES_H
+#endif // MOSS_RUNTIME_NVRTC_TEMPLATES_H

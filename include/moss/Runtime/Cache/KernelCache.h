@@ -20,12 +20,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MOSS_RUNTIME_KERNELCACHE_H
-#define MOSS_RUNTIME_KERNELCACHE_H
+#ifndef MOSS_RUNTIME_CACHE_KERNELCACHE_H
+#define MOSS_RUNTIME_CACHE_KERNELCACHE_H
 
-#include "moss/Runtime/Hash.h"
-#include "moss/Runtime/Module.h"
-#include "moss/Runtime/Nvrtc.h"
+#include "moss/Runtime/Cache/Hash.h"
+#include "moss/Runtime/Cuda/Module.h"
+#include "moss/Runtime/Nvrtc/Nvrtc.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
@@ -259,4 +259,4 @@ llvm::Expected<uint64_t> parseByteCount(llvm::StringRef text);
 
 } // namespace moss::runtime
 
-#endif // MOSS_RUNTIME_KERNELCACHE_H
+#endif // MOSS_RUNTIME_CACHE_KERNELCACHE_H
