@@ -81,22 +81,25 @@ static bool hasColumnFactor(const GemmSpec &spec, int64_t tileN) {
 }
 
 std::vector<numerics::MmaChain>
-compiler::getTensorCoreChains(int64_t k, const TileConfig &tiling) {
-  // A split warpgroup needs K a multiple of 128, split K a multiple of 128
-  // per slice; otherwise the last stage may be a tail of 32-element steps.
-  const int64_t sliceK = tiling.splitK > 1 ? k / tiling.splitK : k;
-  const bool alternate = tiling.tileM == 64;
+compiler::getTensorCoreChains(const GemmSpec &spec, const TileConfig &tiling) {
+  const gemm_kernel::Plan plan =
+      gemm_kernel::plan(getTemplateParams(spec, tiling));
+  const int64_t k = spec.k, stageK = plan.stageK;
+  // A work unit's slice: all of K, or (split-K) its share of whole stages;
+  // the last stage of all of K may be a tail of 32-element steps.
+  const int64_t sliceK =
+      tiling.splitK > 1 ? int64_t(plan.unitKStages) * stageK : k;
   std::vector<numerics::MmaChain> chains;
   for (int64_t begin = 0; begin < k; begin += sliceK) {
     const int64_t end = std::min(k, begin + sliceK);
-    if (!alternate) {
+    if (!plan.splitWarpgroups) {
       chains.push_back({{begin, end}});
       continue;
     }
     numerics::MmaChain even, odd;
-    for (int64_t s = begin; s < end; s += kBlockK)
-      (((s - begin) / kBlockK) % 2 == 0 ? even : odd)
-          .push_back({s, std::min(end, s + kBlockK)});
+    for (int64_t s = begin; s < end; s += stageK)
+      (((s - begin) / stageK) % 2 == 0 ? even : odd)
+          .push_back({s, std::min(end, s + stageK)});
     chains.push_back(std::move(even));
     if (!odd.empty())
       chains.push_back(std::move(odd));
@@ -109,7 +112,7 @@ numerics::MmaSchedule compiler::getMmaSchedule(const GemmSpec &spec,
   numerics::MmaSchedule schedule;
   schedule.promoteK = getPromoteK(spec);
   if (schedule.promoteK == 0)
-    schedule.chains = getTensorCoreChains(spec.k, tiling);
+    schedule.chains = getTensorCoreChains(spec, tiling);
   return schedule;
 }
 

@@ -625,18 +625,27 @@ TEST(TilingHeuristicTest, TensorCoreChainsFollowTheKernelsWalk) {
     t.splitK = splitK;
     return t;
   };
+  auto spec = [](int64_t k) {
+    GemmSpec s;
+    s.n = 4096;
+    s.k = k;
+    s.aScaling = numerics::ScalingScheme::perTensor();
+    s.bScaling = numerics::ScalingScheme::perTensor();
+    s.out = FloatType::F32;
+    return s;
+  };
   // One running sum over K, the tail's 32-element steps included.
-  EXPECT_EQ(getTensorCoreChains(96, tiling(128, 1)), Chains({{{0, 96}}}));
-  EXPECT_EQ(getTensorCoreChains(4096 + 96, tiling(256, 1)),
+  EXPECT_EQ(getTensorCoreChains(spec(96), tiling(128, 1)), Chains({{{0, 96}}}));
+  EXPECT_EQ(getTensorCoreChains(spec(4096 + 96), tiling(256, 1)),
             Chains({{{0, 4096 + 96}}}));
   // One per split-K slice.
-  EXPECT_EQ(getTensorCoreChains(1024, tiling(128, 2)),
+  EXPECT_EQ(getTensorCoreChains(spec(1024), tiling(128, 2)),
             Chains({{{0, 512}}, {{512, 1024}}}));
   // 64-row tiles: the two warpgroups take alternate stages of each slice.
   EXPECT_EQ(
-      getTensorCoreChains(640, tiling(64, 1)),
+      getTensorCoreChains(spec(640), tiling(64, 1)),
       Chains({{{0, 128}, {256, 384}, {512, 640}}, {{128, 256}, {384, 512}}}));
-  EXPECT_EQ(getTensorCoreChains(1024, tiling(64, 2)),
+  EXPECT_EQ(getTensorCoreChains(spec(1024), tiling(64, 2)),
             Chains({{{0, 128}, {256, 384}},
                     {{128, 256}, {384, 512}},
                     {{512, 640}, {768, 896}},

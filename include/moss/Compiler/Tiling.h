@@ -131,13 +131,13 @@ ResourceUsage estimateResources(const GemmSpec &spec, const TileConfig &tiling,
 /// and the spec's promoteK, 0 when none is set.
 int64_t getPromoteK(const GemmSpec &spec);
 
-/// How an unpromoted kernel (no block scales, no promoteK) tiled by `tiling`
-/// cuts a K of `k` into the tensor cores' running sums: one per split-K
-/// slice, and with 64-row tiles (split warpgroups) one per warpgroup of each
-/// slice, taking alternate 128-wide stages. A copy of the kernel's walk
-/// (templates/moss/gemm/kernel.cuh consumeUnits, mainloop.cuh DirectLoop):
-/// keep the two in step.
-std::vector<numerics::MmaChain> getTensorCoreChains(int64_t k,
+/// The running tensor-core sums of an unpromoted kernel of `spec` tiled by
+/// `tiling` (the tensor-core model's chains): one per work unit's K slice,
+/// and with split warpgroups (64-row tiles) one per warpgroup of each
+/// slice, taking alternate stages. The slices, the stage width and the
+/// split come from the templates' plan, as the kernel walks them
+/// (kernel.cuh consumeUnits, mainloop.cuh DirectLoop).
+std::vector<numerics::MmaChain> getTensorCoreChains(const GemmSpec &spec,
                                                     const TileConfig &tiling);
 
 /// How the kernel of `spec` tiled by `tiling` cuts K into tensor-core sums:
