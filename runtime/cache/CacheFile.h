@@ -6,7 +6,7 @@
 //          12  u32 header size (64)
 //          16  key: u64 high, u64 low
 //          32  u64 PTX length, u64 cubin length
-//          48  checksum: u64 high, u64 low, the FNV-1a 128 of bytes [0, 48)
+//          48  checksum: u64 high, u64 low, the XXH3-128 of bytes [0, 48)
 //              followed by the payload
 //          64  PTX, then cubin
 // The file size must be exactly 64 + both lengths.
