@@ -13,22 +13,19 @@ KernelEntry::KernelEntry(CacheKey key, std::string ptx, std::string cubin)
 KernelEntry::~KernelEntry() = default;
 
 Expected<CUfunction> KernelEntry::getFunction(StringRef name) const {
-  Expected<const DriverApi &> api = getDriverApi();
-  if (!api)
-    return api.takeError();
-  CUcontext context = nullptr;
-  if (Error err = checkCuda(api->ctxGetCurrent(&context), "cuCtxGetCurrent"))
-    return std::move(err);
+  Expected<CurrentContext> context = getCurrentContext();
+  if (!context)
+    return context.takeError();
 
   // Modules belong to a context: one per context this entry is used in.
   std::lock_guard<std::mutex> lock(moduleMutex);
   for (const auto &[owner, module] : modules)
-    if (owner == context)
+    if (owner == context->id)
       return module.getFunction(name);
   Expected<Module> module = Module::load(cubin.empty() ? ptx : cubin);
   if (!module)
     return module.takeError();
-  modules.emplace_back(context, std::move(*module));
+  modules.emplace_back(context->id, std::move(*module));
   return modules.back().second.getFunction(name);
 }
 

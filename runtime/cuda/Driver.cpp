@@ -147,3 +147,22 @@ Error checkCuda(CUresult result, const Twine &call) {
 }
 
 } // namespace moss::runtime
+
+llvm::Expected<moss::runtime::CurrentContext>
+moss::runtime::getCurrentContext() {
+  Expected<const DriverApi &> api = getDriverApi();
+  if (!api)
+    return api.takeError();
+  CurrentContext current;
+  if (Error err =
+          checkCuda(api->ctxGetCurrent(&current.context), "cuCtxGetCurrent"))
+    return std::move(err);
+  if (!current.context)
+    return invalidArgument("no CUDA context is current on this thread; make "
+                           "one current (e.g. the device's primary context) "
+                           "first");
+  if (Error err =
+          checkCuda(api->ctxGetId(current.context, &current.id), "cuCtxGetId"))
+    return std::move(err);
+  return current;
+}

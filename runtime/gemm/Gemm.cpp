@@ -998,25 +998,19 @@ Error GemmRunner::run(const GemmSpec &asked, int64_t m,
 
 Error moss::gemm(const GemmSpec &spec, int64_t m, const GemmBuffers &buffers,
                  CUstream stream, const GemmOptions &options) {
-  Expected<const runtime::DriverApi &> api = runtime::getDriverApi();
-  if (!api)
-    return api.takeError();
-  CUcontext context = nullptr;
-  if (Error e =
-          runtime::checkCuda(api->ctxGetCurrent(&context), "cuCtxGetCurrent"))
-    return e;
+  Expected<runtime::CurrentContext> context = runtime::getCurrentContext();
   if (!context)
-    return runtime::invalidArgument(
-        "no CUDA context is current on this thread; make one "
-        "current (e.g. the device's primary context) first");
-  thread_local std::unordered_map<CUcontext, std::unique_ptr<GemmRunner>>
+    return context.takeError();
+  // By context ID: a destroyed context's handle can come back for a new one.
+  thread_local std::unordered_map<unsigned long long,
+                                  std::unique_ptr<GemmRunner>>
       runners;
-  std::unique_ptr<GemmRunner> &runner = runners[context];
+  std::unique_ptr<GemmRunner> &runner = runners[context->id];
   if (!runner) {
     Expected<std::unique_ptr<GemmRunner>> created =
         GemmRunner::create(runtime::getDefaultKernelCache());
     if (!created) {
-      runners.erase(context);
+      runners.erase(context->id);
       return created.takeError();
     }
     runner = std::move(*created);

@@ -113,7 +113,9 @@ private:
   std::string ptx;
   std::string cubin;
   mutable std::mutex moduleMutex;
-  mutable std::vector<std::pair<CUcontext, Module>> modules;
+  /// By context ID (runtime::getCurrentContext), not handle: a destroyed
+  /// context's handle can come back for a new one.
+  mutable std::vector<std::pair<unsigned long long, Module>> modules;
 };
 
 /// How a KernelCache behaves.

@@ -45,6 +45,16 @@ llvm::Error makeCudaError(CUresult result, const llvm::Twine &call);
 /// Error::success() for CUDA_SUCCESS, else makeCudaError(result, call).
 llvm::Error checkCuda(CUresult result, const llvm::Twine &call);
 
+/// The calling thread's current context and its ID, unique for the life of
+/// the process (cuCtxGetId): what per-context state is keyed by, since a
+/// destroyed context's handle can come back for a new one. An error when no
+/// context is current.
+struct CurrentContext {
+  CUcontext context = nullptr;
+  unsigned long long id = 0;
+};
+llvm::Expected<CurrentContext> getCurrentContext();
+
 } // namespace moss::runtime
 
 #endif // MOSS_RUNTIME_CUDA_DRIVER_H
