@@ -121,15 +121,22 @@ protected:
       runtime::getDriverApi()->ctxSetCurrent(nullptr);
   }
 
-  /// The same fresh operands, uploaded in `context`.
-  void upload(ContextRun &run, CUcontext context, const std::vector<float> &a,
-              const std::vector<float> &b, uint64_t seed) {
-    run.context = context;
-    makeCurrent(context);
-    llvm::Expected<std::unique_ptr<jit::GemmProblem>> problem =
-        jit::GemmProblem::create(getSpec(), kRows, a, b, seed);
-    ASSERT_TRUE(bool(problem)) << llvm::toString(problem.takeError());
-    run.problem = std::move(*problem);
+  /// The same fresh operands, uploaded in the primary context (runs[0])
+  /// and in the second one (runs[1]).
+  void uploadToBoth(ContextRun (&runs)[2]) {
+    const compiler::GemmSpec spec = getSpec();
+    const uint64_t seed = std::random_device{}();
+    std::vector<float> a = llmActivationSample(kRows, spec.k, seed);
+    std::vector<float> b = gaussianSample(spec.n, spec.k, seed + 1);
+    const CUcontext contexts[2] = {device->getContext(), second->context};
+    for (int which = 0; which < 2; ++which) {
+      runs[which].context = contexts[which];
+      makeCurrent(contexts[which]);
+      llvm::Expected<std::unique_ptr<jit::GemmProblem>> problem =
+          jit::GemmProblem::create(spec, kRows, a, b, seed + 2);
+      ASSERT_TRUE(bool(problem)) << llvm::toString(problem.takeError());
+      runs[which].problem = std::move(*problem);
+    }
   }
 
   static constexpr int64_t kRows = 333;
@@ -139,12 +146,8 @@ protected:
 
 TEST_F(MultiContextGpuTest, AlternatingLaunchesAreRightInEachContext) {
   const compiler::GemmSpec spec = getSpec();
-  const uint64_t seed = std::random_device{}();
-  std::vector<float> a = llmActivationSample(kRows, spec.k, seed);
-  std::vector<float> b = gaussianSample(spec.n, spec.k, seed + 1);
   ContextRun runs[2];
-  upload(runs[0], device->getContext(), a, b, seed + 2);
-  upload(runs[1], second->context, a, b, seed + 2);
+  uploadToBoth(runs);
   ASSERT_FALSE(HasFatalFailure());
   std::vector<float> first[2];
   for (int round = 0; round < 3; ++round)
@@ -165,12 +168,8 @@ TEST_F(MultiContextGpuTest, AlternatingLaunchesAreRightInEachContext) {
 
 TEST_F(MultiContextGpuTest, TwoThreadsInTwoContextsAtOnce) {
   const compiler::GemmSpec spec = getSpec();
-  const uint64_t seed = std::random_device{}();
-  std::vector<float> a = llmActivationSample(kRows, spec.k, seed);
-  std::vector<float> b = gaussianSample(spec.n, spec.k, seed + 1);
   ContextRun runs[2];
-  upload(runs[0], device->getContext(), a, b, seed + 2);
-  upload(runs[1], second->context, a, b, seed + 2);
+  uploadToBoth(runs);
   ASSERT_FALSE(HasFatalFailure());
   std::vector<float> last[2];
   auto work = [&](int which) {
