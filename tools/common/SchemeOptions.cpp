@@ -88,6 +88,7 @@ Expected<SchemeText> parseSchemeText(StringRef text) {
   text.split(parts, ':');
   const StringRef name = parts.front();
   SchemeText result;
+  result.spelling = text.str();
   if (name == "per-tensor" || name == "per_tensor")
     result.name = SchemeName::PerTensor;
   else if (name == "per-row" || name == "per_row")
@@ -132,45 +133,43 @@ Expected<SchemeText> parseSchemeText(StringRef text) {
   return result;
 }
 
-Expected<ScalingScheme> makeScheme(StringRef text, StringRef block,
+Expected<ScalingScheme> makeScheme(SchemeText text, StringRef block,
                                    StringRef global, StringRef flag,
                                    StringRef defaultGlobal) {
-  Expected<SchemeText> parsed = parseSchemeText(text);
-  if (!parsed)
-    return usageError("--" + flag + "scheme=" + text + ": " +
-                      toString(parsed.takeError()));
   auto merge = [&](std::string &fromText, StringRef fromFlag,
                    StringRef name) -> Error {
     if (fromFlag.empty())
       return Error::success();
     if (!fromText.empty() && fromText != fromFlag)
-      return usageError("--" + flag + "scheme=" + text + " and --" + flag +
-                        name + "=" + fromFlag + " disagree");
+      return usageError("--" + flag + "scheme=" + text.spelling + " and --" +
+                        flag + name + "=" + fromFlag + " disagree");
     fromText = fromFlag.str();
     return Error::success();
   };
-  if (Error error = merge(parsed->block, block, "block"))
+  if (Error error = merge(text.block, block, "block"))
     return std::move(error);
-  if (Error error = merge(parsed->global, global, "global"))
+  if (Error error = merge(text.global, global, "global"))
     return std::move(error);
-  if (parsed->global.empty() && parsed->name == SchemeName::Moss)
-    parsed->global = defaultGlobal.str();
-  return makeScheme(parsed->name, parsed->block, parsed->global);
+  if (text.global.empty() && text.name == SchemeName::Moss)
+    text.global = defaultGlobal.str();
+  return makeScheme(text.name, text.block, text.global);
 }
 
-Expected<Fp8Format> getSchemeFormat(StringRef text, Fp8Format flagValue,
-                                    bool flagGiven, StringRef flag) {
+Expected<OperandChoice> makeOperandScheme(StringRef text, StringRef block,
+                                          StringRef global,
+                                          Fp8Format formatFlag,
+                                          bool formatGiven, StringRef flag) {
   Expected<SchemeText> parsed = parseSchemeText(text);
-  if (!parsed) {
-    consumeError(parsed.takeError()); // makeScheme reports it
-    return flagValue;
-  }
-  if (!parsed->format)
-    return flagValue;
-  if (flagGiven && flagValue != *parsed->format)
+  if (!parsed)
+    return usageError("--" + flag + "scheme=" + text + ": " +
+                      toString(parsed.takeError()));
+  Expected<ScalingScheme> scheme = makeScheme(*parsed, block, global, flag);
+  if (!scheme)
+    return scheme.takeError();
+  if (parsed->format && formatGiven && *parsed->format != formatFlag)
     return usageError("--" + flag + "scheme=" + text + " and --" + flag +
                       "format disagree");
-  return *parsed->format;
+  return OperandChoice{*scheme, parsed->format.value_or(formatFlag)};
 }
 
 StringRef formatName(Fp8Format format) {

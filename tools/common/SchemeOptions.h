@@ -28,6 +28,8 @@ makeScheme(SchemeName name, llvm::StringRef block, llvm::StringRef global);
 /// aliases. An option is a global scope (tensor, row; moss only), a block
 /// (N, or RxN for per-group) or an FP8 format (e4m3, e5m2).
 struct SchemeText {
+  /// As written, for messages.
+  std::string spelling;
   SchemeName name = SchemeName::PerTensor;
   /// Empty where the text gives none.
   std::string global, block;
@@ -36,19 +38,24 @@ struct SchemeText {
 
 llvm::Expected<SchemeText> parseSchemeText(llvm::StringRef text);
 
-/// The scheme of `text` with a command's separate flags (`flag` names them
-/// in errors, e.g. "a-" for --a-global): a flag may add what the text
-/// leaves out but not contradict it. Without either, moss's global scope is
-/// `defaultGlobal`.
+/// The scheme of `text` with the flags that may also describe it: a flag
+/// may add what the text leaves out but not contradict it (`flag` names the
+/// flags in errors, e.g. "a-" for --a-global). Without either, moss's
+/// global scope is `defaultGlobal`.
 llvm::Expected<numerics::ScalingScheme>
-makeScheme(llvm::StringRef text, llvm::StringRef block, llvm::StringRef global,
+makeScheme(SchemeText text, llvm::StringRef block, llvm::StringRef global,
            llvm::StringRef flag, llvm::StringRef defaultGlobal = "tensor");
 
-/// The FP8 format of a scheme's `text` (moss:row:e5m2), else the format
-/// flag's value; the two may not disagree when the flag was given.
-llvm::Expected<numerics::Fp8Format>
-getSchemeFormat(llvm::StringRef text, numerics::Fp8Format flagValue,
-                bool flagGiven, llvm::StringRef flag);
+/// An operand's scheme and FP8 format from a command's --scheme text and its
+/// separate flags (the format flag counts only when `formatGiven`).
+struct OperandChoice {
+  numerics::ScalingScheme scheme;
+  numerics::Fp8Format format;
+};
+llvm::Expected<OperandChoice>
+makeOperandScheme(llvm::StringRef text, llvm::StringRef block,
+                  llvm::StringRef global, numerics::Fp8Format formatFlag,
+                  bool formatGiven, llvm::StringRef flag);
 
 /// "e4m3" or "e5m2".
 llvm::StringRef formatName(numerics::Fp8Format format);

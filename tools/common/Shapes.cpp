@@ -36,7 +36,7 @@ Expected<OperandScheme> tune::parseScheme(StringRef token, StringRef what) {
     result.format = *text->format;
   // moss-tune's moss default is the forward activations' per-row global.
   Expected<numerics::ScalingScheme> built =
-      jit::makeScheme(token, "", "", "", "row");
+      jit::makeScheme(*text, "", "", "", "row");
   if (!built)
     return error(what + " '" + token + "': " + toString(built.takeError()));
   result.scheme = *built;

@@ -192,24 +192,18 @@ Expected<compiler::GemmSpec> getGemmSpec(bool mIsLaunchRows) {
   }
   spec.n = n;
   spec.k = k;
-  Expected<Fp8Format> aFp8 =
-      getSchemeFormat(aScheme, aFormat, aFormat.getNumOccurrences() > 0, "a-");
-  if (!aFp8)
-    return aFp8.takeError();
-  Expected<Fp8Format> bFp8 =
-      getSchemeFormat(bScheme, bFormat, bFormat.getNumOccurrences() > 0, "b-");
-  if (!bFp8)
-    return bFp8.takeError();
-  spec.a = *aFp8;
-  spec.b = *bFp8;
-  Expected<ScalingScheme> aScaling = makeScheme(aScheme, aBlock, aGlobal, "a-");
-  if (!aScaling)
-    return aScaling.takeError();
-  Expected<ScalingScheme> bScaling = makeScheme(bScheme, bBlock, bGlobal, "b-");
-  if (!bScaling)
-    return bScaling.takeError();
-  spec.aScaling = *aScaling;
-  spec.bScaling = *bScaling;
+  Expected<OperandChoice> a = makeOperandScheme(
+      aScheme, aBlock, aGlobal, aFormat, aFormat.getNumOccurrences() > 0, "a-");
+  if (!a)
+    return a.takeError();
+  Expected<OperandChoice> b = makeOperandScheme(
+      bScheme, bBlock, bGlobal, bFormat, bFormat.getNumOccurrences() > 0, "b-");
+  if (!b)
+    return b.takeError();
+  spec.a = a->format;
+  spec.b = b->format;
+  spec.aScaling = a->scheme;
+  spec.bScaling = b->scheme;
   spec.out = out;
   if (!bias.empty()) {
     Expected<compiler::FloatType> type = parseFloatType(bias, "bias");

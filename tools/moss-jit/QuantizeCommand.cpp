@@ -241,9 +241,10 @@ static int fail(Error error) {
 }
 
 int runQuantize() {
-  Expected<ScalingScheme> parsedScheme = makeScheme(scheme, block, global, "");
-  if (!parsedScheme)
-    return fail(parsedScheme.takeError());
+  Expected<OperandChoice> chosen = makeOperandScheme(
+      scheme, block, global, fp8Format, fp8Format.getNumOccurrences() > 0, "");
+  if (!chosen)
+    return fail(chosen.takeError());
   if (Error error = checkOutputDirectory(outDir))
     return fail(std::move(error));
   NpyReadOptions readOptions;
@@ -253,12 +254,8 @@ int runQuantize() {
     return fail(x.takeError());
 
   QuantizeOptions options;
-  options.scheme = *parsedScheme;
-  Expected<Fp8Format> format =
-      getSchemeFormat(scheme, fp8Format, fp8Format.getNumOccurrences() > 0, "");
-  if (!format)
-    return fail(format.takeError());
-  options.format = *format;
+  options.scheme = chosen->scheme;
+  options.format = chosen->format;
   options.transpose = transpose;
   std::optional<BlockScaleFold> parsedFold = parseBlockScaleFold(fold);
   if (!parsedFold)
