@@ -56,16 +56,21 @@ cl::opt<int64_t> k("k", cl::desc("K, a multiple of 32"), cl::Required,
 constexpr const char *kSchemeHelp =
     "per-tensor, per-row, per-group, mxfp8 or moss, with options as in "
     "moss:row:32 or per-group:128x128";
+// cl::desc keeps a StringRef: the texts must outlive the options (defined
+// before them, they are initialized first).
+const std::string kASchemeHelp =
+    std::string("Scaling scheme of A: ") + kSchemeHelp;
+const std::string kBSchemeHelp =
+    std::string("Scaling scheme of B: ") + kSchemeHelp;
 auto formatValues() {
   return cl::values(clEnumValN(Fp8Format::E4M3, "e4m3", ""),
                     clEnumValN(Fp8Format::E5M2, "e5m2", ""));
 }
 
 // Operand A: MOSS two-level by default (the forward activations).
-cl::opt<std::string>
-    aScheme("a-scheme",
-            cl::desc(std::string("Scaling scheme of A: ") + kSchemeHelp),
-            cl::init("moss"), kGemmCommands, cl::cat(category));
+cl::opt<std::string> aScheme("a-scheme", cl::desc(kASchemeHelp),
+                             cl::init("moss"), kGemmCommands,
+                             cl::cat(category));
 cl::opt<std::string> aGlobal("a-global",
                              cl::desc("A's moss global scale: tensor or row"),
                              kGemmCommands, cl::cat(category));
@@ -75,10 +80,9 @@ cl::opt<Fp8Format> aFormat("a-format", cl::desc("A's FP8 format"),
                            cl::init(Fp8Format::E4M3), formatValues(),
                            kGemmCommands, cl::cat(category));
 // Operand B: per-tensor by default (auto-scaled weights).
-cl::opt<std::string>
-    bScheme("b-scheme",
-            cl::desc(std::string("Scaling scheme of B: ") + kSchemeHelp),
-            cl::init("per-tensor"), kGemmCommands, cl::cat(category));
+cl::opt<std::string> bScheme("b-scheme", cl::desc(kBSchemeHelp),
+                             cl::init("per-tensor"), kGemmCommands,
+                             cl::cat(category));
 cl::opt<std::string> bGlobal("b-global",
                              cl::desc("B's moss global scale: tensor or row"),
                              kGemmCommands, cl::cat(category));
