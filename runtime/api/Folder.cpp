@@ -92,6 +92,9 @@ compileFoldKernel(KernelCache &cache, const FoldSpec &spec) {
 }
 
 Expected<const GpuFolder::Plan *> GpuFolder::getPlan(const FoldSpec &spec) {
+  // The plans' functions belong to one context.
+  if (Error e = context.check("this GpuFolder"))
+    return std::move(e);
   uint64_t key = uint64_t(spec.format) | uint64_t(spec.fold) << 1 |
                  uint64_t(getGlobalKind(spec.scheme)) << 3 |
                  uint64_t(spec.scheme.blockCols) << 8;

@@ -121,6 +121,9 @@ static GpuQuantizer::PlanKey makePlanKey(const QuantizeSpec &spec,
 
 Expected<const GpuQuantizer::Plan *>
 GpuQuantizer::getPlan(const QuantizeSpec &spec, bool withScale) {
+  // The plans' functions and the workspace belong to one context.
+  if (Error e = context.check("this GpuQuantizer"))
+    return std::move(e);
   PlanKey key = makePlanKey(spec, withScale);
   auto it = plans.find(key);
   if (it != plans.end())

@@ -166,3 +166,20 @@ moss::runtime::getCurrentContext() {
     return std::move(err);
   return current;
 }
+
+llvm::Error moss::runtime::ContextBinding::check(StringRef owner) {
+  Expected<CurrentContext> current = getCurrentContext();
+  if (!current)
+    return current.takeError();
+  if (!id) {
+    id = current->id;
+    return Error::success();
+  }
+  if (*id == current->id)
+    return Error::success();
+  return invalidArgument(owner + " was first used in CUDA context " +
+                         Twine(*id) +
+                         ", and its kernels and memory belong "
+                         "there; the current context is " +
+                         Twine(current->id) + ": use one per context");
+}

@@ -6,16 +6,20 @@
 // same GEMM, launched alternately in both contexts and from two threads at
 // once, must be right in each and bit-identical across them. A kernel
 // loaded in one context and launched in the other fails with a driver
-// error, which these tests report. Skips without a Hopper GPU.
+// error, which these tests report. A GpuQuantizer serves the context of its
+// first call and refuses the other. Skips without a Hopper GPU.
 //
 //===----------------------------------------------------------------------===//
 
 #include "GemmCheck.h"
 #include "GemmProblem.h"
 #include "HopperSkip.h"
+#include "QuantizerTestSupport.h"
 
 #include "moss/Gemm/Gemm.h"
+#include "moss/Numerics/Quantize.h"
 #include "moss/Numerics/Samples.h"
+#include "moss/Runtime/Api/Quantizer.h"
 #include "moss/Runtime/Cuda/Device.h"
 #include "moss/Runtime/Cuda/Driver.h"
 
@@ -186,6 +190,73 @@ TEST_F(MultiContextGpuTest, TwoThreadsInTwoContextsAtOnce) {
   ASSERT_FALSE(last[0].empty());
   EXPECT_TRUE(bitIdentical(last[0], last[1]))
       << "the two contexts' outputs differ";
+}
+
+/// Quantizes `x` with `quantizer` in the current context; returns the error,
+/// or checks the codes, block and global scales against `expected`.
+llvm::Error quantizeAndCompare(runtime::GpuQuantizer &quantizer,
+                               const runtime::QuantizeSpec &spec,
+                               const std::vector<float> &x,
+                               const QuantizedTensor &expected) {
+  using quantizetest::DeviceBuffer;
+  DeviceBuffer input(x.size() * 4), codes(expected.codes.size()),
+      local(expected.localE8M0.size()), global(expected.global.size() * 4);
+  input.upload(x.data());
+  codes.poison();
+  local.poison();
+  global.poison();
+  runtime::QuantizeBuffers buffers{input.get(), codes.get(), local.get(),
+                                   global.get(), 0};
+  if (llvm::Error e = quantizer.quantize(spec, buffers, nullptr))
+    return e;
+  EXPECT_EQ(DeviceBuffer::api().streamSynchronize(nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(codes.download<uint8_t>(), expected.codes);
+  EXPECT_EQ(local.download<uint8_t>(), expected.localE8M0);
+  std::vector<uint32_t> want(expected.global.size());
+  std::memcpy(want.data(), expected.global.data(), want.size() * 4);
+  EXPECT_EQ(global.download<uint32_t>(), want);
+  return llvm::Error::success();
+}
+
+TEST_F(MultiContextGpuTest, AQuantizerServesOnlyTheContextOfItsFirstCall) {
+  runtime::QuantizeSpec spec;
+  spec.rows = 96;
+  spec.cols = 512;
+  spec.options = {ScalingScheme::twoLevel(GlobalScope::Row, 32),
+                  Fp8Format::E4M3, false};
+  std::vector<float> x =
+      llmActivationSample(spec.rows, spec.cols, std::random_device{}());
+  llvm::Expected<QuantizedTensor> expected =
+      quantize(x, spec.rows, spec.cols, spec.options);
+  ASSERT_TRUE(bool(expected)) << llvm::toString(expected.takeError());
+
+  runtime::KernelCacheOptions cacheOptions;
+  cacheOptions.useDisk = false;
+  runtime::KernelCache cache(cacheOptions);
+  runtime::GpuQuantizer primary(cache, device->getSmCount());
+  makeCurrent(device->getContext());
+  {
+    SCOPED_TRACE("primary context");
+    llvm::Error e = quantizeAndCompare(primary, spec, x, *expected);
+    ASSERT_FALSE(bool(e)) << llvm::toString(std::move(e));
+  }
+  makeCurrent(second->context);
+  {
+    SCOPED_TRACE("the primary context's quantizer in the second context");
+    llvm::Error e = quantizeAndCompare(primary, spec, x, *expected);
+    ASSERT_TRUE(bool(e)) << "a launch in the wrong context was accepted";
+    std::string message = llvm::toString(std::move(e));
+    EXPECT_NE(message.find("use one per context"), std::string::npos)
+        << message;
+  }
+  {
+    SCOPED_TRACE("second context, its own quantizer");
+    runtime::GpuQuantizer secondQuantizer(cache, device->getSmCount());
+    llvm::Error e = quantizeAndCompare(secondQuantizer, spec, x, *expected);
+    ASSERT_FALSE(bool(e)) << llvm::toString(std::move(e));
+  }
+  // Each quantizer frees its workspace in its own context.
+  makeCurrent(device->getContext());
 }
 
 } // namespace

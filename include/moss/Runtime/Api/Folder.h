@@ -14,6 +14,7 @@
 #include "moss/Numerics/Fold.h"
 #include "moss/Runtime/Api/QuantizerSource.h"
 #include "moss/Runtime/Cache/KernelCache.h"
+#include "moss/Runtime/Cuda/Driver.h"
 
 #include "llvm/Support/Error.h"
 
@@ -65,7 +66,9 @@ constexpr unsigned kFoldThreads = 256;
 llvm::Expected<std::shared_ptr<const KernelEntry>>
 compileFoldKernel(KernelCache &cache, const FoldSpec &spec);
 
-/// Runs folds on one device. Not thread-safe: use one per thread.
+/// Runs folds in one CUDA context: the one current at its first call (a
+/// call from another context is an error). Not thread-safe: use one per
+/// thread.
 class GpuFolder {
 public:
   GpuFolder(KernelCache &cache, int smCount);
@@ -88,6 +91,7 @@ private:
   struct Plan;
   llvm::Expected<const Plan *> getPlan(const FoldSpec &spec);
   std::unordered_map<uint64_t, std::unique_ptr<Plan>> plans;
+  ContextBinding context;
 };
 
 } // namespace moss::runtime

@@ -19,6 +19,7 @@
 
 #include "moss/Runtime/Api/QuantizerSource.h"
 #include "moss/Runtime/Cache/KernelCache.h"
+#include "moss/Runtime/Cuda/Driver.h"
 
 #include "llvm/Support/Error.h"
 
@@ -50,7 +51,9 @@ struct QuantizeBuffers {
   CUdeviceptr amax = 0;
 };
 
-/// Runs quantizations on one device. Not thread-safe: use one per thread.
+/// Runs quantizations in one CUDA context: the one current at its first
+/// call (a call from another context is an error). Not thread-safe: use one
+/// per thread.
 class GpuQuantizer {
 public:
   /// A quantizer for the current context's device with `smCount` SMs,
@@ -117,6 +120,7 @@ private:
   /// Reduce-pass accumulators and fallback counters.
   CUdeviceptr workspace = 0;
   int64_t workspaceWords = 0;
+  ContextBinding context;
 };
 
 } // namespace moss::runtime

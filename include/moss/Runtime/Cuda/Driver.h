@@ -14,6 +14,8 @@
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/Error.h"
 
+#include <optional>
+
 #include <cuda.h>
 
 namespace moss::runtime {
@@ -54,6 +56,18 @@ struct CurrentContext {
   unsigned long long id = 0;
 };
 llvm::Expected<CurrentContext> getCurrentContext();
+
+/// The context an object's loaded kernels and device memory belong to. The
+/// first check() binds it to the current context; a later check() from
+/// another context fails, naming `owner`, instead of launching a kernel or
+/// touching memory of the wrong context.
+class ContextBinding {
+public:
+  llvm::Error check(llvm::StringRef owner);
+
+private:
+  std::optional<unsigned long long> id;
+};
 
 } // namespace moss::runtime
 
