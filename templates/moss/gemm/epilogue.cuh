@@ -110,26 +110,59 @@ template <class Cfg> struct RowInputs {
   }
 };
 
-/// The epilogue inputs of columns c and c + 1 (`second`: c + 1 < N).
+/// The epilogue inputs of columns c and c + 1.
 struct ColumnInputs {
   float scale[2] = {1.0f, 1.0f};
   float bias[2] = {0.0f, 0.0f};
 };
-template <class Cfg>
-__device__ __forceinline__ ColumnInputs loadColumns(const Args &args, int c,
-                                                    bool second) {
-  ColumnInputs columns;
+
+/// The column inputs of a warp's tile (gB per column, the bias), loaded at
+/// the start of its epilogue: lane l holds columns n0 + l, n0 + 32 + l, ...,
+/// so all the loads are in flight at once, and each column pair reaches the
+/// lanes that store it by a shuffle. (Loaded between the stores, each load
+/// would wait its full latency in turn: a load may not move above a store
+/// that could alias it.)
+template <class Cfg> struct TileColumns {
+  static constexpr bool kScale = Cfg::kGlobalRowB;
+  static constexpr bool kBias = Cfg::Bias != kNone;
+  static constexpr int kRegs = (Cfg::TileN + 31) / 32;
+  float scale[kScale ? kRegs : 1];
+  float bias[kBias ? kRegs : 1];
+
+  __device__ __forceinline__ TileColumns(const Args &args, int n0, int lane) {
 #pragma unroll
-  for (int e = 0; e < 2; ++e) {
-    if (e == 1 && !second)
-      continue;
-    if constexpr (Cfg::kGlobalRowB)
-      columns.scale[e] = args.bGlobal[c + e];
-    if constexpr (Cfg::Bias != kNone)
-      columns.bias[e] = loadElement<Cfg::Bias>(args.bias, c + e);
+    for (int i = 0; i < kRegs; ++i) {
+      const int offset = 32 * i + lane, c = n0 + offset;
+      const bool present = offset < Cfg::TileN && c < Cfg::N;
+      if constexpr (kScale)
+        scale[i] = present ? args.bGlobal[c] : 1.0f;
+      if constexpr (kBias)
+        bias[i] = present ? loadElement<Cfg::Bias>(args.bias, c) : 0.0f;
+    }
   }
-  return columns;
-}
+
+  /// Columns n0 + 8j + 2 (lane & 3) and the next, the pair this lane
+  /// stores in the tile's 8-column group j. Every lane of the warp calls
+  /// it, with the same j.
+  __device__ __forceinline__ ColumnInputs get(int j, int lane) const {
+    ColumnInputs columns;
+    if constexpr (kScale || kBias) {
+      // 8j + 2 (lane & 3) + e lies in lane-word j / 4: 8j mod 32 is at most
+      // 24, and the rest at most 7.
+      const int source = (8 * j) % 32 + 2 * (lane & 3);
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        if constexpr (kScale)
+          columns.scale[e] = ptx::bitsFloat(
+              ptx::shuffleIndex(ptx::floatBits(scale[j / 4]), source + e));
+        if constexpr (kBias)
+          columns.bias[e] = ptx::bitsFloat(
+              ptx::shuffleIndex(ptx::floatBits(bias[j / 4]), source + e));
+      }
+    }
+    return columns;
+  }
+};
 
 /// The Out bits of the elements (r, c) and (r, c + 1) at `index` = r * N +
 /// c, from their accumulators `a`; `valid` (r < M, c < N) gates the reads
@@ -164,18 +197,18 @@ outputPair(const Args &args, const float (&a)[2], float rowScale,
 template <class Cfg>
 __device__ __forceinline__ void
 storeDirect(const Args &args, int m, int n0, const Fragment<Cfg> &acc,
-            const RowInputs<Cfg> &rows, const ConsumerPosition &pos,
-            u32 &amaxBits) {
+            const RowInputs<Cfg> &rows, const TileColumns<Cfg> &tileColumns,
+            const ConsumerPosition &pos, u32 &amaxBits) {
   constexpr int kOut = Cfg::Out;
   const int colBase = n0 + 2 * (pos.lane & 3);
 #pragma unroll
   for (int j = 0; j < Cfg::TileN / 8; ++j) {
+    const ColumnInputs columns = tileColumns.get(j, pos.lane);
     const int c = colBase + 8 * j;
     if (c >= Cfg::N)
       continue;
     // N even: c + 1 < N too, and the pair is 2-element aligned.
     const bool second = (Cfg::N % 2 == 0) || c + 1 < Cfg::N;
-    const ColumnInputs columns = loadColumns<Cfg>(args, c, second);
 #pragma unroll
     for (int mm = 0; mm < Cfg::kWgM; ++mm)
 #pragma unroll
@@ -213,9 +246,9 @@ storeDirect(const Args &args, int m, int n0, const Fragment<Cfg> &acc,
 template <class Cfg>
 __device__ __forceinline__ void
 storeStaged(const Args &args, int m, int n0, const Fragment<Cfg> &acc,
-            const RowInputs<Cfg> &rows, const ConsumerPosition &pos,
-            const SharedStorage<Cfg> &smem, const CUtensorMap &tmaD,
-            u32 &amaxBits) {
+            const RowInputs<Cfg> &rows, const TileColumns<Cfg> &tileColumns,
+            const ConsumerPosition &pos, const SharedStorage<Cfg> &smem,
+            const CUtensorMap &tmaD, u32 &amaxBits) {
   constexpr int kChunkCols = 128 / elementBytes(Cfg::Out);
   constexpr int kGroups = kChunkCols / 8; // 8-column groups of a chunk
   const int warp = pos.warpgroup * 4 + pos.warp;
@@ -247,8 +280,7 @@ storeStaged(const Args &args, int m, int n0, const Fragment<Cfg> &acc,
         const int j = chunk * kGroups + g;
         const int c = n0 + 8 * j + 2 * (pos.lane & 3);
         // Columns past N (in the tile's last chunk) are never stored.
-        const ColumnInputs columns =
-            c < Cfg::N ? loadColumns<Cfg>(args, c, true) : ColumnInputs();
+        const ColumnInputs columns = tileColumns.get(j, pos.lane);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int r = rows.row[mm][h];
@@ -289,12 +321,14 @@ __device__ __forceinline__ void
 epilogue(const Args &args, int m, int m0, int n0, const Fragment<Cfg> &acc,
          const ConsumerPosition &pos, const SharedStorage<Cfg> &smem,
          const CUtensorMap &tmaD, const ConsumerFold<Cfg> &fold) {
+  const TileColumns<Cfg> columns(args, n0, pos.lane);
   const RowInputs<Cfg> rows(args, m, m0, pos, fold);
   u32 amaxBits = 0;
   if constexpr (Cfg::kUsesTmaD)
-    storeStaged<Cfg>(args, m, n0, acc, rows, pos, smem, tmaD, amaxBits);
+    storeStaged<Cfg>(args, m, n0, acc, rows, columns, pos, smem, tmaD,
+                     amaxBits);
   else
-    storeDirect<Cfg>(args, m, n0, acc, rows, pos, amaxBits);
+    storeDirect<Cfg>(args, m, n0, acc, rows, columns, pos, amaxBits);
   if constexpr (Cfg::Amax) {
 #pragma unroll
     for (int offset = 16; offset > 0; offset >>= 1) {

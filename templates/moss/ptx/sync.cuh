@@ -74,6 +74,15 @@ __device__ __forceinline__ u32 shuffleXor(u32 value, u32 mask) {
   return out;
 }
 
+/// shfl.sync.idx: the value of lane `source` (0 to 31).
+__device__ __forceinline__ u32 shuffleIndex(u32 value, int source) {
+  u32 out;
+  asm volatile("shfl.sync.idx.b32 %0, %1, %2, 0x1f, 0xffffffff;"
+               : "=r"(out)
+               : "r"(value), "r"(source));
+  return out;
+}
+
 /// fence.acq_rel.gpu: this thread's earlier global writes are visible
 /// GPU-wide before its later ones (and reads after it see what a matching
 /// fence published).
