@@ -201,6 +201,13 @@ int main(int argc, char **argv) {
                      ScalingScheme::mxfp8(), false, false, BlockScaleFold::None,
                      true});
   }
+  // Rows longer than a CTA holds, cut into segments: a row's global or fold
+  // reference then takes a reduce pass.
+  cases.push_back({"moss row", 2048, 65536, InputType::BF16, row});
+  cases.push_back({"moss row, fold row", 2048, 65536, InputType::BF16, row,
+                   false, false, BlockScaleFold::Row});
+  cases.push_back({"per-group 1x128", 2048, 65536, InputType::BF16,
+                   ScalingScheme::perGroup(1, 128)});
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{11008, 16384},
                             {4096, 4096}, {11008, 4096}}) {
     cases.push_back({"per-tensor JIT", rows, cols, InputType::F32,

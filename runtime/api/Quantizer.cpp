@@ -58,8 +58,9 @@ static Error planRowStages(GpuQuantizer::Plan &plan, const QuantizeSpec &spec) {
   if (!api)
     return api.takeError();
   const int threads = plan.variant.threads;
+  // A stage holds one row segment (the whole row unless it is too long).
   const int64_t rowBytes =
-      spec.cols * (spec.input == InputType::F32 ? 4 : 2);
+      plan.variant.segment * (spec.input == InputType::F32 ? 4 : 2);
   int byRegisters = 0;
   if (Error e = checkCuda(api->occupancyMaxActiveBlocksPerMultiprocessor(
                               &byRegisters, plan.quantize, threads, 0),
@@ -262,10 +263,12 @@ Error GpuQuantizer::run(const QuantizeSpec &spec,
   Expected<const DriverApi &> api = getDriverApi();
   if (!api)
     return api.takeError();
-  int64_t globalWords = v.globalPerRow ? spec.cols : 1;
+  const int64_t outputRows =
+      v.family == Family::Columnwise ? spec.cols : spec.rows;
+  int64_t globalWords = v.globalPerRow ? outputRows : 1;
   // A row fold's references share the globals' words when those are per
   // output row, else follow them.
-  int64_t foldWords = v.foldReference && !v.globalPerRow ? spec.cols : 0;
+  int64_t foldWords = v.foldReference && !v.globalPerRow ? outputRows : 0;
   // A dual-layout quantize's row-major globals and references: per input
   // row where the transposed ones are per column.
   int64_t rowGlobalWords = rowMajor ? (v.globalPerRow ? spec.rows : 1) : 0;
@@ -277,7 +280,7 @@ Error GpuQuantizer::run(const QuantizeSpec &spec,
   CUdeviceptr foldBits = globalBits + 4 * globalWords;
   CUdeviceptr rowGlobalBits = foldBits + 4 * foldWords;
   CUdeviceptr rowFoldBits = rowGlobalBits + 4 * rowGlobalWords;
-  if (v.source == QuantizerGlobal::FromBits || v.foldReference)
+  if (v.hasReducePass())
     if (Error error = checkCuda(
             api->memsetD8Async(globalBits, 0, reduceWords * 4, stream),
             "cuMemsetD8Async(quantizer workspace)"))
@@ -320,8 +323,10 @@ Error GpuQuantizer::run(const QuantizeSpec &spec,
   launch.block[0] = unsigned(v.threads);
   switch (v.family) {
   case Family::Rowwise: {
+    // CTAs take row segments (rows, unless they are too long) in turn.
     int64_t resident = int64_t(smCount) * (*plan)->ctasPerSm;
-    launch.grid[0] = unsigned(std::min<int64_t>(spec.rows, resident));
+    launch.grid[0] = unsigned(
+        std::min<int64_t>(spec.rows * v.getRowSegments(spec.cols), resident));
     launch.sharedMemoryBytes = (*plan)->sharedBytes;
     launch.sharedMemoryLimitSet = true;
     break;

@@ -31,6 +31,25 @@ int vecElements(InputType input) { return input == InputType::F32 ? 4 : 8; }
 /// (QuantizerCompileTest checks).
 constexpr int kMaxVecsPerThread = 4;
 
+/// The values of a row-wise segment: the whole row where 1024 threads hold
+/// it, else the fewest near-equal segments that they do, each a whole number
+/// of vectors, blocks and 128 fold groups (the last one may be shorter).
+int64_t getRowSegment(const QuantizeSpec &spec) {
+  const int64_t vec = vecElements(spec.input);
+  const int64_t longest = int64_t(kMaxVecsPerThread) * 1024 * vec;
+  if (spec.cols <= longest)
+    return spec.cols;
+  // Every unit is a power of two: vectors, blocks and fold groups.
+  int64_t unit = vec;
+  if (spec.options.scheme.hasLocalScales())
+    unit = std::max<int64_t>(unit, spec.options.scheme.blockCols);
+  if (spec.options.fold == BlockScaleFold::K128)
+    unit = std::max<int64_t>(unit, kFoldGroupCols);
+  const int64_t units = llvm::divideCeil(spec.cols, unit);
+  const int64_t segments = llvm::divideCeil(units, longest / unit);
+  return llvm::divideCeil(units, segments) * unit;
+}
+
 } // namespace
 
 QuantizeSpec getTransposedSpec(const QuantizeSpec &spec) {
@@ -80,8 +99,16 @@ QuantizerVariant chooseQuantizerVariant(const QuantizeSpec &spec,
   v.family = Family::Rowwise;
   if (!scheme.hasLocalScales())
     v.block = int(spec.cols);
+  v.segment = getRowSegment(spec);
+  if (v.segment < spec.cols) {
+    // What spans a row cut into segments comes from a reduce pass.
+    if (v.source == QuantizerGlobal::InCta)
+      v.source = QuantizerGlobal::FromRowBits;
+    v.globalPerRow = v.source == QuantizerGlobal::FromRowBits;
+    v.foldReference = spec.options.fold == BlockScaleFold::Row;
+  }
   // Enough threads that each holds at most kMaxVecsPerThread vectors.
-  int64_t vecs = spec.cols / vecElements(spec.input);
+  int64_t vecs = v.segment / vecElements(spec.input);
   int64_t threads = llvm::PowerOf2Ceil(
       std::max<int64_t>(1, llvm::divideCeil(vecs, kMaxVecsPerThread)));
   v.threads = int(std::clamp<int64_t>(threads, 64, 1024));
@@ -171,12 +198,12 @@ Error checkGpuQuantizeSpec(const QuantizeSpec &spec) {
         "rows of " +
         (spec.input == InputType::F32 ? "FP32" : "BF16") + ")");
   QuantizerVariant v = chooseQuantizerVariant(spec, false);
-  int64_t vecsPerThread = llvm::divideCeil(spec.cols / vec, v.threads);
-  if (vecsPerThread > kMaxVecsPerThread)
+  int64_t segments = v.getRowSegments(spec.cols);
+  if (spec.rows * segments > INT_MAX)
     return invalidArgument(
-        "K=" + Twine(spec.cols) +
-        " is too long for the row-wise GPU quantizer (at most " +
-        Twine(int64_t(kMaxVecsPerThread) * 1024 * vec) + ")");
+        "the row-wise GPU quantizer cuts rows of K=" + Twine(spec.cols) +
+        " into " + Twine(segments) + " segments; " + Twine(spec.rows) +
+        " rows of them exceed its limit of 2^31-1 segments");
   return Error::success();
 }
 
@@ -201,9 +228,9 @@ Expected<QuantizerSource> generateQuantizerSource(const QuantizeSpec &spec,
   case Family::Rowwise:
     header = "moss/quantize/rowwise.cuh";
     config = formatv("moss::quantize::RowwiseConfig<{0}, {1}, {2}, {3}, {4}, "
-                     "{5}, {6}, {7}>",
+                     "{5}, {6}, {7}, {8}>",
                      in, kind, fmt, v.block, spec.cols, v.threads,
-                     int(v.source), int(options.fold));
+                     int(v.source), int(options.fold), v.segment);
     call = "moss::quantize::rowwise<Config>(args, moss::quantize::{0})";
     break;
   case Family::Columnwise:
@@ -244,7 +271,7 @@ Expected<QuantizerSource> generateQuantizerSource(const QuantizeSpec &spec,
                       v.threads, name, formatv(call.c_str(), pass).str(),
                       minBlocks);
   };
-  if (v.source == QuantizerGlobal::FromBits || v.foldReference) {
+  if (v.hasReducePass()) {
     result.reduceKernel = (kernelName + "_reduce").str();
     addKernel(result.reduceKernel, "kReducePass");
   }

@@ -430,6 +430,44 @@ TEST(QuantizeGpuTest, FoldingQuantizationsMatchTheHostReference) {
     }
 }
 
+// Rows longer than 1024 threads hold (32768 BF16 or 16384 FP32 values) are
+// cut into segments: every row-wise scheme and fold, K that splits evenly
+// and K of 1031 blocks (a prime, so the last segment is shorter), enough
+// rows that one row's segments run on different CTAs.
+TEST(QuantizeGpuTest, LongRowsInSegmentsMatchTheHostReference) {
+  REQUIRE_GPU();
+  uint64_t seed = freshSeed();
+  for (auto [rows, cols, input] :
+       {std::tuple{int64_t(37), int64_t(40960), InputType::BF16},
+        std::tuple{int64_t(300), int64_t(32 * 1031), InputType::BF16},
+        std::tuple{int64_t(37), int64_t(20480 + 32), InputType::F32}})
+    for (const ScalingScheme &scheme : allSchemes())
+      for (BlockScaleFold fold :
+           {BlockScaleFold::None, BlockScaleFold::Row, BlockScaleFold::K128}) {
+        if (isSquareGroup(scheme) ||
+            (fold != BlockScaleFold::None && !scheme.localScalesAreE8M0()) ||
+            cols % std::max<int64_t>(scheme.blockCols, 1) != 0 ||
+            (fold == BlockScaleFold::K128 && cols % 128 != 0))
+          continue;
+        for (Data data : {Data::Outliers, Data::Boundaries}) {
+          QuantizeSpec spec;
+          spec.rows = rows;
+          spec.cols = cols;
+          spec.input = input;
+          spec.options = {scheme, Fp8Format::E4M3, false, fold};
+          checkAgainstReference(spec, data, seed++);
+        }
+      }
+  // E5M2, and a row of several segments.
+  QuantizeSpec spec;
+  spec.rows = 3;
+  spec.cols = 131072 + 256;
+  spec.input = InputType::BF16;
+  spec.options = {ScalingScheme::twoLevel(GlobalScope::Row), Fp8Format::E5M2,
+                  false, BlockScaleFold::Row};
+  checkAgainstReference(spec, Data::Outliers, seed++);
+}
+
 TEST(QuantizeGpuTest, LargeActivationsMatchTheHostReference) {
   REQUIRE_GPU();
   uint64_t seed = freshSeed();

@@ -204,11 +204,85 @@ TEST(QuantizerCompileTest, LongRowsNeedMoreThreads) {
   llvm::Expected<QuantizerSource> source = generateQuantizerSource(spec);
   ASSERT_TRUE(bool(source)) << llvm::toString(source.takeError());
   EXPECT_EQ(source->threads, 1024u);
-  spec.cols = 16384 + 128;
+  EXPECT_TRUE(source->reduceKernel.empty()) << "one pass: the row fits a CTA";
+}
+
+// Rows longer than 1024 threads hold are cut into the fewest near-equal
+// segments, each whole blocks (and 128 fold groups); what spans a row comes
+// from a reduce pass.
+TEST(QuantizerCompileTest, LongerRowsAreCutIntoSegments) {
+  struct Case {
+    int64_t cols;
+    InputType input;
+    ScalingScheme scheme;
+    BlockScaleFold fold;
+    int64_t segment;
+    QuantizerGlobal source;
+    bool foldReference;
+  };
+  const Case cases[] = {
+      // 16512 FP32 values: 516 blocks of 32 in two segments of 258 blocks.
+      {16384 + 128, InputType::F32, ScalingScheme::twoLevel(GlobalScope::Row),
+       BlockScaleFold::None, 8256, QuantizerGlobal::FromRowBits, false},
+      // 1031 blocks (a prime) in two segments: 516 blocks, then 515.
+      {32 * 1031, InputType::BF16, ScalingScheme::mxfp8(), BlockScaleFold::Row,
+       32 * 516, QuantizerGlobal::None, true},
+      // Whole 128 groups: 40960 = 320 groups, two segments of 160.
+      {40960, InputType::BF16, ScalingScheme::twoLevel(GlobalScope::Tensor),
+       BlockScaleFold::K128, 20480, QuantizerGlobal::FromBits, false},
+      {40960, InputType::BF16, ScalingScheme::perRow(), BlockScaleFold::None,
+       20480, QuantizerGlobal::FromRowBits, false},
+      // Per-tensor needs no word per row; three segments of whole vectors.
+      {65536 + 8, InputType::BF16, ScalingScheme::perTensor(),
+       BlockScaleFold::None, 21848, QuantizerGlobal::FromBits, false},
+  };
+  for (const Case &c : cases) {
+    QuantizeSpec spec;
+    spec.rows = 3;
+    spec.cols = c.cols;
+    spec.input = c.input;
+    spec.options = {c.scheme, Fp8Format::E4M3, false, c.fold};
+    SCOPED_TRACE(c.scheme.str() + " K=" + std::to_string(c.cols));
+    ASSERT_FALSE(bool(checkGpuQuantizeSpec(spec)));
+    QuantizerVariant v = chooseQuantizerVariant(spec, false);
+    EXPECT_EQ(v.segment, c.segment);
+    EXPECT_EQ(v.source, c.source);
+    EXPECT_EQ(v.foldReference, c.foldReference);
+    EXPECT_EQ(v.globalPerRow, c.source == QuantizerGlobal::FromRowBits);
+    EXPECT_TRUE(v.hasReducePass());
+    EXPECT_LE(v.segment * (c.input == InputType::F32 ? 4 : 2), 65536);
+  }
+  // Segments count against the launch's 2^31-1.
+  QuantizeSpec spec;
+  spec.rows = int64_t(1) << 30;
+  spec.cols = 40960;
+  spec.input = InputType::BF16;
+  spec.options = {ScalingScheme::perRow(), Fp8Format::E4M3, false};
   llvm::Error error = checkGpuQuantizeSpec(spec);
   ASSERT_TRUE(bool(error));
-  EXPECT_NE(llvm::toString(std::move(error)).find("too long"),
+  EXPECT_NE(llvm::toString(std::move(error)).find("into 2 segments"),
             std::string::npos);
+}
+
+TEST(QuantizerCompileTest, SegmentedRowsCompileWithoutLocalMemory) {
+  if (!isNvrtcAvailable())
+    GTEST_SKIP() << "NVRTC (libnvrtc.so.13) is not available";
+  for (const Variant &variant : allSchemes()) {
+    if (isSquareGroup(variant.scheme))
+      continue;
+    for (BlockScaleFold fold :
+         {BlockScaleFold::None, BlockScaleFold::Row, BlockScaleFold::K128}) {
+      if (fold != BlockScaleFold::None && !variant.scheme.localScalesAreE8M0())
+        continue;
+      QuantizeSpec spec;
+      spec.rows = 64;
+      spec.cols = 40960 + 128;
+      spec.input = InputType::BF16;
+      spec.options = {variant.scheme, Fp8Format::E4M3, false, fold};
+      expectCompiles(spec, variant.withScale, "sm_90a",
+                     /*checkResources=*/true);
+    }
+  }
 }
 
 TEST(QuantizerCompileTest, RejectsUnsupportedShapesWithTheValue) {

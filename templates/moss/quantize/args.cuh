@@ -41,8 +41,9 @@ struct Args {
   /// Reduce-pass accumulators: max magnitude bits ([1] or per output row),
   /// zeroed before the reduce pass.
   unsigned int *globalBits;
-  /// Transposed row fold: each output row's largest finite block's bits,
-  /// left by the reduce pass (globalBits itself for a global per row).
+  /// Row fold with a reduce pass (transposed, or row-wise in segments):
+  /// each output row's largest finite block's bits (globalBits itself for a
+  /// global per row).
   unsigned int *foldBits;
   /// The caller's scale for kGlobalFromScale.
   const float *scaleIn;

@@ -26,7 +26,10 @@ enum GlobalSource : int {
   /// Max bits left by a reduce pass in Args::globalBits.
   kGlobalFromBits = 2,
   /// An FP32 scale given by the caller (auto-scaled weights).
-  kGlobalFromScale = 3
+  kGlobalFromScale = 3,
+  /// One global per row from a reduce pass's max bits per row in
+  /// Args::globalBits (row-wise rows cut into segments).
+  kGlobalFromRowBits = 4
 };
 
 /// Kernel passes.

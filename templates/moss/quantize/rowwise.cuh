@@ -18,6 +18,13 @@
 // g * 2^E go to Args::global ([rows]) or Args::local ([rows, K / 128]); the
 // E8M0 factors are not written. moss::numerics::quantize with
 // QuantizeOptions::fold writes the same bits.
+//
+// Rows longer than a CTA holds in registers are cut into segments of Seg
+// values (the last one may be shorter), each a whole number of blocks and
+// 128 fold groups, and a CTA takes segments as it takes rows. What spans the
+// whole row then comes from a reduce pass: the row's global
+// (kGlobalFromRowBits, Args::globalBits per row) or, for a row fold without
+// one, the row's largest finite block (Args::foldBits per row).
 #pragma once
 
 #include "moss/quantize/common.cuh"
@@ -31,24 +38,43 @@ namespace moss::quantize {
 /// The row-wise kernel's compile-time shape. `Block` is the block length
 /// along K for block schemes and ignored (pass K) for per-tensor/per-row.
 template <int In_, int Kind_, int Fmt_, int Block_, int K_, int Threads_,
-          int Source_, int Fold_ = 0>
+          int Source_, int Fold_ = 0, int Seg_ = K_>
 struct RowwiseConfig {
   static constexpr int In = In_, Kind = Kind_, Fmt = Fmt_, Block = Block_,
                        K = K_, Threads = Threads_, Source = Source_,
-                       Fold = Fold_;
+                       Fold = Fold_, Seg = Seg_;
   /// Lanes that hold one 128-wide K group of the 128 fold.
   static constexpr int kGroupLanes = kFoldGroupCols / kVecElements<In>;
   static constexpr int kVecElems = kVecElements<In>;
-  static constexpr int kVecs = K / kVecElems;
+  /// Segments per row, and the values of the last one.
+  static constexpr int kSegments = (K + Seg - 1) / Seg;
+  static constexpr int kLastSeg = K - (kSegments - 1) * Seg;
+  /// Vectors of a (whole) segment.
+  static constexpr int kVecs = Seg / kVecElems;
   static constexpr int kVecsPerThread = (kVecs + Threads - 1) / Threads;
-  /// Whether every thread's vectors all lie in the row.
-  static constexpr bool kWholeRows = kVecs % Threads == 0;
+  /// Whether every thread's vectors all lie in every segment.
+  static constexpr bool kWholeRows = kVecs % Threads == 0 && kLastSeg == Seg;
+  static constexpr bool kBlocks =
+      Kind == kPerGroup || Kind == kMXFP8 || Kind == kTwoLevel;
+  /// Whether a reduce pass leaves one word per row: the row's global, or a
+  /// segmented row fold's largest finite block.
+  static constexpr bool kReducesRows =
+      Source == kGlobalFromRowBits || (kSegments > 1 && Fold == kFoldRow);
+  static constexpr bool kHasReducePass =
+      Source == kGlobalFromBits || kReducesRows;
   /// Lanes that hold one block (the whole warp for groups wider than it).
   static constexpr int kBlockLanes =
       (Kind == kPerGroup || Kind == kMXFP8 || Kind == kTwoLevel)
           ? Block / kVecElems
           : 32;
-  static_assert(K % kVecElems == 0, "K must be a whole number of vectors");
+  static_assert(K % kVecElems == 0 && Seg % kVecElems == 0 && Seg <= K,
+                "K and its segments must be whole numbers of vectors");
+  static_assert(kSegments == 1 ||
+                    ((!kBlocks || Seg % Block == 0) &&
+                     (Fold != kFold128 || Seg % kFoldGroupCols == 0) &&
+                     Source != kGlobalInCta),
+                "segments hold whole blocks and fold groups, and take a "
+                "row's global from the reduce pass");
   static_assert(kBlockLanes >= 1 && kBlockLanes <= 32 &&
                     (kBlockLanes & (kBlockLanes - 1)) == 0,
                 "a block must span 1 to 32 lanes");
@@ -80,9 +106,10 @@ template <class Config> __device__ void rowwise(const Args &args, int pass) {
   constexpr int In = Config::In, Kind = Config::Kind, Fmt = Config::Fmt;
   constexpr int Threads = Config::Threads, VPT = Config::kVecsPerThread;
   constexpr int Lanes = Config::kBlockLanes;
-  constexpr int Fold = Config::Fold;
-  constexpr bool kBlocks = Kind == kPerGroup || Kind == kMXFP8 ||
-                           Kind == kTwoLevel;
+  constexpr int Fold = Config::Fold, Segments = Config::kSegments;
+  constexpr bool kBlocks = Config::kBlocks;
+  constexpr bool kRowGlobal =
+      Config::Source == kGlobalInCta || Config::Source == kGlobalFromRowBits;
   __shared__ uint32_t scratch[Threads / 32];
 
   const int lane = threadIdx.x & 31;
@@ -91,22 +118,27 @@ template <class Config> __device__ void rowwise(const Args &args, int pass) {
 
   // The quantize pass after a reduce pass walks the rows backwards: the rows
   // the reduce pass read last are still in L2.
-  const bool reversed =
-      pass == kQuantizePass && Config::Source == kGlobalFromBits;
-  constexpr uint32_t kRowBytes = Config::K * InputTraits<In>::kBytes;
+  const bool reversed = pass == kQuantizePass && Config::kHasReducePass;
+  constexpr uint32_t kElemBytes = InputTraits<In>::kBytes;
+  constexpr uint32_t kSegBytes = Config::Seg * kElemBytes;
   extern __shared__ __align__(128) unsigned char rowStages[];
   __shared__ uint64_t stageFull[kMaxRowStages];
   const int stages = args.stages;
   const uint32_t stageBase = ptx::smemAddress(rowStages);
   const uint32_t fullBase = ptx::smemAddress(stageFull);
-  // Rows of this CTA: blockIdx.x, blockIdx.x + gridDim.x, ...
-  const int myRows =
-      blockIdx.x < args.rows
-          ? (args.rows - 1 - int(blockIdx.x)) / int(gridDim.x) + 1
-          : 0;
-  auto rowOf = [&](int j) {
+  // Segments of this CTA (rows when unsegmented): blockIdx.x, blockIdx.x +
+  // gridDim.x, ...; the host keeps rows * Segments within an int.
+  const int units = args.rows * Segments;
+  const int myRows = int(blockIdx.x) < units
+                         ? (units - 1 - int(blockIdx.x)) / int(gridDim.x) + 1
+                         : 0;
+  auto unitOf = [&](int j) {
     int step = int(blockIdx.x) + j * int(gridDim.x);
-    return reversed ? args.rows - 1 - step : step;
+    return reversed ? units - 1 - step : step;
+  };
+  // Where segment `seg` of `row` starts, in values.
+  auto startOf = [](int row, int seg) {
+    return size_t(row) * Config::K + size_t(seg) * Config::Seg;
   };
   // Thread 0 fills stage j % stages with the CTA's row j. A reduce pass
   // leaves what it read in L2 for the quantize pass; other reads are the
@@ -114,14 +146,17 @@ template <class Config> __device__ void rowwise(const Args &args, int pass) {
   const bool keepInL2 = pass == kReducePass;
   auto stageRow = [&](int j) {
     const uint32_t full = fullBase + 8u * uint32_t(j % stages);
-    const uint32_t dst = stageBase + uint32_t(j % stages) * kRowBytes;
-    const char *src =
-        static_cast<const char *>(args.x) + size_t(rowOf(j)) * kRowBytes;
-    ptx::mbarrierArriveExpectTx(full, kRowBytes);
+    const uint32_t dst = stageBase + uint32_t(j % stages) * kSegBytes;
+    const int unit = unitOf(j), seg = unit % Segments;
+    const uint32_t bytes =
+        seg == Segments - 1 ? Config::kLastSeg * kElemBytes : kSegBytes;
+    const char *src = static_cast<const char *>(args.x) +
+                      startOf(unit / Segments, seg) * kElemBytes;
+    ptx::mbarrierArriveExpectTx(full, bytes);
     if (keepInL2)
-      ptx::bulkLoad1d<false>(dst, src, kRowBytes, full);
+      ptx::bulkLoad1d<false>(dst, src, bytes, full);
     else
-      ptx::bulkLoad1d<true>(dst, src, kRowBytes, full);
+      ptx::bulkLoad1d<true>(dst, src, bytes, full);
   };
   if (threadIdx.x == 0) {
     for (int s = 0; s < stages; ++s)
@@ -134,15 +169,23 @@ template <class Config> __device__ void rowwise(const Args &args, int pass) {
       stageRow(j);
 
   for (int j = 0; j < myRows; ++j) {
-    const int row = rowOf(j);
-    const uint32_t stage = stageBase + uint32_t(j % stages) * kRowBytes;
+    const int unit = unitOf(j);
+    const int row = unit / Segments, seg = unit % Segments;
+    // The vectors of this segment: fewer in a short last one.
+    const int segVecs = Segments > 1 && seg == Segments - 1
+                            ? Config::kLastSeg / Config::kVecElems
+                            : Config::kVecs;
+    auto inSegment = [&](int vec) {
+      return Config::kWholeRows || vec < segVecs;
+    };
+    const uint32_t stage = stageBase + uint32_t(j % stages) * kSegBytes;
     ptx::mbarrierWait(fullBase + 8u * uint32_t(j % stages),
                       uint32_t(j / stages) & 1u);
     Vec16 v[VPT];
 #pragma unroll
     for (int i = 0; i < VPT; ++i) {
       int vec = threadIdx.x + i * Threads;
-      if (Config::kWholeRows || vec < Config::kVecs)
+      if (inSegment(vec))
         ptx::loadShared128(stage + uint32_t(vec) * 16u, v[i].w);
     }
     // Every thread has its part of the row: the stage takes row j + stages.
@@ -155,35 +198,52 @@ template <class Config> __device__ void rowwise(const Args &args, int pass) {
     for (int i = 0; i < VPT; ++i) {
       int vec = threadIdx.x + i * Threads;
       uint32_t bits = 0;
-      if (Config::kWholeRows || vec < Config::kVecs)
+      if (inSegment(vec))
         bits = vectorMaxBits<In>(v[i]);
-      // Lanes past the row end hold 0 and form whole blocks of their own.
+      // Lanes past the segment's end hold 0 and form whole blocks of their own.
       // Without blocks a thread's own maximum is enough: it bounds its
       // quotients, and the row's and tensor's reductions take it.
       blockBits[i] = kBlocks ? groupMax<Lanes>(bits) : bits;
     }
 
     if (pass == kReducePass) {
+      uint32_t unitBits = 0;
 #pragma unroll
       for (int i = 0; i < VPT; ++i) {
         uint32_t c = globalContribution<Kind>(blockBits[i]);
-        reduced = c > reduced ? c : reduced;
+        unitBits = c > unitBits ? c : unitBits;
+      }
+      reduced = unitBits > reduced ? unitBits : reduced;
+      if constexpr (Config::kReducesRows) {
+        // Both words are the max over the row's contributions: its global's
+        // (finite blocks only for two-level) or its largest finite block.
+        unitBits = ctaMax<Threads>(unitBits, scratch);
+        unsigned *rowWords = Config::Source == kGlobalFromRowBits
+                                 ? args.globalBits
+                                 : args.foldBits;
+        if (threadIdx.x == 0 && unitBits != 0)
+          atomicMax(rowWords + row, unitBits);
       }
       continue;
     }
 
     // The global scale of this row.
     float global = 1.0f;
-    uint32_t rowBits = 0; // kGlobalInCta: the row's largest contribution
-    if constexpr (Config::Source == kGlobalInCta) {
+    uint32_t rowBits = 0; // a global per row: the row's largest contribution
+    if constexpr (kRowGlobal) {
+      if constexpr (Config::Source == kGlobalInCta) {
 #pragma unroll
-      for (int i = 0; i < VPT; ++i) {
-        uint32_t c = globalContribution<Kind>(blockBits[i]);
-        rowBits = c > rowBits ? c : rowBits;
+        for (int i = 0; i < VPT; ++i) {
+          uint32_t c = globalContribution<Kind>(blockBits[i]);
+          rowBits = c > rowBits ? c : rowBits;
+        }
+        rowBits = ctaMax<Threads>(rowBits, scratch);
+      } else {
+        rowBits = args.globalBits[row];
       }
-      rowBits = ctaMax<Threads>(rowBits, scratch);
       global = globalFromBits<Kind, Fmt>(rowBits);
-      if (threadIdx.x == 0) {
+      // A row's first segment writes its global and counts it.
+      if (threadIdx.x == 0 && seg == 0) {
         if constexpr (Fold == kFoldNone)
           args.global[row] = global;
         if (Kind == kPerRow && rowBits >= kInfBits)
@@ -208,35 +268,39 @@ template <class Config> __device__ void rowwise(const Args &args, int pass) {
       for (int i = 0; i < VPT; ++i) {
         scales[i] = blockScale<Kind, Fmt>(blockBits[i], g);
         int vec = threadIdx.x + i * Threads;
-        uint32_t code = Config::kWholeRows || vec < Config::kVecs
-                            ? scales[i].e8m0
-                            : 0u;
+        uint32_t code = inSegment(vec) ? scales[i].e8m0 : 0u;
         code = code == 0xFFu ? 0u : code;
         if constexpr (Fold == kFold128)
           reference[i] = int(groupMax<Config::kGroupLanes>(code)) - 127;
         rowCode = code > rowCode ? code : rowCode;
       }
       if constexpr (Fold == kFoldRow) {
-        // With the row's global computed here, its largest finite block is
-        // known: codes grow with a block's amax, so that block's code is the
-        // reference, and no second reduction is needed.
-        const int rowReference =
-            Config::Source == kGlobalInCta
-                ? int(blockScale<Kind, Fmt>(rowBits, g).e8m0) - 127
-                : int(ctaMax<Threads>(rowCode, scratch)) - 127;
+        // Where the row's largest finite block is known (a global per row,
+        // or a segmented row's reduce pass), so is the reference: codes grow
+        // with a block's amax, so that block's code is the largest, and no
+        // second reduction is needed.
+        int rowReference;
+        if constexpr (kRowGlobal)
+          rowReference = int(blockScale<Kind, Fmt>(rowBits, g).e8m0) - 127;
+        else if constexpr (Segments > 1)
+          rowReference =
+              int(blockScale<Kind, Fmt>(args.foldBits[row], g).e8m0) - 127;
+        else
+          rowReference = int(ctaMax<Threads>(rowCode, scratch)) - 127;
 #pragma unroll
         for (int i = 0; i < VPT; ++i)
           reference[i] = rowReference;
-        if (threadIdx.x == 0)
+        if (threadIdx.x == 0 && seg == 0)
           args.global[row] = mulRn(global, exp2i(rowReference));
       }
     }
 
-    uint8_t *dst = args.q + size_t(row) * Config::K;
+    const size_t start = startOf(row, seg);
+    uint8_t *dst = args.q + start;
 #pragma unroll
     for (int i = 0; i < VPT; ++i) {
       int vec = threadIdx.x + i * Threads;
-      if (!Config::kWholeRows && vec >= Config::kVecs)
+      if (!inSegment(vec))
         continue;
       BlockScale s;
       if constexpr (Fold != kFoldNone)
@@ -251,10 +315,9 @@ template <class Config> __device__ void rowwise(const Args &args, int pass) {
         foldBlockWords<Fmt, Config::kVecElems / 4>(codes, reference[i], s.e8m0);
         if constexpr (Fold == kFold128)
           if ((lane & (Config::kGroupLanes - 1)) == 0)
-            static_cast<float *>(args.local)[size_t(row) * (Config::K /
-                                                            kFoldGroupCols) +
-                                             size_t(vec) /
-                                                 Config::kGroupLanes] =
+            static_cast<float *>(
+                args.local)[start / kFoldGroupCols +
+                            size_t(vec) / Config::kGroupLanes] =
                 mulRn(global, exp2i(reference[i]));
       }
       uint8_t *out = dst + vec * Config::kVecElems;
@@ -265,8 +328,7 @@ template <class Config> __device__ void rowwise(const Args &args, int pass) {
       if constexpr (kBlocks) {
         // The first lane of each block writes its scale and counts it.
         if ((lane & (Lanes - 1)) == 0) {
-          size_t blockIndex = size_t(row) * (Config::K / Config::Block) +
-                              size_t(vec) / Lanes;
+          size_t blockIndex = start / Config::Block + size_t(vec) / Lanes;
           if constexpr (Kind == kPerGroup)
             static_cast<float *>(args.local)[blockIndex] = s.divisor;
           else if constexpr (Fold == kFoldNone)
@@ -278,9 +340,11 @@ template <class Config> __device__ void rowwise(const Args &args, int pass) {
   }
 
   if (pass == kReducePass) {
-    reduced = ctaMax<Threads>(reduced, scratch);
-    if (threadIdx.x == 0 && reduced != 0)
-      atomicMax(args.globalBits, reduced);
+    if constexpr (Config::Source == kGlobalFromBits) {
+      reduced = ctaMax<Threads>(reduced, scratch);
+      if (threadIdx.x == 0 && reduced != 0)
+        atomicMax(args.globalBits, reduced);
+    }
     return;
   }
   // A per-tensor scale is written, and a non-finite tensor counted, once.

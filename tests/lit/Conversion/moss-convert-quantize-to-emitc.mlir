@@ -8,7 +8,7 @@
 // CHECK: emitc.file "[[NAME:moss_quantize_[0-9a-f]{16}]]" {
 // CHECK-NEXT: verbatim "#include \22moss/quantize/rowwise.cuh\22"
 // CHECK-NEXT: verbatim ""
-// CHECK-NEXT: verbatim "using Config = moss::quantize::RowwiseConfig<1, 4, 0, 32, 4096, 128, 1, 0>;"
+// CHECK-NEXT: verbatim "using Config = moss::quantize::RowwiseConfig<1, 4, 0, 32, 4096, 128, 1, 0, 4096>;"
 // CHECK: verbatim "[[NAME]](const moss::quantize::Args args) {"
 // CHECK-NEXT: verbatim "  moss::quantize::rowwise<Config>(args, moss::quantize::kQuantizePass);"
 // CHECK-NOT: _reduce

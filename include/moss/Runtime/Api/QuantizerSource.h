@@ -81,22 +81,41 @@ generateQuantizerSource(const QuantizeSpec &spec, bool withScale = false,
 
 /// Where a kernel takes its global scale from (GlobalSource of
 /// templates/moss/quantize/common.cuh, numbered alike).
-enum class QuantizerGlobal { None = 0, InCta = 1, FromBits = 2, FromScale = 3 };
+enum class QuantizerGlobal {
+  None = 0,
+  InCta = 1,
+  FromBits = 2,
+  FromScale = 3,
+  FromRowBits = 4
+};
 
 /// Which kernel template a spec uses, and its launch parameters.
 struct QuantizerVariant {
   enum class Family { Rowwise, Columnwise, Tile2d };
   Family family = Family::Rowwise;
   QuantizerGlobal source = QuantizerGlobal::None;
-  /// Columnwise: one global per output row (per-row, two-level row).
+  /// Columnwise, and row-wise in segments: the reduce pass leaves one global
+  /// per output row (per-row, two-level row).
   bool globalPerRow = false;
-  /// Columnwise row fold: the reduce pass finds each output row's largest
-  /// block, in its own words unless the globals per row hold it.
+  /// Columnwise row fold, and row-wise in segments: the reduce pass finds
+  /// each output row's largest block, in its own words unless the globals
+  /// per row hold it.
   bool foldReference = false;
   /// Columnwise: the row-major layout is written too (a dual-layout spec).
   bool bothLayouts = false;
   int block = 0;
   int threads = 256;
+  /// Row-wise: the values of a row segment (a CTA holds one at a time); K
+  /// itself unless the row is too long for one.
+  int64_t segment = 0;
+  int64_t getRowSegments(int64_t cols) const {
+    return (cols + segment - 1) / segment;
+  }
+  /// Whether a reduce pass runs before the quantize pass.
+  bool hasReducePass() const {
+    return source == QuantizerGlobal::FromBits ||
+           source == QuantizerGlobal::FromRowBits || foldReference;
+  }
 };
 QuantizerVariant chooseQuantizerVariant(const QuantizeSpec &spec,
                                         bool withScale);
