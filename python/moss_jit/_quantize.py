@@ -160,11 +160,13 @@ def _quantize_numpy(x, spec, layout, scheme, fmt, block_rows, block_cols,
                          else np.float32)
     if layout.global_count:
         glob = np.empty(layout.global_count, dtype=np.float32)
-    if counters is not None:
-        if (not isinstance(counters, np.ndarray) or
-                counters.dtype != np.uint64 or counters.shape != (2,)):
-            raise ValueError("counters must be a uint64 numpy array of shape "
-                             "(2,)")
+    # The quantizer adds to two adjacent uint64s at the array's address.
+    if counters is not None and (
+            not isinstance(counters, np.ndarray) or
+            counters.dtype != np.uint64 or counters.shape != (2,) or
+            not counters.flags.c_contiguous or not counters.flags.writeable):
+        raise ValueError("counters must be a contiguous, writeable uint64 "
+                         "numpy array of shape (2,)")
     buffers = _capi.QuantizeHostBuffers(
         x.ctypes.data, q.ctypes.data,
         local.ctypes.data if local is not None else None,

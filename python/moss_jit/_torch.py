@@ -5,13 +5,15 @@ stream, with no host synchronization; and the torch.library custom ops
 
 import ctypes
 import functools
+import math
+import numbers
 from typing import Optional
 
 import torch
 
 from . import _capi, reference, schemes
 from . import _quantize as _quantize_module
-from .tensor import MossTensor
+from .tensor import MossTensor, check_parts
 
 FP8_DTYPES = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
 OUT_TYPES = {torch.bfloat16: "bf16", torch.float16: "f16",
@@ -106,10 +108,13 @@ def _empty_outputs(layout, device, codes_dtype=torch.uint8):
 def _check_counters(counters, device):
     if counters is None:
         return 0
+    # The quantizer adds to two adjacent int64s at data_ptr(): a strided
+    # view would have them land outside it.
     if (not isinstance(counters, torch.Tensor) or counters.dtype != torch.int64
-            or tuple(counters.shape) != (2,) or counters.device != device):
-        raise ValueError(f"counters must be an int64 tensor of shape (2,) on "
-                         f"{device}")
+            or tuple(counters.shape) != (2,) or counters.device != device or
+            not counters.is_contiguous()):
+        raise ValueError(f"counters must be a contiguous int64 tensor of "
+                         f"shape (2,) on {device}")
     return counters.data_ptr()
 
 
@@ -238,39 +243,15 @@ def quantize(x, spec, layout, scheme, fmt, block_rows, block_cols,
 #===--- gemm ---------------------------------------------------------------===#
 
 
-def _scale_counts(q, rows, k):
-    """(local, global) scale counts the operand's scheme needs."""
-    scheme = q.scheme
-    if scheme == "per-tensor":
-        return 0, 1
-    if scheme == "per-row":
-        return 0, rows
-    block_rows, block_cols = q.block
-    if scheme == "per-group":
-        return -(-rows // block_rows) * (k // block_cols), 0
-    if scheme == "mxfp8":
-        return rows * (k // 32), 0
-    return rows * (k // block_cols), (rows if q.global_scope == "row" else 1)
-
-
-_E8M0 = getattr(torch, "float8_e8m0fnu", None)
-
-
-def _check_scales(scales, count, name, dtype, device):
+def _check_scales(scales, name, device):
+    """The checks of a scale tensor that check_parts leaves to the torch
+    side; returns its element count (0 for None)."""
     if scales is None:
-        if count:
-            raise ValueError(f"{name} is missing: the scheme needs {count}")
-        return
-    if not count:
-        raise ValueError(f"{name} is given, but the scheme has none")
-    if (scales.dtype != dtype and not (dtype == torch.uint8 and
-                                       scales.dtype == _E8M0)) or \
-            scales.numel() != count or not scales.is_contiguous() or \
-            scales.device != device:
-        raise ValueError(
-            f"{name} must be a contiguous {dtype} tensor of {count} elements "
-            f"on {device}, got {scales.dtype} with {scales.numel()} on "
-            f"{scales.device}")
+        return 0
+    if not scales.is_contiguous() or scales.device != device:
+        raise ValueError(f"{name} must be a contiguous tensor on {device}, "
+                         f"got strides {scales.stride()} on {scales.device}")
+    return scales.numel()
 
 
 def _check_operand(q, name):
@@ -282,22 +263,16 @@ def _check_operand(q, name):
     if not isinstance(codes, torch.Tensor):
         raise TypeError(f"{name}.codes must be a torch tensor (use "
                         "moss_jit.reference.gemm_numpy for numpy arrays)")
-    if codes.dtype != FP8_DTYPES[q.format]:
+    if q.format in FP8_DTYPES and codes.dtype != FP8_DTYPES[q.format]:
         raise TypeError(f"{name}.codes has dtype {codes.dtype}, but its format "
                         f"{q.format!r} needs {FP8_DTYPES[q.format]}")
-    shape = codes.shape
-    if len(shape) != 2 or not codes.is_contiguous():
+    rows, k = check_parts(q, name)
+    if not codes.is_contiguous():
         raise ValueError(f"{name}.codes must be a contiguous 2-D [rows, K] "
-                         f"tensor, got shape {tuple(shape)} strides "
-                         f"{codes.stride()}")
-    rows, k = shape
+                         f"tensor, got strides {codes.stride()}")
     device = codes.device
-    local_count, global_count = _scale_counts(q, rows, k)
-    _check_scales(q.local_scales, local_count, name + ".local_scales",
-                  torch.float32 if q.scheme == "per-group" else torch.uint8,
-                  device)
-    _check_scales(q.global_scales, global_count, name + ".global_scales",
-                  torch.float32, device)
+    _check_scales(q.local_scales, name + ".local_scales", device)
+    _check_scales(q.global_scales, name + ".global_scales", device)
     return rows, k, device
 
 
@@ -360,6 +335,11 @@ def check_gemm_args(a, b, out_dtype, bias, c, beta, mma, fold):
                         "torch.float16 or torch.float32")
     bias_type = _check_epilogue(bias, "bias", (n,), device)
     c_type = _check_epilogue(c, "c", (m, n), device)
+    if isinstance(beta, bool) or not isinstance(beta, numbers.Real):
+        raise TypeError(f"beta must be a real number, not "
+                        f"{type(beta).__name__}")
+    if not math.isfinite(beta):
+        raise ValueError(f"beta={beta} is not finite")
     if c is None and beta != 1.0:
         raise ValueError(f"beta={beta} is given without c")
     if mma not in _capi.MMA_TYPES:
@@ -390,10 +370,10 @@ def _tensor_key(t):
 
 
 def _scales_key(t):
-    """What _check_scales reads of a scale tensor."""
+    """What the checks read of a scale tensor."""
     if type(t) is not _Tensor:
         return _UNPLANNED
-    return t.dtype, t.numel(), t.is_contiguous(), t.device
+    return t.dtype, t.shape, t.is_contiguous(), t.device
 
 
 def _gemm_key(a, b, out_dtype, bias, c, beta, amax, mma, fold):
@@ -467,8 +447,10 @@ def gemm_raw(a, b, out_dtype, bias, c, beta, amax, mma, fold):
         plan = _gemm_plan(a, b, out_dtype, bias, c, beta, amax, mma, fold)
         if plan is None:
             d = torch.from_numpy(reference.gemm_numpy(a, b, bias, c, beta))
-            amax_value = d.abs().max().to(torch.float32).reshape(1) if amax \
-                else None
+            # max |D| of an empty D is 0, as the GPU's zeroed amax.
+            amax_value = torch.tensor(
+                [d.abs().max() if d.numel() else 0.0],
+                dtype=torch.float32) if amax else None
             return d.to(out_dtype), amax_value
         if key is not None:
             if len(_gemm_plans) >= _GEMM_PLANS_MAX:

@@ -333,6 +333,11 @@ class Linear(torch.nn.Module):
         if x.device != self.weight.device:
             raise ValueError(f"x is on {x.device}, the weight on "
                              f"{self.weight.device}")
+        if x.numel() == 0:
+            # No tokens, nothing to quantize: torch's Linear gives the empty
+            # output and the zero gradients, as torch.nn.Linear's.
+            bias = self.bias.to(x.dtype) if self.bias is not None else None
+            return torch.nn.functional.linear(x, self.weight.to(x.dtype), bias)
         need_transpose = torch.is_grad_enabled() and x.requires_grad
         w_codes, w_t_codes, w_scale = self._weight_codes(need_transpose)
         x2d = x.reshape(-1, self.in_features).contiguous()

@@ -45,15 +45,19 @@ def _to_numpy(t):
         return t
     import torch
     t = t.detach().cpu()
-    if t.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+    if t.dtype in (torch.float8_e4m3fn, torch.float8_e5m2,
+                   getattr(torch, "float8_e8m0fnu", None)):
         t = t.view(torch.uint8)
     if t.dtype == torch.bfloat16:
         t = t.float()
     return t.numpy()
 
 
-def dequantize_numpy(q):
-    """codes * scales of a MossTensor as an FP64 numpy array [rows, K]."""
+def dequantize_numpy(q, name="q"):
+    """codes * scales of a MossTensor as an FP64 numpy array [rows, K]
+    (its parts checked first, as `name`)."""
+    from .tensor import check_parts
+    check_parts(q, name)
     codes = _to_numpy(q.codes)
     values = FP8_VALUES[q.format][codes.astype(np.int64)]
     rows, k = values.shape
@@ -69,7 +73,7 @@ def dequantize_numpy(q):
         values = values * factors[:rows, :k]
     if glob is not None:
         glob = glob.astype(np.float64)
-        values = values * (glob.reshape(-1, 1) if glob.size > 1 else glob[0])
+        values = values * (glob[0] if glob.size == 1 else glob.reshape(-1, 1))
     return values
 
 
@@ -86,7 +90,12 @@ def dequantize(q):
 def gemm_numpy(a, b, bias=None, c=None, beta=1.0):
     """The exact GEMM of two MossTensors: a @ b^T (+ bias) (+ beta * c), in
     FP64."""
-    d = dequantize_numpy(a) @ dequantize_numpy(b).T
+    a_values, b_values = dequantize_numpy(a, "a"), dequantize_numpy(b, "b")
+    if a_values.shape[1] != b_values.shape[1]:
+        raise ValueError(f"a is {list(a_values.shape)} and b is "
+                         f"{list(b_values.shape)}: both must be K-major with "
+                         "the same K (D = a @ b^T)")
+    d = a_values @ b_values.T
     if bias is not None:
         d = d + _to_numpy(bias).astype(np.float64).reshape(1, -1)
     if c is not None:

@@ -12,6 +12,7 @@ from . import _capi
 
 SCHEMES = tuple(_capi.SCHEMES)
 FORMATS = tuple(_capi.FORMATS)
+GLOBAL_SCOPES = tuple(_capi.GLOBAL_SCOPES)
 # What each scheme's codes are scaled by (the GEMM operand kinds).
 BLOCKED = ("per-group", "mxfp8", "moss")
 FOLDABLE = ("mxfp8", "moss")
@@ -114,7 +115,7 @@ def check_quantize_args(rows, cols, scheme, fmt, block, global_scope,
     and the fold as the C spec takes them."""
     _choice(scheme, SCHEMES, "scheme")
     _choice(fmt, FORMATS, "format")
-    _choice(global_scope, tuple(_capi.GLOBAL_SCOPES), "global_scope")
+    _choice(global_scope, GLOBAL_SCOPES, "global_scope")
     if fold is None:
         fold = "none"
     _choice(str(fold), ("none", "row", "128"), "fold")

@@ -274,7 +274,7 @@ class GemmCudaTest(unittest.TestCase):
             ((a, b._replace(codes=strided)), {}, ValueError,
              "b.codes must be a contiguous"),
             ((a._replace(local_scales=a.local_scales[:1]), b), {}, ValueError,
-             "a.local_scales must be"),
+             "a.local_scales has shape"),
             ((a._replace(global_scales=a.global_scales.cpu()), b), {},
              ValueError, "a.global_scales must be"),
             ((a, b), {"bias": torch.randn(32)}, ValueError,

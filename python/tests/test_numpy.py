@@ -145,6 +145,72 @@ class QuantizeNumpyErrorTest(unittest.TestCase):
 
 
 
+class AdversarialNumpyTest(unittest.TestCase):
+    """Regression tests of what an adversarial pass found on 2026-12-06
+    (issue 44): each once gave a wrong result, wrote outside its buffer or
+    failed with a message that named nothing."""
+
+    def test_counters_that_are_views_or_read_only_are_refused(self):
+        x = np.ones((4, 64), dtype=np.float32)
+        x[0, 0] = np.nan
+        base = np.zeros(4, dtype=np.uint64)
+        for name, counters in (
+                ("strided view", base[::2]),
+                ("negative stride", base[1::-1]),
+                ("read-only", np.frombuffer(bytes(16), dtype=np.uint64))):
+            with self.subTest(counters=name):
+                with self.assertRaisesRegex(ValueError,
+                                            "counters must be a contiguous, "
+                                            "writeable"):
+                    moss_jit.quantize(x, "moss", counters=counters)
+                self.assertEqual(base.tolist(), [0, 0, 0, 0])
+        # A contiguous view is written where it lies.
+        moss_jit.quantize(x, "moss", counters=base[2:])
+        self.assertEqual(base.tolist(), [0, 0, 0, 1])
+
+    def test_scales_are_checked_by_shape_not_count(self):
+        rng = np.random.default_rng()
+        a = moss_jit.quantize(llm_like(rng, 16, 64), "mxfp8")
+        b = moss_jit.quantize(llm_like(rng, 8, 64), "per-tensor")
+        cases = [
+            (a._replace(local_scales=a.local_scales.reshape(1, 32)),
+             ValueError, "a.local_scales has shape (1, 32)"),
+            (a._replace(local_scales=a.local_scales.reshape(32)),
+             ValueError, "a.local_scales has shape (32,)"),
+            (a._replace(local_scales=a.local_scales.astype(np.float32)),
+             TypeError, "a.local_scales has dtype float32"),
+            (a._replace(codes=a.codes.astype(np.int8)), TypeError,
+             "a.codes has dtype int8"),
+            (a._replace(codes=a.codes[:, :48]), ValueError,
+             "a.codes has K=48, not a multiple of the scaling block 32"),
+            (a._replace(global_scope="banana"), ValueError,
+             "a.global_scope='banana'"),
+        ]
+        for bad, exception, text in cases:
+            with self.subTest(text=text):
+                with self.assertRaises(exception) as caught:
+                    reference.gemm_numpy(bad, b)
+                self.assertIn(text, str(caught.exception))
+        with self.assertRaisesRegex(ValueError, "b.global_scales has shape"):
+            reference.gemm_numpy(a, b._replace(
+                global_scales=np.ones(8, np.float32)))
+
+    def test_from_parts_checks_what_it_wraps(self):
+        codes = np.zeros((4, 48), dtype=np.uint8)
+        with self.assertRaisesRegex(ValueError, "K=48, not a multiple of the "
+                                    "scaling block 32"):
+            moss_jit.MossTensor.from_parts(
+                codes, "moss", local_scales=np.zeros((4, 1), np.uint8),
+                global_scales=np.ones(1, np.float32))
+        with self.assertRaisesRegex(ValueError, "global_scope='banana'"):
+            moss_jit.MossTensor.from_parts(
+                codes, "per-tensor", global_scales=np.ones(1, np.float32),
+                global_scope="banana")
+        q = moss_jit.MossTensor.from_parts(
+            codes, "per-row", global_scales=np.ones(4, np.float32))
+        self.assertEqual(q.dequantize().shape, (4, 48))
+
+
 class GemmBuffersLayoutTest(unittest.TestCase):
     """gemm() packs its moss_gemm_buffers_t with _capi.GEMM_BUFFERS and
     passes the bytes (_capi.moss_gemm_packed)."""

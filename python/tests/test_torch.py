@@ -118,7 +118,7 @@ class GemmTorchCpuTest(unittest.TestCase):
             ((a, b._replace(local_scales=torch.ones(4))), {}, ValueError,
              "b.local_scales is given"),
             ((a._replace(local_scales=a.local_scales[:1]), b), {}, ValueError,
-             "a.local_scales must be"),
+             "a.local_scales has shape (1, 4)"),
         ]
         for args, kwargs, exception, text in cases:
             with self.subTest(text=text):
@@ -134,6 +134,111 @@ class GemmTorchCpuTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "counters"):
             moss_jit.quantize(torch.randn(8, 32), "moss",
                               counters=torch.zeros(3, dtype=torch.int64))
+
+
+class AdversarialTorchTest(unittest.TestCase):
+    """Regression tests of what an adversarial pass found on 2026-12-06
+    (issue 44) in the torch API."""
+
+    def test_scale_shapes_are_checked_not_only_their_counts(self):
+        a = moss_jit.quantize(torch.randn(16, 64), "mxfp8")
+        b = moss_jit.quantize(torch.randn(8, 64), "per-tensor")
+        for local in (a.local_scales.reshape(1, 32),
+                      a.local_scales.reshape(32)):
+            with self.subTest(shape=tuple(local.shape)):
+                with self.assertRaisesRegex(ValueError,
+                                            r"a.local_scales has shape "
+                                            r"\(\d+(, \d+)?,?\); "
+                                            r"scheme='mxfp8' with codes "
+                                            r"\(16, 64\) needs \(16, 2\)"):
+                    moss_jit.gemm(a._replace(local_scales=local), b)
+        with self.assertRaisesRegex(ValueError, r"needs \(16, 2\)"):
+            a._replace(local_scales=a.local_scales.reshape(1, 32)).dequantize()
+
+    def test_e8m0_local_scales_give_the_uint8_results(self):
+        rng = np.random.default_rng()
+        a = moss_jit.quantize(torch.from_numpy(llm_like(rng, 16, 64)), "moss")
+        b = moss_jit.quantize(torch.randn(8, 64), "mxfp8")
+        e8m0 = [q._replace(local_scales=q.local_scales.view(
+            torch.float8_e8m0fnu)) for q in (a, b)]
+        self.assertEqual(moss_jit.gemm(*e8m0, out_dtype=torch.float32)
+                         .tolist(),
+                         moss_jit.gemm(a, b, out_dtype=torch.float32).tolist())
+        self.assertTrue(torch.equal(e8m0[0].dequantize(), a.dequantize()))
+        wrapped = moss_jit.MossTensor.from_parts(
+            a.codes, "moss", local_scales=e8m0[0].local_scales,
+            global_scales=a.global_scales)
+        self.assertTrue(torch.equal(wrapped.dequantize(), a.dequantize()))
+
+    def test_mixed_or_malformed_parts_name_the_part(self):
+        a = moss_jit.quantize(torch.randn(16, 64), "moss")
+        b = moss_jit.quantize(torch.randn(8, 64), "per-tensor")
+        cases = [
+            (a._replace(local_scales=a.local_scales.numpy()), TypeError,
+             "a.local_scales is a numpy.ndarray, but a.codes is a torch "
+             "tensor"),
+            (a._replace(global_scales=a.global_scales.double()), TypeError,
+             "a.global_scales has dtype torch.float64"),
+            (a._replace(global_scope="banana"), ValueError,
+             "a.global_scope='banana'"),
+        ]
+        for bad, exception, text in cases:
+            with self.subTest(text=text):
+                with self.assertRaises(exception) as caught:
+                    moss_jit.gemm(bad, b)
+                self.assertIn(text, str(caught.exception))
+        with self.assertRaisesRegex(ValueError, "K=48, not a multiple of the "
+                                    "scaling block 32"):
+            moss_jit.MossTensor.from_parts(
+                a.codes[:, :48].contiguous(), "moss",
+                local_scales=a.local_scales[:, :1].contiguous(),
+                global_scales=a.global_scales)
+
+    def test_beta_must_be_a_finite_number(self):
+        a = moss_jit.quantize(torch.randn(16, 64), "moss")
+        b = moss_jit.quantize(torch.randn(8, 64), "per-tensor")
+        c = torch.randn(16, 8)
+        for beta, exception, text in ((float("nan"), ValueError, "finite"),
+                                      (float("inf"), ValueError, "finite"),
+                                      ("2", TypeError, "beta must be a real"),
+                                      (True, TypeError, "beta must be a real")):
+            with self.subTest(beta=beta):
+                with self.assertRaisesRegex(exception, text):
+                    moss_jit.gemm(a, b, c=c, beta=beta)
+        d = moss_jit.gemm(a, b, c=c, beta=2, out_dtype=torch.float32)
+        want = a.dequantize() @ b.dequantize().T + 2 * c.double()
+        torch.testing.assert_close(d.double(), want, rtol=1e-6, atol=1e-6)
+
+    def test_an_empty_gemm_has_amax_zero(self):
+        a = moss_jit.MossTensor.from_parts(
+            torch.empty(0, 64, dtype=torch.float8_e4m3fn), "per-row",
+            global_scales=torch.empty(0))
+        b = moss_jit.quantize(torch.randn(8, 64), "per-tensor")
+        d, amax = moss_jit.gemm(a, b, amax=True)
+        self.assertEqual(tuple(d.shape), (0, 8))
+        self.assertEqual(amax.tolist(), [0.0])
+
+    def test_strided_counters_are_refused(self):
+        base = torch.zeros(4, dtype=torch.int64)
+        x = torch.ones(4, 64)
+        with self.assertRaisesRegex(ValueError, "counters must be a "
+                                    "contiguous int64"):
+            moss_jit.quantize(x, "moss", counters=base[::2])
+        self.assertEqual(base.tolist(), [0, 0, 0, 0])
+
+    def test_linear_takes_an_empty_batch_like_torch(self):
+        layer = moss_jit.nn.Linear(64, 32)
+        for shape in ((0, 64), (3, 0, 64)):
+            with self.subTest(shape=shape):
+                layer.zero_grad()
+                x = torch.randn(*shape, requires_grad=True)
+                y = layer(x)
+                self.assertEqual(tuple(y.shape), shape[:-1] + (32,))
+                self.assertEqual(y.dtype, torch.float32)
+                y.sum().backward()
+                self.assertEqual(tuple(x.grad.shape), shape)
+                self.assertEqual(float(layer.weight.grad.abs().sum()), 0.0)
+                self.assertEqual(float(layer.bias.grad.abs().sum()), 0.0)
 
 
 def reference_linear(layer, x, dy):
