@@ -363,12 +363,10 @@ TilingScore compiler::scoreTiling(const GemmSpec &spec,
   return score;
 }
 
-/// Whether split-K candidates are worth scoring. On the H200 (2026-11-29,
-/// docs/history/performance-journal.md "small M") splitting K paid with one
-/// tile row (M up to 128) and N tiles that fill the SMs once at 128x32:
-/// promoted schemes 2-8% faster at K = 4096 and 10-35% at K = 11008;
-/// per-tensor 17% faster at K = 11008 (M <= 64) but 0-10% slower at
-/// K = 4096.
+/// Whether split-K candidates are worth scoring: splitting K pays with one
+/// tile row (M up to 128) and N tiles that fill the SMs once at 128x32, for
+/// promoted schemes at any K and for per-tensor only at a long K (8192 or
+/// more); see docs/PERFORMANCE.md, "Design measurements behind the code".
 static bool considerSplitK(const GemmSpec &spec, const TilingOptions &options) {
   return options.allowSplitK && !spec.kernelFoldsA &&
          plannedM(spec, options) <= kSplitKMaxRows &&
@@ -377,8 +375,9 @@ static bool considerSplitK(const GemmSpec &spec, const TilingOptions &options) {
 
 /// A work unit's chain of K stages in arbitrary units: its stages times a
 /// cost per stage that grows with the tile's width, plus a round trip of
-/// partial sums per extra slice. Fitted to the same measurements: 128x64
-/// in 2 slices beats 128x32 whole, and 128x128 in 4 slices does not beat
+/// partial sums per extra slice. Fitted to the split-K measurements
+/// (docs/PERFORMANCE.md, "Design measurements behind the code"): 128x64 in
+/// 2 slices beats 128x32 whole, and 128x128 in 4 slices does not beat
 /// 128x64 in 2.
 static int64_t chainCost(const GemmSpec &spec, const TileConfig &tiling) {
   int64_t stages = llvm::divideCeil(spec.k / tiling.splitK, kBlockK);
@@ -418,15 +417,15 @@ static bool isBetter(const Candidate &lhs, const Candidate &rhs) {
   const TileConfig &a = lhs.tiling, &b = rhs.tiling;
   if (l.waves > 1 && r.waves > 1) {
     // Large problems. The epilogue's TMA stores first: storing from
-    // registers took 8-12% more cycles at 8192^3 on the H200.
+    // registers takes more cycles (docs/PERFORMANCE.md, "Design
+    // measurements behind the code").
     if (lhs.storesThroughTma != rhs.storesThroughTma)
       return lhs.storesThroughTma;
     // Between tiles of at least 128x128 (about as efficient per FLOP):
     // what one SM computes in all (waves x tile x K per unit), so that a
-    // larger tile does not win on fewer waves of more work. Per-tensor
-    // 256x192 in 11 waves at 8192^3 took 3.5% more cycles than 128x256 in
-    // 16, and ran 4-5% slower at 16384x11008x4096 (2026-11-29,
-    // docs/history/performance-journal.md "tile choice for large problems").
+    // larger tile does not win on fewer waves of more work (per-tensor
+    // 256x192 in 11 waves at 8192^3 is slower than 128x256 in 16; see
+    // docs/PERFORMANCE.md, "Design measurements behind the code").
     constexpr int64_t kEfficientTile = 128 * 128;
     if (a.tileM * a.tileN >= kEfficientTile &&
         b.tileM * b.tileN >= kEfficientTile) {
@@ -477,9 +476,9 @@ compiler::selectTiling(const GemmSpec &spec, const TargetInfo &target,
         splits.push_back(split);
 
   // The f16 MMA's slots take room from the stages: two FP8 stages may be
-  // all that fits beside them. At 8192^3 on the H200 (2026-11-30,
-  // docs/history/performance-journal.md "the f16 MMA") per-tensor ran 526 and
-  // 542 TFLOPS on 128x192x2 and 128x224x2 against 511 on 128x128x4.
+  // all that fits beside them, and wide tiles with two stages run faster
+  // than 128x128 with four (docs/PERFORMANCE.md, "Design measurements
+  // behind the code").
   const int64_t minStages = spec.multipliesInF16() ? 2 : options.minStages;
   std::optional<Candidate> best;
   // The candidate that came closest to fitting, for the error message.
@@ -499,24 +498,21 @@ compiler::selectTiling(const GemmSpec &spec, const TargetInfo &target,
         ResourceUsage usage = estimateResources(spec, tiling, target);
         if (usage.accumulatorRegisters > usage.accumulatorRegisterLimit)
           continue;
-        // Measured on the H200 at 8192^3 and 16384x11008x4096 (2026-11-29,
-        // docs/history/performance-journal.md "one partial set over wider
-        // tiles"), left to tuning: one-sided factors narrowed to one partial
-        // set by a wide tile (MOSS 0.87-1.0x of 128x128), and
+        // Left to tuning, being slower than 128x128 tiles at large shapes
+        // (docs/PERFORMANCE.md, "Design measurements behind the code"):
+        // one-sided factors narrowed to one partial set by a wide tile, and
         // per-group NxN scales of B over tiles they do not cover whole,
-        // which take a column table and a second FP32 op per accumulator
-        // (0.75x).
+        // which take a column table and a second FP32 op per accumulator.
         if (usage.partialSetsNarrowed)
           continue;
         if (spec.bScaling.blockRows > 1 && hasColumnFactor(spec, tileN))
           continue;
         // 64-row tiles wider than 64 for a per-128 promotion (per-group):
-        // at N = 11008, K = 4096 and M = 1 to 64 on the H200, 128x128 took
-        // 18.6-19.2 us against 19.7-24.5 for 64x128 (2026-11-29,
-        // docs/history/performance-journal.md "scale loads ahead of the
-        // stages"), while at N = 4096 64x64 in two K slices wins. A
-        // per-32 promotion (MOSS) keeps them at every width: its longer
-        // promotion chain is what the alternating warpgroups halve.
+        // at M up to 64 and a large N, 128x128 is faster than 64x128, while
+        // 64x64 in two K slices wins where N is small (docs/PERFORMANCE.md,
+        // "Design measurements behind the code"). A per-32 promotion
+        // (MOSS) keeps them at every width: its longer promotion chain is
+        // what the alternating warpgroups halve.
         if (tileM == 64 && getPromoteK(spec) >= 128 && tileN > 64)
           continue;
         if (!smallest || usage.sharedBytes < smallest->second.sharedBytes)
@@ -529,9 +525,8 @@ compiler::selectTiling(const GemmSpec &spec, const TargetInfo &target,
             getValidStages(spec, std::min({getStagesThatFit(spec, tiling, target),
                                            options.maxStages, kSteps})));
         // One stage less where that leaves room for the epilogue's TMA
-        // stores: storing from registers cost 8-12% of the cycles at
-        // 8192^3 on the H200 (2026-11-29, docs/history/performance-journal.md
-        // "the TMA-store epilogue").
+        // stores, which take fewer cycles than storing from registers
+        // (docs/PERFORMANCE.md, "Design measurements behind the code").
         bool storesThroughTma =
             estimateResources(spec, tiling, target).storeBuffers > 0;
         if (usage.storable && !storesThroughTma &&
@@ -573,11 +568,9 @@ compiler::selectTiling(const GemmSpec &spec, const TargetInfo &target,
   // SMs busy (not with split K or warpgroups, which take no clusters). A
   // dynamic M is planned for a power of two (TilingOptions::assumedM, or
   // the launch's bucket); an odd number of tiles at launch leaves one block
-  // of the last pair idle. Each kernel alone at the power cap on the H200,
-  // 2x1 clusters ran 0-4% faster than 1x1 for every scheme at 8192^3,
-  // 16384x4096x4096, 16384x11008x4096, 16384x4096x11008 and
-  // 16384x12288x4096 (2026-11-29, docs/history/performance-journal.md "each
-  // kernel alone at the power cap").
+  // of the last pair idle. Each kernel alone at the power cap, 2x1
+  // clusters run as fast as 1x1 or faster for every scheme at the large
+  // shapes (docs/PERFORMANCE.md, "Design measurements behind the code").
   if (options.allowClusters && tiling.splitK == 1 && tiling.tileM != 64 &&
       tilesM % 2 == 0 && target.smCount % 2 == 0 &&
       best->score.tiles >= static_cast<int64_t>(target.smCount))

@@ -333,9 +333,9 @@ Error GpuQuantizer::run(const QuantizeSpec &spec,
   }
   case Family::Columnwise: {
     // As many CTAs down each column strip as fill the GPU once without a
-    // second wave; each walks its strip's tiles in turn. (Rounding up left
-    // a few CTAs to run alone after the first wave: SMs were busy 72% of the
-    // kernel's time at 16384x4096, ncu on 2026-12-02.)
+    // second wave; each walks its strip's tiles in turn. (Rounding up
+    // leaves a few CTAs to run alone after the first wave, with most SMs
+    // idle: docs/PERFORMANCE.md, "Design measurements behind the code".)
     int64_t strips = llvm::divideCeil(
         spec.cols * (spec.input == InputType::F32 ? 4 : 2),
         quantize::kColumnwiseTileBytes);

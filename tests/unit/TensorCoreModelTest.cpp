@@ -28,10 +28,11 @@ uint8_t e4m3PowerOfTwo(int e) {
 
 } // namespace
 
-// Dots measured on an H200 (tools/studies/fp8_mma_rounding_probe.py, tenth
-// session): E4M3 codes of A's row and B's row, and what the tensor cores
-// returned (one Triton FP8 dot, no promotion). Each was picked where the
-// H200 differs from the exact sum and from the model's nearest rivals.
+// Dots measured on an H200 on 2026-11-29 with `python3
+// tools/studies/fp8_mma_rounding_probe.py collect DIR`: E4M3 codes of A's
+// row and B's row, and what the tensor cores returned (one Triton FP8 dot,
+// no promotion). Each was picked where the H200 differs from the exact sum
+// and from the model's nearest rivals.
 TEST(TensorCoreModel, ReproducesH200Dots) {
   struct Dot {
     const char *a, *b;

@@ -102,7 +102,7 @@ struct GemmSpec {
   /// the kernel's consumer warpgroups fold them into each stage's codes
   /// (the row fold, bit for bit; templates/moss/gemm/consumer_fold.cuh).
   /// Its arithmetic is getKernelSpec's, with no pass before it. Slower than
-  /// the pass on the H200, so only asked for (GemmOptions::foldAInKernel).
+  /// the pass, so only asked for (GemmOptions::foldAInKernel).
   bool kernelFoldsA = false;
 
   /// Whether M is dynamic.
@@ -117,10 +117,8 @@ struct GemmSpec {
   }
 
   /// Launched with fewer rows than this, a GEMM does not fold by default:
-  /// the fold's extra pass costs more than the promotion it saves. On the
-  /// H200 (2026-12-01, moss-bench-gemm --only _api) a bf16 MOSS GEMM ran
-  /// at 0.86-0.95x of cuBLASLt FP8 exact and 0.77-0.82x folded at M = 128,
-  /// and 0.64x exact and 0.98x folded at M = 4096.
+  /// the fold's extra pass costs more than the promotion it saves
+  /// (docs/PERFORMANCE.md, "Design measurements behind the code").
   static constexpr int64_t kMinRowsToFold = 1024;
 
   /// The fold the GEMM applies at `rows` rows (kDynamic: the static M, else

@@ -188,9 +188,8 @@ struct TilingOptions {
   /// Whether to pair blocks in 2x1 clusters (TMA multicast of B) when the
   /// planned M's tiles pair up and fill at least a wave (a dynamic M is
   /// planned as assumedM, or by the runtime for the launch's bucket): each
-  /// kernel alone at the power cap on the H200, 0-4% faster than 1x1
-  /// (2026-11-29, docs/history/performance-journal.md "each kernel alone at
-  /// the power cap" and "2x1 clusters for a dynamic M").
+  /// kernel alone at the power cap runs as fast as with 1x1 or faster
+  /// (docs/PERFORMANCE.md, "Design measurements behind the code").
   bool allowClusters = true;
   /// Pipeline depth bounds.
   int64_t minStages = 3;
@@ -238,10 +237,9 @@ llvm::Expected<TileConfig> selectTiling(const GemmSpec &spec,
 /// The heuristic's tiling for a kernel with a dynamic M that is launched at
 /// `m` rows (what the runtime uses without a tuning database entry): planned
 /// for m's power-of-two bucket when that is below `options.assumedM`, else
-/// for assumedM. Small batches get narrower tiles that fill the SMs (1.04 to
-/// 1.5x at M <= 128 on the H200, 2026-11-29,
-/// docs/history/performance-journal.md "autotuning"); large ones keep the
-/// assumedM plan, which measured better there. A static M is planned as is.
+/// for assumedM. Small batches get narrower tiles that fill the SMs; large
+/// ones keep the assumedM plan, which is faster there (docs/PERFORMANCE.md,
+/// "Design measurements behind the code"). A static M is planned as is.
 /// Split-K is allowed (the runtime provides its workspace).
 llvm::Expected<TileConfig> selectTilingForLaunch(const GemmSpec &spec,
                                                  int64_t m,

@@ -147,9 +147,8 @@ struct GemmOptions {
   GemmCompileMode compileMode = GemmCompileMode::Tiered;
   /// Whether the kernel folds A's E8M0 block factors itself where the spec
   /// folds by rows and it can (GemmSpec::canFoldAInKernel), instead of a
-  /// pass before the kernel. Both give the same bits. Off by default: on
-  /// the H200 (2026-12-03, moss-bench-gemm _kernelfold_api) it ran at
-  /// 0.36-0.72x of cuBLASLt FP8 against 0.93-1.04x for the pass.
+  /// pass before the kernel. Both give the same bits. Off by default: it is
+  /// slower than the pass (docs/PERFORMANCE.md, "Folded block factors").
   bool foldAInKernel = false;
 };
 

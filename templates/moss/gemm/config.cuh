@@ -266,11 +266,10 @@ constexpr MOSS_GEMM_HD Plan plan(const Params &p) {
   q.stepsPerPromote = q.promoteK / 32;
   q.promotesPerStage = q.promoteK > 0 ? q.stageK / q.promoteK : 1;
   // The last block of a group is promoted with none of the warpgroup's own
-  // wgmmas in flight, and longer groups cost compile time: MOSS groups of 4
-  // blocks instead of 8 (two partial sets) compile 30% faster (0.50 -> 0.36
-  // s for the 8192^3 unit on a 2-core VM), per-128 blocks in groups of 2
-  // instead of 4 too (0.45 -> 0.32 s), and both run 3-7% slower on the
-  // H200 (2026-11-29, docs/history/performance-journal.md "tiered compile").
+  // wgmmas in flight, and longer groups cost compile time: halving a group
+  // (MOSS 4 blocks instead of 8 with two partial sets, per-128 2 instead of
+  // 4) compiles about 30% faster and runs a few percent slower
+  // (docs/PERFORMANCE.md, "Design measurements behind the code").
   // quickCompile takes the shorter groups (a group is at least one stage),
   // except with split warpgroups, whose run-time share of the stages
   // already compiles a one-stage group and gains nothing from them.

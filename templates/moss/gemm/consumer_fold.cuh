@@ -12,10 +12,9 @@
 // them once the stage's TMA bytes are in, meets at its own named barrier
 // and issues its wgmmas; its previous stage's wgmmas run on the tensor
 // cores meanwhile. It is slower than the fold pass before the per-row
-// kernel (0.36-0.72x against 0.93-1.04x of cuBLASLt FP8 on the H200,
-// 2026-12-03), so it runs only when asked for; docs/GEMM-KERNEL.md,
-// "Folding A in the kernel", has the designs measured and what limits
-// them.
+// kernel (docs/PERFORMANCE.md, "Folded block factors"), so it runs only
+// when asked for; docs/GEMM-KERNEL.md, "Folding A in the kernel", has the
+// designs and what limits them.
 //
 // Each warp folds the rows its accumulator fragments hold, so that the
 // epilogue's 2^E comes by shuffle: with one m64 tile per warpgroup (TileM

@@ -146,9 +146,9 @@ issueSteps(Fragment<Cfg> &d, const SharedStorage<Cfg> &smem, u32 stage,
 /// the stage, on the stage's "empty" barrier of every CTA of the cluster
 /// (their producers multicast into this CTA's stage). One arrival per warp
 /// after a warp barrier would be as correct under the PTX memory model,
-/// but compute-sanitizer's racecheck does not follow it; on the H200
-/// per-thread arrivals measured the same speed at 8192^3
-/// (2026-11-29, docs/history/performance-journal.md "stage barriers").
+/// but compute-sanitizer's racecheck does not follow it, and per-thread
+/// arrivals run at the same speed (docs/PERFORMANCE.md, "Design
+/// measurements behind the code").
 template <class Cfg>
 __device__ __forceinline__ void releaseFp8Stage(const SharedStorage<Cfg> &smem,
                                                 u32 stage) {

@@ -62,9 +62,9 @@ __device__ __forceinline__ u32 widenPair(u32 word, bool high) {
 /// `thread` (0..255) takes chunks thread + 256 i: row (thread + 256 i) / 8,
 /// column chunk thread % 8, which goes to K half c / 4, f16 chunks 2(c % 4)
 /// (MMA positions 0-7 of k16 step c) and the next. All loads go out before
-/// the first store (volatile asm statements keep their order): on the H200
-/// that measured the same speed as chunk by chunk (2026-11-30,
-/// docs/history/performance-journal.md "the f16 MMA").
+/// the first store (volatile asm statements keep their order), at the same
+/// speed as chunk by chunk (docs/PERFORMANCE.md, "Design measurements
+/// behind the code").
 template <int kRows, int kFormat>
 __device__ __forceinline__ void widenTile(u32 src, u32 dst, int thread) {
   static_assert(kRows * 8 % kWideningThreads == 0, "whole chunks per thread");
