@@ -184,6 +184,14 @@ typedef struct moss_quantize_host_buffers_t {
   uint64_t *counters;
 } moss_quantize_host_buffers_t;
 
+/* Writes the output shapes of `spec` under moss_quantize_host()'s rules,
+ * which take any shape whose K the scheme's blocks divide (the GPU
+ * quantizers' rules, which moss_quantize_layout checks, are stricter).
+ * Fails with MOSS_ERROR_INVALID_ARGUMENT, naming the bad value, for a spec
+ * that moss_quantize_host() would reject. */
+moss_error_t moss_quantize_host_layout(const moss_quantize_spec_t *spec,
+                                       moss_quantize_layout_t *out);
+
 /* Quantizes on the host with the reference quantizers
  * (docs/NUMERICS-CONTRACT.md): the bits moss_quantize writes for the same
  * spec and input. Synchronous; needs no GPU. */

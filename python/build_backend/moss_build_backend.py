@@ -47,8 +47,32 @@ def _build_library():
     return os.path.join(build_dir, "lib", "libmoss.so.1")
 
 
-def _tag():
+def _glibc_needed(library):
+    """The newest GLIBC_2.N symbol version `library` needs, as (2, N), from
+    its version-needs section (readelf, from binutils like strip); None
+    when it cannot be read."""
+    readelf = shutil.which("readelf")
+    if readelf is None:
+        return None
+    listing = subprocess.run([readelf, "--version-info", "--wide", library],
+                             check=True, capture_output=True,
+                             text=True).stdout
+    needs = listing.partition(".gnu.version_r")[2]
+    versions = [(int(major), int(minor)) for major, minor in
+                re.findall(r"Name: GLIBC_(\d+)\.(\d+)", needs)]
+    return max(versions, default=None)
+
+
+def _tag(library):
+    """py3-none-manylinux_2_N_ARCH for the newest glibc the library needs
+    (what `auditwheel show` reports), so that pip refuses the wheel on an
+    older glibc instead of failing at import; the generic linux_ARCH where
+    that cannot be read."""
     platform = sysconfig.get_platform().replace("-", "_").replace(".", "_")
+    glibc = _glibc_needed(library)
+    if glibc and platform.startswith("linux_"):
+        platform = f"manylinux_{glibc[0]}_{glibc[1]}_" + \
+            platform[len("linux_"):]
     return "py3-none-" + platform
 
 
@@ -98,12 +122,13 @@ def build_wheel(wheel_directory, config_settings=None,
     version = _version()
     library = _build_library()
     dist_info = f"{NAME}-{version}.dist-info"
-    wheel_name = f"{NAME}-{version}-{_tag()}.whl"
+    tag = _tag(library)
+    wheel_name = f"{NAME}-{version}-{tag}.whl"
     entries = list(_files(library))
     entries.append((f"{dist_info}/METADATA", _metadata(version).encode()))
     entries.append((f"{dist_info}/WHEEL", (
         "Wheel-Version: 1.0\nGenerator: moss_build_backend\n"
-        f"Root-Is-Purelib: false\nTag: {_tag()}\n").encode()))
+        f"Root-Is-Purelib: false\nTag: {tag}\n").encode()))
     entries.append((f"{dist_info}/top_level.txt", f"{NAME}\n".encode()))
     record = [_record_line(n, d) for n, d in entries]
     record.append(f"{dist_info}/RECORD,,")

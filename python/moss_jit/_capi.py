@@ -147,7 +147,33 @@ def _library_path():
                         "libmoss.so.1")
 
 
+def _cuda_wheel_dirs():
+    """The library folders of pip's CUDA 13 wheels (nvidia-cuda-nvrtc,
+    nvidia-cublas, ...: nvidia/cu13/lib in any site directory), which torch
+    brings where no CUDA toolkit is installed."""
+    import importlib.util
+    try:
+        spec = importlib.util.find_spec("nvidia")
+    except (ImportError, ValueError):
+        return []
+    locations = spec.submodule_search_locations if spec else None
+    return [path for path in (os.path.join(location, "cu13", "lib")
+                              for location in (locations or ()))
+            if os.path.isdir(path)]
+
+
+def _list_cuda_wheels():
+    """Appends the CUDA wheels' folders to $MOSS_CUDA_LIBRARY_DIRS, where
+    libmoss looks for NVRTC (and cuBLASLt) after the toolkit's locations."""
+    listed = [d for d in os.environ.get("MOSS_CUDA_LIBRARY_DIRS",
+                                        "").split(":") if d]
+    added = [d for d in _cuda_wheel_dirs() if d not in listed]
+    if added:
+        os.environ["MOSS_CUDA_LIBRARY_DIRS"] = ":".join(listed + added)
+
+
 def _load():
+    _list_cuda_wheels()
     path = _library_path()
     try:
         lib = ctypes.CDLL(path)
@@ -165,6 +191,8 @@ def _load():
         "moss_error_destroy": (None, [error_t]),
         "moss_quantize_layout": (error_t, [POINTER(QuantizeSpec),
                                            POINTER(QuantizeLayout)]),
+        "moss_quantize_host_layout": (error_t, [POINTER(QuantizeSpec),
+                                                POINTER(QuantizeLayout)]),
         "moss_quantize_host": (error_t, [POINTER(QuantizeSpec),
                                          POINTER(QuantizeHostBuffers)]),
         "moss_context_options_init": (None, [POINTER(ContextOptions)]),

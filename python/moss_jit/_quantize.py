@@ -36,6 +36,9 @@ def _check_matrix(x, name):
     if x.ndim != 2:
         raise ValueError(f"{name} must be 2-D [rows, K], got shape "
                          f"{tuple(x.shape)}")
+    if 0 in x.shape:
+        raise ValueError(f"{name} has shape {tuple(x.shape)}: it needs at "
+                         "least one row and one column")
     contiguous = (x.flags["C_CONTIGUOUS"] if isinstance(x, np.ndarray)
                   else x.is_contiguous())
     if not contiguous:
@@ -76,7 +79,8 @@ def quantize(x, scheme, format="e4m3", block=None, global_scope="tensor",
                                               block_cols, global_scope,
                                               transpose, fold, counters)
     spec, layout = _spec(rows, cols, input_type, scheme, format, block_rows,
-                         block_cols, global_scope, transpose, fold)
+                         block_cols, global_scope, transpose, fold,
+                         torch_side is None or not x.is_cuda)
     if torch_side is None:
         return _quantize_numpy(x, spec, layout, scheme, format, block_rows,
                                block_cols, global_scope, transpose, fold,
@@ -127,11 +131,11 @@ def _import_torch_side():
 
 
 def _spec(rows, cols, input_type, scheme, fmt, block_rows, block_cols,
-          global_scope, transpose, fold):
+          global_scope, transpose, fold, host):
     try:
         return schemes.quantize_spec(rows, cols, input_type, scheme, fmt,
                                      block_rows, block_cols, global_scope,
-                                     bool(transpose), fold)
+                                     bool(transpose), fold, host)
     except ValueError as error:
         raise ValueError(f"quantize: {error}") from None
 

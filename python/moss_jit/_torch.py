@@ -544,7 +544,7 @@ def _quantize_op(x: torch.Tensor, scheme: str, fmt: str, block_rows: int,
     input_type = "bf16" if x.dtype == torch.bfloat16 else "f32"
     spec, layout = schemes.quantize_spec(
         int(x.shape[0]), int(x.shape[1]), input_type, scheme, fmt, block_rows,
-        block_cols, global_scope, transpose, fold)
+        block_cols, global_scope, transpose, fold, not x.is_cuda)
     q, local, glob = quantize_raw(x, spec, layout)
     return (q,
             local if local is not None else _empty(x.device),

@@ -28,8 +28,10 @@ def _choice(value, choices, argument):
 def parse_block(scheme, block):
     """(block_rows, block_cols) of `block`: None (the scheme's default), an
     int N (1xN), a pair (R, N) or a string 'N' / 'RxN'."""
-    if block is None:
-        return (1, {"per-group": 128, "mxfp8": 32, "moss": 32}.get(scheme, 0))
+    default = (1, {"per-group": 128, "mxfp8": 32, "moss": 32}.get(scheme, 0))
+    # (1, 0) is the block of a scheme without blocks (MossTensor.block).
+    if block is None or (scheme not in BLOCKED and block == default):
+        return default
     if scheme not in BLOCKED:
         raise ValueError(f"block={block!r}: scheme={scheme!r} has no blocks")
     if isinstance(block, str):
@@ -77,13 +79,15 @@ def _make_spec(rows, cols, input_type, scheme, fmt, block_rows, block_cols,
 
 @functools.lru_cache(maxsize=4096)
 def quantize_spec(rows, cols, input_type, scheme, fmt, block_rows, block_cols,
-                  global_scope, transpose, fold):
-    """The checked moss_quantize_spec_t and its layout (cached)."""
+                  global_scope, transpose, fold, host=False):
+    """The moss_quantize_spec_t and its layout (cached), checked against the
+    GPU quantizers' rules, or the host reference's where `host`."""
     spec = _make_spec(rows, cols, input_type, scheme, fmt, block_rows,
                       block_cols, global_scope, transpose, fold)
     layout = _capi.QuantizeLayout()
-    _capi.check(_capi.lib.moss_quantize_layout(ctypes.byref(spec),
-                                               ctypes.byref(layout)))
+    write_layout = _capi.lib.moss_quantize_host_layout if host else \
+        _capi.lib.moss_quantize_layout
+    _capi.check(write_layout(ctypes.byref(spec), ctypes.byref(layout)))
     return spec, layout
 
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The Python package's tests, as ctest runs them: a virtual environment in
 # the build tree, `pip install` of the repository (which builds libmoss.so
-# in this same build), then every test module. Modules that need torch or a
-# GPU skip, saying why, where those are missing.
+# in this same build), torch, hypothesis and auditwheel from PyPI, then
+# every test module. The torch tests run on the CPU; those that need a GPU
+# skip, saying why. MOSS_PYTHON_TEST_TORCH=0 leaves torch out.
 #
 #   bash python/tests/run-tests.sh BUILD_DIR
 set -euo pipefail
@@ -14,10 +15,21 @@ if [ ! -x "$env/bin/python" ]; then
   # Site packages stay visible: a torch installed there is tested too.
   "$python" -m venv --system-site-packages "$env"
 fi
-MOSS_BUILD_DIR="$build" "$env/bin/python" -m pip install --quiet \
-  --disable-pip-version-check --force-reinstall --no-deps "$root"
-# numpy is the one dependency; pip fetches it only when it is missing.
-"$env/bin/python" -c "import numpy" 2>/dev/null ||
-  "$env/bin/python" -m pip install --quiet --disable-pip-version-check numpy
+pip=("$env/bin/python" -m pip install --quiet --disable-pip-version-check)
+MOSS_BUILD_DIR="$build" "${pip[@]}" --force-reinstall --no-deps "$root"
+# pip fetches only what is missing. torch from PyPI brings pip's CUDA wheels
+# (NVRTC among them), which test_cuda_wheels.py compiles with.
+deps=(numpy hypothesis auditwheel)
+if [ "${MOSS_PYTHON_TEST_TORCH:-1}" != 0 ]; then
+  deps+=(torch)
+fi
+for dep in "${deps[@]}"; do
+  "$env/bin/python" -c "import $dep" 2>/dev/null || {
+    echo "[moss] installing $dep from PyPI into $env"
+    "${pip[@]}" "$dep"
+  }
+done
 cd "$root/python/tests"
+# test_packaging.py builds a wheel from this build.
+export MOSS_BUILD_DIR="$build"
 exec "$env/bin/python" -m unittest discover -v

@@ -134,15 +134,21 @@ class QuantizeNumpyErrorTest(unittest.TestCase):
         self.assertRaisesNaming(ValueError, "counters", x, "moss",
                                 counters=np.zeros(2, np.int64))
 
-    def test_a_spec_libmoss_rejects_is_a_value_error(self):
-        # Square per-group blocks take transpose=False only in the GPU
-        # quantizers' contract; whatever libmoss refuses comes back as a
-        # ValueError prefixed with the function's name.
-        x = np.zeros((0, 128), dtype=np.float32)
-        with self.assertRaises(ValueError) as caught:
-            moss_jit.quantize(x, "moss")
-        self.assertTrue(str(caught.exception).startswith("quantize: "))
-
+    def test_the_host_takes_shapes_the_gpu_quantizers_refuse(self):
+        # K = 7 has no 16-byte rows: the GPU's layout check refuses it with
+        # a ValueError, the host reference quantizes it (as the CLI does).
+        args = (3, 7, "f32", "per-tensor", "e4m3", 1, 0, "tensor", False,
+                "none")
+        with self.assertRaisesRegex(ValueError, "GPU quantizer"):
+            moss_jit.schemes.quantize_spec(*args)
+        _, layout = moss_jit.schemes.quantize_spec(*args, host=True)
+        self.assertEqual((layout.code_rows, layout.code_cols), (3, 7))
+        x = llm_like(np.random.default_rng(), 3, 7)
+        q = moss_jit.quantize(x, "per-tensor")
+        want_q, _, want_global = cli_quantize(x, "per-tensor", "e4m3", None,
+                                              "tensor", False, None)
+        np.testing.assert_array_equal(q.codes, want_q)
+        np.testing.assert_array_equal(q.global_scales, want_global)
 
 
 class AdversarialNumpyTest(unittest.TestCase):
@@ -209,6 +215,18 @@ class AdversarialNumpyTest(unittest.TestCase):
         q = moss_jit.MossTensor.from_parts(
             codes, "per-row", global_scales=np.ones(4, np.float32))
         self.assertEqual(q.dequantize().shape, (4, 48))
+
+    def test_from_parts_takes_back_what_quantize_gives(self):
+        rng = np.random.default_rng()
+        for case in QUANTIZE_CASES:
+            scheme, fmt, block, scope, transpose, fold = case
+            with self.subTest(case=case):
+                q = moss_jit.quantize(llm_like(rng, 128, 256), scheme, fmt,
+                                      block, scope, transpose, fold)
+                again = moss_jit.MossTensor.from_parts(
+                    q.codes, q.scheme, q.local_scales, q.global_scales,
+                    q.format, q.block, q.global_scope)
+                self.assertEqual(again[:7], q[:7])
 
 
 class GemmBuffersLayoutTest(unittest.TestCase):

@@ -45,10 +45,16 @@ moss_error_code_t getCode(ErrorKind kind) {
   return MOSS_ERROR_INTERNAL;
 }
 
-/// Converts a C spec, checking every enum and what the GPU quantizers take
-/// (for both layouts from one read with `bothLayouts`).
+/// Where a converted spec runs, which decides what it is checked against.
+enum class Quantizer { Gpu, Host };
+
+/// Converts a C spec, checking every enum and what the quantizer takes: the
+/// GPU quantizers' rules (for both layouts from one read with
+/// `bothLayouts`), or only the host reference's (checkQuantizeOptions),
+/// which takes any K a scheme's blocks divide.
 moss_error_t convertSpec(const moss_quantize_spec_t *spec, QuantizeSpec &out,
-                         bool bothLayouts = false) {
+                         bool bothLayouts = false,
+                         Quantizer quantizer = Quantizer::Gpu) {
   if (!spec)
     return invalid("spec is NULL");
   if (spec->input != MOSS_INPUT_F32 && spec->input != MOSS_INPUT_BF16)
@@ -80,7 +86,11 @@ moss_error_t convertSpec(const moss_quantize_spec_t *spec, QuantizeSpec &out,
     return error;
   result.options.fold = fold.value_or(BlockScaleFold::None);
   result.bothLayouts = bothLayouts;
-  if (Error error = checkGpuQuantizeSpec(result))
+  Error error =
+      quantizer == Quantizer::Gpu
+          ? checkGpuQuantizeSpec(result)
+          : checkQuantizeOptions(result.rows, result.cols, result.options);
+  if (error)
     return convert(std::move(error), MOSS_ERROR_INVALID_ARGUMENT);
   out = result;
   return nullptr;
@@ -89,6 +99,19 @@ moss_error_t convertSpec(const moss_quantize_spec_t *spec, QuantizeSpec &out,
 moss_quantize_layout_t toCLayout(const QuantizeLayout &layout) {
   return {layout.codeRows,  layout.codeCols,          layout.localRows,
           layout.localCols, layout.localElementBytes, layout.globalCount};
+}
+
+/// The output shapes of `spec`, checked against `quantizer`'s rules.
+moss_error_t writeLayout(const moss_quantize_spec_t *spec,
+                         moss_quantize_layout_t *out, Quantizer quantizer) {
+  if (!out)
+    return invalid("out is NULL");
+  QuantizeSpec converted;
+  if (moss_error_t error =
+          convertSpec(spec, converted, /*bothLayouts=*/false, quantizer))
+    return error;
+  *out = toCLayout(getQuantizeLayout(converted));
+  return nullptr;
 }
 
 /// Checks one buffer pointer (device, or host as an integer): given exactly
@@ -112,8 +135,9 @@ moss_error_t checkPointer(uint64_t ptr, bool needed, unsigned alignment,
 /// gets the scales it writes (the folded scheme's, for one that folds).
 moss_error_t convertCall(const moss_quantize_spec_t *spec, const void *buffers,
                          QuantizeSpec &converted, ScalingScheme &scheme,
-                         bool bothLayouts = false) {
-  if (moss_error_t error = convertSpec(spec, converted, bothLayouts))
+                         bool bothLayouts = false,
+                         Quantizer quantizer = Quantizer::Gpu) {
+  if (moss_error_t error = convertSpec(spec, converted, bothLayouts, quantizer))
     return error;
   if (!buffers)
     return invalid("buffers is NULL");
@@ -289,13 +313,12 @@ void moss_error_destroy(moss_error_t error) { delete error; }
 
 moss_error_t moss_quantize_layout(const moss_quantize_spec_t *spec,
                                   moss_quantize_layout_t *out) {
-  if (!out)
-    return invalid("out is NULL");
-  QuantizeSpec converted;
-  if (moss_error_t error = convertSpec(spec, converted))
-    return error;
-  *out = toCLayout(getQuantizeLayout(converted));
-  return nullptr;
+  return writeLayout(spec, out, Quantizer::Gpu);
+}
+
+moss_error_t moss_quantize_host_layout(const moss_quantize_spec_t *spec,
+                                       moss_quantize_layout_t *out) {
+  return writeLayout(spec, out, Quantizer::Host);
 }
 
 moss_error_t
@@ -316,7 +339,8 @@ moss_error_t moss_quantize_host(const moss_quantize_spec_t *spec,
                                 const moss_quantize_host_buffers_t *buffers) {
   QuantizeSpec converted;
   ScalingScheme scheme;
-  if (moss_error_t error = convertCall(spec, buffers, converted, scheme))
+  if (moss_error_t error = convertCall(spec, buffers, converted, scheme,
+                                       /*bothLayouts=*/false, Quantizer::Host))
     return error;
   auto address = [](const void *p) { return uint64_t(uintptr_t(p)); };
   if (moss_error_t e = checkBuffers(address(buffers->x), address(buffers->q),

@@ -22,7 +22,7 @@ namespace moss::runtime {
 namespace {
 
 constexpr StringLiteral kEntrySuffix = ".kernel";
-/// writeFileAtomically's temporaries: "<entry>.tmp-XXXXXX".
+/// replaceFileAtomically's temporaries: "<entry>.tmp-XXXXXX".
 constexpr StringLiteral kTempMarker = ".kernel.tmp-";
 constexpr auto kStaleTempAge = std::chrono::hours(1);
 

@@ -368,7 +368,10 @@ void KernelCache::writeToDisk(StringRef directory, uint64_t cap,
         createStringError(ec, "cannot create '" + sys::path::parent_path(path) +
                                   "': " + ec.message());
   else
-    err = writeFileAtomically(path, ArrayRef<char>(bytes.data(), bytes.size()));
+    // replaceFileAtomically: what sits at an entry's name (a link, a FIFO)
+    // is replaced, never followed or written into.
+    err =
+        replaceFileAtomically(path, ArrayRef<char>(bytes.data(), bytes.size()));
   if (err) {
     std::string message = toString(std::move(err));
     std::lock_guard<std::mutex> lock(mutex);

@@ -44,17 +44,20 @@ struct NvrtcApi {
 
 struct NvrtcState {
   NvrtcApi api;
+  std::string path;
   std::string error;
 };
 
 NvrtcState loadNvrtc() {
   NvrtcState state;
   std::string tried;
-  void *library = openToolkitLibrary("MOSS_NVRTC_PATH",
-                                     {"libnvrtc.so.13", "libnvrtc.so"}, tried);
+  void *library =
+      openToolkitLibrary("MOSS_NVRTC_PATH", {"libnvrtc.so.13", "libnvrtc.so"},
+                         tried, &state.path);
   if (!library) {
     state.error = "NVRTC (libnvrtc.so.13) not found; tried " + tried +
-                  ". Install the CUDA toolkit, set CUDA_HOME, or set "
+                  ". Install the CUDA toolkit (or set CUDA_HOME), pip "
+                  "install nvidia-cuda-nvrtc (moss_jit finds it), or set "
                   "MOSS_NVRTC_PATH to the library";
     return state;
   }
@@ -113,6 +116,12 @@ Expected<NvrtcVersion> getNvrtcVersion() {
   if (!api)
     return api.takeError();
   return api->version;
+}
+
+Expected<std::string> getNvrtcLibraryPath() {
+  if (Expected<const NvrtcApi &> api = getNvrtcApi(); !api)
+    return api.takeError();
+  return getNvrtcState().path;
 }
 
 bool isNvrtcAvailable() { return getNvrtcState().error.empty(); }

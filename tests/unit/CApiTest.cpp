@@ -332,6 +332,43 @@ TEST(CApiTest, HostQuantizeWritesTheReferenceForBf16Input) {
   EXPECT_EQ(counters[1], 4u);
 }
 
+TEST(CApiTest, HostQuantizeTakesAnyKWithoutBlocks) {
+  // The host reference has no 16-byte row rule: per-tensor takes K=7.
+  const int64_t rows = 3, cols = 7;
+  std::vector<float> x(rows * cols);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = float(i) - 10.0f;
+  moss_quantize_spec_t spec = makeSpec(rows, cols, MOSS_SCHEME_PER_TENSOR);
+  std::vector<uint8_t> q(rows * cols, 0xAB);
+  float global = -7.0f;
+  moss_quantize_host_buffers_t buffers{x.data(), q.data(), nullptr, &global,
+                                       nullptr};
+  ErrorPtr error(moss_quantize_host(&spec, &buffers));
+  ASSERT_EQ(error, nullptr) << moss_error_message(error.get());
+  moss::numerics::QuantizeOptions options;
+  options.scheme = moss::numerics::ScalingScheme::perTensor();
+  auto want = moss::numerics::quantize(x, rows, cols, options);
+  ASSERT_TRUE(bool(want));
+  EXPECT_EQ(q, want->codes);
+  EXPECT_EQ(global, want->global[0]);
+  // Its layout says so; the GPU quantizers' layout refuses the shape.
+  moss_quantize_layout_t layout;
+  error.reset(moss_quantize_host_layout(&spec, &layout));
+  ASSERT_EQ(error, nullptr) << moss_error_message(error.get());
+  EXPECT_EQ(layout.code_rows, rows);
+  EXPECT_EQ(layout.code_cols, cols);
+  EXPECT_EQ(layout.global_count, 1);
+  expectError(moss_quantize_layout(&spec, &layout),
+              MOSS_ERROR_INVALID_ARGUMENT, "GPU quantizer");
+  // The host's own rules still hold.
+  spec = makeSpec(rows, cols, MOSS_SCHEME_TWO_LEVEL, 1, 32);
+  expectError(moss_quantize_host(&spec, &buffers), MOSS_ERROR_INVALID_ARGUMENT,
+              "K=7 is not a multiple of the scaling block 32");
+  expectError(moss_quantize_host_layout(&spec, &layout),
+              MOSS_ERROR_INVALID_ARGUMENT,
+              "K=7 is not a multiple of the scaling block 32");
+}
+
 TEST(CApiTest, HostQuantizeChecksItsBuffers) {
   moss_quantize_spec_t spec = makeSpec(4, 64, MOSS_SCHEME_PER_ROW);
   std::vector<float> x(4 * 64, 1.0f), global(4);

@@ -15,9 +15,14 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include <sys/stat.h>
 
 using namespace moss;
 using llvm::StringRef;
@@ -297,6 +302,86 @@ TEST_F(NpyFileTest, FailedRenameRemovesTemporary) {
   ASSERT_TRUE(bool(err));
   std::string message = llvm::toString(std::move(err));
   EXPECT_NE(message.find(path), std::string::npos) << message;
+  EXPECT_EQ(listing(), std::vector<std::string>{"taken"});
+}
+
+TEST_F(NpyFileTest, WriteThroughSymlinkReplacesTarget) {
+  // A relative link into another directory; the temporary goes next to the
+  // target, and the link stays a link.
+  ASSERT_FALSE(llvm::sys::fs::create_directory(pathTo("links")));
+  ASSERT_FALSE(llvm::sys::fs::create_directory(pathTo("targets")));
+  std::string target = pathTo("targets/x.npy");
+  std::string link = pathTo("links/x.npy");
+  ASSERT_FALSE(bool(writeFileAtomically(target, serializeNpy({1}, Floats{1}))));
+  ASSERT_FALSE(llvm::sys::fs::create_link("../targets/x.npy", link));
+  llvm::Error err =
+      writeFileAtomically(link, serializeNpy({1, 2}, Floats{2, 3}));
+  ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
+  llvm::sys::fs::file_status status;
+  ASSERT_FALSE(llvm::sys::fs::status(link, status, /*follow=*/false));
+  EXPECT_EQ(status.type(), llvm::sys::fs::file_type::symlink_file);
+  llvm::Expected<NpyMatrix> m = readNpyMatrix(target);
+  ASSERT_TRUE(bool(m)) << llvm::toString(m.takeError());
+  EXPECT_EQ(m->cols, 2);
+  // No temporary left in either directory.
+  for (StringRef sub : {"links", "targets"}) {
+    std::error_code ec;
+    int entries = 0;
+    for (llvm::sys::fs::directory_iterator it(pathTo(sub), ec), end;
+         it != end && !ec; it.increment(ec))
+      ++entries;
+    EXPECT_EQ(entries, 1) << sub.str();
+  }
+}
+
+TEST_F(NpyFileTest, WriteThroughDanglingSymlinkCreatesTarget) {
+  std::string target = pathTo("new.npy");
+  std::string link = pathTo("link.npy");
+  ASSERT_FALSE(llvm::sys::fs::create_link(target, link));
+  llvm::Error err = writeFileAtomically(link, serializeNpy({1}, Floats{1}));
+  ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
+  EXPECT_TRUE(llvm::sys::fs::is_regular_file(target));
+  llvm::sys::fs::file_status status;
+  ASSERT_FALSE(llvm::sys::fs::status(link, status, /*follow=*/false));
+  EXPECT_EQ(status.type(), llvm::sys::fs::file_type::symlink_file);
+}
+
+TEST_F(NpyFileTest, WriteToCharacterDeviceWritesInPlace) {
+  // As root a rename would replace /dev/null with a regular file.
+  ASSERT_FALSE(
+      bool(writeFileAtomically("/dev/null", serializeNpy({1}, Floats{1.0f}))));
+  llvm::sys::fs::file_status status;
+  ASSERT_FALSE(llvm::sys::fs::status("/dev/null", status, /*follow=*/false));
+  EXPECT_EQ(status.type(), llvm::sys::fs::file_type::character_file);
+}
+
+TEST_F(NpyFileTest, WriteToFifoWritesInPlace) {
+  std::string path = pathTo("fifo");
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  std::vector<char> bytes = serializeNpy({1}, Floats{1.0f});
+  std::string read;
+  std::thread reader([&] {
+    std::ifstream in(path, std::ios::binary);
+    read.assign(std::istreambuf_iterator<char>(in), {});
+  });
+  llvm::Error err = writeFileAtomically(path, bytes);
+  reader.join();
+  ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
+  EXPECT_EQ(read, std::string(bytes.begin(), bytes.end()));
+  llvm::sys::fs::file_status status;
+  ASSERT_FALSE(llvm::sys::fs::status(path, status, /*follow=*/false));
+  EXPECT_EQ(status.type(), llvm::sys::fs::file_type::fifo_file);
+}
+
+TEST_F(NpyFileTest, WriteToDirectoryIsRefused) {
+  std::string path = pathTo("taken");
+  ASSERT_FALSE(llvm::sys::fs::create_directory(path));
+  llvm::Error err = writeFileAtomically(path, serializeNpy({1}, Floats{1.0f}));
+  ASSERT_TRUE(bool(err));
+  std::string message = llvm::toString(std::move(err));
+  EXPECT_NE(message.find("'" + path + "': it is a directory; expected a file"),
+            std::string::npos)
+      << message;
   EXPECT_EQ(listing(), std::vector<std::string>{"taken"});
 }
 

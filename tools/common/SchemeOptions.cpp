@@ -172,6 +172,13 @@ Expected<OperandChoice> makeOperandScheme(StringRef text, StringRef block,
   return OperandChoice{*scheme, parsed->format.value_or(formatFlag)};
 }
 
+Error checkNotEmpty(StringRef flagName, StringRef value, bool given,
+                    StringRef expected) {
+  if (given && value.empty())
+    return usageError("--" + flagName + " is empty; expected " + expected);
+  return Error::success();
+}
+
 StringRef formatName(Fp8Format format) {
   return format == Fp8Format::E4M3 ? "e4m3" : "e5m2";
 }

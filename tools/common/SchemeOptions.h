@@ -57,6 +57,12 @@ makeOperandScheme(llvm::StringRef text, llvm::StringRef block,
                   llvm::StringRef global, numerics::Fp8Format formatFlag,
                   bool formatGiven, llvm::StringRef flag);
 
+/// Refuses a flag given an empty value (`--global=`), which the scheme
+/// builders would read as the flag left out; `expected` names the valid
+/// values.
+llvm::Error checkNotEmpty(llvm::StringRef flagName, llvm::StringRef value,
+                          bool given, llvm::StringRef expected);
+
 /// "e4m3" or "e5m2".
 llvm::StringRef formatName(numerics::Fp8Format format);
 

@@ -5,6 +5,7 @@
 
 #include "moss/Gemm/Gemm.h"
 #include "moss/Runtime/Cache/KernelCache.h"
+#include "moss/Runtime/Nvrtc/Nvrtc.h"
 #include "moss/Support/UntrustedInput.h"
 
 #include "llvm/Support/Format.h"
@@ -113,6 +114,13 @@ int runCache() {
   runtime::KernelCache cache;
   if (action == "stats") {
     cache.formatStats(outs());
+    // What compiles new entries (a cache key holds its version).
+    if (Expected<std::string> path = runtime::getNvrtcLibraryPath())
+      outs() << "compiler:     NVRTC " << cantFail(runtime::getNvrtcVersion())
+                                              .toString()
+             << " (" << *path << ")\n";
+    else
+      outs() << "compiler:     " << toString(path.takeError()) << "\n";
     return 0;
   }
   if (action == "clear") {
@@ -131,7 +139,7 @@ int runCache() {
     return runWarm(cache);
   errs() << "moss-jit cache: error: unknown action '" << action
          << "'; expected stats, clear or warm\n";
-  return 2;
+  return 1;
 }
 
 } // namespace moss::jit

@@ -70,14 +70,23 @@ int runCompile() {
   target.arch = arch;
   // A spec that folds compiles the GEMM of its folded operands; the fold
   // itself is a separate kernel of the runtime (runtime::GpuFolder).
+  std::string foldNote;
   if (spec->getFold() != numerics::BlockScaleFold::None) {
     if (Error e = compiler::checkFold(*spec))
       return fail(std::move(e));
-    errs() << "note: fold " << numerics::getName(spec->getFold())
-           << ": the kernel multiplies the folded operands, "
-           << spec->getKernelSpec().str() << " (--fold none: the exact "
-           << "per-32 kernel)\n";
+    foldNote = (Twine("fold ") + numerics::getName(spec->getFold()) +
+                ": the kernel multiplies the folded operands, " +
+                spec->getKernelSpec().str())
+                   .str();
   }
+  // An error is one line: the fold's note goes onto it, not before it.
+  auto failCompile = [&](Error error) {
+    if (foldNote.empty())
+      return fail(std::move(error));
+    return fail(
+        createStringError(inconvertibleErrorCode(),
+                          toString(std::move(error)) + " (" + foldNote + ")"));
+  };
   // The rows the kernel is resolved for: a static M, else the heuristic's
   // assumed M (what GemmRunner::prepare(spec) resolves).
   int64_t rows = spec->m != compiler::GemmSpec::kDynamic
@@ -94,13 +103,13 @@ int runCompile() {
     Expected<GemmRunner::BuiltKernel> entry =
         runner->build(*spec, rows, runOptions);
     if (!entry)
-      return fail(entry.takeError());
+      return failCompile(entry.takeError());
     built = std::move(*entry);
   } else {
     Expected<compiler::KernelSource> source =
         runner->getSource(*spec, rows, runOptions);
     if (!source)
-      return fail(source.takeError());
+      return failCompile(source.takeError());
     built = GemmRunner::BuiltKernel{std::move(*source), nullptr};
   }
   const compiler::KernelSource *kernel = &built->source;
@@ -118,7 +127,7 @@ int runCompile() {
     Expected<compiler::KernelSource> staged =
         compiler::compileGemm(spec->getKernelSpec(rows), target, options);
     if (!staged)
-      return fail(staged.takeError());
+      return failCompile(staged.takeError());
   } else if (emit == Emit::Cuda) {
     text = kernel->source;
   } else {
@@ -133,6 +142,9 @@ int runCompile() {
     // FILE as it was.
     return fail(std::move(e));
   }
+  if (!foldNote.empty())
+    errs() << "note: " << foldNote
+           << " (--fold none: the exact per-32 kernel)\n";
   if (emit != Emit::Mlir)
     errs() << "kernel " << kernel->kernelName << ": tile "
            << kernel->tiling.tileM << "x" << kernel->tiling.tileN << ", "

@@ -196,6 +196,15 @@ Expected<compiler::GemmSpec> getGemmSpec(bool mIsLaunchRows) {
   }
   spec.n = n;
   spec.k = k;
+  for (const cl::opt<std::string> *flag : {&aGlobal, &bGlobal})
+    if (Error e = checkNotEmpty(flag->ArgStr, *flag,
+                                flag->getNumOccurrences() > 0, "tensor or row"))
+      return std::move(e);
+  for (const cl::opt<std::string> *flag : {&aBlock, &bBlock})
+    if (Error e =
+            checkNotEmpty(flag->ArgStr, *flag, flag->getNumOccurrences() > 0,
+                          "a positive block length N or RxN"))
+      return std::move(e);
   Expected<OperandChoice> a = makeOperandScheme(
       aScheme, aBlock, aGlobal, aFormat, aFormat.getNumOccurrences() > 0, "a-");
   if (!a)

@@ -111,8 +111,13 @@ quantizeOnGpu(ArrayRef<float> x, ArrayRef<uint16_t> bf16, int64_t rows,
   const void *input = isBf16 ? static_cast<const void *>(bf16.data())
                              : static_cast<const void *>(x.data());
   const size_t inputBytes = x.size() * (isBf16 ? 2 : 4);
+  // The caller checked the host reference's rules, so a refusal here is a
+  // limit of the GPU kernels alone.
   if (Error error = checkGpuQuantizeSpec(spec))
-    return std::move(error);
+    return createStringError(inconvertibleErrorCode(),
+                             toString(std::move(error)) +
+                                 "; --device cpu (the host reference) "
+                                 "takes this shape");
   Expected<const Device &> device = moss::jit::openToolDevice();
   if (!device)
     return device.takeError();

@@ -16,7 +16,8 @@ namespace moss::jit {
 /// host reference returns for `x` (the same bits): `x` itself as FP32, or,
 /// when `bf16` holds its BF16 bit patterns, those as BF16 (the kernels' BF16
 /// input). With `bothLayouts`, one read gives two results: the row-major
-/// quantization `options` describe, then the transposed one.
+/// quantization `options` describe, then the transposed one. The caller
+/// checks `options` with checkQuantizeOptions first.
 llvm::Expected<std::vector<numerics::QuantizedTensor>>
 quantizeOnGpu(llvm::ArrayRef<float> x, llvm::ArrayRef<uint16_t> bf16,
               int64_t rows, int64_t cols,

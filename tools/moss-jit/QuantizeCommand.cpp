@@ -122,6 +122,26 @@ static Error checkOutputDirectory(StringRef dir) {
   return Error::success();
 }
 
+/// Refuses an input that is one of the files a run writes or removes (every
+/// name of kOutputNames in `dir`). Files are compared by identity (device
+/// and inode), so another spelling of the path, a symbolic link or a hard
+/// link to an output is caught too.
+static Error checkInputIsNotAnOutput(StringRef in, StringRef dir) {
+  for (StringRef name : kOutputNames) {
+    SmallString<256> path(dir);
+    sys::path::append(path, name);
+    bool same = false;
+    if (!sys::fs::equivalent(in, path, same) && same)
+      return createStringError(
+          inconvertibleErrorCode(),
+          "the input '" + in + "' is the output '" + path +
+              "', which this run replaces or removes; expected an input "
+              "outside the outputs (q, local, global and their _t) of "
+              "--out-dir; nothing was written");
+  }
+  return Error::success();
+}
+
 /// Replaces the outputs in `dir` all or nothing: every file goes to a
 /// temporary name first; every destination (and an earlier run's output
 /// of kOutputNames that this run does not write) must be a
@@ -241,11 +261,19 @@ static int fail(Error error) {
 }
 
 int runQuantize() {
+  if (Error error = checkNotEmpty(
+          "global", global, global.getNumOccurrences() > 0, "tensor or row"))
+    return fail(std::move(error));
+  if (Error error = checkNotEmpty("block", block, block.getNumOccurrences() > 0,
+                                  "a positive block length N or RxN"))
+    return fail(std::move(error));
   Expected<OperandChoice> chosen = makeOperandScheme(
       scheme, block, global, fp8Format, fp8Format.getNumOccurrences() > 0, "");
   if (!chosen)
     return fail(chosen.takeError());
   if (Error error = checkOutputDirectory(outDir))
+    return fail(std::move(error));
+  if (Error error = checkInputIsNotAnOutput(input, outDir))
     return fail(std::move(error));
   NpyReadOptions readOptions;
   readOptions.uint16AsBf16 = bf16Bits;

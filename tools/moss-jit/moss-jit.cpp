@@ -47,6 +47,8 @@ int main(int argc, char **argv) {
     return runBench();
   if (cacheCommand)
     return runCache();
-  llvm::errs() << "moss-jit: no command given; see moss-jit --help\n";
-  return 2;
+  llvm::errs() << "moss-jit: error: no command given; expected one of "
+                  "quantize, demo, snr, compile, run, bench, cache or "
+                  "autoscale-replay (moss-jit --help)\n";
+  return 1;
 }

@@ -25,10 +25,21 @@ namespace moss {
 llvm::Expected<std::string> writeTemporaryFileFor(llvm::StringRef path,
                                                   llvm::ArrayRef<char> bytes);
 
-/// Writes `bytes` to `path` through a temporary file and a rename. The
-/// directory must exist (createParentDirectories makes it).
+/// Writes `bytes` to `path` through a temporary file and a rename. A
+/// symbolic link is followed: its target is replaced, in the target's
+/// directory, and the link stays. An existing file that is not a regular
+/// file (a character device such as /dev/null, a FIFO) is written in place,
+/// not replaced; a directory is refused. The directory must exist
+/// (createParentDirectories makes it).
 llvm::Error writeFileAtomically(llvm::StringRef path,
                                 llvm::ArrayRef<char> bytes);
+
+/// Writes `bytes` to `path` through a temporary file and a rename that
+/// replaces whatever is at `path` (a link, a FIFO) without following or
+/// opening it: for files the writer owns, such as cache entries, where a
+/// planted link must not redirect the write. The directory must exist.
+llvm::Error replaceFileAtomically(llvm::StringRef path,
+                                  llvm::ArrayRef<char> bytes);
 
 /// Creates the directories above `path` that are missing.
 llvm::Error createParentDirectories(llvm::StringRef path);

@@ -67,6 +67,10 @@ struct NvrtcVersion {
 /// found: ..." when no library could be opened.
 llvm::Expected<NvrtcVersion> getNvrtcVersion();
 
+/// The file the loaded NVRTC came from (see openToolkitLibrary for where
+/// it is looked for).
+llvm::Expected<std::string> getNvrtcLibraryPath();
+
 /// True when NVRTC could be loaded.
 bool isNvrtcAvailable();
 
