@@ -175,10 +175,31 @@ __device__ __forceinline__ float exp2i(int e) {
                    : bitsFloat(uint32_t(e + 127) << 23);
 }
 
-/// An FP32 scale amax / max; 1 when the quotient is zero.
+/// FP32 fused multiply-add, rounded once to nearest even.
+__device__ __forceinline__ float fmaRn(float a, float b, float c) {
+  float d;
+  asm("fma.rn.f32 %0, %1, %2, %3;" : "=f"(d) : "f"(a), "f"(b), "f"(c));
+  return d;
+}
+
+/// An FP32 scale amax / max (amax >= 0), correctly rounded; 1 when the
+/// quotient is zero. For amax in [2^-100, FLT_MAX] Markstein's quotient
+/// (q0 = RN(amax * y) with y = RN(1 / max), then RN(q0 + (amax - max * q0)
+/// * y)) is the correctly rounded one (ScaleQuotientTest checks every such
+/// float against IEEE division, for both formats' max); smaller, infinite and
+/// NaN amax take the FP64 route.
 template <int Fmt> __device__ __forceinline__ float fp32Scale(float amax) {
-  constexpr double kInverseMax = 1.0 / double(Fp8Traits<Fmt>::kMax);
-  float s = divRn(amax, Fp8Traits<Fmt>::kMax, kInverseMax);
+  constexpr float kMax = Fp8Traits<Fmt>::kMax;
+  constexpr float kInverse = 1.0f / kMax;
+  constexpr uint32_t kFastFrom = 0x0D800000u; // 2^-100
+  float s;
+  if (floatBits(amax) - kFastFrom < 0x7F800000u - kFastFrom) {
+    const float q0 = mulRn(amax, kInverse);
+    s = fmaRn(fmaRn(-kMax, q0, amax), kInverse, q0);
+  } else {
+    constexpr double kInverseMax = 1.0 / double(kMax);
+    s = divRn(amax, kMax, kInverseMax);
+  }
   return s == 0.0f ? 1.0f : s;
 }
 

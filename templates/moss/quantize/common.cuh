@@ -79,58 +79,92 @@ __device__ __forceinline__ void setReciprocal(BlockScale &s, double recip64,
   s.fast = d > kInfBits || (d >= 0x21800000u && d <= 0x71800000u);
 }
 
-/// The scale of a block with magnitude max bits `amaxBits` (NaN/Inf patterns
-/// mark a non-finite block) under scheme `Kind`. `global` is the tensor's or
-/// row's FP32 global scale (per-tensor, per-row, two-level).
+/// A block's scale in at most two words, so that one lane can compute it
+/// and shuffle it to the lanes that hold the block. Per-group: `a` holds the
+/// FP32 divisor's bits and `b` its reciprocal's; every other scheme: `a`
+/// holds the E8M0 code (0xFF where there is none, or for a non-finite
+/// block). `a` also carries maySaturate (kMaySaturateBit).
+struct ScaleCode {
+  uint32_t a, b;
+};
+
+/// Where ScaleCode::a keeps maySaturate: the divisor's sign bit (divisors
+/// are positive or a positive NaN), else the bit above the E8M0 code.
+template <int Kind>
+constexpr uint32_t kMaySaturateBit = Kind == kPerGroup ? 1u << 31 : 1u << 8;
+
+/// The BlockScale a code stands for, under the row's or tensor's `global`.
 template <int Kind, int Fmt>
-__device__ __forceinline__ BlockScale blockScale(uint32_t amaxBits,
-                                                 const GlobalScale &global) {
+__device__ __forceinline__ BlockScale expandScale(ScaleCode c,
+                                                  const GlobalScale &global) {
+  BlockScale s{1.0f, global.value, 0xFFu, 0.0f, 0.0, false, false};
+  s.maySaturate = (c.a & kMaySaturateBit<Kind>) != 0;
+  if constexpr (Kind == kPerGroup) {
+    s.divisor = bitsFloat(c.a & ~kMaySaturateBit<Kind>);
+    setReciprocal(s, 0.0, bitsFloat(c.b));
+    // Only the exact route (divisors outside the fast range) needs it.
+    if (!s.fast)
+      s.recip64 = reciprocal64(double(s.divisor));
+  } else {
+    s.e8m0 = c.a & 0xFFu;
+    const bool finite = s.e8m0 != 0xFFu;
+    if constexpr (Kind == kMXFP8) {
+      s.divisor = finite ? exp2i(int(s.e8m0) - 127) : quietNaN();
+      // 2^-k is exact (and 2^127 representable), so is x * 2^-k.
+      float recip = finite ? exp2i(127 - int(s.e8m0)) : quietNaN();
+      setReciprocal(s, double(recip), recip);
+    } else {
+      if constexpr (Kind == kTwoLevel) {
+        if (finite)
+          s.up = exp2i(127 - int(s.e8m0));
+        else
+          s.divisor = quietNaN();
+      }
+      // Per-tensor, per-row and two-level divide by the global scale.
+      setReciprocal(s, global.recip64, global.recip);
+    }
+  }
+  return s;
+}
+
+/// The scale code of a block with magnitude max bits `amaxBits` (NaN/Inf
+/// patterns mark a non-finite block) under scheme `Kind`. `global` is the
+/// tensor's or row's FP32 global scale (per-tensor, per-row, two-level).
+template <int Kind, int Fmt>
+__device__ __forceinline__ ScaleCode blockScaleCode(uint32_t amaxBits,
+                                                    const GlobalScale &global) {
   bool finite = amaxBits < kInfBits;
   float amax = bitsFloat(amaxBits);
-  BlockScale s{1.0f, global.value, 0xFFu, 0.0f, 0.0, false, false};
+  ScaleCode c{0xFFu, 0u};
   if constexpr (Kind == kPerGroup) {
-    s.divisor = finite ? fp32Scale<Fmt>(amax) : quietNaN();
-    double recip64 = reciprocal64(double(s.divisor));
-    setReciprocal(s, recip64, divRn(1.0f, s.divisor, recip64));
+    float divisor = finite ? fp32Scale<Fmt>(amax) : quietNaN();
+    c.a = floatBits(divisor);
+    c.b = floatBits(divRn(1.0f, divisor, reciprocal64(double(divisor))));
   } else if constexpr (Kind == kMXFP8) {
     if (finite) {
       int k = amax == 0.0f ? -127
                            : floorLog2(amax) - Fp8Traits<Fmt>::kMaxExponent;
       k = k < -127 ? -127 : (k > 127 ? 127 : k);
-      s.divisor = exp2i(k);
-      s.e8m0 = uint32_t(k + 127);
-    } else {
-      s.divisor = quietNaN();
+      c.a = uint32_t(k + 127);
     }
-    // 2^-k is exact (and 2^127 representable), so is x * 2^-k.
-    float recip = finite ? exp2i(s.e8m0 == 0xFFu ? 0 : 127 - int(s.e8m0))
-                         : quietNaN();
-    setReciprocal(s, double(recip), recip);
-  } else {
-    if constexpr (Kind == kTwoLevel) {
-      if (finite) {
-        // r = RN(RN(amax / max) / global) decides e only through which
-        // powers of two it lies between. Two products give it within 4
-        // steps; only near a power of two (or for tiny r) do the exact
-        // divisions run.
-        constexpr float kInverseMax = 1.0f / Fp8Traits<Fmt>::kMax;
-        float r = mulRn(mulRn(amax, kInverseMax), global.recip);
-        uint32_t rb = floatBits(r), mantissa = rb & 0x7FFFFFu;
-        if (rb < 0x00800000u || mantissa - 8u > 0x7FFFEFu) {
-          constexpr double kInverseMax64 = 1.0 / double(Fp8Traits<Fmt>::kMax);
-          float blockScale = divRn(amax, Fp8Traits<Fmt>::kMax, kInverseMax64);
-          r = divRn(blockScale, global.value, global.recip64);
-        }
-        int e = r == 0.0f ? -127 : ceilLog2(r);
-        e = e < -127 ? -127 : (e > 0 ? 0 : e);
-        s.up = exp2i(-e);
-        s.e8m0 = uint32_t(e + 127);
-      } else {
-        s.divisor = quietNaN();
+  } else if constexpr (Kind == kTwoLevel) {
+    if (finite) {
+      // r = RN(RN(amax / max) / global) decides e only through which
+      // powers of two it lies between. Two products give it within 4
+      // steps; only near a power of two (or for tiny r) do the exact
+      // divisions run.
+      constexpr float kInverseMax = 1.0f / Fp8Traits<Fmt>::kMax;
+      float r = mulRn(mulRn(amax, kInverseMax), global.recip);
+      uint32_t rb = floatBits(r), mantissa = rb & 0x7FFFFFu;
+      if (rb < 0x00800000u || mantissa - 8u > 0x7FFFEFu) {
+        constexpr double kInverseMax64 = 1.0 / double(Fp8Traits<Fmt>::kMax);
+        float blockScale = divRn(amax, Fp8Traits<Fmt>::kMax, kInverseMax64);
+        r = divRn(blockScale, global.value, global.recip64);
       }
+      int e = r == 0.0f ? -127 : ceilLog2(r);
+      e = e < -127 ? -127 : (e > 0 ? 0 : e);
+      c.a = uint32_t(e + 127);
     }
-    // Per-tensor, per-row and two-level divide by the global scale.
-    setReciprocal(s, global.recip64, global.recip);
   }
   // Every quotient |x * up| / divisor is at most amax * up / divisor <=
   // B * (1 + 2^-22) with B = RN(RN(amax * up) * recip): amax * up is exact
@@ -141,8 +175,19 @@ __device__ __forceinline__ BlockScale blockScale(uint32_t amaxBits,
   // and per-tensor blocks end at 448 or 57344, so only MXFP8 blocks, casts
   // and NaN (a NaN in a cast's input) take the checking route.
   constexpr float kCheckFrom = Fmt == kE4M3 ? 463.0f : 61400.0f;
-  s.maySaturate = !(mulRn(mulRn(amax, s.up), s.recip) < kCheckFrom);
-  return s;
+  const BlockScale s = expandScale<Kind, Fmt>(c, global);
+  if (!(mulRn(mulRn(amax, s.up), s.recip) < kCheckFrom))
+    c.a |= kMaySaturateBit<Kind>;
+  return c;
+}
+
+/// The scale of a block with magnitude max bits `amaxBits`: see
+/// blockScaleCode.
+template <int Kind, int Fmt>
+__device__ __forceinline__ BlockScale blockScale(uint32_t amaxBits,
+                                                 const GlobalScale &global) {
+  return expandScale<Kind, Fmt>(blockScaleCode<Kind, Fmt>(amaxBits, global),
+                                global);
 }
 
 /// The global scale from a reduce pass's max bits: per-tensor and per-row
@@ -163,12 +208,6 @@ __device__ __forceinline__ uint32_t globalContribution(uint32_t blockBits) {
   if (Kind == kTwoLevel || Kind == kMXFP8)
     return blockBits < kInfBits ? blockBits : 0u;
   return blockBits;
-}
-
-__device__ __forceinline__ float fmaRn(float a, float b, float c) {
-  float d;
-  asm("fma.rn.f32 %0, %1, %2, %3;" : "=f"(d) : "f"(a), "f"(b), "f"(c));
-  return d;
 }
 
 /// RN32(xs / s.divisor) on the fast route (s.fast), without a division
@@ -305,6 +344,26 @@ __device__ __forceinline__ uint32_t ctaMax(uint32_t v, uint32_t *scratch) {
   for (int w = 0; w < Threads / 32; ++w)
     m = scratch[w] > m ? scratch[w] : m;
   __syncthreads();
+  return m;
+}
+
+/// Max over the CTA with a single barrier; every thread gets the result.
+/// Calls alternate between the halves of `scratch` (two words per warp),
+/// counted by `calls`: a half is written again only after the next call's
+/// barrier, which every thread reaches once it has read the half.
+template <int Threads>
+__device__ __forceinline__ uint32_t
+ctaMaxOneBarrier(uint32_t v, uint32_t (*scratch)[Threads / 32], int &calls) {
+  v = groupMax<32>(v);
+  uint32_t *half = scratch[calls & 1];
+  ++calls;
+  if ((threadIdx.x & 31) == 0)
+    half[threadIdx.x / 32] = v;
+  __syncthreads();
+  uint32_t m = 0;
+#pragma unroll
+  for (int w = 0; w < Threads / 32; ++w)
+    m = half[w] > m ? half[w] : m;
   return m;
 }
 

@@ -110,7 +110,14 @@ template <class Config> __device__ void rowwise(const Args &args, int pass) {
   constexpr bool kBlocks = Config::kBlocks;
   constexpr bool kRowGlobal =
       Config::Source == kGlobalInCta || Config::Source == kGlobalFromRowBits;
-  __shared__ uint32_t scratch[Threads / 32];
+  // Blocks of one vector step of a warp. Where all a warp's blocks fit its
+  // lanes, lane L computes the scale of its block L once and shuffles it to
+  // the lanes that hold the block (the scale costs as much as encoding a
+  // vector).
+  constexpr int kStepBlocks = kBlocks ? 32 / Lanes : 1;
+  constexpr bool kOwnScales = kBlocks && VPT * kStepBlocks <= 32;
+  __shared__ uint32_t scratch[2][Threads / 32];
+  int reductions = 0;
 
   const int lane = threadIdx.x & 31;
   uint32_t saturated = 0, nonFinite = 0;
@@ -140,13 +147,13 @@ template <class Config> __device__ void rowwise(const Args &args, int pass) {
   auto startOf = [](int row, int seg) {
     return size_t(row) * Config::K + size_t(seg) * Config::Seg;
   };
-  // Thread 0 fills stage j % stages with the CTA's row j. A reduce pass
-  // leaves what it read in L2 for the quantize pass; other reads are the
-  // last of their bytes.
+  // Thread 0 fills stage `stage` with the CTA's row j. A reduce pass leaves
+  // what it read in L2 for the quantize pass; other reads are the last of
+  // their bytes.
   const bool keepInL2 = pass == kReducePass;
-  auto stageRow = [&](int j) {
-    const uint32_t full = fullBase + 8u * uint32_t(j % stages);
-    const uint32_t dst = stageBase + uint32_t(j % stages) * kSegBytes;
+  auto stageRow = [&](int j, int stage) {
+    const uint32_t full = fullBase + 8u * uint32_t(stage);
+    const uint32_t dst = stageBase + uint32_t(stage) * kSegBytes;
     const int unit = unitOf(j), seg = unit % Segments;
     const uint32_t bytes =
         seg == Segments - 1 ? Config::kLastSeg * kElemBytes : kSegBytes;
@@ -166,11 +173,24 @@ template <class Config> __device__ void rowwise(const Args &args, int pass) {
   __syncthreads();
   if (threadIdx.x == 0)
     for (int j = 0; j < stages && j < myRows; ++j)
-      stageRow(j);
+      stageRow(j, j);
 
+  // A global per tensor (or none) is the same for every row.
+  GlobalScale tensorScale = makeGlobal(1.0f);
+  if (pass == kQuantizePass) {
+    if constexpr (Config::Source == kGlobalFromBits)
+      tensorScale = makeGlobal(globalFromBits<Kind, Fmt>(*args.globalBits));
+    else if constexpr (Config::Source == kGlobalFromScale)
+      tensorScale = makeGlobal(*args.scaleIn);
+  }
+
+  // Row j sits in stage j % stages, filled for the (j / stages)-th time.
+  int stage = 0;
+  uint32_t phase = 0;
   for (int j = 0; j < myRows; ++j) {
     const int unit = unitOf(j);
     const int row = unit / Segments, seg = unit % Segments;
+    const size_t start = startOf(row, seg);
     // The vectors of this segment: fewer in a short last one.
     const int segVecs = Segments > 1 && seg == Segments - 1
                             ? Config::kLastSeg / Config::kVecElems
@@ -178,22 +198,19 @@ template <class Config> __device__ void rowwise(const Args &args, int pass) {
     auto inSegment = [&](int vec) {
       return Config::kWholeRows || vec < segVecs;
     };
-    const uint32_t stage = stageBase + uint32_t(j % stages) * kSegBytes;
-    ptx::mbarrierWait(fullBase + 8u * uint32_t(j % stages),
-                      uint32_t(j / stages) & 1u);
+    const uint32_t stageAddress = stageBase + uint32_t(stage) * kSegBytes;
+    ptx::mbarrierWait(fullBase + 8u * uint32_t(stage), phase);
     Vec16 v[VPT];
 #pragma unroll
     for (int i = 0; i < VPT; ++i) {
       int vec = threadIdx.x + i * Threads;
       if (inSegment(vec))
-        ptx::loadShared128(stage + uint32_t(vec) * 16u, v[i].w);
+        ptx::loadShared128(stageAddress + uint32_t(vec) * 16u, v[i].w);
     }
-    // Every thread has its part of the row: the stage takes row j + stages.
-    __syncthreads();
-    if (threadIdx.x == 0 && j + stages < myRows)
-      stageRow(j + stages);
 
     uint32_t blockBits[VPT];
+    // This thread's largest contribution to the row's (or tensor's) global.
+    uint32_t unitBits = 0;
 #pragma unroll
     for (int i = 0; i < VPT; ++i) {
       int vec = threadIdx.x + i * Threads;
@@ -204,44 +221,48 @@ template <class Config> __device__ void rowwise(const Args &args, int pass) {
       // Without blocks a thread's own maximum is enough: it bounds its
       // quotients, and the row's and tensor's reductions take it.
       blockBits[i] = kBlocks ? groupMax<Lanes>(bits) : bits;
+      uint32_t c = globalContribution<Kind>(blockBits[i]);
+      unitBits = c > unitBits ? c : unitBits;
+    }
+
+    // Every thread has its part of the segment: the barrier that lets the
+    // stage take segment j + stages is also the row's reduction, where there
+    // is one: a reduce pass's word per row (its global's contribution, or
+    // its largest finite block), or a global computed in the CTA.
+    const bool reduceRow = pass == kReducePass
+                               ? Config::kReducesRows
+                               : Config::Source == kGlobalInCta;
+    uint32_t rowBits = unitBits;
+    if (reduceRow)
+      rowBits = ctaMaxOneBarrier<Threads>(unitBits, scratch, reductions);
+    else
+      __syncthreads();
+    if (threadIdx.x == 0 && j + stages < myRows)
+      stageRow(j + stages, stage);
+    if (++stage == stages) {
+      stage = 0;
+      phase ^= 1u;
     }
 
     if (pass == kReducePass) {
-      uint32_t unitBits = 0;
-#pragma unroll
-      for (int i = 0; i < VPT; ++i) {
-        uint32_t c = globalContribution<Kind>(blockBits[i]);
-        unitBits = c > unitBits ? c : unitBits;
-      }
-      reduced = unitBits > reduced ? unitBits : reduced;
+      reduced = rowBits > reduced ? rowBits : reduced;
       if constexpr (Config::kReducesRows) {
-        // Both words are the max over the row's contributions: its global's
-        // (finite blocks only for two-level) or its largest finite block.
-        unitBits = ctaMax<Threads>(unitBits, scratch);
         unsigned *rowWords = Config::Source == kGlobalFromRowBits
                                  ? args.globalBits
                                  : args.foldBits;
-        if (threadIdx.x == 0 && unitBits != 0)
-          atomicMax(rowWords + row, unitBits);
+        if (threadIdx.x == 0 && rowBits != 0)
+          atomicMax(rowWords + row, rowBits);
       }
       continue;
     }
 
     // The global scale of this row.
-    float global = 1.0f;
-    uint32_t rowBits = 0; // a global per row: the row's largest contribution
+    GlobalScale g = tensorScale;
     if constexpr (kRowGlobal) {
-      if constexpr (Config::Source == kGlobalInCta) {
-#pragma unroll
-        for (int i = 0; i < VPT; ++i) {
-          uint32_t c = globalContribution<Kind>(blockBits[i]);
-          rowBits = c > rowBits ? c : rowBits;
-        }
-        rowBits = ctaMax<Threads>(rowBits, scratch);
-      } else {
+      if constexpr (Config::Source == kGlobalFromRowBits)
         rowBits = args.globalBits[row];
-      }
-      global = globalFromBits<Kind, Fmt>(rowBits);
+      const float global = globalFromBits<Kind, Fmt>(rowBits);
+      g = makeGlobal(global);
       // A row's first segment writes its global and counts it.
       if (threadIdx.x == 0 && seg == 0) {
         if constexpr (Fold == kFoldNone)
@@ -249,26 +270,55 @@ template <class Config> __device__ void rowwise(const Args &args, int pass) {
         if (Kind == kPerRow && rowBits >= kInfBits)
           ++nonFinite;
       }
-    } else if constexpr (Config::Source == kGlobalFromBits) {
-      global = globalFromBits<Kind, Fmt>(*args.globalBits);
-    } else if constexpr (Config::Source == kGlobalFromScale) {
-      global = *args.scaleIn;
     }
-    const GlobalScale g = makeGlobal(global);
+
+    // The scale codes of this thread's vectors.
+    ScaleCode scaleCodes[VPT];
+    if constexpr (kOwnScales) {
+      // Lane L takes block L % kStepBlocks of step L / kStepBlocks.
+      const int ownStep = lane / kStepBlocks;
+      const int ownLane = (lane % kStepBlocks) * Lanes;
+      uint32_t ownBits = 0;
+#pragma unroll
+      for (int i = 0; i < VPT; ++i) {
+        uint32_t bits = __shfl_sync(0xFFFFFFFFu, blockBits[i], ownLane);
+        ownBits = i == ownStep ? bits : ownBits;
+      }
+      const ScaleCode own = blockScaleCode<Kind, Fmt>(ownBits, g);
+#pragma unroll
+      for (int i = 0; i < VPT; ++i) {
+        const int from = i * kStepBlocks + lane / Lanes;
+        scaleCodes[i].a = __shfl_sync(0xFFFFFFFFu, own.a, from);
+        scaleCodes[i].b =
+            Kind == kPerGroup ? __shfl_sync(0xFFFFFFFFu, own.b, from) : 0u;
+      }
+      // The block's scale, written and counted once.
+      const int ownVec = (threadIdx.x & ~31) + ownLane + ownStep * Threads;
+      if (ownStep < VPT && inSegment(ownVec)) {
+        const size_t blockIndex = start / Config::Block + size_t(ownVec) / Lanes;
+        if constexpr (Kind == kPerGroup)
+          static_cast<float *>(args.local)[blockIndex] =
+              bitsFloat(own.a & ~kMaySaturateBit<Kind>);
+        else if constexpr (Fold == kFoldNone)
+          static_cast<uint8_t *>(args.local)[blockIndex] = uint8_t(own.a);
+        nonFinite += ownBits >= kInfBits;
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < VPT; ++i)
+        scaleCodes[i] = blockScaleCode<Kind, Fmt>(blockBits[i], g);
+    }
 
     // The fold's reference exponents: the largest E8M0 code of the row, or
     // of each vector's 128-wide group, over the blocks that are not NaN
     // (code 0 = 2^-127 where there are none).
-    // The block scales are computed once, before the reference is known.
     int reference[VPT];
-    BlockScale scales[Fold != kFoldNone ? VPT : 1];
     if constexpr (Fold != kFoldNone) {
       uint32_t rowCode = 0;
 #pragma unroll
       for (int i = 0; i < VPT; ++i) {
-        scales[i] = blockScale<Kind, Fmt>(blockBits[i], g);
         int vec = threadIdx.x + i * Threads;
-        uint32_t code = inSegment(vec) ? scales[i].e8m0 : 0u;
+        uint32_t code = inSegment(vec) ? scaleCodes[i].a & 0xFFu : 0u;
         code = code == 0xFFu ? 0u : code;
         if constexpr (Fold == kFold128)
           reference[i] = int(groupMax<Config::kGroupLanes>(code)) - 127;
@@ -279,34 +329,29 @@ template <class Config> __device__ void rowwise(const Args &args, int pass) {
         // or a segmented row's reduce pass), so is the reference: codes grow
         // with a block's amax, so that block's code is the largest, and no
         // second reduction is needed.
-        int rowReference;
+        uint32_t rowE8m0;
         if constexpr (kRowGlobal)
-          rowReference = int(blockScale<Kind, Fmt>(rowBits, g).e8m0) - 127;
+          rowE8m0 = blockScaleCode<Kind, Fmt>(rowBits, g).a & 0xFFu;
         else if constexpr (Segments > 1)
-          rowReference =
-              int(blockScale<Kind, Fmt>(args.foldBits[row], g).e8m0) - 127;
+          rowE8m0 = blockScaleCode<Kind, Fmt>(args.foldBits[row], g).a & 0xFFu;
         else
-          rowReference = int(ctaMax<Threads>(rowCode, scratch)) - 127;
+          rowE8m0 = ctaMaxOneBarrier<Threads>(rowCode, scratch, reductions);
+        const int rowReference = int(rowE8m0) - 127;
 #pragma unroll
         for (int i = 0; i < VPT; ++i)
           reference[i] = rowReference;
         if (threadIdx.x == 0 && seg == 0)
-          args.global[row] = mulRn(global, exp2i(rowReference));
+          args.global[row] = mulRn(g.value, exp2i(rowReference));
       }
     }
 
-    const size_t start = startOf(row, seg);
     uint8_t *dst = args.q + start;
 #pragma unroll
     for (int i = 0; i < VPT; ++i) {
       int vec = threadIdx.x + i * Threads;
       if (!inSegment(vec))
         continue;
-      BlockScale s;
-      if constexpr (Fold != kFoldNone)
-        s = scales[i];
-      else
-        s = blockScale<Kind, Fmt>(blockBits[i], g);
+      const BlockScale s = expandScale<Kind, Fmt>(scaleCodes[i], g);
       uint32_t codes[2];
       encodeVector<In, Fmt, Kind == kTwoLevel,
                    Config::Source == kGlobalFromScale>(v[i], s, codes,
@@ -318,14 +363,14 @@ template <class Config> __device__ void rowwise(const Args &args, int pass) {
             static_cast<float *>(
                 args.local)[start / kFoldGroupCols +
                             size_t(vec) / Config::kGroupLanes] =
-                mulRn(global, exp2i(reference[i]));
+                mulRn(g.value, exp2i(reference[i]));
       }
       uint8_t *out = dst + vec * Config::kVecElems;
       if constexpr (Config::kVecElems == 4)
         *reinterpret_cast<uint32_t *>(out) = codes[0];
       else
         store8(out, codes[0], codes[1]);
-      if constexpr (kBlocks) {
+      if constexpr (kBlocks && !kOwnScales) {
         // The first lane of each block writes its scale and counts it.
         if ((lane & (Lanes - 1)) == 0) {
           size_t blockIndex = start / Config::Block + size_t(vec) / Lanes;
@@ -341,7 +386,7 @@ template <class Config> __device__ void rowwise(const Args &args, int pass) {
 
   if (pass == kReducePass) {
     if constexpr (Config::Source == kGlobalFromBits) {
-      reduced = ctaMax<Threads>(reduced, scratch);
+      reduced = ctaMaxOneBarrier<Threads>(reduced, scratch, reductions);
       if (threadIdx.x == 0 && reduced != 0)
         atomicMax(args.globalBits, reduced);
     }
@@ -351,11 +396,8 @@ template <class Config> __device__ void rowwise(const Args &args, int pass) {
   if constexpr (Config::Source == kGlobalFromBits ||
                 Config::Source == kGlobalFromScale) {
     if (blockIdx.x == 0 && threadIdx.x == 0) {
-      float global = Config::Source == kGlobalFromBits
-                         ? globalFromBits<Kind, Fmt>(*args.globalBits)
-                         : *args.scaleIn;
       if (args.global && Fold == kFoldNone)
-        args.global[0] = global;
+        args.global[0] = tensorScale.value;
       if (Kind == kPerTensor && Config::Source == kGlobalFromBits &&
           *args.globalBits >= kInfBits)
         ++nonFinite;
