@@ -128,11 +128,12 @@ __device__ __forceinline__ BlockScale expandScale(ScaleCode c,
 }
 
 /// The scale code of a block with magnitude max bits `amaxBits` (NaN/Inf
-/// patterns mark a non-finite block) under scheme `Kind`. `global` is the
-/// tensor's or row's FP32 global scale (per-tensor, per-row, two-level).
+/// patterns mark a non-finite block) under scheme `Kind`, without
+/// maySaturate. `global` is the tensor's or row's FP32 global scale
+/// (per-tensor, per-row, two-level).
 template <int Kind, int Fmt>
-__device__ __forceinline__ ScaleCode blockScaleCode(uint32_t amaxBits,
-                                                    const GlobalScale &global) {
+__device__ __forceinline__ ScaleCode scaleCodeOf(uint32_t amaxBits,
+                                                 const GlobalScale &global) {
   bool finite = amaxBits < kInfBits;
   float amax = bitsFloat(amaxBits);
   ScaleCode c{0xFFu, 0u};
@@ -166,6 +167,14 @@ __device__ __forceinline__ ScaleCode blockScaleCode(uint32_t amaxBits,
       c.a = uint32_t(e + 127);
     }
   }
+  return c;
+}
+
+/// Whether a value of the block with magnitude max bits `amaxBits` may
+/// saturate under its scale `s`, so that its encoding must check.
+template <int Fmt>
+__device__ __forceinline__ bool maySaturate(uint32_t amaxBits,
+                                            const BlockScale &s) {
   // Every quotient |x * up| / divisor is at most amax * up / divisor <=
   // B * (1 + 2^-22) with B = RN(RN(amax * up) * recip): amax * up is exact
   // (up a power of two, or inf), recip correctly rounded (a subnormal recip
@@ -175,19 +184,29 @@ __device__ __forceinline__ ScaleCode blockScaleCode(uint32_t amaxBits,
   // and per-tensor blocks end at 448 or 57344, so only MXFP8 blocks, casts
   // and NaN (a NaN in a cast's input) take the checking route.
   constexpr float kCheckFrom = Fmt == kE4M3 ? 463.0f : 61400.0f;
-  const BlockScale s = expandScale<Kind, Fmt>(c, global);
-  if (!(mulRn(mulRn(amax, s.up), s.recip) < kCheckFrom))
+  return !(mulRn(mulRn(bitsFloat(amaxBits), s.up), s.recip) < kCheckFrom);
+}
+
+/// scaleCodeOf with maySaturate in its kMaySaturateBit: what one lane
+/// computes for the lanes it shuffles the code to.
+template <int Kind, int Fmt>
+__device__ __forceinline__ ScaleCode blockScaleCode(uint32_t amaxBits,
+                                                    const GlobalScale &global) {
+  ScaleCode c = scaleCodeOf<Kind, Fmt>(amaxBits, global);
+  if (maySaturate<Fmt>(amaxBits, expandScale<Kind, Fmt>(c, global)))
     c.a |= kMaySaturateBit<Kind>;
   return c;
 }
 
-/// The scale of a block with magnitude max bits `amaxBits`: see
-/// blockScaleCode.
+/// The scale of a block with magnitude max bits `amaxBits` (see
+/// scaleCodeOf), expanded once.
 template <int Kind, int Fmt>
 __device__ __forceinline__ BlockScale blockScale(uint32_t amaxBits,
                                                  const GlobalScale &global) {
-  return expandScale<Kind, Fmt>(blockScaleCode<Kind, Fmt>(amaxBits, global),
-                                global);
+  BlockScale s =
+      expandScale<Kind, Fmt>(scaleCodeOf<Kind, Fmt>(amaxBits, global), global);
+  s.maySaturate = maySaturate<Fmt>(amaxBits, s);
+  return s;
 }
 
 /// The global scale from a reduce pass's max bits: per-tensor and per-row

@@ -331,9 +331,9 @@ template <class Config> __device__ void rowwise(const Args &args, int pass) {
         // second reduction is needed.
         uint32_t rowE8m0;
         if constexpr (kRowGlobal)
-          rowE8m0 = blockScaleCode<Kind, Fmt>(rowBits, g).a & 0xFFu;
+          rowE8m0 = scaleCodeOf<Kind, Fmt>(rowBits, g).a & 0xFFu;
         else if constexpr (Segments > 1)
-          rowE8m0 = blockScaleCode<Kind, Fmt>(args.foldBits[row], g).a & 0xFFu;
+          rowE8m0 = scaleCodeOf<Kind, Fmt>(args.foldBits[row], g).a & 0xFFu;
         else
           rowE8m0 = ctaMaxOneBarrier<Threads>(rowCode, scratch, reductions);
         const int rowReference = int(rowE8m0) - 127;
