@@ -495,6 +495,31 @@ moss_error_t moss_gemm(moss_context_t context, const moss_gemm_spec_t *spec,
                        int64_t m, const moss_gemm_buffers_t *buffers,
                        void *stream);
 
+/* A GEMM prepared once and launched many times: moss_gemm with the spec's
+ * conversion, its checks and the kernel's compile (or cache load) done at
+ * creation. A plan uses its context: call it where the context may be used
+ * (one thread at a time), and destroy it before the context. */
+typedef struct moss_gemm_plan *moss_gemm_plan_t;
+
+/* Checks `spec` (all that does not depend on the buffers or on the rows of
+ * a dynamic M) and compiles or loads its kernel on `context`'s device: for
+ * the spec's M, or for the heuristic's assumed M when M is dynamic (another
+ * M's kernel, where its bucket differs, comes on its first launch). On
+ * failure `*plan` is NULL. */
+moss_error_t moss_gemm_plan_create(moss_context_t context,
+                                   const moss_gemm_spec_t *spec,
+                                   moss_gemm_plan_t *plan);
+
+/* Computes the plan's GEMM for `m` rows on `stream`, asynchronously, as
+ * moss_gemm would for its spec: m and the buffers are checked (every
+ * pointer, alignment and scale count), the spec is not converted again. */
+moss_error_t moss_gemm_plan_launch(moss_gemm_plan_t plan, int64_t m,
+                                   const moss_gemm_buffers_t *buffers,
+                                   void *stream);
+
+/* Frees a plan (NULL is ignored). Its kernels stay in the context. */
+void moss_gemm_plan_destroy(moss_gemm_plan_t plan);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -145,24 +145,52 @@ GemmOperand convertOperand(const moss_gemm_operand_t &in) {
           in.global_scale_count};
 }
 
+moss_error_t convertBuffers(const moss_gemm_buffers_t *buffers,
+                            GemmBuffers &out) {
+  if (!buffers)
+    return invalid("buffers is NULL");
+  out.a = convertOperand(buffers->a);
+  out.b = convertOperand(buffers->b);
+  out.d = buffers->d;
+  out.bias = buffers->bias;
+  out.c = buffers->c;
+  out.amax = buffers->amax;
+  return nullptr;
+}
+
 moss_error_t convertCall(const moss_gemm_spec_t *spec, int64_t m,
                          const moss_gemm_buffers_t *buffers,
                          compiler::GemmSpec &outSpec, GemmBuffers &outBuffers) {
   if (moss_error_t e = convertSpec(spec, outSpec))
     return e;
-  if (!buffers)
-    return invalid("buffers is NULL");
-  outBuffers.a = convertOperand(buffers->a);
-  outBuffers.b = convertOperand(buffers->b);
-  outBuffers.d = buffers->d;
-  outBuffers.bias = buffers->bias;
-  outBuffers.c = buffers->c;
-  outBuffers.amax = buffers->amax;
+  if (moss_error_t e = convertBuffers(buffers, outBuffers))
+    return e;
   return convert(checkGemmLaunch(outSpec, m, outBuffers),
                  MOSS_ERROR_INVALID_ARGUMENT);
 }
 
+/// The context's GEMM runner (created on first use), with the context's
+/// device current.
+moss_error_t getRunner(moss_context_t context, GemmRunner *&runner) {
+  if (Error error = context->device.makeCurrent())
+    return convert(std::move(error));
+  if (!context->gemm) {
+    Expected<std::unique_ptr<GemmRunner>> created =
+        GemmRunner::create(context->cache);
+    if (!created)
+      return convert(created.takeError());
+    context->gemm = {created->release(), [](GemmRunner *r) { delete r; }};
+  }
+  runner = context->gemm.get();
+  return nullptr;
+}
+
 } // namespace
+
+struct moss_gemm_plan {
+  moss_context_t context;
+  compiler::GemmSpec spec;
+};
 
 extern "C" {
 
@@ -198,17 +226,56 @@ moss_error_t moss_gemm(moss_context_t context, const moss_gemm_spec_t *spec,
   GemmBuffers devBuffers;
   if (moss_error_t e = convertCall(spec, m, buffers, converted, devBuffers))
     return e;
-  if (Error error = context->device.makeCurrent())
-    return convert(std::move(error));
-  if (!context->gemm) {
-    Expected<std::unique_ptr<GemmRunner>> runner =
-        GemmRunner::create(context->cache);
-    if (!runner)
-      return convert(runner.takeError());
-    context->gemm = {runner->release(), [](GemmRunner *r) { delete r; }};
-  }
-  return convert(context->gemm->run(converted, m, devBuffers,
-                                    static_cast<CUstream>(stream)));
+  GemmRunner *runner = nullptr;
+  if (moss_error_t e = getRunner(context, runner))
+    return e;
+  return convert(
+      runner->run(converted, m, devBuffers, static_cast<CUstream>(stream)));
 }
+
+moss_error_t moss_gemm_plan_create(moss_context_t context,
+                                   const moss_gemm_spec_t *spec,
+                                   moss_gemm_plan_t *plan) {
+  if (!plan)
+    return invalid("plan is NULL");
+  *plan = nullptr;
+  if (!context)
+    return invalid("context is NULL");
+  compiler::GemmSpec converted;
+  if (moss_error_t e = convertSpec(spec, converted))
+    return e;
+  if (moss_error_t e = convert(checkGemmSpec(converted),
+                               MOSS_ERROR_INVALID_ARGUMENT))
+    return e;
+  GemmRunner *runner = nullptr;
+  if (moss_error_t e = getRunner(context, runner))
+    return e;
+  if (Expected<const GemmKernelInfo *> info = runner->prepare(converted);
+      !info)
+    return convert(info.takeError());
+  *plan = new moss_gemm_plan{context, converted};
+  return nullptr;
+}
+
+moss_error_t moss_gemm_plan_launch(moss_gemm_plan_t plan, int64_t m,
+                                   const moss_gemm_buffers_t *buffers,
+                                   void *stream) {
+  if (!plan)
+    return invalid("plan is NULL");
+  GemmBuffers devBuffers;
+  if (moss_error_t e = convertBuffers(buffers, devBuffers))
+    return e;
+  // As moss_gemm: every failure of these checks is the caller's argument.
+  if (moss_error_t e = convert(checkGemmLaunch(plan->spec, m, devBuffers),
+                               MOSS_ERROR_INVALID_ARGUMENT))
+    return e;
+  GemmRunner *runner = nullptr;
+  if (moss_error_t e = getRunner(plan->context, runner))
+    return e;
+  return convert(
+      runner->run(plan->spec, m, devBuffers, static_cast<CUstream>(stream)));
+}
+
+void moss_gemm_plan_destroy(moss_gemm_plan_t plan) { delete plan; }
 
 } // extern "C"

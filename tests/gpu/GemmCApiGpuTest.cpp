@@ -30,6 +30,8 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <string>
+#include <tuple>
 #include <vector>
 
 using namespace moss;
@@ -149,6 +151,36 @@ TEST(GemmCApiGpu, QuantizeThenGemmMatchesReference) {
   ASSERT_EQ(api.memcpyDtoH(first64.data(), d.ptr, 64 * n * 2), CUDA_SUCCESS);
   EXPECT_EQ(std::memcmp(first64.data(), out.data(), 64 * n * 2), 0)
       << "the first 64 rows differ between M = 129 and M = 64";
+
+  // A prepared plan of the same spec writes the same bits at both M.
+  {
+    moss_gemm_plan_t plan = nullptr;
+    expectOk(moss_gemm_plan_create(context, &spec, &plan));
+    ASSERT_NE(plan, nullptr);
+    std::unique_ptr<moss_gemm_plan, void (*)(moss_gemm_plan_t)> ownedPlan(
+        plan, moss_gemm_plan_destroy);
+    for (auto [rows, launch, want] :
+         {std::tuple{m, &buffers, &out}, std::tuple{int64_t(64), &rows64,
+                                                    &first64}}) {
+      ASSERT_EQ(api.memsetD8(d.ptr, 0xFF, m * n * 2), CUDA_SUCCESS);
+      expectOk(moss_gemm_plan_launch(plan, rows, launch, nullptr));
+      ASSERT_EQ(api.streamSynchronize(nullptr), CUDA_SUCCESS);
+      std::vector<uint16_t> planned(rows * n);
+      ASSERT_EQ(api.memcpyDtoH(planned.data(), d.ptr, rows * n * 2),
+                CUDA_SUCCESS);
+      EXPECT_EQ(std::memcmp(planned.data(), want->data(), rows * n * 2), 0)
+          << "the plan's GEMM differs from moss_gemm's at M = " << rows;
+    }
+    // A launch checks its buffers as moss_gemm does.
+    moss_gemm_buffers_t wrong = buffers;
+    wrong.a.global_scale_count = 1;
+    moss_error_t error = moss_gemm_plan_launch(plan, m, &wrong, nullptr);
+    EXPECT_EQ(moss_error_code(error), MOSS_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(moss_error_message(error)).find("globalScaleCount"),
+              std::string::npos)
+        << moss_error_message(error);
+    moss_error_destroy(error);
+  }
 
   // --- the reference (host quantizers: the GPU's are bit-identical) ----------
   QuantizedTensor qa = llvm::cantFail(

@@ -372,4 +372,25 @@ TEST(GemmCApi, NullContextFailsBeforeAnyWork) {
   moss_error_destroy(error);
 }
 
+TEST(GemmCApi, PlanCallsCheckTheirHandlesFirst) {
+  moss_gemm_spec_t spec;
+  moss_gemm_buffers_t buffers;
+  cForward(spec, buffers);
+  auto expectInvalid = [](moss_error_t error, const char *message) {
+    EXPECT_EQ(moss_error_code(error), MOSS_ERROR_INVALID_ARGUMENT);
+    EXPECT_STREQ(moss_error_message(error), message);
+    moss_error_destroy(error);
+  };
+  expectInvalid(moss_gemm_plan_create(nullptr, &spec, nullptr),
+                "plan is NULL");
+  // A failed creation leaves no plan behind, whatever *plan held.
+  moss_gemm_plan_t plan = reinterpret_cast<moss_gemm_plan_t>(uintptr_t(1));
+  expectInvalid(moss_gemm_plan_create(nullptr, &spec, &plan),
+                "context is NULL");
+  EXPECT_EQ(plan, nullptr);
+  expectInvalid(moss_gemm_plan_launch(nullptr, kM, &buffers, nullptr),
+                "plan is NULL");
+  moss_gemm_plan_destroy(nullptr);
+}
+
 } // namespace
