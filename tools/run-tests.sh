@@ -6,6 +6,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/scripts/common.sh"
 moss_build
+moss_find_nvdisasm
 moss_log "running the tests"
 ctest --test-dir "$MOSS_BUILD_DIR" --output-on-failure -j "$(nproc)"
 # Why tests skipped: GoogleTest prints the reason on the line after

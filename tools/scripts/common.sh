@@ -65,6 +65,26 @@ moss_build() {
   cmake --build "$MOSS_BUILD_DIR"
 }
 
+# QuantizerSassTest reads SASS with nvdisasm, which not every toolkit
+# install has: where neither $MOSS_NVDISASM nor the toolkit gives one, pip's
+# nvidia-cuda-nvdisasm is installed into the build tree and exported.
+moss_find_nvdisasm() {
+  if [ -n "${MOSS_NVDISASM:-}" ] || [ -x "$MOSS_CUDA_ROOT/bin/nvdisasm" ]; then
+    return 0
+  fi
+  local dir="$MOSS_BUILD_DIR/nvdisasm"
+  local bin="$dir/nvidia/cu13/bin/nvdisasm"
+  if [ ! -x "$bin" ]; then
+    moss_log "installing nvdisasm (nvidia-cuda-nvdisasm from PyPI) into $dir"
+    python3 -m pip install --quiet --disable-pip-version-check \
+      --root-user-action=ignore --target "$dir" \
+      nvidia-cuda-nvdisasm==13.2.86 ||
+      moss_log "warning: no nvdisasm: QuantizerSassTest will skip"
+  fi
+  [ -x "$bin" ] && export MOSS_NVDISASM="$bin"
+  return 0
+}
+
 # Installs the moss_jit Python package (pip install of the repository, which
 # reuses this build) into the active virtual environment, else into
 # $MOSS_PYTHON's environment, else into a virtual environment in the build
