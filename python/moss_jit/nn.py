@@ -215,10 +215,12 @@ class Linear(torch.nn.Module):
     two layouts from one read each where the shapes allow, see the
     module's text; the same bits either way).
 
-    The weight's FP8 cast is redone whenever the weight changes (its
-    version counter moves). With attach_optimizer(optimizer), or
-    set_learning_rate(lr) after each step, a CUDA weight's cast uses the
-    auto-scaler's predicted scale; otherwise its exact per-tensor scale.
+    The weight's FP8 cast is redone whenever the weight changes: its
+    version counter moves, or a step is reported (attach_optimizer, or
+    set_learning_rate(lr) after each step; needed with a fused optimizer,
+    which updates the weight without moving its version). With a reported
+    learning rate a CUDA weight's cast uses the auto-scaler's predicted
+    scale; otherwise its exact per-tensor scale.
     """
 
     def __init__(self, in_features, out_features, bias=True, device=None,
@@ -282,7 +284,10 @@ class Linear(torch.nn.Module):
         [in, out] when `need_transpose` (None otherwise), and their scale:
         cast again when the weight changed (its version counter moved)."""
         w = self.weight
+        # A step reported by the optimizer hook counts as a change too: a
+        # fused optimizer updates the weight without moving its version.
         if self._w_codes is None or self._w_version != w._version or \
+                self._pending_lr is not None or \
                 self._w_codes.device != w.device:
             if w.dtype not in (torch.float32, torch.bfloat16):
                 raise TypeError(f"weight has dtype {w.dtype}; the MOSS Linear "

@@ -391,6 +391,25 @@ class ConvertTest(unittest.TestCase):
 
 
 class OptimizerHookTest(unittest.TestCase):
+    def test_a_fused_optimizers_step_recasts_the_weight(self):
+        # fused=True updates the weight without moving its version counter;
+        # the hook's report of the step is what makes the cast follow.
+        layer = moss_jit.nn.Linear(64, 32)
+        optimizer = torch.optim.AdamW(layer.parameters(), lr=1e-2,
+                                      fused=True)
+        moss_jit.attach_optimizer(optimizer)
+        x = torch.randn(8, 64)
+        layer(x).square().sum().backward()
+        optimizer.step()
+        after = layer(x)
+        self.assertEqual(layer.weight_casts["exact"], 2)
+        fresh = moss_jit.nn.Linear(64, 32)
+        with torch.no_grad():
+            fresh.weight.copy_(layer.weight)
+            fresh.bias.copy_(layer.bias)
+        self.assertEqual(after.tolist(), fresh(x).tolist())
+
+
     def test_attach_optimizer_passes_the_learning_rate(self):
         layer = moss_jit.nn.Linear(64, 32)
         optimizer = torch.optim.AdamW(layer.parameters(), lr=3e-4)
