@@ -236,6 +236,28 @@ moss_error_t moss_quantize(moss_context_t context,
                            const moss_quantize_buffers_t *buffers,
                            void *stream);
 
+/* A quantization prepared once and launched many times: moss_quantize with
+ * the spec's conversion, its checks and the kernels' compile (or cache
+ * load) done at creation. A plan uses its context: call it where the
+ * context may be used (one thread at a time), and destroy it before the
+ * context. */
+typedef struct moss_quantize_plan *moss_quantize_plan_t;
+
+/* Checks `spec` as moss_quantize_layout does and compiles or loads its
+ * kernels on `context`'s device. On failure `*plan` is NULL. */
+moss_error_t moss_quantize_plan_create(moss_context_t context,
+                                       const moss_quantize_spec_t *spec,
+                                       moss_quantize_plan_t *plan);
+
+/* Quantizes as moss_quantize would for the plan's spec: the buffers are
+ * checked, the spec is not converted again. */
+moss_error_t moss_quantize_plan_launch(moss_quantize_plan_t plan,
+                                       const moss_quantize_buffers_t *buffers,
+                                       void *stream);
+
+/* Frees a plan (NULL is ignored). Its kernels stay in the context. */
+void moss_quantize_plan_destroy(moss_quantize_plan_t plan);
+
 /* Per-tensor cast with a scale kept on the device: codes = encode(x /
  * *scale), one pass, no host synchronization. `scale` is a 4-byte aligned
  * FP32 device pointer; the spec's scheme must be MOSS_SCHEME_PER_TENSOR. */

@@ -162,6 +162,22 @@ moss_error_t checkBuffers(uint64_t x, uint64_t q, uint64_t local,
                       scheme);
 }
 
+/// Checks a GPU quantization's buffers against the scales `scheme` writes
+/// and converts them.
+moss_error_t checkDeviceBuffers(const moss_quantize_buffers_t &buffers,
+                                const ScalingScheme &scheme,
+                                QuantizeBuffers &out) {
+  if (moss_error_t e = checkBuffers(buffers.x, buffers.q, buffers.local,
+                                    buffers.global, 16, 4, scheme))
+    return e;
+  if (buffers.counters % 8 != 0)
+    return invalid("buffers->counters must be 8-byte aligned, got 0x" +
+                   Twine::utohexstr(buffers.counters));
+  out = QuantizeBuffers{buffers.x, buffers.q, buffers.local, buffers.global,
+                        buffers.counters};
+  return nullptr;
+}
+
 /// Checks the arguments common to moss_quantize and moss_cast_with_scale.
 moss_error_t checkCall(moss_context_t context, const moss_quantize_spec_t *spec,
                        const moss_quantize_buffers_t *buffers,
@@ -173,15 +189,7 @@ moss_error_t checkCall(moss_context_t context, const moss_quantize_spec_t *spec,
   if (moss_error_t error =
           convertCall(spec, buffers, converted, scheme, bothLayouts))
     return error;
-  if (moss_error_t e = checkBuffers(buffers->x, buffers->q, buffers->local,
-                                    buffers->global, 16, 4, scheme))
-    return e;
-  if (buffers->counters % 8 != 0)
-    return invalid("buffers->counters must be 8-byte aligned, got 0x" +
-                   Twine::utohexstr(buffers->counters));
-  out = QuantizeBuffers{buffers->x, buffers->q, buffers->local,
-                        buffers->global, buffers->counters};
-  return nullptr;
+  return checkDeviceBuffers(*buffers, scheme, out);
 }
 
 /// Checks a cast's device scale against its spec: per-tensor only, 4-byte
@@ -225,6 +233,14 @@ moss_error_t checkTransposedBuffers(const moss_quantize_buffers_t *t,
 }
 
 } // namespace
+
+/// A quantization prepared once (moss_quantize_plan_create): its spec and
+/// the scales it writes (the folded scheme's, for one that folds).
+struct moss_quantize_plan {
+  moss_context_t context;
+  QuantizeSpec spec;
+  ScalingScheme scheme;
+};
 
 moss_error_t moss::capi::convertFold(int32_t fold, const Twine &field,
                                       std::optional<BlockScaleFold> &out) {
@@ -454,6 +470,46 @@ moss_error_t moss_quantize(moss_context_t context,
   return convert(context->quantizer.quantize(converted, devBuffers,
                                              static_cast<CUstream>(stream)));
 }
+
+moss_error_t moss_quantize_plan_create(moss_context_t context,
+                                       const moss_quantize_spec_t *spec,
+                                       moss_quantize_plan_t *plan) {
+  if (!plan)
+    return invalid("plan is NULL");
+  *plan = nullptr;
+  if (!context)
+    return invalid("context is NULL");
+  QuantizeSpec converted;
+  if (moss_error_t error = convertSpec(spec, converted))
+    return error;
+  if (Error error = context->device.makeCurrent())
+    return convert(std::move(error));
+  if (Error error = context->quantizer.prepare(converted))
+    return convert(std::move(error));
+  *plan = new moss_quantize_plan{
+      context, converted,
+      getFoldedScheme(converted.options.scheme, converted.options.fold)};
+  return nullptr;
+}
+
+moss_error_t moss_quantize_plan_launch(moss_quantize_plan_t plan,
+                                       const moss_quantize_buffers_t *buffers,
+                                       void *stream) {
+  if (!plan)
+    return invalid("plan is NULL");
+  if (!buffers)
+    return invalid("buffers is NULL");
+  QuantizeBuffers devBuffers;
+  if (moss_error_t error =
+          checkDeviceBuffers(*buffers, plan->scheme, devBuffers))
+    return error;
+  if (Error error = plan->context->device.makeCurrent())
+    return convert(std::move(error));
+  return convert(plan->context->quantizer.quantize(
+      plan->spec, devBuffers, static_cast<CUstream>(stream)));
+}
+
+void moss_quantize_plan_destroy(moss_quantize_plan_t plan) { delete plan; }
 
 moss_error_t moss_cast_with_scale(moss_context_t context,
                                   const moss_quantize_spec_t *spec,

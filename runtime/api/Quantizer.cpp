@@ -377,6 +377,15 @@ Error GpuQuantizer::quantize(const QuantizeSpec &spec,
   return run(spec, buffers, /*rowMajor=*/nullptr, /*scale=*/0, stream);
 }
 
+Error GpuQuantizer::prepare(const QuantizeSpec &spec) {
+  if (spec.bothLayouts)
+    return invalidArgument("a dual-layout spec has two sets of outputs: "
+                           "quantize it with quantizeBothLayouts");
+  if (Expected<const Plan *> plan = getPlan(spec, /*withScale=*/false); !plan)
+    return plan.takeError();
+  return Error::success();
+}
+
 Error GpuQuantizer::castWithScale(const QuantizeSpec &spec, CUdeviceptr scale,
                                   const QuantizeBuffers &buffers,
                                   CUstream stream) {

@@ -332,6 +332,22 @@ TEST(CApiTest, HostQuantizeWritesTheReferenceForBf16Input) {
   EXPECT_EQ(counters[1], 4u);
 }
 
+TEST(CApiTest, QuantizePlanCallsCheckTheirHandlesFirst) {
+  moss_quantize_spec_t spec = makeSpec(4, 64, MOSS_SCHEME_PER_ROW);
+  expectError(moss_quantize_plan_create(nullptr, &spec, nullptr),
+              MOSS_ERROR_INVALID_ARGUMENT, "plan is NULL");
+  // A failed creation leaves no plan behind, whatever *plan held.
+  moss_quantize_plan_t plan =
+      reinterpret_cast<moss_quantize_plan_t>(uintptr_t(1));
+  expectError(moss_quantize_plan_create(nullptr, &spec, &plan),
+              MOSS_ERROR_INVALID_ARGUMENT, "context is NULL");
+  EXPECT_EQ(plan, nullptr);
+  moss_quantize_buffers_t buffers{};
+  expectError(moss_quantize_plan_launch(nullptr, &buffers, nullptr),
+              MOSS_ERROR_INVALID_ARGUMENT, "plan is NULL");
+  moss_quantize_plan_destroy(nullptr);
+}
+
 TEST(CApiTest, HostQuantizeTakesAnyKWithoutBlocks) {
   // The host reference has no 16-byte row rule: per-tensor takes K=7.
   const int64_t rows = 3, cols = 7;
@@ -559,6 +575,30 @@ TEST(CApiTest, QuantizeOnGpuMatchesReference) {
   EXPECT_EQ(local, q->localE8M0);
   ASSERT_EQ(global.size(), q->global.size());
   EXPECT_EQ(std::memcmp(global.data(), q->global.data(), global.size() * 4), 0);
+
+  // A prepared plan of the spec writes the same bits into poisoned outputs.
+  {
+    moss_quantize_plan_t plan = nullptr;
+    ErrorPtr error(moss_quantize_plan_create(context, &spec, &plan));
+    ASSERT_EQ(error, nullptr) << moss_error_message(error.get());
+    std::unique_ptr<moss_quantize_plan, void (*)(moss_quantize_plan_t)>
+        ownedPlan(plan, moss_quantize_plan_destroy);
+    ASSERT_EQ(api.memsetD8(dq.ptr, 0xA5, x.size()), CUDA_SUCCESS);
+    ASSERT_EQ(api.memsetD8(dlocal.ptr, 0xA5, localBytes), CUDA_SUCCESS);
+    error.reset(moss_quantize_plan_launch(plan, &buffers, nullptr));
+    ASSERT_EQ(error, nullptr) << moss_error_message(error.get());
+    std::vector<uint8_t> planCodes(x.size()), planLocal(localBytes);
+    ASSERT_EQ(api.memcpyDtoH(planCodes.data(), dq.ptr, planCodes.size()),
+              CUDA_SUCCESS);
+    ASSERT_EQ(api.memcpyDtoH(planLocal.data(), dlocal.ptr, localBytes),
+              CUDA_SUCCESS);
+    EXPECT_EQ(planCodes, codes);
+    EXPECT_EQ(planLocal, local);
+    moss_quantize_buffers_t missing = buffers;
+    missing.local = 0;
+    expectError(moss_quantize_plan_launch(plan, &missing, nullptr),
+                MOSS_ERROR_INVALID_ARGUMENT, "buffers->local is 0");
+  }
 
   // Wrong buffers are argument errors, caught before any launch.
   moss_quantize_buffers_t missing = buffers;

@@ -70,6 +70,10 @@ public:
   llvm::Error quantize(const QuantizeSpec &spec, const QuantizeBuffers &buffers,
                        CUstream stream);
 
+  /// Compiles (or loads from the cache) the kernels quantize() launches for
+  /// `spec`, without launching them.
+  llvm::Error prepare(const QuantizeSpec &spec);
+
   /// Per-tensor cast with a scale the caller keeps on the device (the
   /// AutoScaler's prediction): codes = encode(x / *scale), one pass, no
   /// host synchronization. `scale` is an FP32 device pointer.
