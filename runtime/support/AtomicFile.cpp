@@ -14,6 +14,19 @@ using namespace llvm;
 
 namespace moss {
 
+/// Writes `bytes` to the open file `fd` and closes it; the error names
+/// `path`.
+static Error writeAndClose(int fd, StringRef path, ArrayRef<char> bytes) {
+  raw_fd_ostream os(fd, /*shouldClose=*/true);
+  os.write(bytes.data(), bytes.size());
+  os.close();
+  if (!os.has_error())
+    return Error::success();
+  std::error_code ec = os.error();
+  os.clear_error();
+  return createStringError(ec, "cannot write '" + path + "': " + ec.message());
+}
+
 Expected<std::string> writeTemporaryFileFor(StringRef path,
                                             ArrayRef<char> bytes) {
   SmallString<256> model(path);
@@ -25,15 +38,9 @@ Expected<std::string> writeTemporaryFileFor(StringRef path,
                                      "': cannot create a temporary file "
                                      "next to it: " +
                                      ec.message());
-  raw_fd_ostream os(fd, /*shouldClose=*/true);
-  os.write(bytes.data(), bytes.size());
-  os.close();
-  if (os.has_error()) {
-    std::error_code ec = os.error();
-    os.clear_error();
+  if (Error e = writeAndClose(fd, path, bytes)) {
     sys::fs::remove(temporary);
-    return createStringError(ec,
-                             "cannot write '" + path + "': " + ec.message());
+    return std::move(e);
   }
   return std::string(temporary);
 }
@@ -77,16 +84,7 @@ static Error writeInPlace(StringRef path, ArrayRef<char> bytes) {
           path, fd, sys::fs::CD_OpenExisting, sys::fs::OF_None))
     return createStringError(ec,
                              "cannot write '" + path + "': " + ec.message());
-  raw_fd_ostream os(fd, /*shouldClose=*/true);
-  os.write(bytes.data(), bytes.size());
-  os.close();
-  if (os.has_error()) {
-    std::error_code ec = os.error();
-    os.clear_error();
-    return createStringError(ec,
-                             "cannot write '" + path + "': " + ec.message());
-  }
-  return Error::success();
+  return writeAndClose(fd, path, bytes);
 }
 
 Error writeFileAtomically(StringRef path, ArrayRef<char> bytes) {
