@@ -912,6 +912,12 @@ Error GemmRunner::run(const GemmSpec &asked, int64_t m,
                       const GemmOptions &options) {
   if (Error e = checkGemmLaunch(asked, m, given))
     return e;
+  return launchChecked(asked, m, given, stream, options);
+}
+
+Error GemmRunner::launchChecked(const GemmSpec &asked, int64_t m,
+                                const GemmBuffers &given, CUstream stream,
+                                const GemmOptions &options) {
   // From here on, the GEMM the kernel computes (folded operands, if any).
   const GemmSpec spec = getCompiledSpec(asked, m, options, target);
   Expected<Kernel *> found = getKernel(spec, m, options);

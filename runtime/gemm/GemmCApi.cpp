@@ -229,8 +229,8 @@ moss_error_t moss_gemm(moss_context_t context, const moss_gemm_spec_t *spec,
   GemmRunner *runner = nullptr;
   if (moss_error_t e = getRunner(context, runner))
     return e;
-  return convert(
-      runner->run(converted, m, devBuffers, static_cast<CUstream>(stream)));
+  return convert(runner->launchChecked(converted, m, devBuffers,
+                                       static_cast<CUstream>(stream)));
 }
 
 moss_error_t moss_gemm_plan_create(moss_context_t context,
@@ -272,8 +272,8 @@ moss_error_t moss_gemm_plan_launch(moss_gemm_plan_t plan, int64_t m,
   GemmRunner *runner = nullptr;
   if (moss_error_t e = getRunner(plan->context, runner))
     return e;
-  return convert(
-      runner->run(plan->spec, m, devBuffers, static_cast<CUstream>(stream)));
+  return convert(runner->launchChecked(plan->spec, m, devBuffers,
+                                       static_cast<CUstream>(stream)));
 }
 
 void moss_gemm_plan_destroy(moss_gemm_plan_t plan) { delete plan; }

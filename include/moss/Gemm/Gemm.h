@@ -207,6 +207,12 @@ public:
                   const GemmBuffers &buffers, CUstream stream,
                   const GemmOptions &options = {});
 
+  /// run() for a call that checkGemmLaunch has accepted (the C API checks
+  /// before it converts its errors), without checking it again.
+  llvm::Error launchChecked(const compiler::GemmSpec &spec, int64_t m,
+                            const GemmBuffers &buffers, CUstream stream,
+                            const GemmOptions &options = {});
+
   /// Compiles (or loads) the kernel run() launches for `m` rows of `spec`,
   /// without launching it. With GemmCompileMode::Full it also waits for a
   /// tiered compile of that kernel still in flight.
