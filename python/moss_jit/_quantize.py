@@ -140,17 +140,22 @@ def _spec(rows, cols, input_type, scheme, fmt, block_rows, block_cols,
         raise ValueError(f"quantize: {error}") from None
 
 
+def result_scheme(scheme, block_rows, block_cols, global_scope, fold):
+    """(scheme, block, global_scope) of a quantization's result: a folded
+    one has the scheme it became."""
+    if fold == "128":
+        return "per-group", (1, 128), global_scope
+    if fold == "row":
+        return "per-row", (1, 0), "row"
+    return scheme, (block_rows, block_cols), global_scope
+
+
 def result(codes, local, glob, scheme, fmt, block_rows, block_cols,
            global_scope, transpose, fold):
     """The MossTensor of a quantization's outputs."""
-    effective = schemes.folded_scheme(scheme, fold)
-    block = (block_rows, block_cols)
-    if fold == "128":
-        block = (1, 128)
-    elif fold == "row":
-        block = (1, 0)
-    return MossTensor(codes, local, glob, effective, fmt, block,
-                      "row" if fold == "row" else global_scope,
+    effective, block, scope = result_scheme(scheme, block_rows, block_cols,
+                                            global_scope, fold)
+    return MossTensor(codes, local, glob, effective, fmt, block, scope,
                       bool(transpose), scheme if fold != "none" else None)
 
 

@@ -13,7 +13,7 @@ import torch
 
 from . import _capi, reference, schemes
 from . import _quantize as _quantize_module
-from .tensor import MossTensor, check_parts
+from .tensor import MossTensor, check_parts, scale_shapes
 
 FP8_DTYPES = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
 OUT_TYPES = {torch.bfloat16: "bf16", torch.float16: "f16",
@@ -245,13 +245,11 @@ def quantize(x, spec, layout, scheme, fmt, block_rows, block_cols,
 
 def _check_scales(scales, name, device):
     """The checks of a scale tensor that check_parts leaves to the torch
-    side; returns its element count (0 for None)."""
-    if scales is None:
-        return 0
-    if not scales.is_contiguous() or scales.device != device:
+    side."""
+    if scales is not None and (not scales.is_contiguous() or
+                               scales.device != device):
         raise ValueError(f"{name} must be a contiguous tensor on {device}, "
                          f"got strides {scales.stride()} on {scales.device}")
-    return scales.numel()
 
 
 def _check_operand(q, name):
@@ -518,22 +516,9 @@ def quantize_layout_shapes(rows, cols, scheme, block_rows, block_cols,
     sizes allowed): ((code_rows, K), local shape or None, global count or
     None). tests/ check it against libmoss's layout."""
     out_rows, k = (cols, rows) if transpose else (rows, cols)
-    if fold == "row":
-        return (out_rows, k), None, out_rows
-    if fold == "128":
-        return (out_rows, k), (out_rows, k // 128), None
-    local = glob = None
-    if scheme == "per-tensor":
-        glob = 1
-    elif scheme == "per-row":
-        glob = out_rows
-    elif scheme == "per-group":
-        local = (-(-out_rows // block_rows), k // block_cols)
-    else:
-        local = (out_rows, k // block_cols)
-        if scheme == "moss":
-            glob = out_rows if global_scope == "row" else 1
-    return (out_rows, k), local, glob
+    local, glob = scale_shapes(*_quantize_module.result_scheme(
+        scheme, block_rows, block_cols, global_scope, fold), out_rows, k)
+    return (out_rows, k), local, glob[0] if glob else None
 
 
 @torch.library.custom_op("moss_jit::quantize", mutates_args=())

@@ -104,15 +104,6 @@ def both_layouts_spec(rows, cols, input_type, scheme, fmt, block_rows,
     return spec, row, transposed
 
 
-def folded_scheme(scheme, fold):
-    """The scheme a folded quantization's result has."""
-    if fold == "row":
-        return "per-row"
-    if fold == "128":
-        return "per-group"
-    return scheme
-
-
 def check_quantize_args(rows, cols, scheme, fmt, block, global_scope,
                         transpose, fold):
     """Checks the arguments of quantize(), naming them; returns the blocks
