@@ -89,12 +89,15 @@ private:
 
 } // namespace
 
-llvm::Expected<compiler::KernelSource>
-compiler::compileGemm(const GemmSpec &spec, const TargetInfo &target,
-                      const CompileOptions &options) {
-  if (llvm::Error error = checkShapes(spec))
-    return std::move(error);
-
+/// The kernel of a moss.gemm built from `spec` (a spec whose kernel folds A
+/// becomes an op that folds by rows, which getFoldingKernelSpec gives back)
+/// on the tiling `getTiling` gives once the op has verified (its errors say
+/// more than the planner's), through the pipeline and the C++ emitter.
+static llvm::Expected<compiler::KernelSource> compileGemmOp(
+    const compiler::GemmSpec &spec,
+    llvm::function_ref<llvm::Expected<compiler::TileConfig>()> getTiling,
+    bool quickCompile, const compiler::TargetInfo &target,
+    const compiler::StageCallback &onStage) {
   DialectRegistry registry;
   registry.insert<MOSSDialect, func::FuncDialect, emitc::EmitCDialect>();
   MLIRContext context(registry, MLIRContext::Threading::DISABLED);
@@ -120,7 +123,8 @@ compiler::compileGemm(const GemmSpec &spec, const TargetInfo &target,
         (diagnostics.empty() ? what.str() : diagnostics));
   };
 
-  // The input: one function holding the moss.gemm, M dynamic.
+  // The input: one function holding the moss.gemm, M dynamic, with the
+  // plan's tiling (moss-select-tiling keeps it).
   Location loc = UnknownLoc::get(&context);
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
   OpBuilder builder(&context);
@@ -131,32 +135,16 @@ compiler::compileGemm(const GemmSpec &spec, const TargetInfo &target,
     return fail("invalid scaling scheme");
   if (failed(verify(*module)))
     return fail("the built moss.gemm does not verify");
-  // The tiling is decided here, once: the given one, else the heuristic's
-  // (chooseTiling); the quick-compile variant narrows it. The pass keeps it.
-  std::optional<TileConfig> tiling = options.tiling;
-  if (!tiling) {
-    TilingChoice choice;
-    choice.heuristic.assumedM = options.assumedM;
-    choice.heuristic.allowSplitK = options.allowSplitK;
-    const GemmSpec kernelSpec =
-        spec.kernelFoldsA ? spec.getFoldingKernelSpec() : spec.getKernelSpec();
-    llvm::Expected<TileConfig> chosen =
-        chooseTiling(kernelSpec, target, choice);
-    if (!chosen)
-      return fail(llvm::toString(chosen.takeError()));
-    tiling = *chosen;
-  }
-  if (options.quickCompile)
-    tiling = getQuickCompileTiling(spec, *tiling, target);
-  if (llvm::Error error = checkTiling(spec, *tiling, target))
-    return fail(llvm::toString(std::move(error)));
+  llvm::Expected<compiler::TileConfig> tiling = getTiling();
+  if (!tiling)
+    return fail(llvm::toString(tiling.takeError()));
   func->walk(
       [&](GemmOp op) { op.setTilingAttr(getTilingAttr(&context, *tiling)); });
-  if (options.onStage) {
+  if (onStage) {
     std::string text;
     llvm::raw_string_ostream os(text);
     module->print(os);
-    options.onStage(kStageInput, text);
+    onStage(compiler::kStageInput, text);
   }
 
   // The passes.
@@ -164,18 +152,15 @@ compiler::compileGemm(const GemmSpec &spec, const TargetInfo &target,
   pipeline.m = spec.isDynamicM() ? 0 : spec.m;
   pipeline.smCount = target.smCount;
   pipeline.sharedMemoryBytes = target.sharedMemoryPerBlock;
-  pipeline.assumedM = options.assumedM;
-  pipeline.allowSplitK = options.allowSplitK;
-  pipeline.quickCompile = options.quickCompile;
+  pipeline.quickCompile = quickCompile;
   // A spec whose kernel folds A becomes an op that folds by rows (its
   // getFoldingKernelSpec gives the spec back).
   pipeline.foldAInKernel = spec.kernelFoldsA;
   pipeline.lowerQuantize = false; // the module holds one moss.gemm
   PassManager pm = PassManager::on<ModuleOp>(&context);
   buildGemmPipeline(pm, pipeline);
-  if (options.onStage)
-    pm.addInstrumentation(
-        std::make_unique<StageInstrumentation>(options.onStage));
+  if (onStage)
+    pm.addInstrumentation(std::make_unique<StageInstrumentation>(onStage));
   if (failed(pm.run(*module)))
     return fail("the GEMM pipeline failed");
 
@@ -187,18 +172,48 @@ compiler::compileGemm(const GemmSpec &spec, const TargetInfo &target,
   if (units->size() != 1 || !units->front().tiling)
     return fail("expected one translation unit with a tiling");
 
-  KernelSource kernel;
+  compiler::KernelSource kernel;
   kernel.source = std::move(units->front().source);
   kernel.kernelName = std::move(units->front().kernelName);
   kernel.tiling = getTileConfig(units->front().tiling);
   kernel.spec = spec;
-  kernel.quickCompile = options.quickCompile;
-  ResourceUsage usage = estimateResources(spec, kernel.tiling, target);
+  kernel.quickCompile = quickCompile;
+  compiler::ResourceUsage usage = compiler::estimateResources(spec, kernel.tiling, target);
   kernel.launch.threads = usage.threads;
   kernel.launch.sharedBytes = usage.sharedBytes;
   kernel.launch.cluster[0] =
       static_cast<unsigned>(kernel.tiling.clusterM * kernel.tiling.clusterN);
-  if (options.onStage)
-    options.onStage(kStageCuda, kernel.source);
+  if (onStage)
+    onStage(compiler::kStageCuda, kernel.source);
   return kernel;
+}
+
+llvm::Expected<compiler::KernelSource>
+compiler::compileGemm(const GemmPlan &plan, const TargetInfo &target,
+                      const StageCallback &onStage) {
+  return compileGemmOp(
+      plan.kernel, [&] { return llvm::Expected<TileConfig>(plan.tiling); },
+      plan.quickCompile, target, onStage);
+}
+
+llvm::Expected<compiler::KernelSource>
+compiler::compileGemm(const GemmSpec &spec, const TargetInfo &target,
+                      const CompileOptions &options) {
+  if (llvm::Error error = checkShapes(spec))
+    return std::move(error);
+  // The tiling is decided here, once (the pass keeps it); the op is the
+  // spec as asked (its fold, if any, is the passes' to apply).
+  auto plan = [&]() -> llvm::Expected<TileConfig> {
+    GemmPlanOptions planOptions;
+    planOptions.tiling = options.tiling;
+    planOptions.quickCompile = options.quickCompile;
+    planOptions.heuristic.assumedM = options.assumedM;
+    planOptions.heuristic.allowSplitK = options.allowSplitK;
+    llvm::Expected<GemmPlan> planned = planGemm(spec, target, planOptions);
+    if (!planned)
+      return planned.takeError();
+    return planned->tiling;
+  };
+  return compileGemmOp(spec, plan, options.quickCompile, target,
+                       options.onStage);
 }

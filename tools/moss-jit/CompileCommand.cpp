@@ -116,16 +116,16 @@ int runCompile() {
 
   std::string text;
   if (emit == Emit::Mlir) {
-    // The pipeline's stages, with the tiling the runtime resolved.
-    compiler::CompileOptions options;
-    options.quickCompile = getQuickCompile();
-    options.tiling = kernel->tiling;
-    options.onStage = [&](StringRef stage, StringRef stageText) {
+    // The pipeline's stages of the runtime's plan.
+    Expected<compiler::GemmPlan> plan = runner->getPlan(*spec, rows, runOptions);
+    if (!plan)
+      return failCompile(plan.takeError());
+    auto onStage = [&](StringRef stage, StringRef stageText) {
       if (stage != compiler::kStageCuda)
         text += ("// ----- stage: " + stage + "\n" + stageText + "\n").str();
     };
     Expected<compiler::KernelSource> staged =
-        compiler::compileGemm(spec->getKernelSpec(rows), target, options);
+        compiler::compileGemm(*plan, target, onStage);
     if (!staged)
       return failCompile(staged.takeError());
   } else if (emit == Emit::Cuda) {

@@ -25,6 +25,7 @@
 
 #include "KernelFunction.h"
 
+#include "moss/Compiler/GemmPlan.h"
 #include "moss/Compiler/TemplateParams.h"
 #include "moss/Compiler/Tiling.h"
 #include "moss/Conversion/Passes.h"
@@ -242,8 +243,8 @@ public:
       // The kernel of the folded operands, when the op folds (with
       // fold-a-in-kernel, the kernel that folds A itself where it can).
       const compiler::GemmSpec asked = getGemmSpec(op, getGemmShape(op));
-      compiler::GemmSpec spec =
-          foldAInKernel ? asked.getFoldingKernelSpec() : asked.getKernelSpec();
+      const compiler::GemmSpec spec = compiler::getPlannedKernelSpec(
+          asked, compiler::GemmSpec::kDynamic, foldAInKernel);
       buildTranslationUnit(builder, op, spec, op.getTilingAttr(), quickCompile,
                            func, emitted);
       func->erase();

@@ -9,6 +9,7 @@
 #ifndef MOSS_COMPILER_COMPILE_H
 #define MOSS_COMPILER_COMPILE_H
 
+#include "moss/Compiler/GemmPlan.h"
 #include "moss/Compiler/GemmSpec.h"
 #include "moss/Compiler/KernelSource.h"
 #include "moss/Compiler/Tiling.h"
@@ -30,6 +31,10 @@ namespace moss::compiler {
 constexpr llvm::StringLiteral kStageInput = "moss"; ///< the built moss.gemm IR
 constexpr llvm::StringLiteral kStageCuda = "cuda";  ///< the C++ text
 
+/// Called with each stage's name and its text (IR or C++).
+using StageCallback =
+    std::function<void(llvm::StringRef stage, llvm::StringRef text)>;
+
 /// Options of compileGemm().
 struct CompileOptions {
   /// A tile configuration to use instead of the heuristic's (the runtime's
@@ -48,7 +53,7 @@ struct CompileOptions {
   bool quickCompile = false;
   /// Called with each stage's name and its text (IR or C++), for
   /// `moss-jit compile --emit`.
-  std::function<void(llvm::StringRef stage, llvm::StringRef text)> onStage;
+  StageCallback onStage;
 };
 
 /// Compiles one GEMM for `target`, as its schemes say: callers whose spec
@@ -61,6 +66,13 @@ struct CompileOptions {
 llvm::Expected<KernelSource> compileGemm(const GemmSpec &spec,
                                          const TargetInfo &target,
                                          const CompileOptions &options = {});
+
+/// Compiles the kernel of `plan` (planGemm): the moss.gemm of
+/// `plan.kernel` on `plan.tiling`, through the same pipeline. The
+/// runtime's path; it decides nothing the plan has decided.
+llvm::Expected<KernelSource> compileGemm(const GemmPlan &plan,
+                                         const TargetInfo &target,
+                                         const StageCallback &onStage = {});
 
 } // namespace moss::compiler
 

@@ -39,6 +39,7 @@
 #include <unordered_map>
 
 namespace moss::compiler {
+struct GemmPlan;
 class TuningDatabase;
 } // namespace moss::compiler
 
@@ -47,6 +48,10 @@ namespace moss {
 namespace runtime {
 class GpuFolder;
 } // namespace runtime
+
+namespace detail {
+class TuningDatabaseFiles;
+} // namespace detail
 
 /// One FP8 operand on the device, as the quantizers write it
 /// (docs/NUMERICS-CONTRACT.md): codes [rows, K] row-major (K-major), block
@@ -224,6 +229,15 @@ public:
   llvm::Expected<const GemmKernelInfo *>
   prepare(const compiler::GemmSpec &spec, const GemmOptions &options = {});
 
+  /// The plan run() makes for `m` rows of `spec` (compiler::planGemm): the
+  /// fold, the kernel's spec and its tiling (options.tiling, else the
+  /// tuning database, else the heuristic; Quick mode: the quick-compile
+  /// variant's). Checks the spec and `m` as run() does, buffers aside.
+  /// Needs no GPU.
+  llvm::Expected<compiler::GemmPlan> getPlan(const compiler::GemmSpec &spec,
+                                             int64_t m,
+                                             const GemmOptions &options = {});
+
   /// The CUDA C++ of the full kernel run() launches for `m` rows of `spec`
   /// (Quick mode: its quick-compile variant), tiled as run() resolves it:
   /// options.tiling, else the tuning database, else the heuristic. Needs no
@@ -257,46 +271,41 @@ public:
     size_t operator()(const Key &key) const;
   };
   struct Kernel;
-  struct TuningState;
+  struct Planned;
   struct Workspaces;
 
 private:
   GemmRunner(runtime::KernelCache &cache, compiler::TargetInfo target);
-  llvm::Expected<Kernel *> getKernel(const compiler::GemmSpec &spec, int64_t m,
-                                     const GemmOptions &options);
-  /// The tiling run() uses when options give none, and the database
-  /// consulted ("" for none).
-  llvm::Expected<std::pair<compiler::TileConfig, std::string>>
-  resolveTiling(const compiler::GemmSpec &spec, int64_t m,
-                const GemmOptions &options);
-  llvm::Expected<Kernel *>
-  compileKernel(const compiler::GemmSpec &spec,
-                const std::optional<compiler::TileConfig> &tiling,
-                const std::string &database, GemmCompileMode mode);
+  /// The plan of an m-row launch of `spec` (compiler::planGemm with the
+  /// database `options` name, read through `tuningFiles`) and the path of
+  /// the database consulted ("" for none).
+  llvm::Expected<std::pair<compiler::GemmPlan, std::string>>
+  makePlan(const compiler::GemmSpec &spec, int64_t m,
+           const GemmOptions &options);
+  /// The plan and kernel of an m-row launch of `spec`: made, compiled or
+  /// loaded on the first call for its key, then a lookup.
+  llvm::Expected<Planned *> getPlanned(const compiler::GemmSpec &spec,
+                                       int64_t m, const GemmOptions &options);
+  llvm::Expected<Kernel *> compileKernel(const compiler::GemmPlan &plan,
+                                         const std::string &database,
+                                         GemmCompileMode mode);
   llvm::Error loadKernel(Kernel &kernel, const compiler::KernelSource &source,
                          std::shared_ptr<const runtime::KernelEntry> entry);
   llvm::Error switchToFullKernel(Kernel &kernel, bool wait);
-  /// The operands of an m-row launch of `spec` with the fold passes run
-  /// (a kernel that folds A itself takes A as given).
-  llvm::Expected<GemmBuffers> foldOperands(const compiler::GemmSpec &spec,
+  /// The operands of an m-row launch of `plan` with its fold passes run.
+  llvm::Expected<GemmBuffers> foldOperands(const compiler::GemmPlan &plan,
                                            int64_t m,
                                            const GemmBuffers &buffers,
-                                           CUstream stream,
-                                           const GemmOptions &options);
-  /// The database at `path`, read again when the file changes; null when
-  /// there is none or it fails its checks (reported once per version).
-  std::shared_ptr<const compiler::TuningDatabase>
-  getTuningDatabase(const compiler::GemmSpec &spec, const std::string &path,
-                    bool verbose);
+                                           CUstream stream);
 
   runtime::KernelCache &cache;
   compiler::TargetInfo target;
-  /// Kernels by spec and tiling (none: the heuristic's).
+  /// Kernels by their plan's kernel spec, tiling and variant.
   std::unordered_map<Key, std::unique_ptr<Kernel>, KeyHash> kernels;
-  /// Kernels of the GEMMs without a given tiling, by spec, M bucket and
-  /// database: what the database (or the heuristic) gave.
-  std::unordered_map<Key, Kernel *, KeyHash> resolved;
-  std::unique_ptr<TuningState> tuning;
+  /// Plans by spec, fold, M bucket, database and options (makePlanKey),
+  /// each with its kernel.
+  std::unordered_map<Key, std::unique_ptr<Planned>, KeyHash> plans;
+  std::unique_ptr<detail::TuningDatabaseFiles> tuningFiles;
   /// Workspaces of split-K and 64-row-tile kernels, one per stream.
   std::unique_ptr<Workspaces> workspaces;
   /// The folds of two-level and MXFP8 operands, and their outputs.
@@ -304,11 +313,12 @@ private:
   std::unique_ptr<Workspaces> foldWorkspaces;
 };
 
-/// A GEMM's key: every field of the spec that changes the kernel (M only
-/// when static; not beta, which is a launch argument) and the tiling (or,
-/// for the resolved map, the M bucket and the database).
+/// The key of a plan or a kernel: the spec's fields that change the kernel
+/// (M only when static; not beta, which is a launch argument), then the
+/// tiling or what the plan depends on (Gemm.cpp: makePlanKey,
+/// makeKernelKey).
 struct GemmRunner::Key {
-  std::array<int64_t, 4> words{};
+  std::array<int64_t, 5> words{};
   bool operator==(const Key &other) const { return words == other.words; }
 };
 

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "moss/Compiler/GemmPlan.h"
 #include "moss/Compiler/Tiling.h"
 #include "moss/Compiler/TuningDatabase.h"
 #include "moss/Dialect/MOSS/IR/MOSSOps.h"
@@ -71,19 +72,19 @@ private:
     GemmShape shape = getGemmShape(op);
     if (failed(checkStaticNK(op, shape, "moss-select-tiling")))
       return failure();
-    // The kernel of the folded operands (with fold-a-in-kernel, the kernel
-    // that folds A itself where it can), when the op folds; the blocks the
-    // fold reads must still be ones the kernels take.
+    // The kernel is the one of the folded operands (with fold-a-in-kernel,
+    // the kernel that folds A itself where it can; getPlannedKernelSpec)
+    // when the op folds; the blocks the fold reads must still be ones the
+    // kernels take.
     const compiler::GemmSpec asked = getGemmSpec(op, shape);
     if (llvm::Error error = compiler::checkKernelSupport(asked))
       return op.emitOpError() << "cannot be tiled for " << asked.str() << ": "
                               << llvm::toString(std::move(error));
-    compiler::GemmSpec spec =
-        foldAInKernel ? asked.getFoldingKernelSpec() : asked.getKernelSpec();
-
     // A configuration given beforehand (tuning database, by hand) stays if
     // it fits this target.
     if (TilingAttr existing = op.getTilingAttr()) {
+      const compiler::GemmSpec spec = compiler::getPlannedKernelSpec(
+          asked, compiler::GemmSpec::kDynamic, foldAInKernel);
       if (llvm::Error error =
               compiler::checkTiling(spec, getTileConfig(existing), target))
         return op.emitOpError()
@@ -94,20 +95,25 @@ private:
       return success();
     }
 
-    compiler::TilingChoice choice;
-    choice.database = database ? &*database : nullptr;
-    choice.heuristic = options;
+    compiler::GemmPlanOptions planOptions;
+    planOptions.database = database ? &*database : nullptr;
+    planOptions.foldAInKernel = foldAInKernel;
+    planOptions.heuristic = options;
     auto note = [&](const llvm::Twine &text) {
       if (verboseTuning)
         op.emitRemark() << text;
     };
-    choice.onNote = note;
-    llvm::Expected<compiler::TileConfig> tiling =
-        compiler::chooseTiling(spec, target, choice);
-    if (!tiling)
-      return op.emitOpError() << "cannot be tiled for " << spec.str() << ": "
-                              << llvm::toString(tiling.takeError());
-    op.setTilingAttr(getTilingAttr(op.getContext(), *tiling));
+    planOptions.onNote = note;
+    llvm::Expected<compiler::GemmPlan> plan =
+        compiler::planGemm(asked, target, planOptions);
+    if (!plan)
+      return op.emitOpError()
+             << "cannot be tiled for "
+             << compiler::getPlannedKernelSpec(
+                    asked, compiler::GemmSpec::kDynamic, foldAInKernel)
+                    .str()
+             << ": " << llvm::toString(plan.takeError());
+    op.setTilingAttr(getTilingAttr(op.getContext(), plan->tiling));
     return success();
   }
 

@@ -1,0 +1,218 @@
+//===- GemmPlanTest.cpp - planGemm, the one planner of a GEMM -------------===//
+//
+// The plan's decisions against the rules the docs state (the default fold:
+// docs/NUMERICS-CONTRACT.md section 8 and GemmSpec::getFold; fold A in the
+// kernel: GemmSpec::canFoldAInKernel; the tiling: given, else the
+// database's entry at the launch's bucket, else the heuristic's), and that
+// the runtime, compileGemm and the emitted kernel read the plan instead of
+// deciding again. No GPU.
+//
+//===----------------------------------------------------------------------===//
+
+#include "moss/Compiler/Compile.h"
+#include "moss/Compiler/GemmPlan.h"
+#include "moss/Compiler/TuningDatabase.h"
+#include "moss/Gemm/Gemm.h"
+#include "moss/Runtime/Cache/KernelCache.h"
+
+#include "GemmSpecs.h"
+
+#include "gtest/gtest.h"
+
+using namespace moss;
+using namespace moss::compiler;
+using namespace moss::compiler::test;
+using numerics::BlockScaleFold;
+using numerics::GlobalScope;
+using numerics::ScalingScheme;
+using numerics::ScalingKind;
+
+namespace {
+
+/// The MOSS forward GEMM with the default fold (mossForward() pins None).
+GemmSpec mossDefaultFold(int64_t m = GemmSpec::kDynamic) {
+  GemmSpec spec = mossForward(m);
+  spec.fold.reset();
+  return spec;
+}
+
+GemmPlan planOrDie(const GemmSpec &spec, const GemmPlanOptions &options = {}) {
+  llvm::Expected<GemmPlan> plan = planGemm(spec, TargetInfo::h200(), options);
+  if (!plan) {
+    ADD_FAILURE() << llvm::toString(plan.takeError());
+    return GemmPlan();
+  }
+  return *plan;
+}
+
+GemmPlanOptions atRows(int64_t rows) {
+  GemmPlanOptions options;
+  options.rows = rows;
+  return options;
+}
+
+TEST(GemmPlanTest, LargeLaunchesFoldTwoLevelAByRowsInAPass) {
+  GemmPlan plan = planOrDie(mossDefaultFold(), atRows(4096));
+  EXPECT_EQ(plan.fold, BlockScaleFold::Row);
+  EXPECT_TRUE(plan.passFoldsA);
+  EXPECT_FALSE(plan.passFoldsB); // per-tensor B has no E8M0 factors
+  // The row fold leaves A one FP32 factor per row and no block scales.
+  EXPECT_EQ(plan.kernel.aScaling.kind, ScalingKind::PerRow);
+  EXPECT_FALSE(plan.kernel.aScaling.hasLocalScales());
+  EXPECT_EQ(plan.kernel.bScaling.kind, ScalingKind::PerTensor);
+  EXPECT_FALSE(plan.kernel.kernelFoldsA);
+  EXPECT_EQ(plan.kernel.fold, BlockScaleFold::None);
+  EXPECT_EQ(plan.asked.str(), mossDefaultFold().str());
+}
+
+TEST(GemmPlanTest, SmallLaunchesAndF32OutputsDoNotFoldByDefault) {
+  // Below 1024 rows the pass costs more than it saves.
+  GemmPlan small = planOrDie(mossDefaultFold(), atRows(1023));
+  EXPECT_EQ(small.fold, BlockScaleFold::None);
+  EXPECT_FALSE(small.passFoldsA);
+  EXPECT_EQ(small.kernel.aScaling.kind, ScalingKind::TwoLevel);
+  EXPECT_EQ(planOrDie(mossDefaultFold(), atRows(1024)).fold,
+            BlockScaleFold::Row);
+  // f32 outputs keep the exact promotion.
+  GemmSpec f32 = mossDefaultFold();
+  f32.out = FloatType::F32;
+  EXPECT_EQ(planOrDie(f32, atRows(8192)).fold, BlockScaleFold::None);
+  // A fold asked for is kept whatever the rows.
+  GemmSpec asked = mossDefaultFold();
+  asked.fold = BlockScaleFold::K128;
+  GemmPlan k128 = planOrDie(asked, atRows(16));
+  EXPECT_EQ(k128.fold, BlockScaleFold::K128);
+  EXPECT_TRUE(k128.passFoldsA);
+  EXPECT_EQ(k128.kernel.aScaling.kind, ScalingKind::PerGroup);
+  EXPECT_EQ(k128.kernel.aScaling.blockCols, 128);
+}
+
+TEST(GemmPlanTest, AKernelCanFoldAItselfWhenAsked) {
+  GemmPlanOptions options = atRows(4096);
+  options.foldAInKernel = true;
+  GemmPlan plan = planOrDie(mossDefaultFold(), options);
+  EXPECT_EQ(plan.fold, BlockScaleFold::Row);
+  EXPECT_TRUE(plan.kernel.kernelFoldsA);
+  EXPECT_FALSE(plan.passFoldsA);
+  // A reaches the kernel with its E8M0 block factors.
+  EXPECT_EQ(plan.kernel.aScaling.kind, ScalingKind::TwoLevel);
+  // Those kernels take 128- or 256-row tiles and no split-K.
+  EXPECT_TRUE(plan.tiling.tileM == 128 || plan.tiling.tileM == 256)
+      << plan.tiling.tileM;
+  EXPECT_EQ(plan.tiling.splitK, 1);
+
+  // A given tiling that kernel cannot take leaves the fold to the pass.
+  TileConfig narrow;
+  narrow.tileM = 64;
+  narrow.tileN = 128;
+  narrow.stages = 4;
+  options.tiling = narrow;
+  GemmPlan passes = planOrDie(mossDefaultFold(), options);
+  EXPECT_FALSE(passes.kernel.kernelFoldsA);
+  EXPECT_TRUE(passes.passFoldsA);
+  EXPECT_EQ(passes.tiling, narrow);
+}
+
+TEST(GemmPlanTest, TheDatabaseEntryOfTheLaunchBucketWins) {
+  const GemmSpec spec = mossDefaultFold();
+  const TargetInfo target = TargetInfo::h200();
+  // The entry is keyed by the kernel's spec (the row-folded GEMM) at the
+  // bucket of 3000 rows (2049..4096).
+  const GemmSpec kernel = planOrDie(spec, atRows(3000)).kernel;
+  TileConfig tuned;
+  tuned.tileM = 128;
+  tuned.tileN = 96;
+  tuned.stages = 5;
+  tuned.swizzle = 2;
+  TuningEntry entry;
+  entry.key = TuningKey::get(kernel, target, 4096);
+  entry.m = 4096;
+  entry.best.tiling = tuned;
+  entry.best.milliseconds = 1;
+  entry.best.tflops = 1;
+  entry.device = "test";
+  entry.date = "2026-12-07T00:00:00Z";
+  TuningDatabase database;
+  database.insert(entry);
+
+  GemmPlanOptions options = atRows(3000);
+  options.database = &database;
+  GemmPlan plan = planOrDie(spec, options);
+  EXPECT_EQ(plan.tiling.tileN, 96);
+  EXPECT_EQ(plan.tiling.stages, 5);
+  ASSERT_TRUE(plan.tiling.source.has_value());
+  EXPECT_EQ(*plan.tiling.source, TilingSource::Database);
+
+  // Another bucket falls back to the heuristic.
+  options.rows = 8192;
+  GemmPlan other = planOrDie(spec, options);
+  ASSERT_TRUE(other.tiling.source.has_value());
+  EXPECT_EQ(*other.tiling.source, TilingSource::Heuristic);
+}
+
+TEST(GemmPlanTest, QuickCompileNarrowsThePlannedTiling) {
+  GemmPlan full = planOrDie(mossForward(), atRows(4096));
+  GemmPlanOptions options = atRows(4096);
+  options.quickCompile = true;
+  GemmPlan quick = planOrDie(mossForward(), options);
+  EXPECT_TRUE(quick.quickCompile);
+  EXPECT_FALSE(full.quickCompile);
+  EXPECT_LE(quick.tiling.tileN, full.tiling.tileN);
+  EXPECT_EQ(quick.kernel.str(), full.kernel.str());
+  llvm::Expected<GemmPlan> again =
+      getQuickCompilePlan(full, TargetInfo::h200());
+  ASSERT_TRUE(bool(again)) << llvm::toString(again.takeError());
+  EXPECT_EQ(again->tiling, quick.tiling);
+}
+
+TEST(GemmPlanTest, ATilingThatDoesNotFitIsAnError) {
+  TileConfig huge;
+  huge.tileM = 128;
+  huge.tileN = 128;
+  huge.stages = 16; // 32 KiB a stage: far past 227 KiB of shared memory
+  GemmPlanOptions options;
+  options.tiling = huge;
+  llvm::Expected<GemmPlan> plan =
+      planGemm(mossForward(), TargetInfo::h200(), options);
+  ASSERT_FALSE(bool(plan));
+  std::string error = llvm::toString(plan.takeError());
+  EXPECT_NE(error.find("shared memory"), std::string::npos) << error;
+}
+
+// The runtime's plan is planGemm's at the launch rows, and the kernel it
+// compiles is the plan's: its source is compileGemm(plan)'s, and its tiling
+// and spec are the plan's.
+TEST(GemmPlanTest, TheRuntimeCompilesWhatItPlanned) {
+  runtime::KernelCacheOptions cacheOptions;
+  cacheOptions.useDisk = false;
+  runtime::KernelCache cache(cacheOptions);
+  std::unique_ptr<GemmRunner> runner =
+      GemmRunner::createForTarget(cache, TargetInfo::h200());
+  GemmOptions options;
+  options.tuningDatabase = ""; // the heuristic
+  for (int64_t rows : {1, 512, 4096}) {
+    llvm::Expected<GemmPlan> runtimePlan =
+        runner->getPlan(mossDefaultFold(), rows, options);
+    ASSERT_TRUE(bool(runtimePlan)) << llvm::toString(runtimePlan.takeError());
+    GemmPlan plan = planOrDie(mossDefaultFold(), atRows(rows));
+    EXPECT_EQ(runtimePlan->kernel.str(), plan.kernel.str()) << rows;
+    EXPECT_EQ(runtimePlan->tiling, plan.tiling) << rows;
+    EXPECT_EQ(runtimePlan->passFoldsA, plan.passFoldsA) << rows;
+
+    llvm::Expected<KernelSource> source =
+        runner->getSource(mossDefaultFold(), rows, options);
+    ASSERT_TRUE(bool(source)) << llvm::toString(source.takeError());
+    llvm::Expected<KernelSource> fromPlan =
+        compileGemm(plan, TargetInfo::h200());
+    ASSERT_TRUE(bool(fromPlan)) << llvm::toString(fromPlan.takeError());
+    EXPECT_EQ(source->source, fromPlan->source) << rows;
+    EXPECT_EQ(source->tiling, plan.tiling) << rows;
+    EXPECT_EQ(source->spec.str(), plan.kernel.str()) << rows;
+  }
+  // The runtime checks what it plans.
+  llvm::Expected<GemmPlan> bad = runner->getPlan(mossForward(16), 17, options);
+  ASSERT_FALSE(bool(bad));
+  EXPECT_NE(llvm::toString(bad.takeError()).find("m=17"), std::string::npos);
+}
+
+} // namespace
