@@ -463,11 +463,13 @@ std::optional<Timed> prepareTemplateKernel(const Variant &v, const Operands &o,
   options.arch = device.getArch().str();
   options.flags.assign(nvrtcFlagOpt.begin(), nvrtcFlagOpt.end());
   auto t0 = std::chrono::steady_clock::now();
+  const moss::compiler::GemmTranslationUnit unit =
+      moss::compiler::generateGemmTranslationUnit(p);
   Expected<std::shared_ptr<const KernelEntry>> entry =
-      getDefaultKernelCache().getOrCompile(kernelSource(p), options);
+      getDefaultKernelCache().getOrCompile(unit.source, options);
   if (!entry)
     die(toString(entry.takeError()));
-  Expected<CUfunction> function = (*entry)->getFunction("moss_gemm");
+  Expected<CUfunction> function = (*entry)->getFunction(unit.kernelName);
   if (!function)
     die(toString(function.takeError()));
   timed.compileSeconds =

@@ -2,12 +2,14 @@
 //
 // The one place (with moss-jit) where the compiler and the runtime meet: a
 // GemmSpec is planned once per spec and M bucket (compiler::planGemm), its
-// plan goes through compileGemm() to CUDA C++, through the kernel cache to a
-// cubin, and is launched with the tensor maps and arguments of
-// docs/GEMM-KERNEL-ABI.md. The launch geometry comes from the templates'
-// own host-side plan (moss/gemm/config.cuh), the same formulas the kernel
-// is compiled with. The checks live in GemmChecks.cpp, the workspaces in
-// GemmWorkspaces.cpp, the tuning database files in TuningDatabaseFiles.cpp.
+// plan's kernel is written by compiler::generateGemmSource (the text the
+// moss.gemm pipeline emits, without building IR: docs/ARCHITECTURE.md),
+// compiled through the kernel cache to a cubin, and launched with the tensor
+// maps and arguments of docs/GEMM-KERNEL-ABI.md. The launch geometry comes
+// from the templates' own host-side plan (moss/gemm/config.cuh), the same
+// formulas the kernel is compiled with. The checks live in GemmChecks.cpp,
+// the workspaces in GemmWorkspaces.cpp, the tuning database files in
+// TuningDatabaseFiles.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,6 +22,7 @@
 
 #include "moss/Compiler/Compile.h"
 #include "moss/Compiler/GemmPlan.h"
+#include "moss/Compiler/GemmSource.h"
 #include "moss/Compiler/TuningDatabase.h"
 #include "moss/Runtime/Api/Folder.h"
 #include "moss/Runtime/Api/RuntimeError.h"
@@ -286,23 +289,21 @@ GemmRunner::getSource(const GemmSpec &spec, int64_t m,
   Expected<GemmPlan> plan = getPlan(spec, m, options);
   if (!plan)
     return plan.takeError();
-  return compiler::compileGemm(*plan, target);
+  return compiler::generateGemmSource(*plan, target);
 }
 
 /// The kernel of `plan` built into `cache` (or found there).
 static Expected<GemmRunner::BuiltKernel>
 buildPlanned(runtime::KernelCache &cache, const GemmPlan &plan,
              const compiler::TargetInfo &target) {
-  Expected<compiler::KernelSource> source = compiler::compileGemm(plan, target);
-  if (!source)
-    return source.takeError();
+  compiler::KernelSource source = compiler::generateGemmSource(plan, target);
   runtime::CompileOptions nvrtc;
   nvrtc.arch = target.arch;
   Expected<std::shared_ptr<const runtime::KernelEntry>> entry =
-      cache.getOrCompile(source->source, nvrtc);
+      cache.getOrCompile(source.source, nvrtc);
   if (!entry)
     return entry.takeError();
-  return GemmRunner::BuiltKernel{std::move(*source), std::move(*entry)};
+  return GemmRunner::BuiltKernel{std::move(source), std::move(*entry)};
 }
 
 Expected<GemmRunner::BuiltKernel>
@@ -348,9 +349,8 @@ GemmRunner::compileKernel(const GemmPlan &plan, const std::string &database,
 
   using Clock = std::chrono::steady_clock;
   auto t0 = Clock::now();
-  Expected<compiler::KernelSource> source = compiler::compileGemm(plan, target);
-  if (!source)
-    return source.takeError();
+  std::optional<compiler::KernelSource> source =
+      compiler::generateGemmSource(plan, target);
   runtime::CompileOptions nvrtc;
   nvrtc.arch = target.arch;
 
@@ -368,10 +368,8 @@ GemmRunner::compileKernel(const GemmPlan &plan, const std::string &database,
           compiler::getQuickCompilePlan(plan, target);
       if (!quickPlan)
         return quickPlan.takeError();
-      Expected<compiler::KernelSource> variant =
-          compiler::compileGemm(*quickPlan, target);
-      if (!variant)
-        return variant.takeError();
+      std::optional<compiler::KernelSource> variant =
+          compiler::generateGemmSource(*quickPlan, target);
       Expected<detail::TemplatePlan> fullGeometry =
           detail::planFromTemplates(*source);
       Expected<detail::TemplatePlan> quickGeometry =

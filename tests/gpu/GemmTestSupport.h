@@ -11,6 +11,7 @@
 #ifndef MOSS_TESTS_GEMMTESTSUPPORT_H
 #define MOSS_TESTS_GEMMTESTSUPPORT_H
 
+#include "moss/Compiler/GemmSource.h"
 #include "moss/Compiler/GemmSpec.h"
 #include "moss/Compiler/Tiling.h"
 #include "moss/Numerics/Quantize.h"
@@ -207,38 +208,10 @@ inline Params quickCompileParams(
   return quick;
 }
 
-/// The generated translation unit of docs/GEMM-KERNEL-ABI.md for `p`; the
-/// kernel is `moss_gemm`.
+/// The generated translation unit of docs/GEMM-KERNEL-ABI.md for `p`
+/// (compiler::generateGemmTranslationUnit, the runtime's).
 inline std::string kernelSource(const Params &p) {
-  auto b = [](bool v) { return std::string(v ? "true" : "false"); };
-  auto i = [](int v) { return std::to_string(v); };
-  std::string config =
-      i(p.m) + ", " + i(p.n) + ", " + i(p.k) + ", " + i(p.elemA) + ", " +
-      i(p.elemB) + ", " + i(p.scaleA) + ", " + i(p.blockRowsA) + ", " +
-      i(p.blockA) + ", " + b(p.globalRowA) + ", " + i(p.scaleB) + ", " +
-      i(p.blockRowsB) + ", " + i(p.blockB) + ", " + b(p.globalRowB) + ", " +
-      i(p.out) + ", " + i(p.bias) + ", " + i(p.accum) + ", " + b(p.amax) +
-      ", " + i(p.tileM) + ", " + i(p.tileN) + ", " + i(p.stages) + ", " +
-      i(p.clusterM) + ", " + i(p.clusterN) + ", " + b(p.rasterAlongN) + ", " +
-      i(p.swizzle) + ", " + i(p.splitK);
-  if (p.forcePromoteK || p.quickCompile || p.f16Mma || p.foldA)
-    config += ", " + i(p.forcePromoteK) +
-              (p.quickCompile || p.f16Mma || p.foldA ? ", " + b(p.quickCompile)
-                                                     : "") +
-              (p.f16Mma || p.foldA ? ", " + b(p.f16Mma) : "") +
-              (p.foldA ? ", true" : "");
-  return "#include \"moss/gemm/kernel.cuh\"\n\n"
-         "using MossGemmConfig = moss::gemm_kernel::Config<" +
-         config +
-         ">;\n\n"
-         "extern \"C\" __global__ void "
-         "__launch_bounds__(MossGemmConfig::kThreads, 1)\n"
-         "moss_gemm(const __grid_constant__ CUtensorMap tmaA,\n"
-         "          const __grid_constant__ CUtensorMap tmaB,\n"
-         "          const __grid_constant__ CUtensorMap tmaD,\n"
-         "          const moss::gemm_kernel::Args args) {\n"
-         "  moss::gemm_kernel::run<MossGemmConfig>(tmaA, tmaB, tmaD, args);\n"
-         "}\n";
+  return compiler::generateGemmTranslationUnit(p).source;
 }
 
 /// What ptxas reported for the kernel (from its -v log).

@@ -26,6 +26,7 @@
 #include "KernelFunction.h"
 
 #include "moss/Compiler/GemmPlan.h"
+#include "moss/Compiler/GemmSource.h"
 #include "moss/Compiler/TemplateParams.h"
 #include "moss/Compiler/Tiling.h"
 #include "moss/Conversion/Passes.h"
@@ -51,121 +52,15 @@ using namespace mlir::moss;
 
 namespace compiler = ::moss::compiler;
 
-/// The header every GEMM translation unit includes.
-static constexpr llvm::StringLiteral kKernelHeader = "moss/gemm/kernel.cuh";
-/// The alias of the configuration inside the unit.
-static constexpr llvm::StringLiteral kConfigAlias = "MossGemmConfig";
-
-namespace gemm_kernel = ::moss::gemm_kernel;
-
-static const char *getFormatConstant(int format) {
-  return format == gemm_kernel::kE5M2 ? "moss::gemm_kernel::kE5M2"
-                                      : "moss::gemm_kernel::kE4M3";
-}
-
-static const char *getScaleConstant(int scale) {
-  switch (scale) {
-  case gemm_kernel::kPerTensor:
-    return "moss::gemm_kernel::kPerTensor";
-  case gemm_kernel::kPerRow:
-    return "moss::gemm_kernel::kPerRow";
-  case gemm_kernel::kPerGroup:
-    return "moss::gemm_kernel::kPerGroup";
-  case gemm_kernel::kMXFP8:
-    return "moss::gemm_kernel::kMXFP8";
-  case gemm_kernel::kTwoLevel:
-    return "moss::gemm_kernel::kTwoLevel";
-  }
-  llvm_unreachable("unknown scaling kind");
-}
-
-static const char *getTypeConstant(int type) {
-  switch (type) {
-  case gemm_kernel::kBF16:
-    return "moss::gemm_kernel::kBF16";
-  case gemm_kernel::kF16:
-    return "moss::gemm_kernel::kF16";
-  case gemm_kernel::kF32:
-    return "moss::gemm_kernel::kF32";
-  case gemm_kernel::kNone:
-    return "moss::gemm_kernel::kNone";
-  }
-  llvm_unreachable("unknown float type");
-}
-
-static const char *getBool(bool value) { return value ? "true" : "false"; }
-
-/// The optional 26th to 29th parameters (ForcePromoteK, QuickCompile,
-/// F16Mma, FoldA), up to the last one that is set; "" when none is.
-static std::string getOptionalArguments(const gemm_kernel::Params &p) {
-  const std::string values[] = {
-      llvm::formatv(", /*ForcePromoteK=*/{0}", p.forcePromoteK).str(),
-      std::string(", /*QuickCompile=*/") + getBool(p.quickCompile),
-      std::string(", /*F16Mma=*/") + getBool(p.f16Mma),
-      std::string(", /*FoldA=*/") + getBool(p.foldA)};
-  const bool set[] = {p.forcePromoteK != 0, p.quickCompile, p.f16Mma, p.foldA};
-  int last = -1;
-  for (int i = 0; i < 4; ++i)
-    if (set[i])
-      last = i;
-  std::string text;
-  for (int i = 0; i <= last; ++i)
-    text += values[i];
-  return text;
-}
-
-/// The template arguments of moss::gemm_kernel::Config, one source line each as
-/// docs/GEMM-KERNEL-ABI.md lays them out, the last closing the list: the
-/// parameters of compiler::getTemplateParams, the mapping the runtime's
-/// launch plan reads too.
-static SmallVector<std::string>
-getConfigArguments(const compiler::GemmSpec &spec,
-                   const compiler::TileConfig &tiling, bool quickCompile) {
-  const gemm_kernel::Params p =
-      compiler::getTemplateParams(spec, tiling, quickCompile);
-  auto operand = [](char name, int scale, int blockRows, int block,
-                    bool globalRow) {
-    return llvm::formatv("    /*Scale{0}=*/{1}, /*BlockRows{0}=*/{2}, "
-                         "/*Block{0}=*/{3}, /*GlobalRow{0}=*/{4},",
-                         name, getScaleConstant(scale), blockRows, block,
-                         getBool(globalRow))
-        .str();
-  };
-  return {llvm::formatv("    /*M=*/{0}, /*N=*/{1}, /*K=*/{2},", p.m, p.n, p.k),
-          llvm::formatv("    /*ElemA=*/{0}, /*ElemB=*/{1},",
-                        getFormatConstant(p.elemA), getFormatConstant(p.elemB)),
-          operand('A', p.scaleA, p.blockRowsA, p.blockA, p.globalRowA),
-          operand('B', p.scaleB, p.blockRowsB, p.blockB, p.globalRowB),
-          llvm::formatv("    /*Out=*/{0}, /*Bias=*/{1}, /*Accum=*/{2},",
-                        getTypeConstant(p.out), getTypeConstant(p.bias),
-                        getTypeConstant(p.accum)),
-          llvm::formatv("    /*Amax=*/{0},", getBool(p.amax)),
-          llvm::formatv("    /*TileM=*/{0}, /*TileN=*/{1}, /*Stages=*/{2}, "
-                        "/*ClusterM=*/{3}, /*ClusterN=*/{4},",
-                        p.tileM, p.tileN, p.stages, p.clusterM, p.clusterN),
-          llvm::formatv(
-              "    /*RasterAlongN=*/{0}, /*Swizzle=*/{1}, /*SplitK=*/{2}{3}>;",
-              getBool(p.rasterAlongN), p.swizzle, p.splitK,
-              getOptionalArguments(p))};
-}
-
-/// "moss_gemm_" and 16 hex digits of the XXH3 hash of the configuration
-/// text: a function of the op's content only, the same in every process.
-static std::string getKernelName(ArrayRef<std::string> configArguments) {
-  std::string text = llvm::join(configArguments, "\n");
-  uint64_t hash = llvm::xxh3_64bits(llvm::StringRef(text));
-  return "moss_gemm_" + llvm::utohexstr(hash, /*LowerCase=*/true, 16);
-}
-
 /// Builds the emitc.file of `op` before `func`, or reuses an equal one.
 static void buildTranslationUnit(OpBuilder &builder, GemmOp op,
                                  const compiler::GemmSpec &spec,
                                  TilingAttr tilingAttr, bool quickCompile,
                                  Operation *func, llvm::StringSet<> &emitted) {
   compiler::TileConfig tiling = getTileConfig(tilingAttr);
-  SmallVector<std::string> arguments =
-      getConfigArguments(spec, tiling, quickCompile);
-  std::string name = getKernelName(arguments);
+  SmallVector<std::string> arguments = compiler::getGemmConfigArguments(
+      compiler::getTemplateParams(spec, tiling, quickCompile));
+  std::string name = compiler::getGemmKernelName(arguments);
   if (!emitted.insert(name).second)
     return;
 
@@ -176,11 +71,12 @@ static void buildTranslationUnit(OpBuilder &builder, GemmOp op,
   file->setAttr("moss.tiling", tilingAttr);
   builder.setInsertionPointToStart(&file.getBodyRegion().front());
 
-  emitc::IncludeOp::create(builder, loc, kKernelHeader);
+  emitc::IncludeOp::create(builder, loc, compiler::kGemmKernelHeader);
   emitc::VerbatimOp::create(builder, loc, "");
   emitc::VerbatimOp::create(
       builder, loc,
-      (llvm::Twine("using ") + kConfigAlias + " = moss::gemm_kernel::Config<")
+      (llvm::Twine("using ") + compiler::kGemmConfigAlias +
+       " = moss::gemm_kernel::Config<")
           .str());
   for (const std::string &line : arguments)
     emitc::VerbatimOp::create(builder, loc, line);
@@ -197,14 +93,16 @@ static void buildTranslationUnit(OpBuilder &builder, GemmOp op,
       FunctionType::get(context, {tensorMap, tensorMap, tensorMap, args}, {}));
   kernel.setSpecifiersAttr(builder.getStrArrayAttr(
       {"extern \"C\"", "__global__",
-       (llvm::Twine("__launch_bounds__(") + kConfigAlias + "::kThreads, 1)")
+       (llvm::Twine("__launch_bounds__(") + compiler::kGemmConfigAlias +
+        "::kThreads, 1)")
            .str()}));
   Block *body = kernel.addEntryBlock();
   builder.setInsertionPointToStart(body);
   emitc::CallOpaqueOp::create(
       builder, loc, TypeRange(), "moss::gemm_kernel::run", body->getArguments(),
       /*args=*/ArrayAttr(),
-      builder.getArrayAttr({emitc::OpaqueAttr::get(context, kConfigAlias)}));
+      builder.getArrayAttr(
+          {emitc::OpaqueAttr::get(context, compiler::kGemmConfigAlias)}));
   emitc::ReturnOp::create(builder, loc, Value());
 }
 

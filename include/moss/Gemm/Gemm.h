@@ -167,8 +167,9 @@ struct GemmKernelInfo {
   unsigned threads = 0;
   unsigned sharedBytes = 0;
   unsigned clusterSize = 1;
-  /// Seconds spent in the compiler pipeline and in the kernel cache (NVRTC
-  /// or a disk hit) when the kernel was first prepared.
+  /// Seconds spent writing the kernel's source (and its quick variant's)
+  /// and in the kernel cache (NVRTC or a disk hit) when the kernel was
+  /// first prepared.
   double pipelineSeconds = 0;
   double cacheSeconds = 0;
   /// Whether launches use the quick-compile variant: in Quick mode, and in
