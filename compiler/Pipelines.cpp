@@ -98,6 +98,11 @@ static llvm::Expected<compiler::KernelSource> compileGemmOp(
     llvm::function_ref<llvm::Expected<compiler::TileConfig>()> getTiling,
     bool quickCompile, const compiler::TargetInfo &target,
     const compiler::StageCallback &onStage) {
+  if (spec.groups)
+    return llvm::createStringError(
+        "cannot compile the GEMM " + spec.str() +
+        ": the moss dialect has no m-grouped GEMM yet; the runtime writes "
+        "its kernel without IR (compiler::generateGemmSource)");
   DialectRegistry registry;
   registry.insert<MOSSDialect, func::FuncDialect, emitc::EmitCDialect>();
   MLIRContext context(registry, MLIRContext::Threading::DISABLED);

@@ -5,6 +5,8 @@
 #include "moss/Compiler/TuningDatabase.h"
 #include "moss/Numerics/Fold.h"
 
+#include <algorithm>
+
 using namespace moss;
 using namespace moss::compiler;
 
@@ -31,6 +33,31 @@ static bool kernelFoldsA(const GemmSpec &asked, int64_t rows,
   return fits;
 }
 
+/// The heuristic's tiling of an m-grouped GEMM at `rows` rows in all: the
+/// dense heuristic's, made one the grouped kernel takes (tiles never
+/// straddle two experts, so no split-K, 64-row tiles or clusters), with as
+/// many of its stages as then fit.
+static llvm::Expected<TileConfig>
+getGroupedTiling(const GemmSpec &kernel, int64_t rows,
+                 const TargetInfo &target, const TilingOptions &heuristic) {
+  llvm::Expected<TileConfig> dense =
+      selectTilingForLaunch(kernel, rows, target, heuristic);
+  if (!dense)
+    return dense.takeError();
+  TileConfig tiling = *dense;
+  tiling.tileM = std::max<int64_t>(tiling.tileM, 128);
+  tiling.splitK = 1;
+  tiling.clusterM = tiling.clusterN = 1;
+  while (tiling.stages > 2) {
+    llvm::Error unfit = checkTiling(kernel, tiling, target);
+    if (!unfit)
+      break;
+    llvm::consumeError(std::move(unfit));
+    --tiling.stages;
+  }
+  return tiling;
+}
+
 llvm::Expected<GemmPlan> compiler::planGemm(const GemmSpec &asked,
                                             const TargetInfo &target,
                                             const GemmPlanOptions &options) {
@@ -45,8 +72,23 @@ llvm::Expected<GemmPlan> compiler::planGemm(const GemmSpec &asked,
     plan.passFoldsB = numerics::isFoldable(asked.bScaling);
   }
 
+  if (asked.groups && plan.passFoldsB && asked.bScaling.hasGlobalScales() &&
+      !asked.bScaling.globalPerRow())
+    return llvm::createStringError(
+        "B of the m-grouped GEMM " + asked.str() +
+        " has one global scale per expert, which its fold cannot take; "
+        "expected fold none, or B with per-row globals");
+
   if (options.tiling) {
     plan.tiling = *options.tiling;
+  } else if (asked.groups) {
+    // The tuning database has no entries of grouped GEMMs.
+    llvm::Expected<TileConfig> chosen = getGroupedTiling(
+        plan.kernel, rows > 0 ? rows : options.heuristic.assumedM, target,
+        options.heuristic);
+    if (!chosen)
+      return chosen.takeError();
+    plan.tiling = *chosen;
   } else {
     TilingChoice choice;
     choice.database = options.database;

@@ -48,17 +48,19 @@ static const char *getTypeConstant(int type) {
 
 static const char *getBool(bool value) { return value ? "true" : "false"; }
 
-/// The optional 26th to 29th parameters (ForcePromoteK, QuickCompile,
-/// F16Mma, FoldA), up to the last one that is set; "" when none is.
+/// The optional 26th to 30th parameters (ForcePromoteK, QuickCompile,
+/// F16Mma, FoldA, Groups), up to the last one that is set; "" when none is.
 static std::string getOptionalArguments(const gemm_kernel::Params &p) {
   const std::string values[] = {
       llvm::formatv(", /*ForcePromoteK=*/{0}", p.forcePromoteK).str(),
       std::string(", /*QuickCompile=*/") + getBool(p.quickCompile),
       std::string(", /*F16Mma=*/") + getBool(p.f16Mma),
-      std::string(", /*FoldA=*/") + getBool(p.foldA)};
-  const bool set[] = {p.forcePromoteK != 0, p.quickCompile, p.f16Mma, p.foldA};
+      std::string(", /*FoldA=*/") + getBool(p.foldA),
+      llvm::formatv(", /*Groups=*/{0}", p.groups).str()};
+  const bool set[] = {p.forcePromoteK != 0, p.quickCompile, p.f16Mma, p.foldA,
+                      p.groups != 0};
   int last = -1;
-  for (int i = 0; i < 4; ++i)
+  for (int i = 0; i < 5; ++i)
     if (set[i])
       last = i;
   std::string text;

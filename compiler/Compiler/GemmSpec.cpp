@@ -70,6 +70,8 @@ std::string GemmSpec::str() const {
     text += std::string(", fold ") + numerics::getName(*fold);
   if (kernelFoldsA)
     text += ", A folded in the kernel";
+  if (groups)
+    text += ", " + std::to_string(groups) + " experts (m-grouped)";
   return text;
 }
 
@@ -132,6 +134,17 @@ llvm::Error compiler::checkShapes(const GemmSpec &spec) {
     return llvm::createStringError(
         "K=%lld is not a valid size; code generation needs a static K >= 1",
         static_cast<long long>(spec.k));
+  if (spec.groups < 0 || spec.groups > GemmSpec::kMaxGroups)
+    return llvm::createStringError(
+        "groups=%lld is not a valid expert count; expected 0 (a plain GEMM) "
+        "to %lld",
+        static_cast<long long>(spec.groups),
+        static_cast<long long>(GemmSpec::kMaxGroups));
+  if (spec.groups && !spec.isDynamicM())
+    return llvm::createStringError(
+        "an m-grouped GEMM has a dynamic M (its rows are the experts' "
+        "together, known at launch); got M=%lld",
+        static_cast<long long>(spec.m));
   if (spec.beta && !spec.accumulate)
     return llvm::createStringError(
         "beta is set but the GEMM has no accumulate operand C; expected "

@@ -40,5 +40,6 @@ gemm_kernel::Params compiler::getTemplateParams(const GemmSpec &spec,
   p.quickCompile = quickCompile;
   p.f16Mma = spec.multipliesInF16();
   p.foldA = spec.kernelFoldsA;
+  p.groups = int(spec.groups);
   return p;
 }

@@ -474,6 +474,14 @@ typedef struct moss_gemm_spec_t {
    * MOSS_FOLD_AUTO). A fold runs a memory-bound pass over the folded
    * operands before the GEMM, into a workspace kept per stream. */
   int32_t fold;
+  /* 0: a plain GEMM. G > 0: an m-grouped GEMM of G experts (a
+   * mixture-of-experts layer; M must be MOSS_DYNAMIC): expert g multiplies
+   * its rows of A by its own [N, K] B, so B is [G * N, K] with its scales
+   * stacked per expert (a per-tensor B has G globals, a per-row one G * N),
+   * the bias is [G, N], and the rows of A and D are sorted by expert. It
+   * launches with moss_gemm_plan_launch_grouped, which takes the row
+   * offsets. Since the struct's fourth version (older callers get 0). */
+  int32_t groups;
 } moss_gemm_spec_t;
 
 /* One operand's device buffers; counts are in elements. */
@@ -538,6 +546,19 @@ moss_error_t moss_gemm_plan_create(moss_context_t context,
 moss_error_t moss_gemm_plan_launch(moss_gemm_plan_t plan, int64_t m,
                                    const moss_gemm_buffers_t *buffers,
                                    void *stream);
+
+/* Computes the m-grouped GEMM of a plan whose spec has `groups` = G > 0,
+ * for `m` rows in all, as moss_gemm_plan_launch: `group_offsets` is the
+ * device address of G + 1 int32 row offsets (4-byte aligned; offsets[0] =
+ * 0, non-decreasing, offsets[G] = m), expert g's rows of A and D being
+ * [offsets[g], offsets[g + 1]). The kernel reads them on the device, so the
+ * launch needs no synchronization and any expert may have no rows; offsets
+ * that break these rules give wrong rows but no access outside the
+ * buffers. */
+moss_error_t moss_gemm_plan_launch_grouped(moss_gemm_plan_t plan, int64_t m,
+                                           const moss_gemm_buffers_t *buffers,
+                                           uint64_t group_offsets,
+                                           void *stream);
 
 /* Frees a plan (NULL is ignored). Its kernels stay in the context. */
 void moss_gemm_plan_destroy(moss_gemm_plan_t plan);

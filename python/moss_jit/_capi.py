@@ -102,7 +102,8 @@ class GemmSpec(Structure):
                 ("k", c_int64), ("a", GemmOperandSpec),
                 ("b", GemmOperandSpec), ("out", c_int32), ("bias", c_int32),
                 ("accumulate", c_int32), ("amax", c_int32), ("beta", c_float),
-                ("promote_k", c_int32), ("mma", c_int32), ("fold", c_int32)]
+                ("promote_k", c_int32), ("mma", c_int32), ("fold", c_int32),
+                ("groups", c_int32)]
 
 
 class GemmOperand(Structure):

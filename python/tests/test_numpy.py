@@ -275,5 +275,15 @@ class GemmBuffersLayoutTest(unittest.TestCase):
                     _capi.check(check(spec, 64, _capi.GEMM_BUFFERS.pack(*bad)))
 
 
+class GemmSpecLayoutTest(unittest.TestCase):
+    def test_the_struct_is_libmoss_s(self):
+        # moss_gemm_spec_init writes the library's whole struct and its
+        # size: the ctypes struct must be as large, or the call overruns it.
+        spec = _capi.GemmSpec()
+        _capi.lib.moss_gemm_spec_init(ctypes.byref(spec))
+        self.assertEqual(spec.struct_size, ctypes.sizeof(_capi.GemmSpec))
+        self.assertEqual(spec.groups, 0)
+
+
 if __name__ == "__main__":
     unittest.main()

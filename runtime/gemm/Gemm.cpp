@@ -103,6 +103,7 @@ static GemmRunner::Key makeKernelKey(const GemmPlan &plan) {
   packSpec(plan.kernel, key);
   key.words[3] = packTiling(plan.tiling);
   key.words[4] = plan.quickCompile;
+  key.words[5] = plan.kernel.groups;
   return key;
 }
 
@@ -128,6 +129,7 @@ static GemmRunner::Key makePlanKey(const GemmSpec &spec, int64_t m,
               uint64_t(options.compileMode == GemmCompileMode::Quick) << 9 |
               database << 10);
   key.words[4] = options.tiling ? packTiling(*options.tiling) : 0;
+  key.words[5] = spec.groups;
   return key;
 }
 
@@ -264,7 +266,7 @@ getFoldSpec(const GemmPlan &plan, bool operandB, int64_t m) {
     return std::nullopt;
   const GemmSpec &spec = plan.asked;
   runtime::FoldSpec fold;
-  fold.rows = operandB ? spec.n : m;
+  fold.rows = operandB ? getGemmRowsB(spec) : m;
   fold.cols = spec.k;
   fold.format = operandB ? spec.b : spec.a;
   fold.scheme = operandB ? spec.bScaling : spec.aScaling;
@@ -609,7 +611,7 @@ Error GemmRunner::launchChecked(const GemmSpec &asked, int64_t m,
   if (kernel.mapBCodes != buffers.b.codes) {
     kernel.mapBCodes = 0;
     if (Error e = runtime::encodeOperandMap(*api, kernel.mapB, buffers.b.codes,
-                                            spec.n, spec.k,
+                                            getGemmRowsB(spec), spec.k,
                                             kernel.plan.boxRowsB, "B"))
       return e;
     kernel.mapBCodes = buffers.b.codes;
@@ -638,6 +640,7 @@ Error GemmRunner::launchChecked(const GemmSpec &asked, int64_t m,
   args.c = pointer(buffers.c);
   args.beta = spec.beta.value_or(1.0f);
   args.amax = static_cast<float *>(pointer(buffers.amax));
+  args.groupOffsets = static_cast<const int *>(pointer(buffers.groupOffsets));
   if (kernel.plan.slicedAccumulators) {
     detail::WorkspaceSize size = detail::getWorkspaceSize(kernel.plan, int(m));
     Expected<CUdeviceptr> workspace =

@@ -130,6 +130,9 @@ moss_error_t convertSpec(const moss_gemm_spec_t *spec,
     if (moss_error_t e = moss::capi::convertFold(spec->fold, "spec->",
                                                  result.fold))
       return e;
+  if (spec->struct_size >=
+      offsetof(moss_gemm_spec_t, groups) + sizeof(spec->groups))
+    result.groups = spec->groups;
   if (result.accumulate) {
     if (!std::isfinite(spec->beta))
       return invalid("spec->beta=" + Twine(std::to_string(spec->beta)) +
@@ -158,11 +161,20 @@ moss_error_t convertBuffers(const moss_gemm_buffers_t *buffers,
   return nullptr;
 }
 
+/// The error of a grouped spec given to a call that takes no row offsets.
+moss_error_t needsOffsets(const compiler::GemmSpec &spec) {
+  return invalid("spec->groups=" + Twine(spec.groups) +
+                 ": an m-grouped GEMM launches through a plan, with its row "
+                 "offsets (moss_gemm_plan_launch_grouped)");
+}
+
 moss_error_t convertCall(const moss_gemm_spec_t *spec, int64_t m,
                          const moss_gemm_buffers_t *buffers,
                          compiler::GemmSpec &outSpec, GemmBuffers &outBuffers) {
   if (moss_error_t e = convertSpec(spec, outSpec))
     return e;
+  if (outSpec.groups)
+    return needsOffsets(outSpec);
   if (moss_error_t e = convertBuffers(buffers, outBuffers))
     return e;
   return convert(checkGemmLaunch(outSpec, m, outBuffers),
@@ -257,14 +269,16 @@ moss_error_t moss_gemm_plan_create(moss_context_t context,
   return nullptr;
 }
 
-moss_error_t moss_gemm_plan_launch(moss_gemm_plan_t plan, int64_t m,
-                                   const moss_gemm_buffers_t *buffers,
-                                   void *stream) {
+/// moss_gemm_plan_launch, with an m-grouped GEMM's row offsets.
+static moss_error_t launchPlan(moss_gemm_plan_t plan, int64_t m,
+                               const moss_gemm_buffers_t *buffers,
+                               uint64_t groupOffsets, void *stream) {
   if (!plan)
     return invalid("plan is NULL");
   GemmBuffers devBuffers;
   if (moss_error_t e = convertBuffers(buffers, devBuffers))
     return e;
+  devBuffers.groupOffsets = groupOffsets;
   // As moss_gemm: every failure of these checks is the caller's argument.
   if (moss_error_t e = convert(checkGemmLaunch(plan->spec, m, devBuffers),
                                MOSS_ERROR_INVALID_ARGUMENT))
@@ -274,6 +288,24 @@ moss_error_t moss_gemm_plan_launch(moss_gemm_plan_t plan, int64_t m,
     return e;
   return convert(runner->launchChecked(plan->spec, m, devBuffers,
                                        static_cast<CUstream>(stream)));
+}
+
+moss_error_t moss_gemm_plan_launch(moss_gemm_plan_t plan, int64_t m,
+                                   const moss_gemm_buffers_t *buffers,
+                                   void *stream) {
+  if (plan && plan->spec.groups)
+    return needsOffsets(plan->spec);
+  return launchPlan(plan, m, buffers, 0, stream);
+}
+
+moss_error_t moss_gemm_plan_launch_grouped(moss_gemm_plan_t plan, int64_t m,
+                                           const moss_gemm_buffers_t *buffers,
+                                           uint64_t group_offsets,
+                                           void *stream) {
+  if (plan && !plan->spec.groups)
+    return invalid("the plan's spec has groups=0: a plain GEMM launches with "
+                   "moss_gemm_plan_launch");
+  return launchPlan(plan, m, buffers, group_offsets, stream);
 }
 
 void moss_gemm_plan_destroy(moss_gemm_plan_t plan) { delete plan; }

@@ -34,8 +34,15 @@ GemmScaleCounts moss::getGemmScaleCounts(const GemmSpec &spec, int64_t m) {
   auto global = [](const ScalingScheme &s, int64_t rows) -> int64_t {
     return s.hasGlobalScales() ? (s.globalPerRow() ? rows : 1) : 0;
   };
+  // An m-grouped GEMM's B: one per-tensor global per expert.
+  const int64_t rowsB = getGemmRowsB(spec);
+  const int64_t bGlobal =
+      spec.bScaling.hasGlobalScales() && !spec.bScaling.globalPerRow() &&
+              spec.groups
+          ? spec.groups
+          : global(spec.bScaling, rowsB);
   return {local(spec.aScaling, m), global(spec.aScaling, m),
-          local(spec.bScaling, spec.n), global(spec.bScaling, spec.n)};
+          local(spec.bScaling, rowsB), bGlobal};
 }
 
 /// A device pointer: present exactly when `needed`, aligned to `alignment`.
@@ -169,7 +176,7 @@ static Error checkBufferRanges(const GemmSpec &spec, int64_t m,
   if (!d)
     return runtime::invalidArgument("buffers.d: " + toString(d.takeError()));
   Expected<Range> a = range(buffers.a.codes, m, spec.k, 1);
-  Expected<Range> b = range(buffers.b.codes, spec.n, spec.k, 1);
+  Expected<Range> b = range(buffers.b.codes, getGemmRowsB(spec), spec.k, 1);
   if (!a || !b)
     return runtime::invalidArgument(
         "operand codes: " + toString(a ? b.takeError() : a.takeError()));
@@ -223,8 +230,12 @@ Error moss::checkGemmLaunch(const GemmSpec &spec, int64_t m,
   if (Error e = checkOperand(buffers.a, "a", spec.aScaling, m, counts.aLocal,
                              counts.aGlobal))
     return e;
-  if (Error e = checkOperand(buffers.b, "b", spec.bScaling, spec.n,
+  if (Error e = checkOperand(buffers.b, "b", spec.bScaling, getGemmRowsB(spec),
                              counts.bLocal, counts.bGlobal))
+    return e;
+  if (Error e = checkPointer(buffers.groupOffsets, spec.groups > 0, 4,
+                             "buffers.groupOffsets",
+                             "an m-grouped GEMM (spec.groups > 0)"))
     return e;
   if (Error e = checkPointer(buffers.d, true, 16, "buffers.d (the output)",
                              "every GEMM"))

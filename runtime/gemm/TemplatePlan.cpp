@@ -24,6 +24,7 @@ MOSS_SAME_FIELD(c);
 MOSS_SAME_FIELD(beta);
 MOSS_SAME_FIELD(amax);
 MOSS_SAME_FIELD(workspace);
+MOSS_SAME_FIELD(groupOffsets);
 #undef MOSS_SAME_FIELD
 static_assert(sizeof(detail::KernelArgs) == sizeof(gemm_kernel::Args));
 
@@ -52,6 +53,7 @@ detail::planFromTemplates(const compiler::KernelSource &source) {
   result.clusterM = params.clusterM;
   result.clusterN = params.clusterN;
   result.splitK = params.splitK;
+  result.groups = params.groups;
   result.groupBlocks = plan.groupBlocks;
   return result;
 }
@@ -65,6 +67,7 @@ static gemm_kernel::Params getGeometry(const detail::TemplatePlan &plan) {
   p.clusterM = plan.clusterM;
   p.clusterN = plan.clusterN;
   p.splitK = plan.splitK;
+  p.groups = plan.groups;
   return p;
 }
 

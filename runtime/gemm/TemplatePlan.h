@@ -36,6 +36,8 @@ struct TemplatePlan {
   int groupBlocks = 0;
   /// The parameters gridSize() and the workspace size read.
   int n = 0, tileM = 0, tileN = 0, clusterM = 1, clusterN = 1, splitK = 1;
+  /// Experts of an m-grouped GEMM (0: a plain one).
+  int groups = 0;
 };
 
 /// The kernel's run-time argument struct, `moss::gemm_kernel::Args`
@@ -52,6 +54,7 @@ struct KernelArgs {
   float beta;
   float *amax;
   void *workspace;
+  const int *groupOffsets;
 };
 
 /// The templates' plan for `source`; an error when the templates reject its

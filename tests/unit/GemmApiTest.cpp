@@ -394,3 +394,96 @@ TEST(GemmCApi, PlanCallsCheckTheirHandlesFirst) {
 }
 
 } // namespace
+
+namespace {
+
+/// forwardSpec() as an m-grouped GEMM of 4 experts: B [4 * 256, 512] with a
+/// global per expert, bias [4, 256]; valid buffers for it at M = kM.
+GemmSpec groupedSpec() {
+  GemmSpec spec = forwardSpec();
+  spec.groups = 4;
+  return spec;
+}
+
+GemmBuffers validGroupedBuffers() {
+  GemmBuffers b = validBuffers();
+  b.b.globalScaleCount = 4;
+  b.d = 0x200000; // past B's 4 * 256 * 512 bytes of codes at 0x40000
+  b.groupOffsets = 0xA0000;
+  return b;
+}
+
+TEST(GemmApi, GroupedGemmsTakeOffsetsAndAnExpertsB) {
+  EXPECT_EQ(check(groupedSpec(), kM, validGroupedBuffers()), "");
+  // Each expert's B: its global, and per row its block scales.
+  GemmScaleCounts counts = getGemmScaleCounts(groupedSpec(), kM);
+  EXPECT_EQ(counts.bGlobal, 4);
+  GemmSpec perGroup = groupedSpec();
+  perGroup.bScaling = ScalingScheme::perGroup(128, 128);
+  counts = getGemmScaleCounts(perGroup, kM);
+  EXPECT_EQ(counts.bLocal, 4 * (256 / 128) * (512 / 128));
+  EXPECT_EQ(counts.bGlobal, 0);
+  GemmSpec perRow = groupedSpec();
+  perRow.bScaling = ScalingScheme::perRow();
+  EXPECT_EQ(getGemmScaleCounts(perRow, kM).bGlobal, 4 * 256);
+
+  GemmBuffers noOffsets = validGroupedBuffers();
+  noOffsets.groupOffsets = 0;
+  EXPECT_NE(check(groupedSpec(), kM, noOffsets).find("buffers.groupOffsets"),
+            std::string::npos);
+  GemmBuffers misaligned = validGroupedBuffers();
+  misaligned.groupOffsets = 0xA0002;
+  EXPECT_NE(check(groupedSpec(), kM, misaligned).find("4-byte aligned"),
+            std::string::npos);
+  GemmBuffers plainWithOffsets = validBuffers();
+  plainWithOffsets.groupOffsets = 0xA0000;
+  EXPECT_NE(check(forwardSpec(), kM, plainWithOffsets)
+                .find("buffers.groupOffsets is given"),
+            std::string::npos);
+  GemmBuffers oneGlobal = validGroupedBuffers();
+  oneGlobal.b.globalScaleCount = 1;
+  EXPECT_NE(check(groupedSpec(), kM, oneGlobal).find("expected 4"),
+            std::string::npos);
+  // The output may not overlap any expert's B.
+  GemmBuffers overlapping = validGroupedBuffers();
+  overlapping.d = 0x60000;
+  EXPECT_NE(check(groupedSpec(), kM, overlapping).find("overlaps"),
+            std::string::npos);
+  // The rows are known at launch only.
+  GemmSpec staticM = groupedSpec();
+  staticM.m = kM;
+  EXPECT_NE(check(staticM, kM, validGroupedBuffers()).find("dynamic M"),
+            std::string::npos);
+  GemmSpec tooMany = groupedSpec();
+  tooMany.groups = GemmSpec::kMaxGroups + 1;
+  EXPECT_NE(check(tooMany, kM, validGroupedBuffers()).find("expert count"),
+            std::string::npos);
+}
+
+} // namespace
+
+namespace {
+
+TEST(GemmCApi, GroupedSpecsLaunchThroughAPlanWithOffsets) {
+  moss_gemm_spec_t spec;
+  moss_gemm_buffers_t buffers;
+  cForward(spec, buffers);
+  EXPECT_EQ(spec.groups, 0);
+  spec.groups = 4;
+  // moss_gemm_check and moss_gemm take no offsets.
+  EXPECT_NE(cCheck(&spec, kM, &buffers)
+                .find("spec->groups=4: an m-grouped GEMM launches through a "
+                      "plan, with its row offsets "
+                      "(moss_gemm_plan_launch_grouped)"),
+            std::string::npos);
+  // A caller built before the field is served a plain GEMM.
+  spec.struct_size = offsetof(moss_gemm_spec_t, groups);
+  EXPECT_EQ(cCheck(&spec, kM, &buffers), "");
+  moss_error_t error =
+      moss_gemm_plan_launch_grouped(nullptr, kM, &buffers, 0x1000, nullptr);
+  ASSERT_NE(error, nullptr);
+  EXPECT_STREQ(moss_error_message(error), "plan is NULL");
+  moss_error_destroy(error);
+}
+
+} // namespace

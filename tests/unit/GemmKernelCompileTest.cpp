@@ -26,7 +26,9 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 using namespace moss::gemm_kernel;
@@ -302,12 +304,40 @@ std::vector<Variant> variants() {
   p.splitK = 1;
   v.push_back({"twolevel_x_twolevel_f16mma_128x64_k_tail", p});
 
+  // m-grouped GEMMs (mixture-of-experts layers): the row-folded MOSS
+  // forward, DeepSeek's per-group scales, and block-scaled B with the
+  // epilogue's per-expert bias and B globals.
+  p = base;
+  p.scaleA = kPerRow;
+  p.groups = 8;
+  p.tileN = 256;
+  p.stages = 4;
+  v.push_back({"row_x_tensor_grouped8", p});
+  p = perGroup(base);
+  p.groups = 64;
+  p.tileN = 128;
+  p.stages = 6;
+  v.push_back({"group1x128_x_group128x128_grouped64", p});
+  p = twoLevel(base, /*rowA=*/false);
+  p.scaleB = kTwoLevel;
+  p.blockB = 32;
+  p.globalRowB = true;
+  p.out = kF32;
+  p.bias = kF32;
+  p.accum = kF32;
+  p.amax = true;
+  p.groups = 16;
+  p.tileN = 64;
+  p.stages = 6;
+  v.push_back({"twolevel_x_twolevel_f32_bias_c_amax_grouped16", p});
+
   // Quick-compile variants (the first kernel of a tiered compile), on the
   // tiles the compiler narrows them to: shorter promotion groups, per 32
   // and per 128, whole K and split.
   for (const char *name : {"moss_forward_cluster2x1", "group_cluster2x1",
                            "moss_forward_amax_split2",
-                           "group1x128_x_group128x128_128x64_split8"}) {
+                           "group1x128_x_group128x128_128x64_split8",
+                           "group1x128_x_group128x128_grouped64"}) {
     auto it = std::find_if(v.begin(), v.end(),
                            [&](const Variant &x) { return x.name == name; });
     v.push_back({std::string(name) + "_quick", quickCompileParams(it->params)});
@@ -513,6 +543,32 @@ TEST(GemmKernelPlanTest, ValidateNamesWhatIsWrong) {
   EXPECT_NE(std::string(validate(p)).find("227 KiB"), std::string::npos);
   p.stages = 4;
   EXPECT_EQ(validate(p), nullptr);
+
+  // An m-grouped GEMM's tiles never straddle two experts.
+  Params grouped;
+  grouped.n = 4096;
+  grouped.k = 4096;
+  grouped.groups = 8;
+  EXPECT_EQ(validate(grouped), nullptr);
+  EXPECT_FALSE(plan(grouped).usesTmaD); // its tiles end at any row
+  for (int i = 0; i < 5; ++i) {
+    Params bad = grouped;
+    (i == 0   ? bad.m = 4096
+     : i == 1 ? (bad.tileM = 64, bad.splitK = 1)
+     : i == 2 ? bad.clusterM = 2
+     : i == 3 ? (bad.scaleB = kPerGroup, bad.blockRowsB = 128,
+                 bad.blockB = 128, bad.n = 4096 + 64)
+              : bad.splitK = 2);
+    const char *error = validate(bad);
+    ASSERT_NE(error, nullptr) << i;
+    EXPECT_NE(std::string(error).find("m-grouped"), std::string::npos)
+        << i << ": " << error;
+  }
+  // The persistent grid covers any offsets: each expert may add a partial
+  // row of tiles.
+  EXPECT_EQ(numUnits(grouped, 1000), (8 + 8) * 32);
+  EXPECT_EQ(gridSize(grouped, 1000, 132), 132);
+  EXPECT_EQ(boxRowsA(grouped, 16), 128);
 }
 
 /// The epilogue's staging buffers: TMA stores need 16-byte output rows and
@@ -830,6 +886,78 @@ TEST(GemmKernelPlanTest, TileOrderCoversEveryTileOnce) {
                   << "tile " << i / tilesN << ", " << i % tilesN;
             EXPECT_LT(outside, clusterM * clusterN * numTiles(p, m));
           }
+}
+
+// An m-grouped GEMM's units cover each expert's tiles once, whichever CTA
+// walks them (each with its own cursor, units first, first + stride, ...),
+// inside the expert's rows; bad offsets are read as empty experts.
+TEST(GemmKernelPlanTest, GroupWalkCoversEveryExpertTileOnce) {
+  std::mt19937 rng(std::random_device{}());
+  for (int trial = 0; trial < 200; ++trial) {
+    Params p;
+    p.n = 64 + int(rng() % 600);
+    p.k = 128;
+    p.tileM = rng() % 2 ? 128 : 256;
+    p.tileN = 32 * (1 + int(rng() % 8));
+    p.rasterAlongN = rng() % 2;
+    p.swizzle = 1 + int(rng() % 8);
+    p.groups = 1 + int(rng() % (trial % 4 == 0 ? 300 : 12));
+    std::vector<int> offsets(p.groups + 1, 0);
+    for (int g = 0; g < p.groups; ++g) {
+      const int r = int(rng() % 5);
+      offsets[g + 1] = offsets[g] + (r == 0 ? 0 : r == 1 ? 1
+                                     : int(rng() % 700));
+    }
+    const int m = offsets.back();
+    const bool scrambled = trial % 7 == 3;
+    if (scrambled) // non-monotone and out of range: still inside [0, m]
+      for (int g = 1; g < p.groups; ++g)
+        offsets[g] = int(rng() % (m + 200)) - 100;
+    SCOPED_TRACE(describe(p) + " m=" + std::to_string(m) + " trial " +
+                 std::to_string(trial));
+
+    GroupWalk counter{offsets.data(), m};
+    const int total = counter.total(p);
+    // The grid's bound holds for offsets that keep the rules (overlapping
+    // experts may take more units; the persistent grid walks them all).
+    if (!scrambled)
+      EXPECT_LE(total, numUnits(p, m));
+    // Expected: each expert's [start, end) x [0, N) in tiles.
+    std::map<std::tuple<int, int, int>, int> seen;
+    const int ctas = 1 + int(rng() % 140);
+    for (int cta = 0; cta < ctas; ++cta) {
+      GroupWalk walk{offsets.data(), m};
+      for (int u = cta; u < total; u += ctas) {
+        Unit unit = walk.unit(p, u);
+        ASSERT_GE(unit.group, 0);
+        ASSERT_LT(unit.group, p.groups);
+        ASSERT_EQ(unit.rowEnd, walk.row(p, unit.group + 1));
+        const int start = walk.row(p, unit.group);
+        ASSERT_GE(unit.m0, start);
+        ASSERT_LT(unit.m0, unit.rowEnd);
+        ASSERT_EQ((unit.m0 - start) % p.tileM, 0);
+        ASSERT_LT(unit.n0, p.n);
+        ASSERT_EQ(unit.n0 % p.tileN, 0);
+        ++seen[{unit.group, unit.m0, unit.n0}];
+      }
+    }
+    int expected = 0;
+    for (int g = 0; g < p.groups; ++g) {
+      const int start = counter.row(p, g), end = counter.row(p, g + 1);
+      if (scrambled)
+        ASSERT_TRUE(start >= 0 && start <= m && end >= 0 && end <= m);
+      else
+        ASSERT_TRUE(start == offsets[g] && end == offsets[g + 1]);
+      for (int r = start; r < end; r += p.tileM)
+        for (int c = 0; c < p.n; c += p.tileN) {
+          ++expected;
+          ASSERT_EQ((seen[{g, r, c}]), 1)
+              << "expert " << g << " tile (" << r << ", " << c << ")";
+        }
+    }
+    EXPECT_EQ(expected, total);
+    EXPECT_EQ(int(seen.size()), total);
+  }
 }
 
 /// What moss-select-tiling picks for the main GEMMs is a configuration the

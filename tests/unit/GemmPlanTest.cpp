@@ -11,6 +11,7 @@
 
 #include "moss/Compiler/Compile.h"
 #include "moss/Compiler/GemmPlan.h"
+#include "moss/Compiler/GemmSource.h"
 #include "moss/Compiler/TuningDatabase.h"
 #include "moss/Gemm/Gemm.h"
 #include "moss/Runtime/Cache/KernelCache.h"
@@ -43,6 +44,22 @@ GemmPlan planOrDie(const GemmSpec &spec, const GemmPlanOptions &options = {}) {
     return GemmPlan();
   }
   return *plan;
+}
+
+/// A database with one entry: `tiling` for `kernel` at M = `m` on an H200.
+TuningDatabase databaseOf(const GemmSpec &kernel, int64_t m,
+                          const TileConfig &tiling) {
+  TuningEntry entry;
+  entry.key = TuningKey::get(kernel, TargetInfo::h200(), m);
+  entry.m = m;
+  entry.best.tiling = tiling;
+  entry.best.milliseconds = 1;
+  entry.best.tflops = 1;
+  entry.device = "test";
+  entry.date = "2026-12-07T00:00:00Z";
+  TuningDatabase database;
+  database.insert(entry);
+  return database;
 }
 
 GemmPlanOptions atRows(int64_t rows) {
@@ -115,7 +132,6 @@ TEST(GemmPlanTest, AKernelCanFoldAItselfWhenAsked) {
 
 TEST(GemmPlanTest, TheDatabaseEntryOfTheLaunchBucketWins) {
   const GemmSpec spec = mossDefaultFold();
-  const TargetInfo target = TargetInfo::h200();
   // The entry is keyed by the kernel's spec (the row-folded GEMM) at the
   // bucket of 3000 rows (2049..4096).
   const GemmSpec kernel = planOrDie(spec, atRows(3000)).kernel;
@@ -124,16 +140,7 @@ TEST(GemmPlanTest, TheDatabaseEntryOfTheLaunchBucketWins) {
   tuned.tileN = 96;
   tuned.stages = 5;
   tuned.swizzle = 2;
-  TuningEntry entry;
-  entry.key = TuningKey::get(kernel, target, 4096);
-  entry.m = 4096;
-  entry.best.tiling = tuned;
-  entry.best.milliseconds = 1;
-  entry.best.tflops = 1;
-  entry.device = "test";
-  entry.date = "2026-12-07T00:00:00Z";
-  TuningDatabase database;
-  database.insert(entry);
+  TuningDatabase database = databaseOf(kernel, 4096, tuned);
 
   GemmPlanOptions options = atRows(3000);
   options.database = &database;
@@ -213,6 +220,78 @@ TEST(GemmPlanTest, TheRuntimeCompilesWhatItPlanned) {
   llvm::Expected<GemmPlan> bad = runner->getPlan(mossForward(16), 17, options);
   ASSERT_FALSE(bool(bad));
   EXPECT_NE(llvm::toString(bad.takeError()).find("m=17"), std::string::npos);
+}
+
+} // namespace
+
+namespace {
+
+/// The row-folded MOSS forward GEMM of 8 experts.
+GemmSpec grouped(int64_t groups = 8) {
+  GemmSpec spec = mossDefaultFold();
+  spec.groups = groups;
+  return spec;
+}
+
+TEST(GemmPlanTest, GroupedTilesNeverStraddleTwoExperts) {
+  for (int64_t rows : {16, 1000, 4096, 65536}) {
+    GemmPlan plan = planOrDie(grouped(), atRows(rows));
+    EXPECT_EQ(plan.kernel.groups, 8);
+    EXPECT_GE(plan.tiling.tileM, 128) << rows;
+    EXPECT_EQ(plan.tiling.splitK, 1) << rows;
+    EXPECT_EQ(plan.tiling.clusterM * plan.tiling.clusterN, 1) << rows;
+    // The fold decides by the rows of all experts together.
+    EXPECT_EQ(plan.fold, rows >= 1024 ? BlockScaleFold::Row
+                                      : BlockScaleFold::None)
+        << rows;
+    EXPECT_EQ(plan.passFoldsA, rows >= 1024) << rows;
+  }
+  // A kernel that folds A itself is a plain GEMM's only.
+  GemmPlanOptions options = atRows(4096);
+  options.foldAInKernel = true;
+  GemmPlan plan = planOrDie(grouped(), options);
+  EXPECT_FALSE(plan.kernel.kernelFoldsA);
+  EXPECT_TRUE(plan.passFoldsA);
+}
+
+TEST(GemmPlanTest, GroupedGemmsIgnoreTheDenseTuningEntry) {
+  // An entry for the dense kernel of the same shape and schemes does not
+  // tile the grouped one (the database has no group count).
+  const GemmSpec kernel = planOrDie(mossDefaultFold(), atRows(4096)).kernel;
+  TileConfig tuned;
+  tuned.tileM = 64;
+  tuned.tileN = 64;
+  tuned.stages = 4;
+  TuningDatabase database = databaseOf(kernel, 4096, tuned);
+  GemmPlanOptions options = atRows(4096);
+  options.database = &database;
+  GemmPlan plan = planOrDie(grouped(), options);
+  EXPECT_NE(plan.tiling.tileM, 64);
+}
+
+TEST(GemmPlanTest, AGroupedBWithOneGlobalPerExpertDoesNotFold) {
+  GemmSpec spec = grouped();
+  spec.bScaling = ScalingScheme::twoLevel(GlobalScope::Tensor, 32);
+  llvm::Expected<GemmPlan> plan =
+      planGemm(spec, TargetInfo::h200(), atRows(4096));
+  ASSERT_FALSE(bool(plan));
+  std::string error = llvm::toString(plan.takeError());
+  EXPECT_NE(error.find("one global scale per expert"), std::string::npos)
+      << error;
+  // Unfolded, the kernel takes it (each expert's global in the epilogue).
+  spec.fold = BlockScaleFold::None;
+  EXPECT_TRUE(bool(planGemm(spec, TargetInfo::h200(), atRows(4096))));
+}
+
+TEST(GemmPlanTest, GroupedKernelsAreWrittenWithoutIr) {
+  GemmPlan plan = planOrDie(grouped(64), atRows(8192));
+  KernelSource source = generateGemmSource(plan, TargetInfo::h200());
+  EXPECT_NE(source.source.find("/*Groups=*/64>;"), std::string::npos)
+      << source.source;
+  llvm::Expected<KernelSource> piped = compileGemm(plan, TargetInfo::h200());
+  ASSERT_FALSE(bool(piped));
+  EXPECT_NE(llvm::toString(piped.takeError()).find("no m-grouped GEMM"),
+            std::string::npos);
 }
 
 } // namespace

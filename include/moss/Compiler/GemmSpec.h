@@ -104,6 +104,17 @@ struct GemmSpec {
   /// Its arithmetic is getKernelSpec's, with no pass before it. Slower than
   /// the pass, so only asked for (GemmOptions::foldAInKernel).
   bool kernelFoldsA = false;
+  /// An m-grouped GEMM of this many experts (a mixture-of-experts layer);
+  /// 0 for a plain GEMM. Expert g multiplies its rows of A by its own
+  /// B_g [N, K]: B is [groups * N, K] (B_g at row g * N), B's block scales
+  /// are stacked alike, its global scales are [groups] (per-tensor) or
+  /// [groups * N] (per-row), the bias is [groups, N]. A's rows and the
+  /// output's are sorted by expert; the launch gives each expert's first row
+  /// on the device (GemmBuffers::groupOffsets), so M is dynamic and any
+  /// expert may have no rows.
+  int64_t groups = 0;
+  /// The most experts a grouped GEMM takes.
+  static constexpr int64_t kMaxGroups = 4096;
 
   /// Whether M is dynamic.
   bool isDynamicM() const { return m == kDynamic; }

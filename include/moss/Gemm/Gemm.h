@@ -84,7 +84,20 @@ struct GemmBuffers {
   /// One FP32 that receives max |D| (an atomic max: zero it before the
   /// launch), exactly when the spec asks for amax.
   CUdeviceptr amax = 0;
+  /// An m-grouped GEMM's (spec.groups > 0) int32 [groups + 1] row offsets
+  /// on the device, 4-byte aligned: expert g's rows of A and D are
+  /// [offsets[g], offsets[g + 1]), offsets[0] = 0, non-decreasing,
+  /// offsets[groups] = M. The kernel reads them itself (no host
+  /// synchronization); it takes offsets[0] as 0 and offsets[groups] as M,
+  /// and keeps the others in [0, M], so bad offsets give wrong rows but
+  /// never reach memory outside the buffers. Null for a plain GEMM.
+  CUdeviceptr groupOffsets = 0;
 };
+
+/// Rows of B: N, or groups * N for an m-grouped GEMM.
+inline int64_t getGemmRowsB(const compiler::GemmSpec &spec) {
+  return spec.groups ? spec.groups * spec.n : spec.n;
+}
 
 /// The element counts a GEMM's scale tensors must have.
 struct GemmScaleCounts {
@@ -319,7 +332,7 @@ private:
 /// tiling or what the plan depends on (Gemm.cpp: makePlanKey,
 /// makeKernelKey).
 struct GemmRunner::Key {
-  std::array<int64_t, 5> words{};
+  std::array<int64_t, 6> words{};
   bool operator==(const Key &other) const { return words == other.words; }
 };
 

@@ -59,6 +59,10 @@ struct Args {
   /// zero before the first launch (each launch leaves them zero again);
   /// else null.
   void *workspace;
+  /// With Groups > 0 (an m-grouped GEMM): [Groups + 1] int32 row offsets,
+  /// expert g's rows of A and the output being [offsets[g],
+  /// offsets[g + 1]) (clamped to [0, m]); else null.
+  const int *groupOffsets;
 };
 
 /// The template parameters of Config as a plain struct (ABI order).
@@ -109,6 +113,13 @@ struct Params {
   /// applies 2^E times A's global. The tensor cores then sum all of K, as
   /// for a per-row A (consumer_fold.cuh).
   bool foldA = false;
+  /// Optional (default 0): an m-grouped GEMM of this many experts. B is
+  /// [Groups * N, K] (expert g's [N, K] at row g * N; its block scales
+  /// likewise, its global scales [Groups] or [Groups * N]), the bias is
+  /// [Groups, N], and A's and the output's rows are sorted by expert,
+  /// Args::groupOffsets giving where each expert's start. Tiles never
+  /// straddle two experts; M is dynamic.
+  int groups = 0;
 };
 
 /// Bytes of an Out / Bias / Accum element.
@@ -325,8 +336,10 @@ constexpr MOSS_GEMM_HD Plan plan(const Params &p) {
   // start at a 1024-byte boundary.
   q.offsetStaging = (tablesEnd + 1023) / 1024 * 1024;
   const int bufferSet = kConsumerWarps * kStoreBufferBytes;
+  // An m-grouped tile may end inside the output (at its expert's last
+  // row), where a TMA box cannot stop: it stores from registers.
   q.storable = (p.n % 16 * elementBytes(p.out)) % 16 == 0 &&
-               (p.tileN * elementBytes(p.out)) % 128 == 0;
+               (p.tileN * elementBytes(p.out)) % 128 == 0 && p.groups == 0;
   const int room = kMaxSharedBytes - q.offsetStaging - fixedBytes;
   q.storeBuffers = !q.storable || room < bufferSet ? 0
                    : room >= 2 * bufferSet         ? 2
@@ -402,6 +415,15 @@ constexpr MOSS_GEMM_HD const char *validate(const Params &p) {
     return "SplitK > 1 needs K to be a multiple of 128 * SplitK";
   if (p.splitK > 1 && p.clusterM * p.clusterN != 1)
     return "SplitK > 1 needs 1x1 clusters";
+  if (p.groups < 0)
+    return "Groups must be 0 (a plain GEMM) or the number of experts";
+  if (p.groups > 0 &&
+      (p.m != -1 || p.tileM == 64 || p.splitK != 1 ||
+       p.clusterM * p.clusterN != 1 || p.foldA ||
+       (q.hasLocalB && p.n % q.blockRowsB != 0)))
+    return "an m-grouped GEMM (Groups > 0) needs a dynamic M, TileM 128 or "
+           "256, SplitK 1, 1x1 clusters, no FoldA, and N a multiple of B's "
+           "block rows";
   if (p.out != kBF16 && p.out != kF16 && p.out != kF32)
     return "Out must be kBF16, kF16 or kF32";
   if ((p.bias != kNone && p.bias != kBF16 && p.bias != kF16 &&
@@ -413,7 +435,8 @@ constexpr MOSS_GEMM_HD const char *validate(const Params &p) {
 }
 
 /// Cluster tiles of an m-row problem: ClusterM x ClusterN output tiles each
-/// (the tile count when there are no clusters).
+/// (the tile count when there are no clusters); of one expert's m rows for
+/// an m-grouped GEMM.
 constexpr MOSS_GEMM_HD int numTiles(Params p, int m) {
   const int tilesM = detail::ceilDiv(m, p.tileM);
   const int tilesN = detail::ceilDiv(p.n, p.tileN);
@@ -448,6 +471,63 @@ constexpr MOSS_GEMM_HD void tileOrigin(Params p, int m, int t, int rank,
   m0 = (mt * p.clusterM + rank % p.clusterM) * p.tileM;
   n0 = (nt * p.clusterN + rank / p.clusterM) * p.tileN;
 }
+
+/// Where a work unit's tile lies: its first row of A and of the output, its
+/// first column, the row its rows end before (m, or its expert's last row +
+/// 1), and its expert (0 for a plain GEMM), whose B starts at row
+/// group * N.
+struct Unit {
+  int m0, n0, rowEnd, group;
+};
+
+/// The experts of an m-grouped GEMM (Params::groups > 0) as the kernel walks
+/// them: expert g's tiles are ceil(M_g / TileM) x ceil(N / TileN), ordered
+/// by tileOrigin as a plain GEMM of its M_g rows, and follow those of the
+/// experts before it. A cursor over the experts finds a unit's expert;
+/// units asked for in increasing order only move it forward.
+struct GroupWalk {
+  const int *offsets; ///< [groups + 1] row offsets (device memory)
+  int m;              ///< all experts' rows
+  int group = 0;      ///< the cursor's expert ...
+  int before = 0;     ///< ... and the units of the experts before it
+
+  /// Expert g's first row, offsets[g] with offsets[0] taken as 0 and
+  /// offsets[groups] as m, kept in [0, m]: an expert that does not end past
+  /// its start is empty, and bad offsets never reach rows outside A.
+  MOSS_GEMM_HD int row(Params p, int g) const {
+    const int r = g <= 0 ? 0 : g >= p.groups ? m : offsets[g];
+    return r < 0 ? 0 : r > m ? m : r;
+  }
+  /// Expert g's tiles; a huge count past the last expert, which stops the
+  /// cursor there.
+  MOSS_GEMM_HD int tiles(Params p, int g) const {
+    if (g >= p.groups)
+      return 1 << 30;
+    const int start = row(p, g), end = row(p, g + 1);
+    return end > start ? numTiles(p, end - start) : 0;
+  }
+  /// The tiles of all experts.
+  MOSS_GEMM_HD int total(Params p) const {
+    int count = 0;
+    for (int g = 0; g < p.groups; ++g)
+      count += tiles(p, g);
+    return count;
+  }
+  /// Unit u's tile (0 <= u < total(p); 1x1 clusters, no split-K).
+  MOSS_GEMM_HD Unit unit(Params p, int u) {
+    if (u < before)
+      group = before = 0;
+    for (int t = tiles(p, group); u >= before + t; t = tiles(p, group)) {
+      before += t;
+      ++group;
+    }
+    Unit r{0, 0, row(p, group + 1), group};
+    const int start = row(p, group);
+    tileOrigin(p, r.rowEnd - start, u - before, 0, r.m0, r.n0);
+    r.m0 += start;
+    return r;
+  }
+};
 
 namespace detail {
 /// The workspace's counters for `tiles` tiles: [tiles][8] u32, one per
@@ -487,6 +567,9 @@ constexpr MOSS_GEMM_HD long long workspaceBytes(Params p, int m) {
 constexpr MOSS_GEMM_HD int boxRowsA(Params p, int m) {
   if (p.clusterN == 2)
     return p.tileM / 2;
+  // An expert's tile starts at any row.
+  if (p.groups > 0)
+    return p.tileM;
   return m < p.tileM ? (m + 7) / 8 * 8 : p.tileM;
 }
 
@@ -498,8 +581,13 @@ constexpr MOSS_GEMM_HD int stageTxBytes(Params p, int m) {
 }
 
 /// Work units of an m-row problem: each cluster tile, or each of its
-/// SplitK slices of K.
+/// SplitK slices of K. For an m-grouped GEMM, the most its m rows can take
+/// whatever the offsets (each expert may add one partial tile row); the
+/// kernel counts those of the actual offsets (TileOrder).
 constexpr MOSS_GEMM_HD int numUnits(Params p, int m) {
+  if (p.groups > 0)
+    return (detail::ceilDiv(m, p.tileM) + p.groups) *
+           detail::ceilDiv(p.n, p.tileN);
   return numTiles(p, m) * p.splitK;
 }
 
@@ -513,16 +601,17 @@ constexpr MOSS_GEMM_HD int gridSize(Params p, int m, int smCount) {
 }
 
 /// The full GEMM configuration (docs/GEMM-KERNEL-ABI.md). The first 25
-/// parameters are the ABI's; ForcePromoteK_, QuickCompile_, F16Mma_ and
-/// FoldA_ (emitted only when set) are Params::forcePromoteK, ::quickCompile,
-/// ::f16Mma and ::foldA. Every k* constant is the field of plan().
+/// parameters are the ABI's; ForcePromoteK_, QuickCompile_, F16Mma_, FoldA_
+/// and Groups_ (emitted up to the last one set) are Params::forcePromoteK,
+/// ::quickCompile, ::f16Mma, ::foldA and ::groups. Every k* constant is the
+/// field of plan().
 template <int M_, int N_, int K_, int ElemA_, int ElemB_, int ScaleA_,
           int BlockRowsA_, int BlockA_, bool GlobalRowA_, int ScaleB_,
           int BlockRowsB_, int BlockB_, bool GlobalRowB_, int Out_, int Bias_,
           int Accum_, bool Amax_, int TileM_, int TileN_, int Stages_,
           int ClusterM_, int ClusterN_, bool RasterAlongN_, int Swizzle_,
           int SplitK_, int ForcePromoteK_ = 0, bool QuickCompile_ = false,
-          bool F16Mma_ = false, bool FoldA_ = false>
+          bool F16Mma_ = false, bool FoldA_ = false, int Groups_ = 0>
 struct Config {
   static constexpr Params kParams = {M_,
                                      N_,
@@ -552,7 +641,8 @@ struct Config {
                                      ForcePromoteK_,
                                      QuickCompile_,
                                      F16Mma_,
-                                     FoldA_};
+                                     FoldA_,
+                                     Groups_};
   static_assert(
       validate(kParams) == nullptr,
       "invalid moss::gemm_kernel::Config: moss::gemm_kernel::validate(params) "
@@ -594,6 +684,8 @@ struct Config {
   static constexpr int kGroupBlocks = kPlan.groupBlocks;
   static constexpr bool kQuickCompile = QuickCompile_;
   static constexpr bool kF16Mma = F16Mma_;
+  /// Experts of an m-grouped GEMM; 0 for a plain one.
+  static constexpr int kGroups = Groups_;
   static constexpr int kSlotBytes = kPlan.slotBytes;
   static constexpr int kThreads = kPlan.threads;
   static constexpr int kConsumerWarpgroups = kPlan.consumerWarpgroups;

@@ -59,6 +59,23 @@ finishUnit(const TileOrder<Cfg> &order, int unit, const Args &args, int m,
   epilogue<Cfg>(args, m, m0, n0, acc, pos, smem, tmaD, fold);
 }
 
+/// The launch arguments as expert `group` of an m-grouped GEMM sees them:
+/// its B global scales and its bias (the rest is indexed by the output's
+/// row and column); `args` itself for a plain GEMM.
+template <class Cfg>
+__device__ __forceinline__ Args expertArgs(const Args &args, int group) {
+  Args expert = args;
+  if constexpr (Cfg::kGroups > 0) {
+    if constexpr (Cfg::kHasGlobalB)
+      expert.bGlobal += group * (Cfg::kGlobalRowB ? Cfg::N : 1);
+    if constexpr (Cfg::Bias != kNone)
+      expert.bias = static_cast<const u8 *>(args.bias) +
+                    static_cast<long long>(group) * Cfg::N *
+                        elementBytes(Cfg::Bias);
+  }
+  return expert;
+}
+
 /// A consumer warpgroup: all work units of this CTA, main loop then
 /// epilogue. With split warpgroups the two take alternate stages; after a
 /// unit with an odd stage count the other one takes the next unit's first.
@@ -71,16 +88,17 @@ consumeUnits(Loop &loop, const Args &args, int m, u32 rank, Fragment<Cfg> &acc,
   if constexpr (Cfg::kSplitWarpgroups)
     if (!leads)
       ring.step();
-  TileOrder<Cfg> order(m, rank);
+  TileOrder<Cfg> order(m, rank, args.groupOffsets);
   for (int t = order.first; t < order.total; t += order.stride) {
-    int m0, n0;
-    order.coords(t, m0, n0);
+    const Unit unit = order.unit(t);
     if constexpr (Cfg::kFoldA)
       loop.fold.beginUnit(order, t, t == order.first);
     loop.run(ring, warpgroupStages<Cfg>(leads));
     if constexpr (Cfg::kSplitWarpgroups && Cfg::kUnitFullKStages % 2 != 0)
       leads = !leads;
-    finishUnit<Cfg>(order, t, args, m, m0, n0, acc, pos, loop.smem, tmaD,
+    // The output's rows end at the unit's (its expert's, if grouped).
+    finishUnit<Cfg>(order, t, expertArgs<Cfg>(args, unit.group),
+                    unit.rowEnd, unit.m0, unit.n0, acc, pos, loop.smem, tmaD,
                     loop.fold);
   }
   // The output is complete when the kernel ends: no TMA store may still
@@ -160,7 +178,7 @@ __device__ __forceinline__ void run(const CUtensorMap &tmaA,
       produceTables<Cfg>(smem, tmaA, tmaB, args, m,
                          static_cast<int>(threadIdx.x), rank);
     else if (threadIdx.x == 0)
-      produceTiles<Cfg>(smem, tmaA, tmaB, m, rank);
+      produceTiles<Cfg>(smem, tmaA, tmaB, args, m, rank);
   } else {
     ptx::setMaxRegistersIncrease<kConsumerRegisters>();
     consumeTiles<Cfg>(smem, args, m, rank, tmaD);

@@ -91,18 +91,25 @@ template <int kStages, int kStride = 1> struct Ring {
 /// cluster tile u / SplitK, so a tile's slices run side by side. A tile
 /// past the edge (odd tile counts) is still walked: its loads are zeros and
 /// its stores are predicated off, and its multicast partner needs its half.
+/// An m-grouped GEMM's units are its experts' tiles (GroupWalk); every
+/// thread counts them from the offsets once (Groups loads).
 template <class Cfg> struct TileOrder {
   int m;
   int total;
   int first;  ///< this CTA's cluster index
   int stride; ///< clusters in the grid
   int rank;
+  GroupWalk walk; ///< Groups > 0
 
-  __device__ __forceinline__ TileOrder(int m, u32 rank)
+  __device__ __forceinline__ TileOrder(int m, u32 rank,
+                                       const int *groupOffsets)
       : m(m), total(numUnits(Cfg::kParams, m)),
         first(static_cast<int>(blockIdx.x) / Cfg::kClusterSize),
         stride(static_cast<int>(gridDim.x) / Cfg::kClusterSize),
-        rank(static_cast<int>(rank)) {}
+        rank(static_cast<int>(rank)), walk{groupOffsets, m} {
+    if constexpr (Cfg::kGroups > 0)
+      total = walk.total(Cfg::kParams);
+  }
 
   __device__ __forceinline__ int tile(int u) const { return u / Cfg::SplitK; }
   __device__ __forceinline__ int slice(int u) const { return u % Cfg::SplitK; }
@@ -111,9 +118,21 @@ template <class Cfg> struct TileOrder {
     return slice(u) * Cfg::kUnitKStages * Cfg::kStageK;
   }
 
-  /// The first row and column of this CTA's tile in unit `u`.
+  /// The first row and column of this CTA's tile in unit `u` (a plain
+  /// GEMM).
   __device__ __forceinline__ void coords(int u, int &m0, int &n0) const {
     tileOrigin(Cfg::kParams, m, tile(u), rank, m0, n0);
+  }
+
+  /// Unit `u`'s tile.
+  __device__ __forceinline__ Unit unit(int u) {
+    if constexpr (Cfg::kGroups > 0) {
+      return walk.unit(Cfg::kParams, u);
+    } else {
+      Unit r{0, 0, m, 0};
+      coords(u, r.m0, r.n0);
+      return r;
+    }
   }
 };
 

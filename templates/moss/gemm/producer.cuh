@@ -10,9 +10,10 @@
 
 namespace moss::gemm_kernel::detail {
 
-/// Loads stage `stage` (K offset k0 of the tile at (m0, n0)): arms its
-/// "full" barrier with the stage's bytes and issues A's [TileM x 128] and
-/// B's [TileN x 128] boxes into it (A's box stops at M when all of M fits
+/// Loads stage `stage` (K offset k0 of the tile at A's row m0 and B's row
+/// n0, which for an m-grouped GEMM includes its expert's group * N): arms
+/// its "full" barrier with the stage's bytes and issues A's [TileM x 128]
+/// and B's [TileN x 128] boxes into it (A's box stops at M when all of M fits
 /// in fewer rows: boxRowsA). Rows past M or N and columns past K arrive as
 /// zeros (the box is always complete, so the expected byte count is the
 /// same for every stage). In a 2-CTA cluster the shared operand is loaded
@@ -56,18 +57,18 @@ __device__ __forceinline__ void drainRing(const SharedStorage<Cfg> &smem,
 template <class Cfg>
 __device__ __forceinline__ void
 produceTiles(const SharedStorage<Cfg> &smem, const CUtensorMap &tmaA,
-             const CUtensorMap &tmaB, int m, u32 rank) {
+             const CUtensorMap &tmaB, const Args &args, int m, u32 rank) {
   Ring<Cfg::Stages> ring;
-  TileOrder<Cfg> order(m, rank);
+  TileOrder<Cfg> order(m, rank, args.groupOffsets);
   const u32 txBytes = static_cast<u32>(stageTxBytes(Cfg::kParams, m));
   for (int t = order.first; t < order.total; t += order.stride) {
-    int m0, n0;
-    order.coords(t, m0, n0);
+    const Unit unit = order.unit(t);
     const int kBegin = order.kBegin(t);
     for (int ks = 0; ks < Cfg::kUnitKStages; ++ks) {
       ptx::mbarrierWait(smem.empty(ring.stage), ring.phase ^ 1);
       loadStage<Cfg>(smem, tmaA, tmaB, ring.stage, txBytes,
-                     kBegin + ks * Cfg::kStageK, m0, n0, rank);
+                     kBegin + ks * Cfg::kStageK, unit.m0,
+                     unit.group * Cfg::N + unit.n0, rank);
       ring.advance();
     }
   }
@@ -274,24 +275,25 @@ produceTables(const SharedStorage<Cfg> &smem, const CUtensorMap &tmaA,
       kChunks && (!kRowsA || isAligned16(args.aLocal)) &&
       ((!kUniformB && kColIters == 0) || isAligned16(args.bLocal));
   Ring<Cfg::Stages> ring;
-  TileOrder<Cfg> order(m, rank);
+  TileOrder<Cfg> order(m, rank, args.groupOffsets);
   const u32 txBytes = static_cast<u32>(stageTxBytes(Cfg::kParams, m));
   RowA rowsA[kRowIters > 0 ? kRowIters : 1];
   ColB uniformB;
   ColB colsB[kColIters > 0 ? kColIters : 1];
 
   // The scales of unit u from its stage ks: the chunk into `next` (fetch),
-  // or the one stage into `bits`. Rows past M and columns past N (a
-  // cluster's edge tile may lie wholly past N) are not read.
+  // or the one stage into `bits`. Rows past M (an m-grouped GEMM: past the
+  // expert's) and columns past N (a cluster's edge tile may lie wholly past
+  // N) are not read. An expert's B scale rows start at row group * N.
   auto loadScales = [&](int u, int ks, bool fetch) {
-    int m0, n0;
-    order.coords(u, m0, n0);
+    const Unit unit = order.unit(u);
+    const int m0 = unit.m0, n0 = unit.n0, rowB = unit.group * Cfg::N + n0;
     const int k0 = order.kBegin(u) + ks * Cfg::kStageK;
 #pragma unroll
     for (int i = 0; i < kRowIters; ++i) {
       const int r = tid + i * kThreads;
       if constexpr (kRowsA)
-        if (r < Cfg::TileM && m0 + r < m) {
+        if (r < Cfg::TileM && m0 + r < unit.rowEnd) {
           if (fetch)
             rowsA[i].fetchChunk(args.aLocal, m0 + r, k0);
           else
@@ -301,34 +303,36 @@ produceTables(const SharedStorage<Cfg> &smem, const CUtensorMap &tmaA,
     if constexpr (kUniformB)
       if (n0 < Cfg::N) {
         if (fetch)
-          uniformB.fetchChunk(args.bLocal, n0, k0);
+          uniformB.fetchChunk(args.bLocal, rowB, k0);
         else
-          uniformB.load(args.bLocal, n0, k0);
+          uniformB.load(args.bLocal, rowB, k0);
       }
 #pragma unroll
     for (int i = 0; i < kColIters; ++i) {
       const int c = tid + i * kThreads;
       if (c < Cfg::TileN && n0 + c < Cfg::N) {
         if (fetch)
-          colsB[i].fetchChunk(args.bLocal, n0 + c, k0);
+          colsB[i].fetchChunk(args.bLocal, rowB + c, k0);
         else
-          colsB[i].load(args.bLocal, n0 + c, k0);
+          colsB[i].load(args.bLocal, rowB + c, k0);
       }
     }
   };
   // Once the ring's stage is free: loads it (thread 0), writes its tables
-  // for the tile at (m0, n0) from the loaded scales and arrives.
-  auto writeStage = [&](int m0, int n0, int k0) {
+  // for the unit's tile from the loaded scales and arrives.
+  auto writeStage = [&](const Unit &unit, int k0) {
+    const int m0 = unit.m0, n0 = unit.n0;
     ptx::mbarrierWait(smem.empty(ring.stage), ring.phase ^ 1);
     if (tid == 0)
-      loadStage<Cfg>(smem, tmaA, tmaB, ring.stage, txBytes, k0, m0, n0, rank);
+      loadStage<Cfg>(smem, tmaA, tmaB, ring.stage, txBytes, k0, m0,
+                     unit.group * Cfg::N + n0, rank);
     float *rowTable = smem.rowTable(ring.stage);
     float *colTable = smem.colTable(ring.stage);
 #pragma unroll
     for (int i = 0; i < kRowIters; ++i) {
       const int r = tid + i * kThreads;
       if (r < Cfg::TileM) {
-        const bool valid = m0 + r < m;
+        const bool valid = m0 + r < unit.rowEnd;
         float fa[kPer];
         if constexpr (Cfg::kHasLocalA)
           rowsA[i].factors(fa);
@@ -366,8 +370,7 @@ produceTables(const SharedStorage<Cfg> &smem, const CUtensorMap &tmaA,
   if (chunked && order.first < order.total)
     loadScales(order.first, 0, true);
   for (int t = order.first; t < order.total; t += order.stride) {
-    int m0, n0;
-    order.coords(t, m0, n0);
+    const Unit unit = order.unit(t);
     const int kBegin = order.kBegin(t);
     if (chunked) {
       for (int ks = 0; ks < Cfg::kUnitKStages; ks += 4) {
@@ -399,13 +402,13 @@ produceTables(const SharedStorage<Cfg> &smem, const CUtensorMap &tmaA,
 #pragma unroll
           for (int i = 0; i < kColIters; ++i)
             colsB[i].pickStage(j);
-          writeStage(m0, n0, kBegin + (ks + j) * Cfg::kStageK);
+          writeStage(unit, kBegin + (ks + j) * Cfg::kStageK);
         }
       }
     } else {
       for (int ks = 0; ks < Cfg::kUnitKStages; ++ks) {
         loadScales(t, ks, false);
-        writeStage(m0, n0, kBegin + ks * Cfg::kStageK);
+        writeStage(unit, kBegin + ks * Cfg::kStageK);
       }
     }
   }
