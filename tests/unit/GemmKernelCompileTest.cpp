@@ -553,12 +553,25 @@ TEST(GemmKernelPlanTest, ValidateNamesWhatIsWrong) {
   EXPECT_FALSE(plan(grouped).usesTmaD); // its tiles end at any row
   for (int i = 0; i < 5; ++i) {
     Params bad = grouped;
-    (i == 0   ? bad.m = 4096
-     : i == 1 ? (bad.tileM = 64, bad.splitK = 1)
-     : i == 2 ? bad.clusterM = 2
-     : i == 3 ? (bad.scaleB = kPerGroup, bad.blockRowsB = 128,
-                 bad.blockB = 128, bad.n = 4096 + 64)
-              : bad.splitK = 2);
+    switch (i) {
+    case 0:
+      bad.m = 4096;
+      break;
+    case 1:
+      bad.tileM = 64;
+      break;
+    case 2:
+      bad.clusterM = 2;
+      break;
+    case 3: // an expert's B blocks would straddle the next expert
+      bad.scaleB = kPerGroup;
+      bad.blockRowsB = 128;
+      bad.blockB = 128;
+      bad.n = 4096 + 64;
+      break;
+    default:
+      bad.splitK = 2;
+    }
     const char *error = validate(bad);
     ASSERT_NE(error, nullptr) << i;
     EXPECT_NE(std::string(error).find("m-grouped"), std::string::npos)
@@ -920,8 +933,9 @@ TEST(GemmKernelPlanTest, GroupWalkCoversEveryExpertTileOnce) {
     const int total = counter.total(p);
     // The grid's bound holds for offsets that keep the rules (overlapping
     // experts may take more units; the persistent grid walks them all).
-    if (!scrambled)
+    if (!scrambled) {
       EXPECT_LE(total, numUnits(p, m));
+    }
     // Expected: each expert's [start, end) x [0, N) in tiles.
     std::map<std::tuple<int, int, int>, int> seen;
     const int ctas = 1 + int(rng() % 140);

@@ -137,19 +137,30 @@ TEST(GemmSourceTest, TheKernelNameIsAHashOfTheConfiguration) {
   EXPECT_NE(first.source.find(first.kernelName + "("), std::string::npos);
   EXPECT_EQ(generateGemmTranslationUnit(p).kernelName, first.kernelName);
   // Each optional parameter, once set, changes the text and the name.
-  for (int i = 0; i < 4; ++i) {
+  const char *const written[] = {"/*ForcePromoteK=*/64",
+                                 "/*QuickCompile=*/true", "/*F16Mma=*/true",
+                                 "/*FoldA=*/true", "/*Groups=*/8>;"};
+  for (int i = 0; i < 5; ++i) {
     gemm_kernel::Params q = p;
-    (i == 0 ? q.forcePromoteK = 64
-            : i == 1 ? q.quickCompile = true
-            : i == 2 ? q.f16Mma = true
-                     : q.foldA = true);
+    switch (i) {
+    case 0:
+      q.forcePromoteK = 64;
+      break;
+    case 1:
+      q.quickCompile = true;
+      break;
+    case 2:
+      q.f16Mma = true;
+      break;
+    case 3:
+      q.foldA = true;
+      break;
+    default:
+      q.groups = 8;
+    }
     const GemmTranslationUnit other = generateGemmTranslationUnit(q);
     EXPECT_NE(other.kernelName, first.kernelName) << i;
-    EXPECT_NE(other.source.find(i == 0 ? "/*ForcePromoteK=*/64"
-                                : i == 1 ? "/*QuickCompile=*/true"
-                                : i == 2 ? "/*F16Mma=*/true"
-                                         : "/*FoldA=*/true"),
-              std::string::npos)
+    EXPECT_NE(other.source.find(written[i]), std::string::npos)
         << other.source;
   }
 }
