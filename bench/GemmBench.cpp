@@ -51,8 +51,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "../tests/gpu/GemmApiLaunch.h"
-#include "../tests/gpu/GemmTestSupport.h"
+#include "GemmApiLaunch.h"
+#include "GemmKernelParams.h"
 
 #include "CublasLtBaseline.h"
 #include "moss/Runtime/Cuda/EventTimer.h"

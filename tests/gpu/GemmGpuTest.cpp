@@ -36,7 +36,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "GemmApiLaunch.h"
-#include "GemmTestSupport.h"
+#include "GemmKernelParams.h"
 
 #include "moss/Compiler/Compile.h"
 

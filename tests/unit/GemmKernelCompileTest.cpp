@@ -12,7 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "../gpu/GemmTestSupport.h"
+#include "GemmKernelParams.h"
 
 #include "moss/Compiler/TemplateParams.h"
 #include "moss/Compiler/Tiling.h"

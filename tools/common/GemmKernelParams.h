@@ -1,4 +1,4 @@
-//===- GemmTestSupport.h - GEMM kernel variants for the tests ---*- C++ -*-===//
+//===- GemmKernelParams.h - GEMM kernel parameter sets ----------*- C++ -*-===//
 //
 // Shared by tests/unit/GemmKernelCompileTest.cpp (NVRTC only),
 // tests/gpu/GemmGpuTest.cpp and bench/GemmBench.cpp: a GEMM configuration as
@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MOSS_TESTS_GEMMTESTSUPPORT_H
-#define MOSS_TESTS_GEMMTESTSUPPORT_H
+#ifndef MOSS_TOOLS_COMMON_GEMMKERNELPARAMS_H
+#define MOSS_TOOLS_COMMON_GEMMKERNELPARAMS_H
 
 #include "moss/Compiler/GemmSource.h"
 #include "moss/Compiler/GemmSpec.h"
@@ -254,4 +254,4 @@ inline ResourceUsage parsePtxasLog(const std::string &log) {
 
 } // namespace moss::gemmtest
 
-#endif // MOSS_TESTS_GEMMTESTSUPPORT_H
+#endif // MOSS_TOOLS_COMMON_GEMMKERNELPARAMS_H

@@ -1,14 +1,13 @@
-//===- GemmApiLaunch.h - GemmGpuTest's way into moss::GemmRunner -*- C++
-//-*-===//
+//===- GemmApiLaunch.h - Parameter sets through moss::GemmRunner -*- C++ -*-===//
 //
-// GemmGpuTest builds its cases from the templates' moss::gemm_kernel::Params;
-// this interface runs each case through the product's path (GemmRunner, the
-// fold passes) from those parameters.
+// GemmGpuTest and moss-bench-gemm build their cases from the templates'
+// moss::gemm_kernel::Params; this interface runs each case through the
+// product's path (GemmRunner, the fold passes) from those parameters.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MOSS_TESTS_GEMMAPILAUNCH_H
-#define MOSS_TESTS_GEMMAPILAUNCH_H
+#ifndef MOSS_TOOLS_COMMON_GEMMAPILAUNCH_H
+#define MOSS_TOOLS_COMMON_GEMMAPILAUNCH_H
 
 #include "moss/Compiler/GemmSpec.h"
 #include "moss/Compiler/Tiling.h"
@@ -50,4 +49,4 @@ llvm::Error runThroughApi(const compiler::GemmSpec &spec, int64_t m,
 
 } // namespace moss::gemmtest
 
-#endif // MOSS_TESTS_GEMMAPILAUNCH_H
+#endif // MOSS_TOOLS_COMMON_GEMMAPILAUNCH_H

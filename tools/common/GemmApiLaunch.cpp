@@ -1,4 +1,4 @@
-//===- GemmApiLaunch.cpp - GemmGpuTest's way into moss::GemmRunner --------===//
+//===- GemmApiLaunch.cpp - Parameter sets through moss::GemmRunner --------===//
 
 #include "GemmApiLaunch.h"
 
