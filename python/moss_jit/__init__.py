@@ -43,6 +43,26 @@ if _torch_module is not None:
                            if out_dtype is None else out_dtype,
                            bias, c, beta, amax, mma, fold)
 
+    from ._grouped import ExpertWeights, stack_experts
+
+    def grouped_gemm(a, b, offsets, out_dtype=None, bias=None, fold="auto"):
+        """The m-grouped GEMM of a mixture-of-experts layer: for each expert
+        g, D[rows] = a[rows] @ b_g^T over its rows offsets[g] to
+        offsets[g + 1]. a: MossTensor [M, K], the experts' rows in turn,
+        quantized row by row (blocks of one row); b: the G experts'
+        MossTensors [N, K] quantized alike, or stack_experts() of them (do
+        that once: it copies the weights); offsets: int32 tensor [G + 1] on
+        a's device, 0 first and M last, non-decreasing (an expert may have
+        no rows); bias: [G, N] or None. Returns D [M, N] in `out_dtype`
+        (default torch.bfloat16). CUDA operands run one JIT kernel for all
+        experts with the offsets read on the GPU (no synchronization); CPU
+        operands the FP64 reference expert by expert. fold as in gemm()
+        (by all experts' rows together)."""
+        from ._grouped import grouped_gemm as run
+        return run(a, b, offsets, _torch_module.bfloat16
+                   if out_dtype is None else out_dtype, bias, fold)
+
 __all__ = ["MossError", "MossTensor", "quantize", "quantize_both_layouts",
-           "gemm", "cast_with_scale",
+           "gemm", "grouped_gemm", "stack_experts", "ExpertWeights",
+           "cast_with_scale",
            "convert", "nn", "attach_optimizer"]

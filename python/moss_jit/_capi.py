@@ -226,6 +226,16 @@ def _load():
                                       POINTER(GemmBuffers)]),
         "moss_gemm": (error_t, [c_void_p, POINTER(GemmSpec), c_int64,
                                 POINTER(GemmBuffers), c_void_p]),
+        "moss_gemm_plan_create": (error_t, [c_void_p, POINTER(GemmSpec),
+                                            POINTER(c_void_p)]),
+        "moss_gemm_plan_launch": (error_t, [c_void_p, c_int64,
+                                            POINTER(GemmBuffers), c_void_p]),
+        "moss_gemm_plan_destroy": (None, [c_void_p]),
+        "moss_quantize_plan_create": (error_t, [
+            c_void_p, POINTER(QuantizeSpec), POINTER(c_void_p)]),
+        "moss_quantize_plan_launch": (error_t, [
+            c_void_p, POINTER(QuantizeBuffers), c_void_p]),
+        "moss_quantize_plan_destroy": (None, [c_void_p]),
     }
     for name, (restype, argtypes) in signatures.items():
         function = getattr(lib, name)
@@ -273,8 +283,23 @@ class _Contexts(threading.local):
 _contexts = _Contexts()
 
 
+# Plans a context keeps, at most; past that they are all freed (a plan is
+# remade on its spec's next call).
+_PLANS_MAX = 4096
+# How a plan of each spec type is made and freed.
+_PLAN_CALLS = {
+    GemmSpec: (lib.moss_gemm_plan_create, lib.moss_gemm_plan_destroy),
+    QuantizeSpec: (lib.moss_quantize_plan_create,
+                   lib.moss_quantize_plan_destroy),
+}
+
+
 class _Context:
     def __init__(self, ordinal):
+        # The plans made in this context, by their GemmSpec or QuantizeSpec
+        # (the objects _torch._gemm_spec and schemes.quantize_spec cache;
+        # keys hold them alive).
+        self.plans = {}
         options = ContextOptions()
         lib.moss_context_options_init(ctypes.byref(options))
         options.device_ordinal = ordinal
@@ -283,8 +308,27 @@ class _Context:
                                       ctypes.byref(handle)))
         self.handle = handle.value
 
+    def plan(self, spec):
+        """The plan of `spec` in this context (made on first use: its
+        kernels are compiled or loaded then)."""
+        plan = self.plans.get(spec)
+        if plan is None:
+            if len(self.plans) >= _PLANS_MAX:
+                self.free_plans()
+            handle = c_void_p()
+            check(_PLAN_CALLS[type(spec)][0](self.handle, ctypes.byref(spec),
+                                             ctypes.byref(handle)))
+            plan = self.plans[spec] = handle.value
+        return plan
+
+    def free_plans(self):
+        for spec, plan in self.plans.items():
+            _PLAN_CALLS[type(spec)][1](plan)
+        self.plans.clear()
+
     def close(self):
         if getattr(self, "handle", None):
+            self.free_plans()  # plans go before their context
             lib.moss_context_destroy(self.handle)
             self.handle = None
 
@@ -307,11 +351,22 @@ def _release():
     _contexts.by_device.clear()
 
 
-def context(ordinal):
-    """This thread's moss context of CUDA device `ordinal` (created on first
-    use)."""
+def _context_object(ordinal):
     ctx = _contexts.by_device.get(ordinal)
     if ctx is None:
         ctx = _Context(ordinal)
         _contexts.by_device[ordinal] = ctx
-    return ctx.handle
+    return ctx
+
+
+def context(ordinal):
+    """This thread's moss context of CUDA device `ordinal` (created on first
+    use)."""
+    return _context_object(ordinal).handle
+
+
+def plan(ordinal, spec):
+    """This thread's plan (moss_gemm_plan_t or moss_quantize_plan_t) of the
+    GemmSpec or QuantizeSpec `spec` on device `ordinal` (created on first
+    use)."""
+    return _context_object(ordinal).plan(spec)

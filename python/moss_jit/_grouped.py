@@ -1,0 +1,162 @@
+"""m-grouped GEMMs (mixture-of-experts layers) on torch tensors: each
+expert's rows of A times its own weight, in one launch on a Hopper GPU
+(the C API's moss_gemm_plan_launch_grouped), or expert by expert in FP64
+on the CPU."""
+
+import ctypes
+from typing import Any, NamedTuple, Optional, Tuple
+
+import torch
+
+from . import _capi, _torch, reference, schemes
+from .tensor import MossTensor
+
+
+class ExpertWeights(NamedTuple):
+    """The weights of G experts quantized alike, stacked for grouped_gemm:
+    codes [G * N, K] (expert g's rows g * N to (g + 1) * N), their block
+    scales stacked the same way, and their global scales [G] (one per
+    expert's tensor) or [G * N] (per row). Make it once with
+    stack_experts() and reuse it: stacking copies the weights."""
+    codes: Any
+    local_scales: Optional[Any]
+    global_scales: Optional[Any]
+    scheme: str
+    format: str
+    block: Tuple[int, int]
+    global_scope: str
+    groups: int
+    n: int
+
+    def expert(self, g):
+        """Expert g's weight as a MossTensor [N, K]."""
+        rows = slice(g * self.n, (g + 1) * self.n)
+        local = None
+        if self.local_scales is not None:
+            per = self.local_scales.shape[0] // self.groups
+            local = self.local_scales[g * per:(g + 1) * per]
+        glob = None
+        if self.global_scales is not None:
+            per = self.global_scales.shape[0] // self.groups
+            glob = self.global_scales[g * per:(g + 1) * per]
+        return MossTensor(self.codes[rows], local, glob, self.scheme,
+                          self.format, self.block, self.global_scope)
+
+
+def stack_experts(weights):
+    """ExpertWeights of a list of G MossTensors [N, K] (torch tensors on one
+    device) of the same scheme, format, block and shape."""
+    weights = list(weights)
+    if not weights:
+        raise ValueError("stack_experts needs at least one expert's weight")
+    first = weights[0]
+    n, k, device = _torch._check_operand(first, "weights[0]")
+    for g, w in enumerate(weights[1:], 1):
+        rows, kw, dev = _torch._check_operand(w, f"weights[{g}]")
+        if (rows, kw) != (n, k) or dev != device or \
+                tuple(w[3:7]) != tuple(first[3:7]):
+            raise ValueError(
+                f"weights[{g}] is [{rows}, {kw}] {w.scheme} {w.format} "
+                f"{w.block} on {dev}; every expert's weight must be "
+                f"[{n}, {k}] {first.scheme} {first.format} {first.block} "
+                f"on {device} (as weights[0])")
+    block_rows = first.block[0]
+    if first.local_scales is not None and block_rows > 1 and n % block_rows:
+        raise ValueError(f"N={n} is not a multiple of the weights' block "
+                         f"rows {block_rows}: an expert's blocks would "
+                         "straddle the next one's")
+
+    def cat(parts):
+        return None if parts[0] is None else torch.cat(parts).contiguous()
+
+    return ExpertWeights(cat([w.codes for w in weights]),
+                         cat([w.local_scales for w in weights]),
+                         cat([w.global_scales for w in weights]),
+                         first.scheme, first.format, first.block,
+                         first.global_scope, len(weights), n)
+
+
+def _check_offsets(offsets, groups, m, device):
+    if not isinstance(offsets, torch.Tensor):
+        raise TypeError("offsets must be a torch tensor of int32 row offsets")
+    if offsets.dtype != torch.int32 or tuple(offsets.shape) != (groups + 1,) \
+            or not offsets.is_contiguous():
+        raise ValueError(f"offsets must be a contiguous int32 tensor "
+                         f"[{groups + 1}] (the experts plus one), got "
+                         f"{offsets.dtype} {tuple(offsets.shape)}")
+    if offsets.device != device:
+        raise ValueError(f"offsets is on {offsets.device}, a on {device}")
+
+
+def _slice_rows(a, start, end):
+    """Rows start:end of a row-wise quantized MossTensor."""
+    local = None if a.local_scales is None else a.local_scales[start:end]
+    glob = a.global_scales
+    if glob is not None and glob.shape[0] != 1:
+        glob = glob[start:end]
+    return MossTensor(a.codes[start:end], local, glob, *a[3:])
+
+
+# moss_gemm_plan_launch_grouped with the buffers as GEMM_BUFFERS bytes.
+_launch_grouped = _capi.lib["moss_gemm_plan_launch_grouped"]
+_launch_grouped.restype = ctypes.c_void_p
+_launch_grouped.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_char_p,
+                            ctypes.c_uint64, ctypes.c_void_p]
+
+
+def grouped_gemm(a, b, offsets, out_dtype=torch.bfloat16, bias=None,
+                 fold="auto"):
+    if not isinstance(b, ExpertWeights):
+        b = stack_experts(b)
+    m, k, device = _torch._check_operand(a, "a")
+    if b.codes.shape[1] != k:
+        raise ValueError(f"a is [{m}, {k}] and the experts' weights are "
+                         f"[{b.n}, {b.codes.shape[1]}]: both K-major with "
+                         "the same K")
+    if b.codes.device != device:
+        raise ValueError(f"a is on {device}, the weights on {b.codes.device}")
+    if a.local_scales is not None and a.block[0] != 1:
+        raise ValueError(f"a's blocks span {a.block[0]} rows; a grouped "
+                         "GEMM's rows belong to their experts one by one "
+                         "(quantize a with blocks of one row)")
+    _check_offsets(offsets, b.groups, m, device)
+    if out_dtype not in _torch.OUT_TYPES:
+        raise TypeError(f"out_dtype={out_dtype} is not torch.bfloat16, "
+                        "torch.float16 or torch.float32")
+    bias_type = _torch._check_epilogue(bias, "bias", (b.groups, b.n), device)
+    if fold not in _capi.FOLDS:
+        schemes._choice(fold, tuple(_capi.FOLDS), "fold")
+
+    if device.type == "cpu":
+        # Expert by expert, the FP64 reference of each (as gemm on CPU).
+        bounds = offsets.tolist()
+        if bounds[0] != 0 or bounds[-1] != m or \
+                any(x > y for x, y in zip(bounds, bounds[1:])):
+            raise ValueError(f"offsets {bounds} must start at 0, end at "
+                             f"M={m} and not decrease")
+        d = torch.empty(m, b.n, dtype=out_dtype)
+        for g in range(b.groups):
+            start, end = bounds[g], bounds[g + 1]
+            if start == end:
+                continue
+            part = reference.gemm_numpy(
+                _slice_rows(a, start, end), b.expert(g),
+                None if bias is None else bias[g])
+            d[start:end] = torch.from_numpy(part).to(out_dtype)
+        return d
+    if device.type != "cuda":
+        raise ValueError(f"the operands are on {device}; grouped_gemm takes "
+                         "CUDA or CPU tensors")
+    index = _torch._check_cuda_device(a.codes, "a", hopper=True)
+    spec = _torch._gemm_spec(
+        _capi.DYNAMIC, b.n, k, a[3:7], b[3:7], _torch.OUT_TYPES[out_dtype],
+        bias_type, None, False, 1.0, "auto", fold, b.groups)
+    counts = tuple(t.numel() if t is not None else 0
+                   for t in a[1:3] + b[1:3])
+    d = torch.empty(m, b.n, dtype=out_dtype, device=device)
+    buffers = _torch.gemm_buffers(a, b, d, bias, None, None, counts)
+    with _torch._DeviceGuard(index):
+        _capi.check(_launch_grouped(_capi.plan(index, spec), m, buffers,
+                                    offsets.data_ptr(),
+                                    _torch._raw_stream(index)))
+    return d
