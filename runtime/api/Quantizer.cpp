@@ -19,6 +19,13 @@
 
 using namespace llvm;
 using namespace moss::numerics;
+using moss::compiler::chooseQuantizerVariant;
+using moss::compiler::generateQuantizerSource;
+using moss::compiler::InputType;
+using moss::compiler::isSquareGroup;
+using moss::compiler::QuantizerSource;
+using moss::compiler::QuantizerVariant;
+using moss::compiler::QuantizeSpec;
 
 namespace moss::runtime {
 

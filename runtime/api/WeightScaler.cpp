@@ -23,6 +23,8 @@
 
 using namespace llvm;
 using namespace moss::numerics;
+using moss::compiler::checkGpuQuantizeSpec;
+using moss::compiler::QuantizeSpec;
 
 namespace moss::runtime {
 

@@ -79,9 +79,10 @@ std::vector<int64_t> routeRows(const GroupedCase &c, std::mt19937_64 &rng) {
 /// The bytes at `pointer` (synchronous).
 std::vector<uint8_t> download(CUdeviceptr pointer, size_t bytes) {
   std::vector<uint8_t> out(bytes);
-  if (bytes)
+  if (bytes) {
     EXPECT_EQ(DeviceBuffer::api().memcpyDtoH(out.data(), pointer, bytes),
               CUDA_SUCCESS);
+  }
   return out;
 }
 
@@ -94,10 +95,11 @@ struct Stack {
   }
   DeviceBuffer upload() const {
     DeviceBuffer buffer(std::max<size_t>(bytes.size(), 16));
-    if (!bytes.empty())
+    if (!bytes.empty()) {
       EXPECT_EQ(DeviceBuffer::api().memcpyHtoD(buffer.get(), bytes.data(),
                                                bytes.size()),
                 CUDA_SUCCESS);
+    }
     return buffer;
   }
 };

@@ -195,7 +195,7 @@ TEST_F(MultiContextGpuTest, TwoThreadsInTwoContextsAtOnce) {
 /// Quantizes `x` with `quantizer` in the current context; returns the error,
 /// or checks the codes, block and global scales against `expected`.
 llvm::Error quantizeAndCompare(runtime::GpuQuantizer &quantizer,
-                               const runtime::QuantizeSpec &spec,
+                               const compiler::QuantizeSpec &spec,
                                const std::vector<float> &x,
                                const QuantizedTensor &expected) {
   using quantizetest::DeviceBuffer;
@@ -219,7 +219,7 @@ llvm::Error quantizeAndCompare(runtime::GpuQuantizer &quantizer,
 }
 
 TEST_F(MultiContextGpuTest, AQuantizerServesOnlyTheContextOfItsFirstCall) {
-  runtime::QuantizeSpec spec;
+  compiler::QuantizeSpec spec;
   spec.rows = 96;
   spec.cols = 512;
   spec.options = {ScalingScheme::twoLevel(GlobalScope::Row, 32),

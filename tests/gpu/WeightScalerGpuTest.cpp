@@ -32,6 +32,7 @@
 using namespace moss::numerics;
 using namespace moss::runtime;
 using namespace moss::quantizetest;
+using moss::compiler::QuantizeSpec;
 
 namespace {
 

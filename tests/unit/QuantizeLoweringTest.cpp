@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "moss/Compiler/QuantizerSource.h"
 #include "moss/InitAll.h"
-#include "moss/Runtime/Api/QuantizerSource.h"
 #include "moss/Runtime/Nvrtc/Nvrtc.h"
 #include "moss/Target/Cuda/TranslateToCuda.h"
 
@@ -23,6 +23,10 @@
 
 using namespace moss::numerics;
 using namespace moss::runtime;
+using moss::compiler::generateQuantizerSource;
+using moss::compiler::InputType;
+using moss::compiler::QuantizerSource;
+using moss::compiler::QuantizeSpec;
 
 namespace {
 

@@ -40,7 +40,7 @@
 #include "CubinInfo.h"
 #include "SassInfo.h"
 
-#include "moss/Runtime/Api/QuantizerSource.h"
+#include "moss/Compiler/QuantizerSource.h"
 #include "moss/Runtime/Nvrtc/Nvrtc.h"
 #include "moss/Runtime/Nvrtc/Resources.h"
 #include "moss/quantize/geometry.cuh"
@@ -61,6 +61,12 @@ using namespace moss;
 using namespace moss::numerics;
 using namespace moss::runtime;
 using namespace llvm;
+using moss::compiler::chooseQuantizerVariant;
+using moss::compiler::generateQuantizerSource;
+using moss::compiler::InputType;
+using moss::compiler::QuantizerSource;
+using moss::compiler::QuantizerVariant;
+using moss::compiler::QuantizeSpec;
 
 namespace {
 

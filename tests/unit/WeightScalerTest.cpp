@@ -16,6 +16,7 @@
 
 using namespace moss::numerics;
 using namespace moss::runtime;
+using moss::compiler::QuantizeSpec;
 
 namespace {
 

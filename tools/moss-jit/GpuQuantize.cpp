@@ -12,6 +12,12 @@
 using namespace llvm;
 using namespace moss::numerics;
 using namespace moss::runtime;
+using moss::compiler::checkGpuQuantizeSpec;
+using moss::compiler::getQuantizeLayout;
+using moss::compiler::getTransposedSpec;
+using moss::compiler::InputType;
+using moss::compiler::QuantizeLayout;
+using moss::compiler::QuantizeSpec;
 
 namespace moss::jit {
 

@@ -1,7 +1,8 @@
 //===- QuantizeToEmitC.cpp - moss-convert-quantize-to-emitc ---------------===//
 //
-// Lowers each moss.quantize kernel function to the EmitC form of the
-// runtime's quantizer source for it:
+// Lowers each moss.quantize kernel function to the EmitC form of its
+// quantizer source (moss/Compiler/QuantizerSource.h, which the runtime
+// compiles too):
 //
 //   emitc.file "moss_quantize_<hash>" {
 //     emitc.verbatim "#include \"moss/quantize/rowwise.cuh\""
@@ -9,17 +10,17 @@
 //     ...                        (one verbatim per line of the source)
 //   }
 //
-// The text is moss::runtime::generateQuantizerSource's, so what the passes
+// The text is moss::compiler::generateQuantizerSource's, so what the passes
 // emit and what GpuQuantizer compiles are one source.
 //
 //===----------------------------------------------------------------------===//
 
 #include "KernelFunction.h"
 
+#include "moss/Compiler/QuantizerSource.h"
 #include "moss/Conversion/Passes.h"
 #include "moss/Dialect/MOSS/IR/MOSSOps.h"
 #include "moss/Dialect/MOSS/Utils/GemmSpecUtils.h"
-#include "moss/Runtime/Api/QuantizerSource.h"
 
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
 #include "mlir/IR/Builders.h"
@@ -37,18 +38,18 @@ using namespace mlir;
 using namespace mlir::moss;
 
 namespace numerics = ::moss::numerics;
-namespace runtime = ::moss::runtime;
+namespace compiler = ::moss::compiler;
 
-/// The runtime's description of `op`; an error on `op` for what the GPU
+/// The quantizer description of `op`; an error on `op` for what the GPU
 /// quantizers do not take.
-static FailureOr<runtime::QuantizeSpec> getQuantizeSpec(QuantizeOp op) {
+static FailureOr<compiler::QuantizeSpec> getQuantizeSpec(QuantizeOp op) {
   auto input = cast<RankedTensorType>(op.getInput().getType());
-  runtime::QuantizeSpec spec;
+  compiler::QuantizeSpec spec;
   Type element = input.getElementType();
   if (element.isF32())
-    spec.input = runtime::InputType::F32;
+    spec.input = compiler::InputType::F32;
   else if (element.isBF16())
-    spec.input = runtime::InputType::BF16;
+    spec.input = compiler::InputType::BF16;
   else
     return op.emitOpError() << "has " << element
                             << " input; the GPU quantizers take f32 or bf16";
@@ -98,12 +99,12 @@ public:
       FailureOr<FunctionOpInterface> func = getKernelFunction(op);
       if (failed(func))
         return signalPassFailure();
-      FailureOr<runtime::QuantizeSpec> spec = getQuantizeSpec(op);
+      FailureOr<compiler::QuantizeSpec> spec = getQuantizeSpec(op);
       if (failed(spec))
         return signalPassFailure();
       // Named by the hash of the source with the runtime's kernel names.
-      llvm::Expected<runtime::QuantizerSource> plain =
-          runtime::generateQuantizerSource(*spec);
+      llvm::Expected<compiler::QuantizerSource> plain =
+          compiler::generateQuantizerSource(*spec);
       if (!plain) {
         op.emitOpError() << llvm::toString(plain.takeError());
         return signalPassFailure();
@@ -112,8 +113,8 @@ public:
           "moss_quantize_" +
           llvm::utohexstr(llvm::xxh3_64bits(llvm::StringRef(plain->source)),
                           /*LowerCase=*/true, 16);
-      llvm::Expected<runtime::QuantizerSource> named =
-          runtime::generateQuantizerSource(*spec, /*withScale=*/false, name);
+      llvm::Expected<compiler::QuantizerSource> named =
+          compiler::generateQuantizerSource(*spec, /*withScale=*/false, name);
       if (!named) {
         op.emitOpError() << llvm::toString(named.takeError());
         return signalPassFailure();

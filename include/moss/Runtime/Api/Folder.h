@@ -11,8 +11,8 @@
 #ifndef MOSS_RUNTIME_API_FOLDER_H
 #define MOSS_RUNTIME_API_FOLDER_H
 
+#include "moss/Compiler/QuantizerSource.h"
 #include "moss/Numerics/Fold.h"
-#include "moss/Runtime/Api/QuantizerSource.h"
 #include "moss/Runtime/Cache/KernelCache.h"
 #include "moss/Runtime/Cuda/Driver.h"
 

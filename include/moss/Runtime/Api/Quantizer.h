@@ -17,7 +17,7 @@
 #ifndef MOSS_RUNTIME_API_QUANTIZER_H
 #define MOSS_RUNTIME_API_QUANTIZER_H
 
-#include "moss/Runtime/Api/QuantizerSource.h"
+#include "moss/Compiler/QuantizerSource.h"
 #include "moss/Runtime/Cache/KernelCache.h"
 #include "moss/Runtime/Cuda/Driver.h"
 
@@ -67,18 +67,19 @@ public:
   /// shapes, null or misaligned pointers, the scheme. The first call for a
   /// scheme, format, input type and K compiles (or loads from the cache);
   /// later calls only launch.
-  llvm::Error quantize(const QuantizeSpec &spec, const QuantizeBuffers &buffers,
-                       CUstream stream);
+  llvm::Error quantize(const compiler::QuantizeSpec &spec,
+                       const QuantizeBuffers &buffers, CUstream stream);
 
   /// Compiles (or loads from the cache) the kernels quantize() launches for
   /// `spec`, without launching them.
-  llvm::Error prepare(const QuantizeSpec &spec);
+  llvm::Error prepare(const compiler::QuantizeSpec &spec);
 
   /// Per-tensor cast with a scale the caller keeps on the device (the
   /// AutoScaler's prediction): codes = encode(x / *scale), one pass, no
   /// host synchronization. `scale` is an FP32 device pointer.
-  llvm::Error castWithScale(const QuantizeSpec &spec, CUdeviceptr scale,
-                            const QuantizeBuffers &buffers, CUstream stream);
+  llvm::Error castWithScale(const compiler::QuantizeSpec &spec,
+                            CUdeviceptr scale, const QuantizeBuffers &buffers,
+                            CUstream stream);
 
   /// Both layouts of `spec` (a dual-layout spec, QuantizeSpec::bothLayouts)
   /// from one read of the input: `rowMajor` receives the row-major
@@ -88,7 +89,7 @@ public:
   /// counters; an amax, given in either, is the tensor's. With `scale` (an
   /// FP32 device pointer), a per-tensor cast with that scale, as
   /// castWithScale.
-  llvm::Error quantizeBothLayouts(const QuantizeSpec &spec,
+  llvm::Error quantizeBothLayouts(const compiler::QuantizeSpec &spec,
                                   const QuantizeBuffers &rowMajor,
                                   const QuantizeBuffers &transposed,
                                   CUstream stream, CUdeviceptr scale = 0);
@@ -109,11 +110,12 @@ public:
   struct Plan;
 
 private:
-  llvm::Expected<const Plan *> getPlan(const QuantizeSpec &spec,
+  llvm::Expected<const Plan *> getPlan(const compiler::QuantizeSpec &spec,
                                        bool withScale);
   /// `rowMajor`: the row-major outputs of a dual-layout spec, whose
   /// `buffers` are then the transposed layout's.
-  llvm::Error run(const QuantizeSpec &spec, const QuantizeBuffers &buffers,
+  llvm::Error run(const compiler::QuantizeSpec &spec,
+                  const QuantizeBuffers &buffers,
                   const QuantizeBuffers *rowMajor, CUdeviceptr scale,
                   CUstream stream);
   llvm::Error reserveWorkspace(int64_t globalWords);

@@ -215,10 +215,9 @@ public:
   /// per-tensor; buffers.local, .counters and .amax must be 0 (the scaler
   /// owns its counters). Everything is checked before anything changes or
   /// launches. Returns what the step did.
-  llvm::Expected<WeightScaleDecision> castStep(double lr,
-                                               const QuantizeSpec &spec,
-                                               const QuantizeBuffers &buffers,
-                                               CUstream stream);
+  llvm::Expected<WeightScaleDecision>
+  castStep(double lr, const compiler::QuantizeSpec &spec,
+           const QuantizeBuffers &buffers, CUstream stream);
 
   /// Takes whatever snapshots have arrived, without launching or waiting.
   llvm::Error poll();
@@ -250,7 +249,7 @@ private:
 
 /// Checks the arguments of WeightScaler::castStep without a GPU; the error
 /// names the bad argument and what was expected.
-llvm::Error checkWeightScalerStep(double lr, const QuantizeSpec &spec,
+llvm::Error checkWeightScalerStep(double lr, const compiler::QuantizeSpec &spec,
                                   const QuantizeBuffers &buffers);
 
 } // namespace moss::runtime

@@ -1,9 +1,8 @@
 //===- QuantizerSource.cpp - The GPU quantizers' kernel source -----------===//
 
-#include "moss/Runtime/Api/QuantizerSource.h"
+#include "moss/Compiler/QuantizerSource.h"
 
 #include "moss/Numerics/Fold.h"
-#include "moss/Runtime/Api/RuntimeError.h"
 #include "moss/quantize/geometry.cuh"
 
 #include "llvm/ADT/Twine.h"
@@ -18,11 +17,17 @@
 using namespace llvm;
 using namespace moss::numerics;
 
-namespace moss::runtime {
+namespace moss::compiler {
 
 namespace {
 
 using Family = QuantizerVariant::Family;
+
+/// A spec the kernels do not take: an untyped error naming the value (the
+/// C API reports it as an invalid argument).
+Error invalidArgument(const Twine &message) {
+  return createStringError(inconvertibleErrorCode(), message);
+}
 
 int vecElements(InputType input) { return input == InputType::F32 ? 4 : 8; }
 
@@ -72,10 +77,9 @@ QuantizerVariant chooseQuantizerVariant(const QuantizeSpec &spec,
     v.family = Family::Tile2d;
     return v;
   }
-  bool perTensorGlobal =
-      scheme.kind == ScalingKind::PerTensor ||
-      (scheme.kind == ScalingKind::TwoLevel &&
-       scheme.global == GlobalScope::Tensor);
+  bool perTensorGlobal = scheme.kind == ScalingKind::PerTensor ||
+                         (scheme.kind == ScalingKind::TwoLevel &&
+                          scheme.global == GlobalScope::Tensor);
   bool hasGlobal = scheme.hasGlobalScales();
   if (withScale)
     v.source = QuantizerGlobal::FromScale;
@@ -265,11 +269,11 @@ Expected<QuantizerSource> generateQuantizerSource(const QuantizeSpec &spec,
       : v.family == Family::Columnwise ? (v.bothLayouts ? 4 : 5)
                                        : 1;
   auto addKernel = [&](StringRef name, StringRef pass) {
-    source += formatv("\nextern \"C\" __global__ void __launch_bounds__({0}, "
-                      "{3})\n"
-                      "{1}(const moss::quantize::Args args) {{\n  {2};\n}\n",
-                      v.threads, name, formatv(call.c_str(), pass).str(),
-                      minBlocks);
+    source +=
+        formatv("\nextern \"C\" __global__ void __launch_bounds__({0}, "
+                "{3})\n"
+                "{1}(const moss::quantize::Args args) {{\n  {2};\n}\n",
+                v.threads, name, formatv(call.c_str(), pass).str(), minBlocks);
   };
   if (v.hasReducePass()) {
     result.reduceKernel = (kernelName + "_reduce").str();
@@ -281,4 +285,4 @@ Expected<QuantizerSource> generateQuantizerSource(const QuantizeSpec &spec,
   return result;
 }
 
-} // namespace moss::runtime
+} // namespace moss::compiler

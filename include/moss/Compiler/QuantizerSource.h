@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MOSS_RUNTIME_API_QUANTIZERSOURCE_H
-#define MOSS_RUNTIME_API_QUANTIZERSOURCE_H
+#ifndef MOSS_COMPILER_QUANTIZERSOURCE_H
+#define MOSS_COMPILER_QUANTIZERSOURCE_H
 
 #include "moss/Numerics/Quantize.h"
 
@@ -19,7 +19,7 @@
 #include <cstdint>
 #include <string>
 
-namespace moss::runtime {
+namespace moss::compiler {
 
 /// Element type of the input matrix.
 enum class InputType : uint8_t { F32, BF16 };
@@ -124,6 +124,6 @@ QuantizerVariant chooseQuantizerVariant(const QuantizeSpec &spec,
 /// kernel's, in both orientations.
 bool isSquareGroup(const numerics::ScalingScheme &scheme);
 
-} // namespace moss::runtime
+} // namespace moss::compiler
 
-#endif // MOSS_RUNTIME_API_QUANTIZERSOURCE_H
+#endif // MOSS_COMPILER_QUANTIZERSOURCE_H
