@@ -38,11 +38,7 @@
 using namespace moss::numerics;
 using namespace moss::runtime;
 using namespace llvm;
-using moss::compiler::getQuantizeLayout;
-using moss::compiler::getTransposedSpec;
-using moss::compiler::InputType;
-using moss::compiler::QuantizeLayout;
-using moss::compiler::QuantizeSpec;
+using namespace moss::compiler;
 
 namespace {
 

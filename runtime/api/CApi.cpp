@@ -29,12 +29,7 @@ using namespace moss::numerics;
 using namespace moss::runtime;
 using moss::capi::convert;
 using moss::capi::invalid;
-using moss::compiler::checkGpuQuantizeSpec;
-using moss::compiler::getQuantizeLayout;
-using moss::compiler::getTransposedSpec;
-using moss::compiler::InputType;
-using moss::compiler::QuantizeLayout;
-using moss::compiler::QuantizeSpec;
+using namespace moss::compiler;
 
 namespace {
 

@@ -19,13 +19,7 @@
 
 using namespace llvm;
 using namespace moss::numerics;
-using moss::compiler::chooseQuantizerVariant;
-using moss::compiler::generateQuantizerSource;
-using moss::compiler::InputType;
-using moss::compiler::isSquareGroup;
-using moss::compiler::QuantizerSource;
-using moss::compiler::QuantizerVariant;
-using moss::compiler::QuantizeSpec;
+using namespace moss::compiler;
 
 namespace moss::runtime {
 

@@ -23,8 +23,7 @@
 
 using namespace llvm;
 using namespace moss::numerics;
-using moss::compiler::checkGpuQuantizeSpec;
-using moss::compiler::QuantizeSpec;
+using namespace moss::compiler;
 
 namespace moss::runtime {
 

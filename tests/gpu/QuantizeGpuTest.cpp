@@ -30,12 +30,7 @@
 using namespace moss::numerics;
 using namespace moss::runtime;
 using namespace moss::quantizetest;
-using moss::compiler::getQuantizeLayout;
-using moss::compiler::getTransposedSpec;
-using moss::compiler::InputType;
-using moss::compiler::isSquareGroup;
-using moss::compiler::QuantizeLayout;
-using moss::compiler::QuantizeSpec;
+using namespace moss::compiler;
 
 namespace {
 

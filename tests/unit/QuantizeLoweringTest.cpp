@@ -23,10 +23,7 @@
 
 using namespace moss::numerics;
 using namespace moss::runtime;
-using moss::compiler::generateQuantizerSource;
-using moss::compiler::InputType;
-using moss::compiler::QuantizerSource;
-using moss::compiler::QuantizeSpec;
+using namespace moss::compiler;
 
 namespace {
 

@@ -18,17 +18,7 @@
 
 using namespace moss::numerics;
 using namespace moss::runtime;
-using moss::compiler::checkGpuQuantizeSpec;
-using moss::compiler::chooseQuantizerVariant;
-using moss::compiler::generateQuantizerSource;
-using moss::compiler::getQuantizeLayout;
-using moss::compiler::InputType;
-using moss::compiler::isSquareGroup;
-using moss::compiler::QuantizeLayout;
-using moss::compiler::QuantizerGlobal;
-using moss::compiler::QuantizerSource;
-using moss::compiler::QuantizerVariant;
-using moss::compiler::QuantizeSpec;
+using namespace moss::compiler;
 
 namespace {
 

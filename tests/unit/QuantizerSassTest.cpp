@@ -61,12 +61,7 @@ using namespace moss;
 using namespace moss::numerics;
 using namespace moss::runtime;
 using namespace llvm;
-using moss::compiler::chooseQuantizerVariant;
-using moss::compiler::generateQuantizerSource;
-using moss::compiler::InputType;
-using moss::compiler::QuantizerSource;
-using moss::compiler::QuantizerVariant;
-using moss::compiler::QuantizeSpec;
+using namespace moss::compiler;
 
 namespace {
 

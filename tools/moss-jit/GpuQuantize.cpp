@@ -12,12 +12,7 @@
 using namespace llvm;
 using namespace moss::numerics;
 using namespace moss::runtime;
-using moss::compiler::checkGpuQuantizeSpec;
-using moss::compiler::getQuantizeLayout;
-using moss::compiler::getTransposedSpec;
-using moss::compiler::InputType;
-using moss::compiler::QuantizeLayout;
-using moss::compiler::QuantizeSpec;
+using namespace moss::compiler;
 
 namespace moss::jit {
 
