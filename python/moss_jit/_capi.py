@@ -231,11 +231,6 @@ def _load():
         "moss_gemm_plan_launch": (error_t, [c_void_p, c_int64,
                                             POINTER(GemmBuffers), c_void_p]),
         "moss_gemm_plan_destroy": (None, [c_void_p]),
-        "moss_quantize_plan_create": (error_t, [
-            c_void_p, POINTER(QuantizeSpec), POINTER(c_void_p)]),
-        "moss_quantize_plan_launch": (error_t, [
-            c_void_p, POINTER(QuantizeBuffers), c_void_p]),
-        "moss_quantize_plan_destroy": (None, [c_void_p]),
     }
     for name, (restype, argtypes) in signatures.items():
         function = getattr(lib, name)
@@ -256,6 +251,12 @@ moss_gemm_packed = lib["moss_gemm"]
 moss_gemm_packed.restype = c_void_p
 moss_gemm_packed.argtypes = [c_void_p, POINTER(GemmSpec), c_int64, c_char_p,
                              c_void_p]
+# moss_gemm_plan_launch_grouped likewise (plan, m, buffers, group offsets,
+# stream).
+moss_gemm_plan_launch_grouped_packed = lib["moss_gemm_plan_launch_grouped"]
+moss_gemm_plan_launch_grouped_packed.restype = c_void_p
+moss_gemm_plan_launch_grouped_packed.argtypes = [c_void_p, c_int64, c_char_p,
+                                                 c_uint64, c_void_p]
 
 
 def check(error):
@@ -283,22 +284,15 @@ class _Contexts(threading.local):
 _contexts = _Contexts()
 
 
-# Plans a context keeps, at most; past that they are all freed (a plan is
-# remade on its spec's next call).
+# GEMM plans a context keeps, at most; past that they are all freed (a plan
+# is remade on its spec's next call).
 _PLANS_MAX = 4096
-# How a plan of each spec type is made and freed.
-_PLAN_CALLS = {
-    GemmSpec: (lib.moss_gemm_plan_create, lib.moss_gemm_plan_destroy),
-    QuantizeSpec: (lib.moss_quantize_plan_create,
-                   lib.moss_quantize_plan_destroy),
-}
 
 
 class _Context:
     def __init__(self, ordinal):
-        # The plans made in this context, by their GemmSpec or QuantizeSpec
-        # (the objects _torch._gemm_spec and schemes.quantize_spec cache;
-        # keys hold them alive).
+        # The GEMM plans made in this context, by their GemmSpec (the
+        # objects _torch._gemm_spec caches; keys hold them alive).
         self.plans = {}
         options = ContextOptions()
         lib.moss_context_options_init(ctypes.byref(options))
@@ -316,14 +310,14 @@ class _Context:
             if len(self.plans) >= _PLANS_MAX:
                 self.free_plans()
             handle = c_void_p()
-            check(_PLAN_CALLS[type(spec)][0](self.handle, ctypes.byref(spec),
-                                             ctypes.byref(handle)))
+            check(lib.moss_gemm_plan_create(self.handle, ctypes.byref(spec),
+                                            ctypes.byref(handle)))
             plan = self.plans[spec] = handle.value
         return plan
 
     def free_plans(self):
-        for spec, plan in self.plans.items():
-            _PLAN_CALLS[type(spec)][1](plan)
+        for plan in self.plans.values():
+            lib.moss_gemm_plan_destroy(plan)
         self.plans.clear()
 
     def close(self):
@@ -366,7 +360,6 @@ def context(ordinal):
 
 
 def plan(ordinal, spec):
-    """This thread's plan (moss_gemm_plan_t or moss_quantize_plan_t) of the
-    GemmSpec or QuantizeSpec `spec` on device `ordinal` (created on first
-    use)."""
+    """This thread's moss_gemm_plan_t of the GemmSpec `spec` on device
+    `ordinal` (created on first use)."""
     return _context_object(ordinal).plan(spec)

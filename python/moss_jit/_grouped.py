@@ -3,7 +3,6 @@ expert's rows of A times its own weight, in one launch on a Hopper GPU
 (the C API's moss_gemm_plan_launch_grouped), or expert by expert in FP64
 on the CPU."""
 
-import ctypes
 from typing import Any, NamedTuple, Optional, Tuple
 
 import torch
@@ -97,13 +96,6 @@ def _slice_rows(a, start, end):
     return MossTensor(a.codes[start:end], local, glob, *a[3:])
 
 
-# moss_gemm_plan_launch_grouped with the buffers as GEMM_BUFFERS bytes.
-_launch_grouped = _capi.lib["moss_gemm_plan_launch_grouped"]
-_launch_grouped.restype = ctypes.c_void_p
-_launch_grouped.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_char_p,
-                            ctypes.c_uint64, ctypes.c_void_p]
-
-
 def grouped_gemm(a, b, offsets, out_dtype=torch.bfloat16, bias=None,
                  fold="auto"):
     if not isinstance(b, ExpertWeights):
@@ -156,7 +148,7 @@ def grouped_gemm(a, b, offsets, out_dtype=torch.bfloat16, bias=None,
     d = torch.empty(m, b.n, dtype=out_dtype, device=device)
     buffers = _torch.gemm_buffers(a, b, d, bias, None, None, counts)
     with _torch._DeviceGuard(index):
-        _capi.check(_launch_grouped(_capi.plan(index, spec), m, buffers,
-                                    offsets.data_ptr(),
-                                    _torch._raw_stream(index)))
+        _capi.check(_capi.moss_gemm_plan_launch_grouped_packed(
+            _capi.plan(index, spec), m, buffers, offsets.data_ptr(),
+            _torch._raw_stream(index)))
     return d
