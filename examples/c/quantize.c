@@ -8,7 +8,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include <moss/moss.h>
 
@@ -41,7 +40,7 @@ int main(void) {
     x[i] = (float)sin(0.37 * i) * (float)(1 + i % 7) * (i % 13 == 0 ? 50 : 1);
 
   moss_quantize_spec_t spec;
-  memset(&spec, 0, sizeof(spec));
+  moss_quantize_spec_init(&spec);
   spec.rows = kRows;
   spec.cols = kCols;
   spec.input = MOSS_INPUT_F32;

@@ -4,7 +4,6 @@
 #include <moss/moss.h>
 
 #include <cstdio>
-#include <cstring>
 
 int main() {
   std::printf("MOSS-JIT %s\n", moss_version());
@@ -13,7 +12,7 @@ int main() {
   for (int scheme = MOSS_SCHEME_PER_TENSOR; scheme <= MOSS_SCHEME_MOSS;
        ++scheme) {
     moss_quantize_spec_t spec;
-    std::memset(&spec, 0, sizeof(spec));
+    moss_quantize_spec_init(&spec);
     spec.rows = 4096;
     spec.cols = 11008;
     spec.input = MOSS_INPUT_BF16;

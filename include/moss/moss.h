@@ -24,7 +24,7 @@ extern "C" {
 #endif
 
 /* The version of this header's API. */
-#define MOSS_API_VERSION 1
+#define MOSS_API_VERSION 2
 
 /* The API version the library was built with (compare with
  * MOSS_API_VERSION). */
@@ -114,8 +114,12 @@ typedef enum moss_fold_t {
 
 /* One quantization of a row-major [rows, cols] device matrix whose cols axis
  * is the GEMM reduction axis K. The enum fields are int32_t so that the
- * layout is fixed; they hold the values of the enum named beside them. */
+ * layout is fixed; they hold the values of the enum named beside them. Fill
+ * with moss_quantize_spec_init(), then set the shape and what differs. */
 typedef struct moss_quantize_spec_t {
+  /* sizeof(moss_quantize_spec_t) of the caller's header (API version 2 on;
+   * version 1's spec had no struct_size). */
+  size_t struct_size;
   int64_t rows;
   int64_t cols;
   int32_t input;        /* moss_input_type_t */
@@ -137,6 +141,10 @@ typedef struct moss_quantize_spec_t {
    * MOSS_FOLD_NONE: no fold. */
   int32_t fold;
 } moss_quantize_spec_t;
+
+/* Sets `*spec` to MOSS (two-level, blocks of 32 along K, a global per row)
+ * with E4M3 codes, bf16 input, no transpose and no fold; rows and cols 0. */
+void moss_quantize_spec_init(moss_quantize_spec_t *spec);
 
 /* The output shapes of a spec. */
 typedef struct moss_quantize_layout_t {

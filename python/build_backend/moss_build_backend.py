@@ -44,7 +44,7 @@ def _build_library():
                                build_dir, "-DCMAKE_BUILD_TYPE=Release",
                                "-DCUDAToolkit_ROOT=" + cuda])
     subprocess.check_call([cmake, "--build", build_dir, "--target", "moss"])
-    return os.path.join(build_dir, "lib", "libmoss.so.1")
+    return os.path.join(build_dir, "lib", "libmoss.so.2")
 
 
 def _glibc_needed(library):
@@ -105,7 +105,7 @@ def _files(library):
         with open(stripped, "rb") as f:
             data = f.read()
         os.remove(stripped)
-    yield f"{NAME}/_lib/libmoss.so.1", data
+    yield f"{NAME}/_lib/libmoss.so.2", data
 
 
 def _record_line(name, data):
@@ -137,7 +137,7 @@ def build_wheel(wheel_directory, config_settings=None,
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as wheel:
         for name, data in entries:
             info = zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0))
-            info.external_attr = (0o755 if name.endswith(".so.1") else
+            info.external_attr = (0o755 if name.endswith(".so.2") else
                                   0o644) << 16
             info.compress_type = zipfile.ZIP_DEFLATED
             wheel.writestr(info, data)

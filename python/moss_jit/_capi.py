@@ -37,7 +37,8 @@ class MossError(RuntimeError):
 
 
 class QuantizeSpec(Structure):
-    _fields_ = [("rows", c_int64), ("cols", c_int64), ("input", c_int32),
+    _fields_ = [("struct_size", c_size_t), ("rows", c_int64),
+                ("cols", c_int64), ("input", c_int32),
                 ("scheme", c_int32), ("block_rows", c_int64),
                 ("block_cols", c_int64), ("global_scope", c_int32),
                 ("format", c_int32), ("transpose", c_int32),
@@ -145,7 +146,7 @@ def _library_path():
     if override:
         return override
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "_lib",
-                        "libmoss.so.1")
+                        "libmoss.so.2")
 
 
 def _cuda_wheel_dirs():
@@ -182,7 +183,7 @@ def _load():
         raise ImportError(
             f"moss_jit cannot load its C library {path}: {error}. Reinstall "
             "the package (pip install of the MOSS-JIT repository), or set "
-            "MOSS_JIT_LIBRARY to a libmoss.so.1.") from error
+            "MOSS_JIT_LIBRARY to a libmoss.so.2.") from error
     error_t = c_void_p
     signatures = {
         "moss_api_version": (c_int, []),
@@ -240,9 +241,9 @@ def _load():
 
 
 lib = _load()
-if lib.moss_api_version() != 1:
+if lib.moss_api_version() != 2:
     raise ImportError(f"libmoss API version {lib.moss_api_version()}, "
-                      "this package expects 1")
+                      "this package expects 2")
 
 # moss_gemm again, with its buffers passed as the bytes of
 # GEMM_BUFFERS.pack(...): ctypes hands over a pointer to the bytes object's

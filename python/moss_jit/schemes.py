@@ -64,6 +64,7 @@ def parse_block(scheme, block):
 def _make_spec(rows, cols, input_type, scheme, fmt, block_rows, block_cols,
                global_scope, transpose, fold):
     spec = _capi.QuantizeSpec()
+    spec.struct_size = ctypes.sizeof(spec)
     spec.rows = rows
     spec.cols = cols
     spec.input = _capi.INPUTS[input_type]

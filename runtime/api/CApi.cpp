@@ -58,6 +58,13 @@ moss_error_t convertSpec(const moss_quantize_spec_t *spec, QuantizeSpec &out,
                          Quantizer quantizer = Quantizer::Gpu) {
   if (!spec)
     return invalid("spec is NULL");
+  // The spec's fields were fixed when it gained struct_size (API version 2);
+  // a larger one comes from a newer header whose fields this library lacks.
+  if (spec->struct_size != sizeof(moss_quantize_spec_t))
+    return invalid("spec->struct_size=" + Twine(uint64_t(spec->struct_size)) +
+                   " is not this library's sizeof(moss_quantize_spec_t) (" +
+                   Twine(uint64_t(sizeof(moss_quantize_spec_t))) +
+                   "): call moss_quantize_spec_init first");
   if (spec->input != MOSS_INPUT_F32 && spec->input != MOSS_INPUT_BF16)
     return invalid("spec->input=" + Twine(spec->input) +
                    " is not a moss_input_type_t (expected 0..1)");
@@ -406,6 +413,21 @@ moss_error_t moss_quantize_host(const moss_quantize_spec_t *spec,
     buffers->counters[1] += uint64_t(q->stats.nonFiniteBlocks);
   }
   return nullptr;
+}
+
+void moss_quantize_spec_init(moss_quantize_spec_t *spec) {
+  if (!spec)
+    return;
+  *spec = moss_quantize_spec_t{};
+  spec->struct_size = sizeof(moss_quantize_spec_t);
+  spec->input = MOSS_INPUT_BF16;
+  spec->scheme = MOSS_SCHEME_MOSS;
+  spec->block_rows = 1;
+  spec->block_cols = 32;
+  spec->global_scope = MOSS_GLOBAL_ROW;
+  spec->format = MOSS_FORMAT_E4M3;
+  spec->transpose = 0;
+  spec->fold = MOSS_FOLD_NONE;
 }
 
 void moss_context_options_init(moss_context_options_t *options) {

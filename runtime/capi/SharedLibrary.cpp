@@ -9,5 +9,5 @@
 
 #include "moss/moss.h"
 
-static_assert(MOSS_API_VERSION == 1,
+static_assert(MOSS_API_VERSION == 2,
               "libmoss.so's SOVERSION follows MOSS_API_VERSION: bump both");

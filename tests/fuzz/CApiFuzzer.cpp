@@ -110,9 +110,10 @@ void quantizeOnHost(const moss_quantize_spec_t &spec,
 
 void fuzzQuantize(InputReader &in, uint8_t flags) {
   auto spec = in.read<moss_quantize_spec_t>();
+  SizedStruct<moss_quantize_spec_t> sized(spec);
   moss_quantize_layout_t layout;
   moss_error_t error =
-      moss_quantize_layout(flags & kNullSpec ? nullptr : &spec,
+      moss_quantize_layout(flags & kNullSpec ? nullptr : sized.get(),
                            flags & kNullOut ? nullptr : &layout);
   if (error || (flags & (kNullSpec | kNullOut))) {
     expectInvalidOrNone(error, "moss_quantize_layout");

@@ -113,7 +113,8 @@ std::vector<Seed> getQuantizeSeeds() {
   auto make = [&](int32_t scheme, int64_t blockRows, int64_t blockCols,
                   int32_t scope, int32_t transpose, int32_t fold,
                   int32_t input = MOSS_INPUT_F32) {
-    moss_quantize_spec_t spec{};
+    moss_quantize_spec_t spec;
+    moss_quantize_spec_init(&spec);
     // Blocks run along the input's rows when it is transposed.
     spec.rows = transpose ? 64 : 4;
     spec.cols = transpose ? 4 : 64;

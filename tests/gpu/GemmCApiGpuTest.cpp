@@ -90,7 +90,8 @@ TEST(GemmCApiGpu, QuantizeThenGemmMatchesReference) {
                            int32_t scheme, int64_t block, Buffer &codes,
                            Buffer &local, Buffer &global,
                            moss_quantize_layout_t &layout) {
-    moss_quantize_spec_t spec{};
+    moss_quantize_spec_t spec;
+    moss_quantize_spec_init(&spec);
     spec.rows = rows;
     spec.cols = k;
     spec.input = MOSS_INPUT_F32;

@@ -8,7 +8,7 @@
 
 #include "moss/moss.h"
 
-#if MOSS_API_VERSION != 1
+#if MOSS_API_VERSION != 2
 #error "unexpected MOSS_API_VERSION"
 #endif
 
@@ -24,6 +24,7 @@ int moss_c_header_test(void) {
   moss_error_code_t code;
   int ok = 0;
 
+  moss_quantize_spec_init(&spec);
   spec.rows = 64;
   spec.cols = 256;
   spec.input = MOSS_INPUT_BF16;

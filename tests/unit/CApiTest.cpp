@@ -34,7 +34,7 @@ using ErrorPtr = std::unique_ptr<moss_error, ErrorDeleter>;
 moss_quantize_spec_t makeSpec(int64_t rows, int64_t cols, moss_scheme_t scheme,
                               int64_t blockRows = 1, int64_t blockCols = 0) {
   moss_quantize_spec_t spec;
-  std::memset(&spec, 0, sizeof(spec));
+  moss_quantize_spec_init(&spec);
   spec.rows = rows;
   spec.cols = cols;
   spec.input = MOSS_INPUT_F32;
@@ -67,7 +67,7 @@ void expectError(moss_error_t raw, moss_error_code_t code,
 }
 
 TEST(CApiTest, Version) {
-  EXPECT_EQ(MOSS_API_VERSION, 1);
+  EXPECT_EQ(MOSS_API_VERSION, 2);
   EXPECT_EQ(moss_api_version(), MOSS_API_VERSION);
 }
 
@@ -411,6 +411,35 @@ TEST(CApiTest, HostQuantizeChecksItsBuffers) {
   buffers.x = x.data();
   expectError(moss_quantize_host(&spec, &buffers), MOSS_ERROR_INVALID_ARGUMENT,
               "must have positive extents");
+}
+
+TEST(CApiTest, QuantizeSpecInitGivesMossAndItsSizeIsChecked) {
+  moss_quantize_spec_t spec;
+  std::memset(&spec, 0xFF, sizeof(spec));
+  moss_quantize_spec_init(&spec);
+  EXPECT_EQ(spec.struct_size, sizeof(moss_quantize_spec_t));
+  EXPECT_EQ(spec.scheme, MOSS_SCHEME_MOSS);
+  EXPECT_EQ(spec.block_cols, 32);
+  EXPECT_EQ(spec.global_scope, MOSS_GLOBAL_ROW);
+  EXPECT_EQ(spec.fold, MOSS_FOLD_NONE);
+  spec.rows = 8;
+  spec.cols = 256;
+  moss_quantize_layout_t layout = layoutOf(spec);
+  // One E8M0 byte per 32 values and one global per row.
+  EXPECT_EQ(layout.local_cols, 256 / 32);
+  EXPECT_EQ(layout.local_element_bytes, 1);
+  EXPECT_EQ(layout.global_count, 8);
+
+  // Version 1's spec had no struct_size: its rows land there.
+  for (size_t size :
+       {size_t(0), size_t(8), sizeof(spec) - 4, sizeof(spec) + 8}) {
+    spec.struct_size = size;
+    expectError(moss_quantize_layout(&spec, &layout),
+                MOSS_ERROR_INVALID_ARGUMENT,
+                "spec->struct_size=" + std::to_string(size));
+    expectError(moss_quantize_host_layout(&spec, &layout),
+                MOSS_ERROR_INVALID_ARGUMENT, "moss_quantize_spec_init");
+  }
 }
 
 TEST(CApiTest, WeightScalerOptions) {
