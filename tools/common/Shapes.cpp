@@ -4,6 +4,7 @@
 
 #include "SchemeOptions.h"
 
+#include "moss/Compiler/GemmPlan.h"
 #include "moss/Compiler/TuningDatabase.h"
 #include "moss/Gemm/Gemm.h"
 #include "moss/Support/UntrustedInput.h"
@@ -58,10 +59,11 @@ static TuneShape makeShape(int64_t m, int64_t n, int64_t k,
   shape.spec.out = defaults.out;
   shape.spec.mma = defaults.mma;
   shape.spec.fold = defaults.fold;
-  // What the runtime launches: a spec that folds runs the kernel of its
-  // folded operands, and the database holds that kernel's tiling.
+  // What the runtime launches (its default: a pass folds the operands):
+  // the database holds that kernel's tiling.
   shape.given = shape.spec;
-  shape.spec = shape.spec.getKernelSpec(m);
+  shape.spec = compiler::getPlannedKernelSpec(shape.spec, m,
+                                              /*foldAInKernel=*/false);
   shape.origin = std::move(origin);
   return shape;
 }

@@ -45,7 +45,7 @@ struct ShapeDefaults {
 struct TuneShape {
   compiler::GemmSpec spec;
   /// The spec as written, before its fold: what a program passes to
-  /// moss::gemm (spec is its getKernelSpec(m)).
+  /// moss::gemm (spec is the kernel planGemm plans for it at m rows).
   compiler::GemmSpec given;
   int64_t m = 0;
   /// Where it came from, e.g. "shapes.txt:4" or "--preset llama7b".

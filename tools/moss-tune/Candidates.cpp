@@ -2,6 +2,8 @@
 
 #include "Candidates.h"
 
+#include "moss/Compiler/GemmPlan.h"
+
 #include "llvm/ADT/bit.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MathExtras.h"
@@ -112,17 +114,22 @@ tune::enumerateCandidates(const compiler::GemmSpec &spec, int64_t m,
                           unsigned maxCandidates) {
   ShapeCandidates result;
   CandidateCounts &counts = result.counts;
-  compiler::TilingOptions atM;
-  atM.assumedM = m;
-  Expected<TileConfig> heuristic =
-      compiler::selectTilingForLaunch(spec, m, target);
+  // The planner's choices without a database: the runtime's at a launch of
+  // m rows, and the pipeline's for a kernel of any M planned for m.
+  compiler::GemmPlanOptions launch;
+  launch.rows = m;
+  Expected<compiler::GemmPlan> heuristic =
+      compiler::planGemm(spec, target, launch);
   if (!heuristic)
     return heuristic.takeError();
-  Expected<TileConfig> heuristicAtM = compiler::selectTiling(spec, target, atM);
+  compiler::GemmPlanOptions anyM;
+  anyM.heuristic.assumedM = m;
+  Expected<compiler::GemmPlan> heuristicAtM =
+      compiler::planGemm(spec, target, anyM);
   if (!heuristicAtM)
     return heuristicAtM.takeError();
-  result.heuristic = *heuristic;
-  result.heuristicAtM = *heuristicAtM;
+  result.heuristic = heuristic->tiling;
+  result.heuristicAtM = heuristicAtM->tiling;
 
   // K slicings searched at this M.
   std::vector<int64_t> splits = {1};
@@ -154,7 +161,8 @@ tune::enumerateCandidates(const compiler::GemmSpec &spec, int64_t m,
         shape.tilesN = divideCeil(spec.n, tileN);
         shape.maxStages =
             std::max<int64_t>(2, std::min({fit, kMaxStages, kSteps}));
-        shape.score = compiler::scoreTiling(spec, probe, target, atM);
+        shape.score =
+            compiler::scoreTiling(spec, probe, target, anyM.heuristic);
         shape.utilization = double(shape.score.tiles) /
                             double(shape.score.waves * shape.score.slots);
         shapes.push_back(shape);

@@ -56,8 +56,9 @@ struct CandidateCounts {
 /// The candidates of one shape, best-ranked first.
 struct ShapeCandidates {
   std::vector<compiler::TileConfig> tilings;
-  /// What the runtime picks without a database (selectTilingForLaunch), and
-  /// the heuristic planned for this M. Both are in `tilings`.
+  /// What planGemm picks without a database: for a launch of this M (the
+  /// runtime's), and for a kernel of any M planned for it (the pipeline's,
+  /// compileGemm with assumedM). Both are in `tilings`.
   compiler::TileConfig heuristic;
   compiler::TileConfig heuristicAtM;
   CandidateCounts counts;
