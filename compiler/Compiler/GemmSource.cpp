@@ -48,19 +48,21 @@ static const char *getTypeConstant(int type) {
 
 static const char *getBool(bool value) { return value ? "true" : "false"; }
 
-/// The optional 26th to 30th parameters (ForcePromoteK, QuickCompile,
-/// F16Mma, FoldA, Groups), up to the last one that is set; "" when none is.
+/// The optional 26th to 31st parameters (ForcePromoteK, QuickCompile,
+/// F16Mma, FoldA, Groups, MaskedGroups), up to the last one that is set; ""
+/// when none is.
 static std::string getOptionalArguments(const gemm_kernel::Params &p) {
   const std::string values[] = {
       llvm::formatv(", /*ForcePromoteK=*/{0}", p.forcePromoteK).str(),
       std::string(", /*QuickCompile=*/") + getBool(p.quickCompile),
       std::string(", /*F16Mma=*/") + getBool(p.f16Mma),
       std::string(", /*FoldA=*/") + getBool(p.foldA),
-      llvm::formatv(", /*Groups=*/{0}", p.groups).str()};
+      llvm::formatv(", /*Groups=*/{0}", p.groups).str(),
+      std::string(", /*MaskedGroups=*/") + getBool(p.maskedGroups)};
   const bool set[] = {p.forcePromoteK != 0, p.quickCompile, p.f16Mma, p.foldA,
-                      p.groups != 0};
+                      p.groups != 0,        p.maskedGroups};
   int last = -1;
-  for (int i = 0; i < 5; ++i)
+  for (int i = 0; i < 6; ++i)
     if (set[i])
       last = i;
   std::string text;

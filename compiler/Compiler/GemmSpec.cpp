@@ -71,7 +71,9 @@ std::string GemmSpec::str() const {
   if (kernelFoldsA)
     text += ", A folded in the kernel";
   if (groups)
-    text += ", " + std::to_string(groups) + " experts (m-grouped)";
+    text += ", " + std::to_string(groups) +
+            (maskedGroups ? " experts (m-grouped, masked)"
+                          : " experts (m-grouped)");
   return text;
 }
 
@@ -140,6 +142,10 @@ llvm::Error compiler::checkShapes(const GemmSpec &spec) {
         "to %lld",
         static_cast<long long>(spec.groups),
         static_cast<long long>(GemmSpec::kMaxGroups));
+  if (spec.maskedGroups && !spec.groups)
+    return llvm::createStringError(
+        "the masked layout is one of an m-grouped GEMM's; expected groups > 0 "
+        "with it");
   if (spec.groups && !spec.isDynamicM())
     return llvm::createStringError(
         "an m-grouped GEMM has a dynamic M (its rows are the experts' "

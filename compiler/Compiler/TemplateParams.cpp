@@ -41,5 +41,6 @@ gemm_kernel::Params compiler::getTemplateParams(const GemmSpec &spec,
   p.f16Mma = spec.multipliesInF16();
   p.foldA = spec.kernelFoldsA;
   p.groups = int(spec.groups);
+  p.maskedGroups = spec.maskedGroups;
   return p;
 }

@@ -454,6 +454,17 @@ typedef struct moss_gemm_operand_spec_t {
   int32_t reserved;     /* set to 0 */
 } moss_gemm_operand_spec_t;
 
+/* How an m-grouped GEMM's experts share the rows of A and D. */
+typedef enum moss_group_layout_t {
+  /* Sorted by expert, back to back: G + 1 row offsets give each expert's
+   * rows (training, prefill). */
+  MOSS_GROUPS_CONTIGUOUS = 0,
+  /* M / G rows per expert (A a [G, M / G, K] batch): G row counts give how
+   * many of its rows each expert uses, and D's rows past a count are not
+   * written (decoding, CUDA graphs: the shapes never change). */
+  MOSS_GROUPS_MASKED = 1
+} moss_group_layout_t;
+
 /* D[M, N] = epilogue(sum_k A[m, k] * B[n, k]), both operands K-major
  * (docs/GEMM-KERNEL-ABI.md). Fill with moss_gemm_spec_init(). */
 typedef struct moss_gemm_spec_t {
@@ -490,6 +501,9 @@ typedef struct moss_gemm_spec_t {
    * launches with moss_gemm_plan_launch_grouped, which takes the row
    * offsets. Since the struct's fourth version (older callers get 0). */
   int32_t groups;
+  /* moss_group_layout_t of an m-grouped GEMM (groups > 0). Since the
+   * struct's fifth version (older callers get MOSS_GROUPS_CONTIGUOUS). */
+  int32_t group_layout;
 } moss_gemm_spec_t;
 
 /* One operand's device buffers; counts are in elements. */
@@ -556,17 +570,20 @@ moss_error_t moss_gemm_plan_launch(moss_gemm_plan_t plan, int64_t m,
                                    void *stream);
 
 /* Computes the m-grouped GEMM of a plan whose spec has `groups` = G > 0,
- * for `m` rows in all, as moss_gemm_plan_launch: `group_offsets` is the
- * device address of G + 1 int32 row offsets (4-byte aligned; offsets[0] =
- * 0, non-decreasing, offsets[G] = m), expert g's rows of A and D being
- * [offsets[g], offsets[g + 1]). The kernel reads them on the device, so the
- * launch needs no synchronization and any expert may have no rows; offsets
- * that break these rules give wrong rows but no access outside the
+ * for `m` rows in all, as moss_gemm_plan_launch. `group_rows` is the device
+ * address (4-byte aligned) of int32 values the kernel reads on the device,
+ * so the launch needs no synchronization and any expert may have no rows:
+ * - MOSS_GROUPS_CONTIGUOUS: G + 1 row offsets (offsets[0] = 0,
+ *   non-decreasing, offsets[G] = m), expert g's rows of A and D being
+ *   [offsets[g], offsets[g + 1]);
+ * - MOSS_GROUPS_MASKED: G row counts, m a multiple of G, expert g's rows
+ *   being the first counts[g] (at most m / G) of [g * m / G,
+ *   (g + 1) * m / G); D's other rows are left as they were.
+ * Values that break these rules give wrong rows but no access outside the
  * buffers. */
 moss_error_t moss_gemm_plan_launch_grouped(moss_gemm_plan_t plan, int64_t m,
                                            const moss_gemm_buffers_t *buffers,
-                                           uint64_t group_offsets,
-                                           void *stream);
+                                           uint64_t group_rows, void *stream);
 
 /* Frees a plan (NULL is ignored). Its kernels stay in the context. */
 void moss_gemm_plan_destroy(moss_gemm_plan_t plan);

@@ -103,7 +103,7 @@ static GemmRunner::Key makeKernelKey(const GemmPlan &plan) {
   packSpec(plan.kernel, key);
   key.words[3] = packTiling(plan.tiling);
   key.words[4] = plan.quickCompile;
-  key.words[5] = plan.kernel.groups;
+  key.words[5] = plan.kernel.groups | int64_t(plan.kernel.maskedGroups) << 32;
   return key;
 }
 
@@ -129,7 +129,7 @@ static GemmRunner::Key makePlanKey(const GemmSpec &spec, int64_t m,
               uint64_t(options.compileMode == GemmCompileMode::Quick) << 9 |
               database << 10);
   key.words[4] = options.tiling ? packTiling(*options.tiling) : 0;
-  key.words[5] = spec.groups;
+  key.words[5] = spec.groups | int64_t(spec.maskedGroups) << 32;
   return key;
 }
 

@@ -133,6 +133,15 @@ moss_error_t convertSpec(const moss_gemm_spec_t *spec,
   if (spec->struct_size >=
       offsetof(moss_gemm_spec_t, groups) + sizeof(spec->groups))
     result.groups = spec->groups;
+  if (spec->struct_size >=
+      offsetof(moss_gemm_spec_t, group_layout) + sizeof(spec->group_layout)) {
+    if (spec->group_layout != MOSS_GROUPS_CONTIGUOUS &&
+        spec->group_layout != MOSS_GROUPS_MASKED)
+      return invalid("spec->group_layout=" + Twine(spec->group_layout) +
+                     " is not a moss_group_layout_t (MOSS_GROUPS_CONTIGUOUS "
+                     "or MOSS_GROUPS_MASKED)");
+    result.maskedGroups = spec->group_layout == MOSS_GROUPS_MASKED;
+  }
   if (result.accumulate) {
     if (!std::isfinite(spec->beta))
       return invalid("spec->beta=" + Twine(std::to_string(spec->beta)) +
@@ -269,16 +278,16 @@ moss_error_t moss_gemm_plan_create(moss_context_t context,
   return nullptr;
 }
 
-/// moss_gemm_plan_launch, with an m-grouped GEMM's row offsets.
+/// moss_gemm_plan_launch, with an m-grouped GEMM's row offsets or counts.
 static moss_error_t launchPlan(moss_gemm_plan_t plan, int64_t m,
                                const moss_gemm_buffers_t *buffers,
-                               uint64_t groupOffsets, void *stream) {
+                               uint64_t groupRows, void *stream) {
   if (!plan)
     return invalid("plan is NULL");
   GemmBuffers devBuffers;
   if (moss_error_t e = convertBuffers(buffers, devBuffers))
     return e;
-  devBuffers.groupOffsets = groupOffsets;
+  devBuffers.groupOffsets = groupRows;
   // As moss_gemm: every failure of these checks is the caller's argument.
   if (moss_error_t e = convert(checkGemmLaunch(plan->spec, m, devBuffers),
                                MOSS_ERROR_INVALID_ARGUMENT))
@@ -300,12 +309,11 @@ moss_error_t moss_gemm_plan_launch(moss_gemm_plan_t plan, int64_t m,
 
 moss_error_t moss_gemm_plan_launch_grouped(moss_gemm_plan_t plan, int64_t m,
                                            const moss_gemm_buffers_t *buffers,
-                                           uint64_t group_offsets,
-                                           void *stream) {
+                                           uint64_t group_rows, void *stream) {
   if (plan && !plan->spec.groups)
     return invalid("the plan's spec has groups=0: a plain GEMM launches with "
                    "moss_gemm_plan_launch");
-  return launchPlan(plan, m, buffers, group_offsets, stream);
+  return launchPlan(plan, m, buffers, group_rows, stream);
 }
 
 void moss_gemm_plan_destroy(moss_gemm_plan_t plan) { delete plan; }

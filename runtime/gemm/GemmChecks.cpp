@@ -218,6 +218,11 @@ Error moss::detail::checkGemmRows(const GemmSpec &spec, int64_t m) {
         "m=" + Twine(m) + " but the spec is specialized to M=" + Twine(spec.m) +
         "; use a spec with a dynamic M (-1) to "
         "launch other row counts");
+  if (spec.maskedGroups && m % spec.groups != 0)
+    return runtime::invalidArgument(
+        "m=" + Twine(m) + " is not a multiple of the " + Twine(spec.groups) +
+        " experts of a masked grouped GEMM (m rows hold each expert's m / " +
+        Twine(spec.groups) + ")");
   return Error::success();
 }
 

@@ -7,7 +7,10 @@
 // expert's rows of the output are then held to its own FP64 reference under
 // the accuracy contract (jit::checkGemmOutput), and rows past the experts'
 // stay as poisoned. Rows per expert are random, with empty experts, single
-// rows, odd counts and one expert taking half the tokens.
+// rows, odd counts and one expert taking half the tokens. The masked layout
+// (GemmSpec::maskedGroups) stacks each expert's rows into the same number
+// of rows, the rest filled with codes and scales of plausible values: the
+// output's rows past each count must stay as poisoned.
 //
 // A's schemes here quantize row by row (per-row, two-level with row
 // globals, per-group 1x128, MXFP8), so quantizing each expert apart gives
@@ -52,6 +55,8 @@ struct GroupedCase {
   /// expert half of them), "sparse" (most experts empty).
   std::string routing = "random";
   int64_t meanRows = 100;
+  /// The masked layout: each expert's rows in the same number of rows.
+  bool masked = false;
 };
 
 std::ostream &operator<<(std::ostream &os, const GroupedCase &c) {
@@ -93,6 +98,14 @@ struct Stack {
     std::vector<uint8_t> part = download(pointer, count);
     bytes.insert(bytes.end(), part.begin(), part.end());
   }
+  /// `count` copies of the `size` bytes at `value` (a masked expert's
+  /// unused rows).
+  void pad(size_t count, const void *value, size_t size) {
+    for (size_t i = 0; i < count; ++i) {
+      const uint8_t *b = static_cast<const uint8_t *>(value);
+      bytes.insert(bytes.end(), b, b + size);
+    }
+  }
   DeviceBuffer upload() const {
     DeviceBuffer buffer(std::max<size_t>(bytes.size(), 16));
     if (!bytes.empty()) {
@@ -125,6 +138,8 @@ void launchThroughC(const compiler::GemmSpec &spec, int64_t m,
   cSpec.fold = spec.getFold() == BlockScaleFold::Row ? MOSS_FOLD_ROW
                                                       : MOSS_FOLD_NONE;
   cSpec.groups = int32_t(spec.groups);
+  cSpec.group_layout =
+      spec.maskedGroups ? MOSS_GROUPS_MASKED : MOSS_GROUPS_CONTIGUOUS;
   moss_gemm_plan_t plan = nullptr;
   moss_error_t error = moss_gemm_plan_create(context, &cSpec, &plan);
   EXPECT_EQ(error, nullptr) << moss_error_message(error);
@@ -165,12 +180,20 @@ void checkGrouped(const GroupedCase &c, bool throughC) {
   }
   compiler::GemmSpec spec = dense;
   spec.groups = c.groups;
+  spec.maskedGroups = c.masked;
 
   const std::vector<int64_t> rows = routeRows(c, rng);
-  std::vector<int32_t> offsets(c.groups + 1, 0);
-  for (int64_t g = 0; g < c.groups; ++g)
+  // Contiguous: G + 1 offsets; masked: G counts of `capacity` rows each.
+  const int64_t capacity =
+      *std::max_element(rows.begin(), rows.end()) + 1 + int64_t(rng() % 3);
+  std::vector<int32_t> offsets(c.groups + 1, 0), starts(c.groups);
+  for (int64_t g = 0; g < c.groups; ++g) {
     offsets[g + 1] = offsets[g] + int32_t(rows[g]);
-  const int64_t m = offsets.back();
+    starts[g] = c.masked ? int32_t(g * capacity) : offsets[g];
+  }
+  const int64_t m = c.masked ? c.groups * capacity : offsets.back();
+  std::vector<int32_t> groupRows =
+      c.masked ? std::vector<int32_t>(rows.begin(), rows.end()) : offsets;
 
   // One problem per expert (an empty expert's holds one row, unused: its B
   // is stacked all the same).
@@ -189,14 +212,26 @@ void checkGrouped(const GroupedCase &c, bool throughC) {
   // The grouped operands: A's rows and B's experts stacked.
   Stack aCodes, aLocal, aGlobal, bCodes, bLocal, bGlobal, bias, cIn;
   const size_t outWidth = compiler::getByteWidth(c.out);
+  const uint8_t code = 0x38, e8m0 = 127; // 1.0 in E4M3 and E8M0
+  const float one = 1.0f;
   for (int64_t g = 0; g < c.groups; ++g) {
     const GemmBuffers &p = problems[g]->buffers;
     const size_t r = size_t(rows[g]);
+    const size_t unused = c.masked ? size_t(capacity) - r : 0;
+    const size_t blocksPerRow = c.a.hasLocalScales() ? c.k / c.a.blockCols : 0;
     aCodes.add(p.a.codes, r * c.k);
-    if (c.a.hasLocalScales())
-      aLocal.add(p.a.localScales, r * (c.k / c.a.blockCols) * localBytes(c.a));
-    if (c.a.hasGlobalScales())
+    aCodes.pad(unused * c.k, &code, 1);
+    if (c.a.hasLocalScales()) {
+      aLocal.add(p.a.localScales, r * blocksPerRow * localBytes(c.a));
+      if (localBytes(c.a) == 1)
+        aLocal.pad(unused * blocksPerRow, &e8m0, 1);
+      else
+        aLocal.pad(unused * blocksPerRow, &one, 4);
+    }
+    if (c.a.hasGlobalScales()) {
       aGlobal.add(p.a.globalScales, r * 4);
+      aGlobal.pad(unused, &one, 4);
+    }
     bCodes.add(p.b.codes, size_t(c.n * c.k));
     if (c.b.hasLocalScales())
       bLocal.add(p.b.localScales, size_t(p.b.localScaleCount) * localBytes(c.b));
@@ -204,15 +239,17 @@ void checkGrouped(const GroupedCase &c, bool throughC) {
       bGlobal.add(p.b.globalScales, size_t(p.b.globalScaleCount) * 4);
     if (c.bias)
       bias.add(p.bias, size_t(c.n) * 2);
-    if (c.accumulate)
+    if (c.accumulate) {
       cIn.add(p.c, r * c.n * outWidth);
+      cIn.pad(unused * c.n * outWidth, &code, 1);
+    }
   }
   DeviceBuffer aCodesD = aCodes.upload(), aLocalD = aLocal.upload(),
                aGlobalD = aGlobal.upload(), bCodesD = bCodes.upload(),
                bLocalD = bLocal.upload(), bGlobalD = bGlobal.upload(),
                biasD = bias.upload(), cD = cIn.upload();
-  DeviceBuffer offsetsD(offsets.size() * 4);
-  offsetsD.upload(offsets.data());
+  DeviceBuffer offsetsD(groupRows.size() * 4);
+  offsetsD.upload(groupRows.data());
   // Rows past M are never written: poison and check them too.
   constexpr int64_t kPadRows = 3;
   const size_t dBytes = size_t((m + kPadRows) * c.n) * outWidth;
@@ -240,8 +277,19 @@ void checkGrouped(const GroupedCase &c, bool throughC) {
   ASSERT_EQ(DeviceBuffer::api().streamSynchronize(nullptr), CUDA_SUCCESS);
   std::vector<uint8_t> out = download(d.get(), dBytes);
 
-  for (size_t i = size_t(m * c.n) * outWidth; i < dBytes; ++i)
+  const size_t rowBytes = size_t(c.n) * outWidth;
+  for (size_t i = size_t(m) * rowBytes; i < dBytes; ++i)
     ASSERT_EQ(out[i], 0xFF) << "written past the last expert's rows";
+  if (c.masked) {
+    for (int64_t g = 0; g < c.groups; ++g) {
+      for (size_t i = size_t(starts[g] + rows[g]) * rowBytes;
+           i < size_t(starts[g] + capacity) * rowBytes; ++i) {
+        ASSERT_EQ(out[i], 0xFF)
+            << "expert " << g << " wrote row " << i / rowBytes << " past its "
+            << rows[g] << " rows";
+      }
+    }
+  }
   int64_t checked = 0;
   for (int64_t g = 0; g < c.groups; ++g) {
     if (!rows[g])
@@ -249,9 +297,8 @@ void checkGrouped(const GroupedCase &c, bool throughC) {
     SCOPED_TRACE("expert " + std::to_string(g) + " of " +
                  std::to_string(c.groups) + ", " + std::to_string(rows[g]) +
                  " rows");
-    const size_t rowBytes = size_t(c.n) * outWidth;
     ASSERT_EQ(DeviceBuffer::api().memcpyHtoD(problems[g]->buffers.d,
-                                             out.data() + offsets[g] * rowBytes,
+                                             out.data() + starts[g] * rowBytes,
                                              rows[g] * rowBytes),
               CUDA_SUCCESS);
     jit::GemmCheckOptions options;
@@ -290,6 +337,18 @@ TEST(GroupedGemmCApiGpuTest, APlanLaunchesWithItsOffsets) {
                /*throughC=*/true);
 }
 
+TEST(GroupedGemmCApiGpuTest, AMaskedPlanLaunchesWithItsCounts) {
+  REQUIRE_GPU();
+  if (std::string reason = gemmtest::getHopperSkipReason(); !reason.empty())
+    GTEST_SKIP() << reason;
+  checkGrouped(GroupedCase{"moss_c_api_masked_16",
+                           ScalingScheme::twoLevel(GlobalScope::Row, 32),
+                           ScalingScheme::perTensor(), 16, 512, 1024,
+                           compiler::FloatType::BF16, BlockScaleFold::Row,
+                           false, false, "random", 9, true},
+               /*throughC=*/true);
+}
+
 const ScalingScheme kMoss = ScalingScheme::twoLevel(GlobalScope::Row, 32);
 
 INSTANTIATE_TEST_SUITE_P(
@@ -301,7 +360,8 @@ INSTANTIATE_TEST_SUITE_P(
         GroupedCase{"moss_unfolded_x_tensor_bias_8", kMoss,
                     ScalingScheme::perTensor(), 8, 384, 512,
                     compiler::FloatType::BF16, BlockScaleFold::None, true},
-        GroupedCase{"group1x128_x_group128x128_5", ScalingScheme::perGroup(1, 128),
+        GroupedCase{"group1x128_x_group128x128_5",
+                    ScalingScheme::perGroup(1, 128),
                     ScalingScheme::perGroup(128, 128), 5, 384, 512,
                     compiler::FloatType::BF16, BlockScaleFold::None, true},
         GroupedCase{"mxfp8_x_mxfp8_f32_c_3", ScalingScheme::mxfp8(),
@@ -317,10 +377,18 @@ INSTANTIATE_TEST_SUITE_P(
                     false, false, "skewed", 64},
         GroupedCase{"moss_x_mxfp8_folded_sparse_256", kMoss,
                     ScalingScheme::mxfp8(), 256, 128, 256,
-                    compiler::FloatType::F16, BlockScaleFold::Row, false,
-                    false, "sparse", 40},
+                    compiler::FloatType::F16, BlockScaleFold::Row, false, false,
+                    "sparse", 40},
         GroupedCase{"moss_one_expert", kMoss, ScalingScheme::perTensor(), 1,
-                    256, 512, compiler::FloatType::BF16, BlockScaleFold::Row}),
+                    256, 512, compiler::FloatType::BF16, BlockScaleFold::Row},
+        GroupedCase{"moss_masked_decode_64", kMoss, ScalingScheme::perTensor(),
+                    64, 512, 1024, compiler::FloatType::BF16,
+                    BlockScaleFold::Row, false, false, "random", 6, true},
+        GroupedCase{"group1x128_masked_skewed_8_bias_c",
+                    ScalingScheme::perGroup(1, 128),
+                    ScalingScheme::perGroup(128, 128), 8, 384, 512,
+                    compiler::FloatType::F32, BlockScaleFold::None, true, true,
+                    "skewed", 20, true}),
     [](const ::testing::TestParamInfo<GroupedCase> &info) {
       return info.param.name;
     });

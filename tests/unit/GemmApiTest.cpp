@@ -460,6 +460,23 @@ TEST(GemmApi, GroupedGemmsTakeOffsetsAndAnExpertsB) {
             std::string::npos);
 }
 
+TEST(GemmApi, MaskedGroupedGemmsHoldEachExpertsRowsAlike) {
+  GemmSpec masked = groupedSpec();
+  masked.maskedGroups = true;
+  // kM rows are 4 experts' kM / 4 each.
+  ASSERT_EQ(kM % 4, 0);
+  EXPECT_EQ(check(masked, kM, validGroupedBuffers()), "");
+  EXPECT_NE(check(masked, kM - 2, validGroupedBuffers())
+                .find("is not a multiple of the 4 experts of a masked"),
+            std::string::npos);
+  GemmSpec plain = forwardSpec();
+  plain.maskedGroups = true;
+  EXPECT_NE(check(plain, kM, validBuffers()).find("expected groups > 0"),
+            std::string::npos);
+  EXPECT_NE(masked.str().find("4 experts (m-grouped, masked)"),
+            std::string::npos);
+}
+
 } // namespace
 
 namespace {
@@ -484,6 +501,19 @@ TEST(GemmCApi, GroupedSpecsLaunchThroughAPlanWithOffsets) {
   ASSERT_NE(error, nullptr);
   EXPECT_STREQ(moss_error_message(error), "plan is NULL");
   moss_error_destroy(error);
+
+  // The masked layout: a layout the enum has, on a grouped spec.
+  spec.struct_size = sizeof(spec);
+  spec.group_layout = 7;
+  EXPECT_NE(cCheck(&spec, kM, &buffers).find("spec->group_layout=7"),
+            std::string::npos);
+  spec.groups = 0;
+  spec.group_layout = MOSS_GROUPS_MASKED;
+  EXPECT_NE(cCheck(&spec, kM, &buffers).find("expected groups > 0"),
+            std::string::npos);
+  // A caller built before the field gets the contiguous layout.
+  spec.struct_size = offsetof(moss_gemm_spec_t, group_layout);
+  EXPECT_EQ(cCheck(&spec, kM, &buffers), "");
 }
 
 } // namespace

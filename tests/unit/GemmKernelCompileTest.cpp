@@ -318,6 +318,8 @@ std::vector<Variant> variants() {
   p.tileN = 128;
   p.stages = 6;
   v.push_back({"group1x128_x_group128x128_grouped64", p});
+  p.maskedGroups = true;
+  v.push_back({"group1x128_x_group128x128_masked64", p});
   p = twoLevel(base, /*rowA=*/false);
   p.scaleB = kTwoLevel;
   p.blockB = 32;
@@ -577,6 +579,11 @@ TEST(GemmKernelPlanTest, ValidateNamesWhatIsWrong) {
     EXPECT_NE(std::string(error).find("m-grouped"), std::string::npos)
         << i << ": " << error;
   }
+  Params maskedPlain;
+  maskedPlain.n = 4096;
+  maskedPlain.k = 4096;
+  maskedPlain.maskedGroups = true;
+  EXPECT_STREQ(validate(maskedPlain), "MaskedGroups needs Groups > 0");
   // The persistent grid covers any offsets: each expert may add a partial
   // row of tiles.
   EXPECT_EQ(numUnits(grouped, 1000), (8 + 8) * 32);
@@ -962,6 +969,72 @@ TEST(GemmKernelPlanTest, GroupWalkCoversEveryExpertTileOnce) {
         ASSERT_TRUE(start >= 0 && start <= m && end >= 0 && end <= m);
       else
         ASSERT_TRUE(start == offsets[g] && end == offsets[g + 1]);
+      for (int r = start; r < end; r += p.tileM)
+        for (int c = 0; c < p.n; c += p.tileN) {
+          ++expected;
+          ASSERT_EQ((seen[{g, r, c}]), 1)
+              << "expert " << g << " tile (" << r << ", " << c << ")";
+        }
+    }
+    EXPECT_EQ(expected, total);
+    EXPECT_EQ(int(seen.size()), total);
+  }
+}
+
+// The masked layout's units cover the first counts[g] rows of each expert's
+// m / groups, once each, and nothing past them; counts outside [0, m /
+// groups] are kept inside it.
+TEST(GemmKernelPlanTest, MaskedGroupWalkCoversEachExpertsCountedRowsOnce) {
+  std::mt19937 rng(std::random_device{}());
+  for (int trial = 0; trial < 200; ++trial) {
+    Params p;
+    p.n = 64 + int(rng() % 600);
+    p.k = 128;
+    p.tileM = rng() % 2 ? 128 : 256;
+    p.tileN = 32 * (1 + int(rng() % 8));
+    p.rasterAlongN = rng() % 2;
+    p.swizzle = 1 + int(rng() % 8);
+    p.groups = 1 + int(rng() % (trial % 4 == 0 ? 256 : 12));
+    p.maskedGroups = true;
+    const int capacity = 1 + int(rng() % 400), m = p.groups * capacity;
+    std::vector<int> counts(p.groups);
+    for (int &c : counts) {
+      const int r = int(rng() % 6);
+      c = r == 0   ? 0
+          : r == 1 ? 1
+          : r == 2 ? capacity
+          : r == 3 ? int(rng() % 1000) - 500 // out of range either way
+                   : int(rng() % (capacity + 1));
+    }
+    SCOPED_TRACE(describe(p) + " capacity=" + std::to_string(capacity) +
+                 " trial " + std::to_string(trial));
+
+    GroupWalk counter{counts.data(), m};
+    const int total = counter.total(p);
+    EXPECT_LE(total, numUnits(p, m));
+    std::map<std::tuple<int, int, int>, int> seen;
+    const int ctas = 1 + int(rng() % 140);
+    for (int cta = 0; cta < ctas; ++cta) {
+      GroupWalk walk{counts.data(), m};
+      for (int u = cta; u < total; u += ctas) {
+        Unit unit = walk.unit(p, u);
+        ASSERT_GE(unit.group, 0);
+        ASSERT_LT(unit.group, p.groups);
+        const int start = unit.group * capacity;
+        const int rows = std::clamp(counts[unit.group], 0, capacity);
+        ASSERT_EQ(unit.rowEnd, start + rows);
+        ASSERT_GE(unit.m0, start);
+        ASSERT_LT(unit.m0, unit.rowEnd);
+        ASSERT_EQ((unit.m0 - start) % p.tileM, 0);
+        ASSERT_LT(unit.n0, p.n);
+        ASSERT_EQ(unit.n0 % p.tileN, 0);
+        ++seen[{unit.group, unit.m0, unit.n0}];
+      }
+    }
+    int expected = 0;
+    for (int g = 0; g < p.groups; ++g) {
+      const int start = g * capacity;
+      const int end = start + std::clamp(counts[g], 0, capacity);
       for (int r = start; r < end; r += p.tileM)
         for (int c = 0; c < p.n; c += p.tileN) {
           ++expected;

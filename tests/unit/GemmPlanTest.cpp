@@ -288,6 +288,12 @@ TEST(GemmPlanTest, GroupedKernelsAreWrittenWithoutIr) {
   KernelSource source = generateGemmSource(plan, TargetInfo::h200());
   EXPECT_NE(source.source.find("/*Groups=*/64>;"), std::string::npos)
       << source.source;
+  GemmSpec masked = grouped(64);
+  masked.maskedGroups = true;
+  EXPECT_NE(
+      generateGemmSource(planOrDie(masked, atRows(8192)), TargetInfo::h200())
+          .source.find("/*Groups=*/64, /*MaskedGroups=*/true>;"),
+      std::string::npos);
   llvm::Expected<KernelSource> piped = compileGemm(plan, TargetInfo::h200());
   ASSERT_FALSE(bool(piped));
   EXPECT_NE(llvm::toString(piped.takeError()).find("no m-grouped GEMM"),

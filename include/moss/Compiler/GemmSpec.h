@@ -113,6 +113,12 @@ struct GemmSpec {
   /// on the device (GemmBuffers::groupOffsets), so M is dynamic and any
   /// expert may have no rows.
   int64_t groups = 0;
+  /// With groups > 0, the masked layout (decoding, CUDA graphs) instead of
+  /// the contiguous one: A and the output hold M / groups rows per expert
+  /// (a [groups, M / groups, K] batch), the launch gives each expert's row
+  /// count on the device, and the output's rows past a count are not
+  /// written.
+  bool maskedGroups = false;
   /// The most experts a grouped GEMM takes.
   static constexpr int64_t kMaxGroups = 4096;
 

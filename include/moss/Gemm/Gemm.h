@@ -90,7 +90,10 @@ struct GemmBuffers {
   /// offsets[groups] = M. The kernel reads them itself (no host
   /// synchronization); it takes offsets[0] as 0 and offsets[groups] as M,
   /// and keeps the others in [0, M], so bad offsets give wrong rows but
-  /// never reach memory outside the buffers. Null for a plain GEMM.
+  /// never reach memory outside the buffers. A masked one's
+  /// (spec.maskedGroups) are instead [groups] row counts: expert g's rows
+  /// are the first counts[g] of [g * M / groups, (g + 1) * M / groups),
+  /// each count kept in [0, M / groups]. Null for a plain GEMM.
   CUdeviceptr groupOffsets = 0;
 };
 

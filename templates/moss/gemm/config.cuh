@@ -59,9 +59,11 @@ struct Args {
   /// zero before the first launch (each launch leaves them zero again);
   /// else null.
   void *workspace;
-  /// With Groups > 0 (an m-grouped GEMM): [Groups + 1] int32 row offsets,
-  /// expert g's rows of A and the output being [offsets[g],
-  /// offsets[g + 1]) (clamped to [0, m]); else null.
+  /// With Groups > 0 (an m-grouped GEMM), contiguous: [Groups + 1] int32
+  /// row offsets, expert g's rows of A and the output being [offsets[g],
+  /// offsets[g + 1]) (clamped to [0, m]). Masked (Params::maskedGroups):
+  /// [Groups] int32 row counts, expert g's rows being the first counts[g]
+  /// (clamped to [0, m / Groups]) of its m / Groups. Else null.
   const int *groupOffsets;
 };
 
@@ -120,6 +122,11 @@ struct Params {
   /// Args::groupOffsets giving where each expert's start. Tiles never
   /// straddle two experts; M is dynamic.
   int groups = 0;
+  /// Optional (default false), with groups > 0: the masked layout. A and
+  /// the output hold m / Groups rows per expert (a [Groups, m / Groups, K]
+  /// batch), of which expert g uses its first Args::groupOffsets[g]; the
+  /// output's other rows are not written.
+  bool maskedGroups = false;
 };
 
 /// Bytes of an Out / Bias / Accum element.
@@ -417,6 +424,8 @@ constexpr MOSS_GEMM_HD const char *validate(const Params &p) {
     return "SplitK > 1 needs 1x1 clusters";
   if (p.groups < 0)
     return "Groups must be 0 (a plain GEMM) or the number of experts";
+  if (p.maskedGroups && p.groups == 0)
+    return "MaskedGroups needs Groups > 0";
   if (p.groups > 0 &&
       (p.m != -1 || p.tileM == 64 || p.splitK != 1 ||
        p.clusterM * p.clusterN != 1 || p.foldA ||
@@ -486,25 +495,39 @@ struct Unit {
 /// experts before it. A cursor over the experts finds a unit's expert;
 /// units asked for in increasing order only move it forward.
 struct GroupWalk {
-  const int *offsets; ///< [groups + 1] row offsets (device memory)
-  int m;              ///< all experts' rows
-  int group = 0;      ///< the cursor's expert ...
-  int before = 0;     ///< ... and the units of the experts before it
+  /// Args::groupOffsets (device memory): [groups + 1] row offsets, or
+  /// [groups] row counts when masked.
+  const int *offsets;
+  int m;          ///< all experts' rows
+  int group = 0;  ///< the cursor's expert ...
+  int before = 0; ///< ... and the units of the experts before it
 
-  /// Expert g's first row, offsets[g] with offsets[0] taken as 0 and
-  /// offsets[groups] as m, kept in [0, m]: an expert that does not end past
-  /// its start is empty, and bad offsets never reach rows outside A.
+  /// Contiguous: offsets[g] with offsets[0] taken as 0 and offsets[groups]
+  /// as m, kept in [0, m]: an expert that does not end past its start is
+  /// empty, and bad offsets never reach rows outside A.
   MOSS_GEMM_HD int row(Params p, int g) const {
     const int r = g <= 0 ? 0 : g >= p.groups ? m : offsets[g];
     return r < 0 ? 0 : r > m ? m : r;
+  }
+  /// Expert g's first row.
+  MOSS_GEMM_HD int start(Params p, int g) const {
+    return p.maskedGroups ? g * (m / p.groups) : row(p, g);
+  }
+  /// The row after expert g's last: masked, its count kept in [0, m /
+  /// groups], so that an expert never reaches the next one's rows.
+  MOSS_GEMM_HD int end(Params p, int g) const {
+    if (!p.maskedGroups)
+      return row(p, g + 1);
+    const int capacity = m / p.groups, count = offsets[g];
+    return start(p, g) + (count < 0 ? 0 : count > capacity ? capacity : count);
   }
   /// Expert g's tiles; a huge count past the last expert, which stops the
   /// cursor there.
   MOSS_GEMM_HD int tiles(Params p, int g) const {
     if (g >= p.groups)
       return 1 << 30;
-    const int start = row(p, g), end = row(p, g + 1);
-    return end > start ? numTiles(p, end - start) : 0;
+    const int first = start(p, g), last = end(p, g);
+    return last > first ? numTiles(p, last - first) : 0;
   }
   /// The tiles of all experts.
   MOSS_GEMM_HD int total(Params p) const {
@@ -521,10 +544,10 @@ struct GroupWalk {
       before += t;
       ++group;
     }
-    Unit r{0, 0, row(p, group + 1), group};
-    const int start = row(p, group);
-    tileOrigin(p, r.rowEnd - start, u - before, 0, r.m0, r.n0);
-    r.m0 += start;
+    Unit r{0, 0, end(p, group), group};
+    const int first = start(p, group);
+    tileOrigin(p, r.rowEnd - first, u - before, 0, r.m0, r.n0);
+    r.m0 += first;
     return r;
   }
 };
@@ -601,9 +624,10 @@ constexpr MOSS_GEMM_HD int gridSize(Params p, int m, int smCount) {
 }
 
 /// The full GEMM configuration (docs/GEMM-KERNEL-ABI.md). The first 25
-/// parameters are the ABI's; ForcePromoteK_, QuickCompile_, F16Mma_, FoldA_
-/// and Groups_ (emitted up to the last one set) are Params::forcePromoteK,
-/// ::quickCompile, ::f16Mma, ::foldA and ::groups. Every k* constant is the
+/// parameters are the ABI's; ForcePromoteK_, QuickCompile_, F16Mma_, FoldA_,
+/// Groups_ and MaskedGroups_ (emitted up to the last one set) are
+/// Params::forcePromoteK, ::quickCompile, ::f16Mma, ::foldA, ::groups and
+/// ::maskedGroups. Every k* constant is the
 /// field of plan().
 template <int M_, int N_, int K_, int ElemA_, int ElemB_, int ScaleA_,
           int BlockRowsA_, int BlockA_, bool GlobalRowA_, int ScaleB_,
@@ -611,7 +635,8 @@ template <int M_, int N_, int K_, int ElemA_, int ElemB_, int ScaleA_,
           int Accum_, bool Amax_, int TileM_, int TileN_, int Stages_,
           int ClusterM_, int ClusterN_, bool RasterAlongN_, int Swizzle_,
           int SplitK_, int ForcePromoteK_ = 0, bool QuickCompile_ = false,
-          bool F16Mma_ = false, bool FoldA_ = false, int Groups_ = 0>
+          bool F16Mma_ = false, bool FoldA_ = false, int Groups_ = 0,
+          bool MaskedGroups_ = false>
 struct Config {
   static constexpr Params kParams = {M_,
                                      N_,
@@ -642,7 +667,8 @@ struct Config {
                                      QuickCompile_,
                                      F16Mma_,
                                      FoldA_,
-                                     Groups_};
+                                     Groups_,
+                                     MaskedGroups_};
   static_assert(
       validate(kParams) == nullptr,
       "invalid moss::gemm_kernel::Config: moss::gemm_kernel::validate(params) "
