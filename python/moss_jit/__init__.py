@@ -45,22 +45,31 @@ if _torch_module is not None:
 
     from ._grouped import ExpertWeights, stack_experts
 
-    def grouped_gemm(a, b, offsets, out_dtype=None, bias=None, fold="auto"):
+    def grouped_gemm(a, b, offsets, out_dtype=None, bias=None, fold="auto",
+                     layout="contiguous", out=None):
         """The m-grouped GEMM of a mixture-of-experts layer: for each expert
-        g, D[rows] = a[rows] @ b_g^T over its rows offsets[g] to
-        offsets[g + 1]. a: MossTensor [M, K], the experts' rows in turn,
+        g, D[rows] = a[rows] @ b_g^T over its rows. a: MossTensor [M, K]
         quantized row by row (blocks of one row); b: the G experts'
         MossTensors [N, K] quantized alike, or stack_experts() of them (do
-        that once: it copies the weights); offsets: int32 tensor [G + 1] on
-        a's device, 0 first and M last, non-decreasing (an expert may have
-        no rows); bias: [G, N] or None. Returns D [M, N] in `out_dtype`
-        (default torch.bfloat16). CUDA operands run one JIT kernel for all
-        experts with the offsets read on the GPU (no synchronization); CPU
-        operands the FP64 reference expert by expert. fold as in gemm()
-        (by all experts' rows together)."""
+        that once: it copies the weights); bias: [G, N] or None.
+        layout="contiguous": a holds the experts' rows in turn and offsets
+        is an int32 tensor [G + 1] on a's device, 0 first and M last,
+        non-decreasing (an expert may have no rows). layout="masked"
+        (decoding, CUDA graphs): a holds M / G rows per expert (a
+        [G, M / G, K] batch reshaped to [M, K]) and offsets is an int32
+        tensor [G] of how many of them each expert uses; D's other rows are
+        not written. Returns D [M, N] in `out_dtype` (default
+        torch.bfloat16): `out` if given (contiguous, [M, N]), else a new
+        tensor, zeros for the masked layout. CUDA operands run one JIT
+        kernel for all experts with the offsets read on the GPU (no
+        synchronization; values out of range give wrong rows, never an
+        access outside the tensors); CPU operands the FP64 reference expert
+        by expert, after checking the values. fold as in gemm() (by all M
+        rows together)."""
         from ._grouped import grouped_gemm as run
         return run(a, b, offsets, _torch_module.bfloat16
-                   if out_dtype is None else out_dtype, bias, fold)
+                   if out_dtype is None else out_dtype, bias, fold, layout,
+                   out)
 
 __all__ = ["MossError", "MossTensor", "quantize", "quantize_both_layouts",
            "gemm", "grouped_gemm", "stack_experts", "ExpertWeights",

@@ -22,6 +22,7 @@ INPUTS = {"f32": 0, "bf16": 1}
 FOLDS = {"auto": 0, "none": 1, "128": 2, "row": 3}
 FLOAT_TYPES = {None: -1, "bf16": 0, "f16": 1, "f32": 2}
 MMA_TYPES = {"auto": 0, "fp8": 1, "f16": 2}
+GROUP_LAYOUTS = {"contiguous": 0, "masked": 1}
 DYNAMIC = -1
 
 ERROR_INVALID_ARGUMENT = 1
@@ -104,7 +105,7 @@ class GemmSpec(Structure):
                 ("b", GemmOperandSpec), ("out", c_int32), ("bias", c_int32),
                 ("accumulate", c_int32), ("amax", c_int32), ("beta", c_float),
                 ("promote_k", c_int32), ("mma", c_int32), ("fold", c_int32),
-                ("groups", c_int32)]
+                ("groups", c_int32), ("group_layout", c_int32)]
 
 
 class GemmOperand(Structure):

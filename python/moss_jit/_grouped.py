@@ -1,7 +1,8 @@
 """m-grouped GEMMs (mixture-of-experts layers) on torch tensors: each
 expert's rows of A times its own weight, in one launch on a Hopper GPU
 (the C API's moss_gemm_plan_launch_grouped), or expert by expert in FP64
-on the CPU."""
+on the CPU. The contiguous layout takes the experts' rows back to back with
+G + 1 offsets; the masked one M / G rows per expert with G counts."""
 
 from typing import Any, NamedTuple, Optional, Tuple
 
@@ -75,16 +76,49 @@ def stack_experts(weights):
                          first.global_scope, len(weights), n)
 
 
-def _check_offsets(offsets, groups, m, device):
+def _check_offsets(offsets, groups, m, device, masked):
+    what = "row counts" if masked else "row offsets"
+    size, meaning = (groups, "one per expert") if masked else \
+        (groups + 1, "the experts plus one")
     if not isinstance(offsets, torch.Tensor):
-        raise TypeError("offsets must be a torch tensor of int32 row offsets")
-    if offsets.dtype != torch.int32 or tuple(offsets.shape) != (groups + 1,) \
+        raise TypeError(f"offsets must be a torch tensor of int32 {what}")
+    if offsets.dtype != torch.int32 or tuple(offsets.shape) != (size,) \
             or not offsets.is_contiguous():
-        raise ValueError(f"offsets must be a contiguous int32 tensor "
-                         f"[{groups + 1}] (the experts plus one), got "
-                         f"{offsets.dtype} {tuple(offsets.shape)}")
+        raise ValueError(f"offsets must be a contiguous int32 tensor [{size}] "
+                         f"of {what} ({meaning}), got {offsets.dtype} "
+                         f"{tuple(offsets.shape)}")
     if offsets.device != device:
         raise ValueError(f"offsets is on {offsets.device}, a on {device}")
+    if masked and m % groups:
+        raise ValueError(f"a has {m} rows, not a multiple of the {groups} "
+                         "experts: the masked layout gives each expert M / G "
+                         "rows")
+
+
+def _expert_rows(offsets, groups, m, masked):
+    """Each expert's (first row, end row), checked on the host (CPU)."""
+    values = offsets.tolist()
+    if masked:
+        capacity = m // groups
+        if any(not 0 <= c <= capacity for c in values):
+            raise ValueError(f"row counts {values} must each lie in [0, "
+                             f"{capacity}] (M / G)")
+        return [(g * capacity, g * capacity + c) for g, c in enumerate(values)]
+    if values[0] != 0 or values[-1] != m or \
+            any(x > y for x, y in zip(values, values[1:])):
+        raise ValueError(f"offsets {values} must start at 0, end at M={m} "
+                         "and not decrease")
+    return list(zip(values, values[1:]))
+
+
+def _check_out(out, m, n, out_dtype, device):
+    if not isinstance(out, torch.Tensor):
+        raise TypeError("out must be a torch tensor or None")
+    if tuple(out.shape) != (m, n) or out.dtype != out_dtype or \
+            not out.is_contiguous() or out.device != device:
+        raise ValueError(f"out must be a contiguous {out_dtype} tensor "
+                         f"[{m}, {n}] on {device}, got {out.dtype} "
+                         f"{tuple(out.shape)} on {out.device}")
 
 
 def _slice_rows(a, start, end):
@@ -97,7 +131,7 @@ def _slice_rows(a, start, end):
 
 
 def grouped_gemm(a, b, offsets, out_dtype=torch.bfloat16, bias=None,
-                 fold="auto"):
+                 fold="auto", layout="contiguous", out=None):
     if not isinstance(b, ExpertWeights):
         b = stack_experts(b)
     m, k, device = _torch._check_operand(a, "a")
@@ -111,24 +145,31 @@ def grouped_gemm(a, b, offsets, out_dtype=torch.bfloat16, bias=None,
         raise ValueError(f"a's blocks span {a.block[0]} rows; a grouped "
                          "GEMM's rows belong to their experts one by one "
                          "(quantize a with blocks of one row)")
-    _check_offsets(offsets, b.groups, m, device)
+    if layout not in _capi.GROUP_LAYOUTS:
+        schemes._choice(layout, tuple(_capi.GROUP_LAYOUTS), "layout")
+    masked = layout == "masked"
+    _check_offsets(offsets, b.groups, m, device, masked)
     if out_dtype not in _torch.OUT_TYPES:
         raise TypeError(f"out_dtype={out_dtype} is not torch.bfloat16, "
                         "torch.float16 or torch.float32")
+    if out is not None:
+        _check_out(out, m, b.n, out_dtype, device)
     bias_type = _torch._check_epilogue(bias, "bias", (b.groups, b.n), device)
     if fold not in _capi.FOLDS:
         schemes._choice(fold, tuple(_capi.FOLDS), "fold")
 
+    # A masked layout's unused rows are left as they were: zeros unless the
+    # caller passes its own output.
+    if out is not None:
+        d = out
+    elif masked:
+        d = torch.zeros(m, b.n, dtype=out_dtype, device=device)
+    else:
+        d = torch.empty(m, b.n, dtype=out_dtype, device=device)
     if device.type == "cpu":
         # Expert by expert, the FP64 reference of each (as gemm on CPU).
-        bounds = offsets.tolist()
-        if bounds[0] != 0 or bounds[-1] != m or \
-                any(x > y for x, y in zip(bounds, bounds[1:])):
-            raise ValueError(f"offsets {bounds} must start at 0, end at "
-                             f"M={m} and not decrease")
-        d = torch.empty(m, b.n, dtype=out_dtype)
-        for g in range(b.groups):
-            start, end = bounds[g], bounds[g + 1]
+        for g, (start, end) in enumerate(
+                _expert_rows(offsets, b.groups, m, masked)):
             if start == end:
                 continue
             part = reference.gemm_numpy(
@@ -142,10 +183,9 @@ def grouped_gemm(a, b, offsets, out_dtype=torch.bfloat16, bias=None,
     index = _torch._check_cuda_device(a.codes, "a", hopper=True)
     spec = _torch._gemm_spec(
         _capi.DYNAMIC, b.n, k, a[3:7], b[3:7], _torch.OUT_TYPES[out_dtype],
-        bias_type, None, False, 1.0, "auto", fold, b.groups)
+        bias_type, None, False, 1.0, "auto", fold, b.groups, masked)
     counts = tuple(t.numel() if t is not None else 0
                    for t in a[1:3] + b[1:3])
-    d = torch.empty(m, b.n, dtype=out_dtype, device=device)
     buffers = _torch.gemm_buffers(a, b, d, bias, None, None, counts)
     with _torch._DeviceGuard(index):
         _capi.check(_capi.moss_gemm_plan_launch_grouped_packed(

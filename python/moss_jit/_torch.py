@@ -302,10 +302,11 @@ def _operand_spec(scheme, fmt, block, global_scope):
 
 
 @functools.lru_cache(maxsize=4096)
-def _gemm_spec(m, n, k, a, b, out, bias, c, amax, beta, mma, fold, groups=0):
+def _gemm_spec(m, n, k, a, b, out, bias, c, amax, beta, mma, fold, groups=0,
+               masked=False):
     """The moss_gemm_spec_t of a call; `a` and `b` are the operands'
     (scheme, format, block, global_scope); `groups` the experts of an
-    m-grouped GEMM (0: a plain one)."""
+    m-grouped GEMM (0: a plain one), `masked` its layout."""
     spec = _capi.GemmSpec()
     _capi.lib.moss_gemm_spec_init(ctypes.byref(spec))
     spec.m, spec.n, spec.k = m, n, k
@@ -319,6 +320,8 @@ def _gemm_spec(m, n, k, a, b, out, bias, c, amax, beta, mma, fold, groups=0):
     spec.mma = _capi.MMA_TYPES[mma]
     spec.fold = _capi.FOLDS[fold]
     spec.groups = groups
+    spec.group_layout = _capi.GROUP_LAYOUTS["masked" if masked else
+                                            "contiguous"]
     return spec
 
 

@@ -360,6 +360,38 @@ class GroupedGemmCudaTest(unittest.TestCase):
                                         5e-3, f"expert {g} of {rows}")
                     start += r
 
+    def test_masked_experts_write_only_their_counted_rows(self):
+        # Decoding: 32 experts of 24 rows each, 0 to 24 of them used; the
+        # output's unused rows keep the caller's poison.
+        rng = np.random.default_rng()
+        groups, capacity, n, k = 32, 24, 256, 512
+        counts = [int(c) for c in rng.integers(0, capacity + 1, size=groups)]
+        counts[0], counts[1], counts[2] = 0, 1, capacity
+        m = groups * capacity
+        x = torch.from_numpy(llm_like(rng, m, k)).to(DEVICE)
+        a = moss_jit.quantize(x, "moss", global_scope="row")
+        weights = moss_jit.stack_experts([moss_jit.quantize(
+            torch.randn(n, k, device=DEVICE), "per-tensor")
+            for _ in range(groups)])
+        out = torch.full((m, n), float("nan"), dtype=torch.bfloat16,
+                         device=DEVICE)
+        d = moss_jit.grouped_gemm(
+            a, weights, torch.tensor(counts, dtype=torch.int32,
+                                     device=DEVICE),
+            layout="masked", out=out)
+        self.assertIs(d, out)
+        dq_a = a.dequantize()
+        for g, count in enumerate(counts):
+            start = g * capacity
+            if count:
+                want = dq_a[start:start + count] @ \
+                    weights.expert(g).dequantize().T
+                self.assertLess(rel_error(d[start:start + count], want), 5e-3,
+                                f"expert {g} of {counts}")
+            self.assertTrue(
+                torch.isnan(d[start + count:start + capacity]).all(),
+                f"expert {g} wrote past its {count} rows")
+
 
 class LinearCudaTest(unittest.TestCase):
     def test_forward_dgrad_wgrad_against_fp64(self):

@@ -84,6 +84,45 @@ class GroupedGemmCpuTest(unittest.TestCase):
     def test_mxfp8_x_mxfp8_one_expert(self):
         self.check("mxfp8", "mxfp8", 1, 40, 96)
 
+    def test_masked_layout_computes_each_experts_counted_rows(self):
+        rng = np.random.default_rng()
+        groups, capacity, n, k = 5, 12, 24, 64
+        counts = [int(c) for c in rng.integers(0, capacity + 1, size=groups)]
+        counts[0], counts[1] = 0, capacity
+        m = groups * capacity
+        x = torch.from_numpy(llm_like(rng, m, k))
+        a = moss_jit.quantize(x, "moss", global_scope="row")
+        weights = moss_jit.stack_experts([moss_jit.quantize(
+            torch.from_numpy(rng.standard_normal((n, k)).astype(np.float32)),
+            "per-tensor") for _ in range(groups)])
+        b_bias = torch.from_numpy(
+            rng.standard_normal((groups, n)).astype(np.float32))
+        got = moss_jit.grouped_gemm(
+            a, weights, torch.tensor(counts, dtype=torch.int32),
+            bias=b_bias, layout="masked")
+        self.assertEqual(tuple(got.shape), (m, n))
+        dq_a = reference.dequantize(a).to(torch.float64)
+        for g, count in enumerate(counts):
+            rows = slice(g * capacity, g * capacity + count)
+            want = dq_a[rows] @ reference.dequantize(
+                weights.expert(g)).to(torch.float64).T + \
+                b_bias[g].to(torch.float64)
+            torch.testing.assert_close(got[rows], want.to(torch.bfloat16),
+                                       msg=f"expert {g} of {counts}")
+            unused = got[g * capacity + count:(g + 1) * capacity]
+            self.assertTrue(torch.equal(unused, torch.zeros_like(unused)))
+        # A given output keeps what the experts do not write.
+        out = torch.full((m, n), 7.0, dtype=torch.bfloat16)
+        again = moss_jit.grouped_gemm(
+            a, weights, torch.tensor(counts, dtype=torch.int32),
+            bias=b_bias, layout="masked", out=out)
+        self.assertIs(again, out)
+        for g, count in enumerate(counts):
+            rows = slice(g * capacity, g * capacity + count)
+            self.assertTrue(torch.equal(out[rows], got[rows]))
+            unused = out[g * capacity + count:(g + 1) * capacity]
+            self.assertTrue(torch.equal(unused, torch.full_like(unused, 7.0)))
+
     def test_stacked_experts_keep_their_own_scales(self):
         rng = np.random.default_rng()
         weights = [moss_jit.quantize(torch.from_numpy(
@@ -117,6 +156,31 @@ class GroupedGemmArgumentsTest(unittest.TestCase):
             with self.subTest(offsets=offsets):
                 with self.assertRaisesRegex((TypeError, ValueError), text):
                     moss_jit.grouped_gemm(self.a, self.weights, offsets)
+
+    def test_masked_counts_and_rows_are_checked(self):
+        counts = torch.tensor([3, 5], dtype=torch.int32)
+        for a_rows, offsets, text in (
+                (10, torch.tensor([3, 6], dtype=torch.int32), r"\[0, 5\]"),
+                (10, torch.tensor([-1, 2], dtype=torch.int32), r"\[0, 5\]"),
+                (10, torch.tensor([0, 3, 5], dtype=torch.int32), r"\[2\]"),
+                (9, counts, "not a multiple of the 2 experts")):
+            with self.subTest(offsets=offsets, a_rows=a_rows):
+                a = moss_jit.quantize(torch.randn(a_rows, 64), "moss",
+                                      global_scope="row")
+                with self.assertRaisesRegex(ValueError, text):
+                    moss_jit.grouped_gemm(a, self.weights, offsets,
+                                          layout="masked")
+        with self.assertRaisesRegex(ValueError, "layout"):
+            moss_jit.grouped_gemm(self.a, self.weights, counts,
+                                  layout="padded")
+        for out, text in ((torch.zeros(10, 16), "torch.bfloat16"),
+                          (torch.zeros(16, 10, dtype=torch.bfloat16).T,
+                           "contiguous"),
+                          ("d", "torch tensor")):
+            with self.subTest(out=out):
+                with self.assertRaisesRegex((TypeError, ValueError), text):
+                    moss_jit.grouped_gemm(self.a, self.weights, self.offsets,
+                                          out=out)
 
     def test_experts_must_match(self):
         other = moss_jit.quantize(torch.randn(16, 64), "per-row")
