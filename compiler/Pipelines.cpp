@@ -89,7 +89,8 @@ private:
 
 } // namespace
 
-/// The kernel of a moss.gemm built from `spec` (a spec whose kernel folds A
+/// The kernel of a moss.gemm (moss.grouped_gemm for a spec with groups)
+/// built from `spec` (a spec whose kernel folds A
 /// becomes an op that folds by rows, which getFoldingKernelSpec gives back)
 /// on the tiling `getTiling` gives once the op has verified (its errors say
 /// more than the planner's), through the pipeline and the C++ emitter.
@@ -98,11 +99,6 @@ static llvm::Expected<compiler::KernelSource> compileGemmOp(
     llvm::function_ref<llvm::Expected<compiler::TileConfig>()> getTiling,
     bool quickCompile, const compiler::TargetInfo &target,
     const compiler::StageCallback &onStage) {
-  if (spec.groups)
-    return llvm::createStringError(
-        "cannot compile the GEMM " + spec.str() +
-        ": the moss dialect has no m-grouped GEMM yet; the runtime writes "
-        "its kernel without IR (compiler::generateGemmSource)");
   DialectRegistry registry;
   registry.insert<MOSSDialect, func::FuncDialect, emitc::EmitCDialect>();
   MLIRContext context(registry, MLIRContext::Threading::DISABLED);
@@ -143,8 +139,9 @@ static llvm::Expected<compiler::KernelSource> compileGemmOp(
   llvm::Expected<compiler::TileConfig> tiling = getTiling();
   if (!tiling)
     return fail(llvm::toString(tiling.takeError()));
-  func->walk(
-      [&](GemmOp op) { op.setTilingAttr(getTilingAttr(&context, *tiling)); });
+  TilingAttr tilingAttr = getTilingAttr(&context, *tiling);
+  func->walk([&](GemmOp op) { op.setTilingAttr(tilingAttr); });
+  func->walk([&](GroupedGemmOp op) { op.setTilingAttr(tilingAttr); });
   if (onStage) {
     std::string text;
     llvm::raw_string_ostream os(text);

@@ -283,7 +283,7 @@ TEST(GemmPlanTest, AGroupedBWithOneGlobalPerExpertDoesNotFold) {
   EXPECT_TRUE(bool(planGemm(spec, TargetInfo::h200(), atRows(4096))));
 }
 
-TEST(GemmPlanTest, GroupedKernelsAreWrittenWithoutIr) {
+TEST(GemmPlanTest, GroupedKernelsCarryTheirLayout) {
   GemmPlan plan = planOrDie(grouped(64), atRows(8192));
   KernelSource source = generateGemmSource(plan, TargetInfo::h200());
   EXPECT_NE(source.source.find("/*Groups=*/64>;"), std::string::npos)
@@ -294,10 +294,6 @@ TEST(GemmPlanTest, GroupedKernelsAreWrittenWithoutIr) {
       generateGemmSource(planOrDie(masked, atRows(8192)), TargetInfo::h200())
           .source.find("/*Groups=*/64, /*MaskedGroups=*/true>;"),
       std::string::npos);
-  llvm::Expected<KernelSource> piped = compileGemm(plan, TargetInfo::h200());
-  ASSERT_FALSE(bool(piped));
-  EXPECT_NE(llvm::toString(piped.takeError()).find("no m-grouped GEMM"),
-            std::string::npos);
 }
 
 } // namespace

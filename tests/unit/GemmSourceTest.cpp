@@ -100,6 +100,23 @@ std::vector<Case> cases() {
   s.splitK = 4;
   split.options.tiling = s;
   all.push_back(split);
+  // m-grouped GEMMs (moss.grouped_gemm): contiguous with the row fold, a
+  // bias and per-row B globals; masked with per-group scales.
+  Case grouped{mossForward(), {}};
+  grouped.spec.fold.reset();
+  grouped.spec.groups = 8;
+  grouped.spec.bScaling = ScalingScheme::perRow();
+  grouped.spec.bias = FloatType::BF16;
+  grouped.options.rows = 8192;
+  all.push_back(grouped);
+  Case masked{makeSpec(GemmSpec::kDynamic, 2048, 7168,
+                       ScalingScheme::perGroup(1, 128),
+                       ScalingScheme::perGroup(128, 128), FloatType::F32),
+              {}};
+  masked.spec.groups = 64;
+  masked.spec.maskedGroups = true;
+  masked.options.quickCompile = true;
+  all.push_back(masked);
   return all;
 }
 

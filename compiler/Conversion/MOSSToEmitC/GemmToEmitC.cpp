@@ -1,7 +1,7 @@
 //===- GemmToEmitC.cpp - moss-convert-gemm-to-emitc -----------------------===//
 //
-// Lowers each moss.gemm kernel function to the EmitC form of the CUDA C++
-// translation unit of docs/GEMM-KERNEL-ABI.md:
+// Lowers each moss.gemm and moss.grouped_gemm kernel function to the EmitC
+// form of the CUDA C++ translation unit of docs/GEMM-KERNEL-ABI.md:
 //
 //   emitc.file "moss_gemm_<hash>" attributes {moss.tiling = #moss.tiling<..>} {
 //     emitc.include "moss/gemm/kernel.cuh"
@@ -53,7 +53,7 @@ using namespace mlir::moss;
 namespace compiler = ::moss::compiler;
 
 /// Builds the emitc.file of `op` before `func`, or reuses an equal one.
-static void buildTranslationUnit(OpBuilder &builder, GemmOp op,
+static void buildTranslationUnit(OpBuilder &builder, Operation *op,
                                  const compiler::GemmSpec &spec,
                                  TilingAttr tilingAttr, bool quickCompile,
                                  Operation *func, llvm::StringSet<> &emitted) {
@@ -65,7 +65,7 @@ static void buildTranslationUnit(OpBuilder &builder, GemmOp op,
     return;
 
   MLIRContext *context = builder.getContext();
-  Location loc = op.getLoc();
+  Location loc = op->getLoc();
   builder.setInsertionPoint(func);
   auto file = emitc::FileOp::create(builder, loc, name);
   file->setAttr("moss.tiling", tilingAttr);
@@ -114,39 +114,54 @@ public:
   using Base::Base;
 
   void runOnOperation() override {
-    ModuleOp module = getOperation();
-    SmallVector<GemmOp> gemms;
-    module.walk([&](GemmOp op) { gemms.push_back(op); });
-
     // Check every op before rewriting any.
-    SmallVector<std::pair<GemmOp, Operation *>> kernels;
-    for (GemmOp op : gemms) {
-      FailureOr<FunctionOpInterface> func = getKernelFunction(op);
-      if (failed(func))
-        return signalPassFailure();
-      if (failed(checkStaticNK(op, getGemmShape(op),
-                               "moss-convert-gemm-to-emitc")))
-        return signalPassFailure();
-      if (!op.getTilingAttr()) {
-        op.emitOpError() << "has no tiling attribute; expected a "
-                            "#moss.tiling (run moss-select-tiling first)";
-        return signalPassFailure();
-      }
-      kernels.push_back({op, func->getOperation()});
-    }
+    SmallVector<Kernel> kernels;
+    WalkResult walk = getOperation().walk([&](Operation *op) {
+      LogicalResult checked = success();
+      if (auto gemm = dyn_cast<GemmOp>(op))
+        checked = check(gemm, kernels);
+      else if (auto grouped = dyn_cast<GroupedGemmOp>(op))
+        checked = check(grouped, kernels);
+      return failed(checked) ? WalkResult::interrupt() : WalkResult::advance();
+    });
+    if (walk.wasInterrupted())
+      return signalPassFailure();
 
     OpBuilder builder(&getContext());
     llvm::StringSet<> emitted;
-    for (auto [op, func] : kernels) {
-      // The kernel of the folded operands, when the op folds (with
-      // fold-a-in-kernel, the kernel that folds A itself where it can).
-      const compiler::GemmSpec asked = getGemmSpec(op, getGemmShape(op));
-      const compiler::GemmSpec spec = compiler::getPlannedKernelSpec(
-          asked, compiler::GemmSpec::kDynamic, foldAInKernel);
-      buildTranslationUnit(builder, op, spec, op.getTilingAttr(), quickCompile,
-                           func, emitted);
-      func->erase();
+    for (const Kernel &kernel : kernels) {
+      buildTranslationUnit(builder, kernel.op, kernel.spec, kernel.tiling,
+                           quickCompile, kernel.func, emitted);
+      kernel.func->erase();
     }
+  }
+
+private:
+  /// A GEMM op checked, with what its translation unit needs.
+  struct Kernel {
+    Operation *op;
+    Operation *func;
+    compiler::GemmSpec spec;
+    TilingAttr tiling;
+  };
+
+  template <class OpT>
+  LogicalResult check(OpT op, SmallVectorImpl<Kernel> &kernels) {
+    FailureOr<FunctionOpInterface> func = getKernelFunction(op);
+    if (failed(func))
+      return failure();
+    GemmShape shape = getGemmShape(op);
+    if (failed(checkStaticNK(op, shape, "moss-convert-gemm-to-emitc")))
+      return failure();
+    if (!op.getTilingAttr())
+      return op.emitOpError() << "has no tiling attribute; expected a "
+                                 "#moss.tiling (run moss-select-tiling first)";
+    // The kernel of the folded operands, when the op folds (with
+    // fold-a-in-kernel, the kernel that folds A itself where it can).
+    const compiler::GemmSpec spec = compiler::getPlannedKernelSpec(
+        getGemmSpec(op, shape), compiler::GemmSpec::kDynamic, foldAInKernel);
+    kernels.push_back({op, func->getOperation(), spec, op.getTilingAttr()});
+    return success();
   }
 };
 

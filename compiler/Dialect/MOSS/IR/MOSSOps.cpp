@@ -37,20 +37,40 @@ static LogicalResult verifyScale(Operation *op, StringRef what,
   return success();
 }
 
-/// Checks the scales of a K-major operand [rows, k] under `scaling`.
+/// Checks the scales of a K-major operand [rows, k] under `scaling`; with
+/// `groups` > 0, of `groups` such operands stacked (a grouped GEMM's B):
+/// block scales [groups, ...] of one's shape, and one global per operand
+/// ([groups]) or per row ([groups, rows]).
 static LogicalResult verifyOperandScales(Operation *op, StringRef operand,
                                          ScalingAttr scaling, int64_t rows,
-                                         int64_t k, Type local, Type global) {
+                                         int64_t k, Type local, Type global,
+                                         int64_t groups = 0) {
   int64_t block = scaling.getKGranularity();
   if (!ShapedType::isDynamic(k) && k % block != 0)
     return op->emitOpError() << "K=" << k << " of " << operand
                              << " is not a multiple of the scaling block "
                              << block << " of " << scaling;
+  RankedTensorType expectedLocal = scaling.getLocalScaleType(rows, k);
+  RankedTensorType expectedGlobal = scaling.getGlobalScaleType(rows);
+  auto stacked = [&](RankedTensorType type, ArrayRef<int64_t> shape) {
+    return type ? RankedTensorType::get(shape, type.getElementType()) : type;
+  };
+  if (groups > 0) {
+    SmallVector<int64_t> shape = {groups};
+    if (expectedLocal)
+      llvm::append_range(shape, expectedLocal.getShape());
+    expectedLocal = stacked(expectedLocal, shape);
+    const bool perRow = scaling.getKind() == ScalingKind::PerRow ||
+                        (scaling.getKind() == ScalingKind::TwoLevel &&
+                         scaling.getGlobal() == GlobalScope::Row);
+    expectedGlobal = perRow ? stacked(expectedGlobal, {groups, rows})
+                            : stacked(expectedGlobal, {groups});
+  }
   if (failed(verifyScale(op, ("local scales of " + operand).str(), scaling,
-                         local, scaling.getLocalScaleType(rows, k))))
+                         local, expectedLocal)))
     return failure();
-  return verifyScale(op, ("global scales of " + operand).str(), scaling,
-                     global, scaling.getGlobalScaleType(rows));
+  return verifyScale(op, ("global scales of " + operand).str(), scaling, global,
+                     expectedGlobal);
 }
 
 static Type typeOrNull(Value value) { return value ? value.getType() : Type(); }
@@ -100,6 +120,15 @@ LogicalResult QuantizeOp::verify() {
 /// The K step of one FP8 wgmma instruction.
 static constexpr int64_t kMmaK = 32;
 
+static LogicalResult verifyFoldAndPromotion(Operation *op, ScalingAttr aScaling,
+                                            ScalingAttr bScaling, FoldAttr fold,
+                                            std::optional<int64_t> promoteK,
+                                            int64_t k);
+static LogicalResult verifyEpilogue(Operation *op, int64_t m, int64_t n,
+                                    Value result, Value bias,
+                                    ArrayRef<int64_t> biasShape, Value c,
+                                    bool beta, Value amax);
+
 LogicalResult GemmOp::verify() {
   auto a = cast<RankedTensorType>(getA().getType());
   auto b = cast<RankedTensorType>(getB().getType());
@@ -129,9 +158,20 @@ LogicalResult GemmOp::verify() {
                                  typeOrNull(getAGlobal()))) ||
       failed(verifyOperandScales(*this, "operand B", getBScaling(), n, k,
                                  typeOrNull(getBLocal()),
-                                 typeOrNull(getBGlobal()))))
+                                 typeOrNull(getBGlobal()))) ||
+      failed(verifyFoldAndPromotion(*this, getAScaling(), getBScaling(),
+                                    getFoldAttr(), getPromoteK(), k)))
     return failure();
+  return verifyEpilogue(*this, m, n, getResult(), getBias(), {n}, getC(),
+                        getBeta().has_value(), getAmax());
+}
 
+/// The fold and promoteK of a GEMM whose operands are scaled by `aScaling`
+/// and `bScaling` over K = `k`.
+static LogicalResult verifyFoldAndPromotion(Operation *op, ScalingAttr aScaling,
+                                            ScalingAttr bScaling, FoldAttr fold,
+                                            std::optional<int64_t> promoteK,
+                                            int64_t k) {
   // Block factors a fold moves (two-level, MXFP8), and whether this op
   // folds them: an explicit fold other than none, or none given (the
   // default, GemmSpec::getFold, folds all but f32 results).
@@ -139,87 +179,172 @@ LogicalResult GemmOp::verify() {
     return scaling.getKind() == ScalingKind::TwoLevel ||
            scaling.getKind() == ScalingKind::MXFP8;
   };
-  FoldAttr fold = getFoldAttr();
   if (fold && fold.getValue() != BlockScaleFold::None) {
-    if (!foldable(getAScaling()) && !foldable(getBScaling()))
-      return emitOpError() << "fold " << fold
-                           << " moves E8M0 block factors, but neither operand "
-                              "has them (two_level or mxfp8)";
+    if (!foldable(aScaling) && !foldable(bScaling))
+      return op->emitOpError()
+             << "fold " << fold
+             << " moves E8M0 block factors, but neither operand "
+                "has them (two_level or mxfp8)";
     if (fold.getValue() == BlockScaleFold::K128) {
       if (!ShapedType::isDynamic(k) && k % 128 != 0)
-        return emitOpError() << "K=" << k
-                             << " is not a multiple of 128, the 128 fold's "
-                                "group";
-      for (auto [name, scaling] : {std::pair{"A", getAScaling()},
-                                   std::pair{"B", getBScaling()}})
+        return op->emitOpError() << "K=" << k
+                                 << " is not a multiple of 128, the 128 fold's "
+                                    "group";
+      for (auto [name, scaling] :
+           {std::pair{"A", aScaling}, std::pair{"B", bScaling}})
         if (foldable(scaling) && 128 % scaling.getBlockCols() != 0)
-          return emitOpError() << "operand " << name << "'s blocks of "
-                               << scaling.getBlockCols()
-                               << " do not divide the 128 fold's group";
+          return op->emitOpError() << "operand " << name << "'s blocks of "
+                                   << scaling.getBlockCols()
+                                   << " do not divide the 128 fold's group";
     }
   }
   const bool mayFold = !fold || fold.getValue() != BlockScaleFold::None;
 
-  if (std::optional<int64_t> promote = getPromoteK()) {
+  if (std::optional<int64_t> promote = promoteK) {
     if (*promote != 32 && *promote != 64 && *promote != 128)
-      return emitOpError() << "promoteK=" << *promote
-                           << " is not a promotion interval; expected 32, 64 "
-                              "or 128";
+      return op->emitOpError()
+             << "promoteK=" << *promote
+             << " is not a promotion interval; expected 32, 64 "
+                "or 128";
     if (!ShapedType::isDynamic(k) && k % *promote != 0)
-      return emitOpError() << "K=" << k << " is not a multiple of promoteK="
-                           << *promote;
-    for (auto [name, scaling] : {std::pair{"A", getAScaling()},
-                                 std::pair{"B", getBScaling()}}) {
+      return op->emitOpError()
+             << "K=" << k << " is not a multiple of promoteK=" << *promote;
+    for (auto [name, scaling] :
+         {std::pair{"A", aScaling}, std::pair{"B", bScaling}}) {
       int64_t block = scaling.getBlockCols();
       // A folded operand's blocks are those of its folded scheme.
       if (mayFold && foldable(scaling))
         continue;
       if (scaling.hasLocalScales() && block < *promote)
-        return emitOpError()
-               << "promoteK=" << *promote << " is coarser than operand "
-               << name << "'s scaling block " << block
+        return op->emitOpError()
+               << "promoteK=" << *promote << " is coarser than operand " << name
+               << "'s scaling block " << block
                << "; the kernel already promotes every " << block;
     }
   }
+  return success();
+}
 
-  auto result = cast<RankedTensorType>(getResult().getType());
-  Type out = result.getElementType();
+/// The result [m, n], the bias of shape `biasShape`, C [m, n], beta and
+/// amax of a GEMM.
+static LogicalResult verifyEpilogue(Operation *op, int64_t m, int64_t n,
+                                    Value result, Value bias,
+                                    ArrayRef<int64_t> biasShape, Value c,
+                                    bool beta, Value amax) {
+  auto resultType = cast<RankedTensorType>(result.getType());
+  Type out = resultType.getElementType();
   if (!isOutputFloat(out))
-    return emitOpError() << "result element type must be bf16, f16 or f32, "
-                            "got "
-                         << out;
+    return op->emitOpError() << "result element type must be bf16, f16 or f32, "
+                                "got "
+                             << out;
   auto expectedResult = RankedTensorType::get({m, n}, out);
-  if (failed(verifyCompatibleShape(result, expectedResult)))
-    return emitOpError() << "expected a result of type " << expectedResult
-                         << ", got " << result;
+  if (failed(verifyCompatibleShape(resultType, expectedResult)))
+    return op->emitOpError() << "expected a result of type " << expectedResult
+                             << ", got " << resultType;
 
-  if (Value bias = getBias()) {
+  if (bias) {
     auto biasType = cast<RankedTensorType>(bias.getType());
-    auto expected = RankedTensorType::get({n}, biasType.getElementType());
+    auto expected = RankedTensorType::get(biasShape, biasType.getElementType());
     if (!isOutputFloat(biasType.getElementType()) ||
-        failed(verifyCompatibleShape(biasType, expected)))
-      return emitOpError() << "expected a bias of type tensor<" << n
-                           << "xf32> (or bf16, f16), got " << biasType;
+        failed(verifyCompatibleShape(biasType, expected))) {
+      InFlightDiagnostic diag = op->emitOpError()
+                                << "expected a bias of type tensor<";
+      for (int64_t size : biasShape)
+        diag << size << "x";
+      return diag << "f32> (or bf16, f16), got " << biasType;
+    }
   }
-  if (Value c = getC()) {
+  if (c) {
     auto cType = cast<RankedTensorType>(c.getType());
     Type element = cType.getElementType();
     auto expected = RankedTensorType::get({m, n}, element);
     if ((!element.isF32() && element != out) ||
         failed(verifyCompatibleShape(cType, expected)))
-      return emitOpError() << "expected an accumulate operand of type "
-                           << RankedTensorType::get({m, n}, out)
-                           << " or with f32 elements, got " << cType;
-  } else if (getBeta()) {
-    return emitOpError() << "beta needs an accumulate(...) operand";
+      return op->emitOpError() << "expected an accumulate operand of type "
+                               << RankedTensorType::get({m, n}, out)
+                               << " or with f32 elements, got " << cType;
+  } else if (beta) {
+    return op->emitOpError() << "beta needs an accumulate(...) operand";
   }
-  if (Value amax = getAmax()) {
-    auto expected = RankedTensorType::get({1}, Float32Type::get(getContext()));
+  if (amax) {
+    auto expected =
+        RankedTensorType::get({1}, Float32Type::get(op->getContext()));
     if (amax.getType() != expected)
-      return emitOpError() << "expected the amax result to be " << expected
-                           << ", got " << amax.getType();
+      return op->emitOpError() << "expected the amax result to be " << expected
+                               << ", got " << amax.getType();
   }
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// GroupedGemmOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult GroupedGemmOp::verify() {
+  auto a = cast<RankedTensorType>(getA().getType());
+  auto b = cast<RankedTensorType>(getB().getType());
+  if (a.getRank() != 2 || b.getRank() != 3)
+    return emitOpError() << "expected A [M, K] and the experts' B [G, N, K], "
+                            "got "
+                         << a << " and " << b;
+  for (auto [name, type] : {std::pair{"A", a}, std::pair{"B", b}})
+    if (!isMmaFp8(type.getElementType()))
+      return emitOpError() << "operand " << name << " has element type "
+                           << type.getElementType()
+                           << "; Hopper FP8 MMA takes f8E4M3FN or f8E5M2";
+  const int64_t groups = b.getDimSize(0);
+  if (ShapedType::isDynamic(groups) || groups < 1)
+    return emitOpError() << "expected a static number of experts G >= 1 "
+                            "(B's first dimension), got "
+                         << b;
+
+  int64_t m = a.getDimSize(0), n = b.getDimSize(1);
+  int64_t k = a.getDimSize(1), kB = b.getDimSize(2);
+  if (!ShapedType::isDynamic(k) && !ShapedType::isDynamic(kB) && k != kB)
+    return emitOpError() << "K of A (" << k << ") and of B (" << kB
+                         << ") differ";
+  if (ShapedType::isDynamic(k))
+    k = kB;
+  if (!ShapedType::isDynamic(k) && k % kMmaK != 0)
+    return emitOpError() << "K=" << k << " is not a multiple of " << kMmaK
+                         << ", the K step of the FP8 MMA";
+  // Each row belongs to one expert, so A's blocks span one row.
+  if (getAScaling().hasLocalScales() && getAScaling().getBlockRows() != 1)
+    return emitOpError() << "A's blocks of " << getAScaling()
+                         << " span several rows, which may belong to "
+                            "different experts; expected blocks of one row";
+
+  // The rows of the experts: G + 1 offsets or G counts.
+  Value offsets = getOffsets(), counts = getCounts();
+  if (!offsets == !counts)
+    return emitOpError() << "expected either offsets(...) (G + 1 row offsets, "
+                            "the contiguous layout) or counts(...) (G row "
+                            "counts, the masked layout)";
+  const int64_t rowValues = offsets ? groups + 1 : groups;
+  auto expectedRows =
+      RankedTensorType::get({rowValues}, IntegerType::get(getContext(), 32));
+  Value rows = offsets ? offsets : counts;
+  if (failed(verifyCompatibleShape(rows.getType(), expectedRows)) ||
+      cast<RankedTensorType>(rows.getType()).getElementType() !=
+          expectedRows.getElementType())
+    return emitOpError() << "expected " << (offsets ? "offsets" : "counts")
+                         << " of type " << expectedRows << ", got "
+                         << rows.getType();
+  if (counts && !ShapedType::isDynamic(m) && m % groups != 0)
+    return emitOpError() << "M=" << m << " is not a multiple of the " << groups
+                         << " experts of the masked layout (M / G rows each)";
+
+  if (failed(verifyOperandScales(*this, "operand A", getAScaling(), m, k,
+                                 typeOrNull(getALocal()),
+                                 typeOrNull(getAGlobal()))) ||
+      failed(verifyOperandScales(*this, "operand B", getBScaling(), n, k,
+                                 typeOrNull(getBLocal()),
+                                 typeOrNull(getBGlobal()), groups)) ||
+      failed(verifyFoldAndPromotion(*this, getAScaling(), getBScaling(),
+                                    getFoldAttr(), getPromoteK(), k)))
+    return failure();
+  return verifyEpilogue(*this, m, n, getResult(), getBias(), {groups, n},
+                        getC(), getBeta().has_value(), getAmax());
 }
 
 #define GET_OP_CLASSES

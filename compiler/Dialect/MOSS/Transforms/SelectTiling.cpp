@@ -1,6 +1,7 @@
 //===- SelectTiling.cpp - moss-select-tiling ------------------------------===//
 //
-// Attaches a #moss.tiling to every moss.gemm: the tuning database's entry
+// Attaches a #moss.tiling to every moss.gemm and moss.grouped_gemm (the
+// plan's, compiler::planGemm): the tuning database's entry
 // (moss/Compiler/TuningDatabase.h) when `tuning-db` names one that has it,
 // else the heuristic of moss/Compiler/Tiling.h, run on the op's plain
 // GemmSpec.
@@ -41,9 +42,13 @@ public:
     options.allowSplitK = allowSplitK;
     loadDatabase();
 
-    WalkResult walk = getOperation()->walk([&](GemmOp op) {
-      return failed(select(op, target, options)) ? WalkResult::interrupt()
-                                                 : WalkResult::advance();
+    WalkResult walk = getOperation()->walk([&](Operation *op) {
+      LogicalResult selected = success();
+      if (auto gemm = dyn_cast<GemmOp>(op))
+        selected = select(gemm, target, options);
+      else if (auto grouped = dyn_cast<GroupedGemmOp>(op))
+        selected = select(grouped, target, options);
+      return failed(selected) ? WalkResult::interrupt() : WalkResult::advance();
     });
     if (walk.wasInterrupted())
       signalPassFailure();
@@ -67,7 +72,8 @@ private:
     database = std::move(*loaded);
   }
 
-  LogicalResult select(GemmOp op, const compiler::TargetInfo &target,
+  template <class OpT>
+  LogicalResult select(OpT op, const compiler::TargetInfo &target,
                        const compiler::TilingOptions &options) {
     GemmShape shape = getGemmShape(op);
     if (failed(checkStaticNK(op, shape, "moss-select-tiling")))
@@ -77,6 +83,10 @@ private:
     // when the op folds; the blocks the fold reads must still be ones the
     // kernels take.
     const compiler::GemmSpec asked = getGemmSpec(op, shape);
+    // A grouped op's expert count is the IR's (B's first dimension).
+    if (asked.groups)
+      if (llvm::Error error = compiler::checkShapes(asked))
+        return op.emitOpError() << llvm::toString(std::move(error));
     if (llvm::Error error = compiler::checkKernelSupport(asked))
       return op.emitOpError() << "cannot be tiled for " << asked.str() << ": "
                               << llvm::toString(std::move(error));

@@ -1,4 +1,4 @@
-//===- GemmSpecUtils.cpp - moss.gemm <-> GemmSpec -------------------------===//
+//===- GemmSpecUtils.cpp - moss.gemm, moss.grouped_gemm <-> GemmSpec -----===//
 
 #include "moss/Dialect/MOSS/Utils/GemmSpecUtils.h"
 
@@ -74,8 +74,23 @@ GemmShape mlir::moss::getGemmShape(GemmOp op) {
   return {firstStatic(ms), firstStatic(ns), firstStatic(ks)};
 }
 
-LogicalResult mlir::moss::checkStaticNK(GemmOp op, GemmShape shape,
-                                        StringRef stage) {
+GemmShape mlir::moss::getGemmShape(GroupedGemmOp op) {
+  SmallVector<int64_t> ms = {dimOf(op.getA(), 0), dimOf(op.getResult(), 0),
+                             dimOf(op.getC(), 0)};
+  llvm::append_range(
+      ms, rowsFromScales(op.getAScaling(), op.getALocal(), op.getAGlobal()));
+  SmallVector<int64_t> ns = {dimOf(op.getB(), 1), dimOf(op.getResult(), 1),
+                             dimOf(op.getC(), 1), dimOf(op.getBias(), 1)};
+  SmallVector<int64_t> ks = {dimOf(op.getA(), 1), dimOf(op.getB(), 2),
+                             kFromScales(op.getAScaling(), op.getALocal())};
+  GemmShape shape{firstStatic(ms), firstStatic(ns), firstStatic(ks)};
+  // The verifier holds B's first dimension static.
+  shape.groups = dimOf(op.getB(), 0);
+  return shape;
+}
+
+template <class OpT>
+static LogicalResult checkStaticNKOf(OpT op, GemmShape shape, StringRef stage) {
   if (ShapedType::isDynamic(shape.n))
     return op.emitOpError()
            << "has a dynamic N (operand B is " << op.getB().getType()
@@ -87,6 +102,16 @@ LogicalResult mlir::moss::checkStaticNK(GemmOp op, GemmShape shape,
            << ", operand B " << op.getB().getType() << "); " << stage
            << " needs a static K: give A or B a static number of columns";
   return success();
+}
+
+LogicalResult mlir::moss::checkStaticNK(GemmOp op, GemmShape shape,
+                                        StringRef stage) {
+  return checkStaticNKOf(op, shape, stage);
+}
+
+LogicalResult mlir::moss::checkStaticNK(GroupedGemmOp op, GemmShape shape,
+                                        StringRef stage) {
+  return checkStaticNKOf(op, shape, stage);
 }
 
 //===----------------------------------------------------------------------===//
@@ -188,7 +213,9 @@ static MmaTypeAttr getMmaTypeAttr(MLIRContext *context,
   return MmaTypeAttr();
 }
 
-compiler::GemmSpec mlir::moss::getGemmSpec(GemmOp op, GemmShape shape) {
+/// What moss.gemm and moss.grouped_gemm state alike.
+template <class OpT>
+static compiler::GemmSpec getSpecOf(OpT op, GemmShape shape) {
   compiler::GemmSpec spec;
   spec.m =
       ShapedType::isDynamic(shape.m) ? compiler::GemmSpec::kDynamic : shape.m;
@@ -211,6 +238,18 @@ compiler::GemmSpec mlir::moss::getGemmSpec(GemmOp op, GemmShape shape) {
         *mma == MmaType::F16 ? compiler::MmaType::F16 : compiler::MmaType::FP8;
   if (FoldAttr fold = op.getFoldAttr())
     spec.fold = getBlockScaleFold(fold.getValue());
+  return spec;
+}
+
+compiler::GemmSpec mlir::moss::getGemmSpec(GemmOp op, GemmShape shape) {
+  return getSpecOf(op, shape);
+}
+
+compiler::GemmSpec mlir::moss::getGemmSpec(GroupedGemmOp op, GemmShape shape) {
+  compiler::GemmSpec spec = getSpecOf(op, shape);
+  spec.m = compiler::GemmSpec::kDynamic;
+  spec.groups = shape.groups;
+  spec.maskedGroups = static_cast<bool>(op.getCounts());
   return spec;
 }
 
@@ -315,19 +354,37 @@ mlir::moss::buildGemmFunction(OpBuilder &builder, Location loc,
   Type out = getType(context, spec.out);
   SmallVector<Type> inputs;
   auto add = [&](Type type) { inputs.push_back(type); };
-  // Operand order of the op: a, aLocal, aGlobal, b, bLocal, bGlobal, bias, c.
+  // A grouped GEMM's B and its scales are [groups, ...] of one expert's,
+  // one global per expert or per row ([groups] or [groups, N]), and its
+  // bias [groups, N].
+  const int64_t groups = spec.groups;
+  auto perExpert = [&](RankedTensorType type, bool perRow = true) {
+    if (!groups || !type)
+      return type;
+    SmallVector<int64_t> shape = {groups};
+    if (perRow)
+      llvm::append_range(shape, type.getShape());
+    return RankedTensorType::get(shape, type.getElementType());
+  };
+  // Operand order of the op: a, aLocal, aGlobal, b, bLocal, bGlobal,
+  // (offsets or counts,) bias, c.
   add(RankedTensorType::get({m, spec.k}, getFp8Type(context, spec.a)));
   if (RankedTensorType local = aScaling.getLocalScaleType(m, spec.k))
     add(local);
   if (RankedTensorType global = aScaling.getGlobalScaleType(m))
     add(global);
-  add(RankedTensorType::get({spec.n, spec.k}, getFp8Type(context, spec.b)));
+  add(perExpert(
+      RankedTensorType::get({spec.n, spec.k}, getFp8Type(context, spec.b))));
   if (RankedTensorType local = bScaling.getLocalScaleType(spec.n, spec.k))
-    add(local);
+    add(perExpert(local));
   if (RankedTensorType global = bScaling.getGlobalScaleType(spec.n))
-    add(global);
+    add(perExpert(global, spec.bScaling.globalPerRow()));
+  if (groups)
+    add(RankedTensorType::get({spec.maskedGroups ? groups : groups + 1},
+                              builder.getI32Type()));
   if (spec.bias)
-    add(RankedTensorType::get({spec.n}, getType(context, *spec.bias)));
+    add(perExpert(
+        RankedTensorType::get({spec.n}, getType(context, *spec.bias))));
   if (spec.accumulate)
     add(RankedTensorType::get({m, spec.n}, getType(context, *spec.accumulate)));
 
@@ -349,16 +406,27 @@ mlir::moss::buildGemmFunction(OpBuilder &builder, Location loc,
   Value b = arg();
   Value bLocal = bScaling.hasLocalScales() ? arg() : Value();
   Value bGlobal = bScaling.hasGlobalScales() ? arg() : Value();
+  Value rows = groups ? arg() : Value();
   Value bias = spec.bias ? arg() : Value();
   Value c = spec.accumulate ? arg() : Value();
   FloatAttr beta =
       spec.beta ? builder.getF32FloatAttr(*spec.beta) : FloatAttr();
+  IntegerAttr promoteK =
+      spec.promoteK ? builder.getI64IntegerAttr(spec.promoteK) : IntegerAttr();
+  MmaTypeAttr mma = getMmaTypeAttr(context, spec.mma);
+  FoldAttr fold = getFoldAttr(context, spec);
 
-  auto gemm = GemmOp::create(
-      builder, loc, results, a, aScaling, aLocal, aGlobal, b, bScaling, bLocal,
-      bGlobal, bias, c, beta, /*tiling=*/TilingAttr(),
-      spec.promoteK ? builder.getI64IntegerAttr(spec.promoteK) : IntegerAttr(),
-      getMmaTypeAttr(context, spec.mma), getFoldAttr(context, spec));
+  Operation *gemm;
+  if (groups)
+    gemm = GroupedGemmOp::create(
+        builder, loc, results, a, aScaling, aLocal, aGlobal, b, bScaling,
+        bLocal, bGlobal, spec.maskedGroups ? Value() : rows,
+        spec.maskedGroups ? rows : Value(), bias, c, beta,
+        /*tiling=*/TilingAttr(), promoteK, mma, fold);
+  else
+    gemm = GemmOp::create(builder, loc, results, a, aScaling, aLocal, aGlobal,
+                          b, bScaling, bLocal, bGlobal, bias, c, beta,
+                          /*tiling=*/TilingAttr(), promoteK, mma, fold);
   func::ReturnOp::create(builder, loc, gemm->getResults());
   return func;
 }

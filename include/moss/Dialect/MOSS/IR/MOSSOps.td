@@ -117,4 +117,68 @@ def MOSS_GemmOp : MOSS_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
   let hasVerifier = 1;
 }
 
+def MOSS_GroupedGemmOp
+    : MOSS_Op<"grouped_gemm", [Pure, AttrSizedOperandSegments]> {
+  let summary = "m-grouped block-scaled FP8 GEMM (a mixture-of-experts layer)";
+  let description = [{
+    G GEMMs that share N, K, the schemes and the epilogue: expert g
+    multiplies its rows of `a` [M, K] by its own weight `b[g]` [N, K] (`b`
+    is [G, N, K]) into the same rows of the result [M, N], with its own
+    `bias[g]` ([G, N]) and B scales (block scales [G, ...] of one expert's
+    shape, globals [G] for a per-tensor scope or [G, N] per row). A's scales
+    and `c` are those of a plain `moss.gemm` over all M rows. Which rows
+    belong to which expert is read on the device, so M is known only at the
+    launch and any expert may have none:
+    - `offsets(%o)`, tensor<(G+1)xi32>: the experts' rows back to back,
+      expert g's being [o[g], o[g + 1]) (contiguous layout);
+    - `counts(%c)`, tensor<Gxi32>: M / G rows per expert (A a [G, M / G, K]
+      batch), of which expert g uses the first c[g]; the result's other rows
+      are undefined (masked layout: decoding, CUDA graphs).
+    Exactly one of them is given. Rows of A must be quantized row by row
+    (A's blocks span one row). `tiling`, `promoteK`, `mma` and `fold` are
+    those of `moss.gemm`; the fold runs over all M rows, and a B with one
+    global per expert takes none. The kernel keeps M dynamic.
+
+    ```mlir
+    %d = moss.grouped_gemm %a scaling<two_level 32, global = row>
+             local(%al) global(%ag),
+           %b scaling<per_tensor> global(%bg) offsets(%o)
+        : (tensor<?x4096xf8E4M3FN>, tensor<?x128xf8E8M0FNU>, tensor<?xf32>,
+           tensor<8x1536x4096xf8E4M3FN>, tensor<8xf32>, tensor<9xi32>)
+          -> tensor<?x1536xbf16>
+    ```
+  }];
+  let arguments = (ins
+    AnyRankedTensor:$a,
+    MOSS_ScalingAttr:$aScaling,
+    Optional<AnyRankedTensor>:$aLocal,
+    Optional<AnyRankedTensor>:$aGlobal,
+    AnyRankedTensor:$b,
+    MOSS_ScalingAttr:$bScaling,
+    Optional<AnyRankedTensor>:$bLocal,
+    Optional<AnyRankedTensor>:$bGlobal,
+    Optional<AnyRankedTensor>:$offsets,
+    Optional<AnyRankedTensor>:$counts,
+    Optional<AnyRankedTensor>:$bias,
+    Optional<AnyRankedTensor>:$c,
+    OptionalAttr<F32Attr>:$beta,
+    OptionalAttr<MOSS_TilingAttr>:$tiling,
+    OptionalAttr<I64Attr>:$promoteK,
+    OptionalAttr<MOSS_MmaTypeAttr>:$mma,
+    OptionalAttr<MOSS_FoldAttr>:$fold
+  );
+  let results = (outs
+    AnyRankedTensor:$result,
+    Optional<AnyRankedTensor>:$amax
+  );
+  let assemblyFormat = [{
+    $a `scaling` `` $aScaling (`local` `(` $aLocal^ `)`)? (`global` `(` $aGlobal^ `)`)? `,`
+    $b `scaling` `` $bScaling (`local` `(` $bLocal^ `)`)? (`global` `(` $bGlobal^ `)`)?
+    (`offsets` `(` $offsets^ `)`)? (`counts` `(` $counts^ `)`)?
+    (`bias` `(` $bias^ `)`)? (`accumulate` `(` $c^ `)`)?
+    (`beta` `(` $beta^ `)`)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // MOSS_OPS_TD
