@@ -10,6 +10,11 @@
 // two-level with row globals, folded by rows; B per-tensor per expert) and
 // per-tensor x per-tensor.
 //
+// A second table times the masked layout (GemmSpec::maskedGroups) as a
+// decoding step runs it: 64 experts of 64 rows each, 1 to 64 of them used,
+// against a loop of one dense GEMM per expert over its used rows (issue
+// target: at least 2x the loop's speed).
+//
 //   moss-bench-grouped [--repeat N] [--quick]
 //
 // Prints one row per case: milliseconds of each, TFLOPS, and the ratio.
@@ -209,5 +214,95 @@ int main(int argc, char **argv) {
             std::fflush(stdout);
           }
       }
+
+  // Decoding: the masked layout against a loop of dense GEMMs.
+  constexpr int kExperts = 64, kCapacity = 64;
+  std::printf("\n| shape | scheme | experts | rows used of %d | loop of dense "
+              "ms | masked ms | loop/masked |\n",
+              kCapacity);
+  std::printf("|---|---|---|---|---|---|---|\n");
+  for (const Shape &shape : shapes)
+    for (const Schemes &s : schemes) {
+      compiler::GemmSpec dense;
+      dense.n = shape.n;
+      dense.k = shape.k;
+      dense.aScaling = s.a;
+      dense.bScaling = s.b;
+      const int64_t m = int64_t(kExperts) * kCapacity;
+      std::vector<float> a = numerics::llmActivationSample(m, shape.k, 4);
+      std::vector<float> b = numerics::gaussianSample(shape.n, shape.k, 5);
+      std::unique_ptr<jit::GemmProblem> problem =
+          orDie(jit::GemmProblem::create(dense, m, a, b, 6), "operands");
+      const GemmBuffers &p = problem->buffers;
+      const size_t bBytes = size_t(shape.n * shape.k);
+      Device bCodes(bBytes * kExperts), bGlobal(4 * kExperts),
+          counts(4 * kExperts), d(size_t(m * shape.n) * 2);
+      for (int g = 0; g < kExperts; ++g) {
+        checkOk(runtime::checkCuda(api.memcpyDtoD(bCodes.pointer + g * bBytes,
+                                                  p.b.codes, bBytes),
+                                   "cuMemcpyDtoD"),
+                "B");
+        checkOk(runtime::checkCuda(api.memcpyDtoD(bGlobal.pointer + 4 * g,
+                                                  p.b.globalScales, 4),
+                                   "cuMemcpyDtoD"),
+                "B's global");
+      }
+      std::uniform_int_distribution<int32_t> used(1, kCapacity);
+      std::vector<int32_t> rows(kExperts);
+      for (int32_t &r : rows)
+        r = used(rng);
+      checkOk(runtime::checkCuda(
+                  api.memcpyHtoD(counts.pointer, rows.data(), 4 * kExperts),
+                  "cuMemcpyHtoD"),
+              "counts");
+
+      compiler::GemmSpec spec = dense;
+      spec.groups = kExperts;
+      spec.maskedGroups = true;
+      GemmBuffers buffers = p;
+      buffers.b.codes = bCodes.pointer;
+      buffers.b.globalScales = bGlobal.pointer;
+      buffers.b.globalScaleCount = kExperts;
+      buffers.d = d.pointer;
+      buffers.groupOffsets = counts.pointer;
+      const float maskedMs =
+          orDie(runtime::timeWithEvents(
+                    [&] { return moss::gemm(spec, m, buffers, nullptr); }, 3,
+                    repeat, nullptr),
+                "masked")[repeat / 2];
+
+      // Expert g's used rows of A (and their scales) and of D, and its B.
+      const int64_t blocks = s.a.hasLocalScales() ? shape.k / s.a.blockCols : 0;
+      auto expertCall = [&](int g) {
+        const int64_t first = int64_t(g) * kCapacity;
+        GemmBuffers e = p;
+        e.a.codes += first * shape.k;
+        const int64_t scaleBytes = s.a.localScalesAreE8M0() ? 1 : 4;
+        e.a.localScales += e.a.localScales ? first * blocks * scaleBytes : 0;
+        e.a.localScaleCount = rows[g] * blocks;
+        if (s.a.globalPerRow()) {
+          e.a.globalScales += first * 4;
+          e.a.globalScaleCount = rows[g];
+        }
+        e.b.codes = bCodes.pointer + g * bBytes;
+        e.b.globalScales = bGlobal.pointer + 4 * g;
+        e.d = d.pointer + first * shape.n * 2;
+        return moss::gemm(dense, rows[g], e, nullptr);
+      };
+      const float loopMs = orDie(runtime::timeWithEvents(
+                                     [&]() -> Error {
+                                       for (int g = 0; g < kExperts; ++g)
+                                         if (Error e = expertCall(g))
+                                           return e;
+                                       return Error::success();
+                                     },
+                                     3, repeat, nullptr),
+                                 "loop of dense GEMMs")[repeat / 2];
+      std::printf("| %s (N=%lld, K=%lld) | %s | %d | 1 to %d | %.3f | %.3f | "
+                  "%.2f |\n",
+                  shape.name, (long long)shape.n, (long long)shape.k, s.name,
+                  kExperts, kCapacity, loopMs, maskedMs, loopMs / maskedMs);
+      std::fflush(stdout);
+    }
   return 0;
 }
