@@ -25,6 +25,7 @@ import weakref
 import torch
 
 from . import _capi, _torch, schemes
+from ._grouped import ExpertWeights, grouped_gemm
 from ._quantize import quantize, quantize_both_layouts
 from .tensor import MossTensor
 
@@ -350,6 +351,153 @@ class Linear(torch.nn.Module):
         y = _LinearFunction.apply(x2d, self.weight, self.bias, w_codes,
                                   w_t_codes, w_scale, self.config, need_wgrad)
         return y.reshape(*x.shape[:-1], self.out_features)
+
+
+def _expert_weights(w):
+    """The experts' weights w [G, N, K] quantized per row (E4M3, one FP32
+    scale per row of each expert) and stacked for grouped_gemm."""
+    groups, n, k = w.shape
+    q = quantize(w.reshape(groups * n, k).contiguous(), "per-row")
+    return ExpertWeights(q.codes, None, q.global_scales, q.scheme, q.format,
+                         q.block, q.global_scope, groups, n)
+
+
+class _GroupedLinearFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, offsets, weight, bias, config):
+        x_q = quantize(x, "moss", config.x_format, config.block,
+                       config.global_scope, fold=config.fold)
+        y = grouped_gemm(x_q, _expert_weights(weight), offsets,
+                         out_dtype=config.out_dtype(x), bias=bias)
+        ctx.save_for_backward(x, offsets, weight)
+        ctx.config = config
+        ctx.has_bias = bias is not None
+        ctx.bias_dtype = bias.dtype if bias is not None else None
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, offsets, weight = ctx.saved_tensors
+        config = ctx.config
+        dy = dy.contiguous()
+        if dy.dtype not in (torch.float32, torch.bfloat16):
+            dy = dy.float()
+        dx = dw = db = None
+        if ctx.needs_input_grad[0]:
+            # dX_g = dY_g W_g: each expert's W^T [K, N], quantized per row.
+            dy_q = quantize(dy, "moss", config.grad_format, config.block,
+                            config.global_scope, fold=config.fold)
+            w_t = _expert_weights(weight.transpose(1, 2))
+            dx = grouped_gemm(dy_q, w_t, offsets, out_dtype=x.dtype)
+        need_dw = ctx.needs_input_grad[2]
+        need_db = ctx.has_bias and ctx.needs_input_grad[3]
+        if need_dw or need_db:
+            # Expert by expert: the rows are the GEMM's K, so their count is
+            # needed on the host (one synchronization per step).
+            bounds = offsets.tolist()
+            if need_dw:
+                dw = torch.zeros_like(weight)
+            if need_db:
+                db = torch.zeros(weight.shape[0], weight.shape[1],
+                                 dtype=ctx.bias_dtype, device=dy.device)
+            for g, (start, end) in enumerate(zip(bounds, bounds[1:])):
+                if start >= end:
+                    continue
+                dy_g, x_g = dy[start:end], x[start:end]
+                if need_db:
+                    db[g] = dy_g.sum(0, dtype=torch.float32).to(
+                        ctx.bias_dtype)
+                if not need_dw:
+                    continue
+                # Zero rows pad K to the block, as in Linear.
+                pad = -(end - start) % config.block
+                if pad:
+                    dy_g = torch.nn.functional.pad(dy_g, (0, 0, 0, pad))
+                    x_g = torch.nn.functional.pad(x_g, (0, 0, 0, pad))
+                dy_t = quantize(dy_g, "moss", config.grad_format,
+                                config.block, config.global_scope,
+                                transpose=True, fold=config.fold)
+                x_t = quantize(x_g, "moss", config.x_format, config.block,
+                               config.global_scope, transpose=True,
+                               fold=config.fold)
+                dw[g] = _torch.gemm(dy_t, x_t, out_dtype=weight.dtype,
+                                    mma="fp8")
+        return dx, None, dw, db, None
+
+
+class GroupedLinear(torch.nn.Module):
+    """The experts of a mixture-of-experts layer in FP8: expert g computes
+    y[rows] = x[rows] @ weight[g]^T + bias[g] for its rows of the tokens x
+    [T, in_features], sorted by expert, given as int32 offsets [G + 1] on
+    x's device (0 first, T last). `weight` is [num_experts, out_features,
+    in_features]; both feature counts must be multiples of 32.
+
+    Forward and the input gradient are grouped GEMMs (grouped_gemm, one
+    launch for all experts): X and dY quantized as in Linear (MOSS two-level,
+    folded by rows), the weights and their transposes per row (E4M3, an
+    FP32 scale per row of each expert), cast from the weight on every call.
+    The weight gradient runs one GEMM per expert over its rows, quantized
+    transposed as in Linear, which needs the offsets on the host: one
+    synchronization per backward on the GPU. Keyword options as Linear's
+    (x_format, grad_format, block, global_scope, fold).
+    """
+
+    def __init__(self, num_experts, in_features, out_features, bias=False,
+                 device=None, dtype=None, *, x_format="e4m3",
+                 grad_format="e4m3", block=32, global_scope="row",
+                 fold="row"):
+        super().__init__()
+        if num_experts < 1:
+            raise ValueError(f"num_experts={num_experts} must be at least 1")
+        for name, value in (("in_features", in_features),
+                            ("out_features", out_features)):
+            if value <= 0 or value % 32:
+                raise ValueError(f"{name}={value} is not a positive multiple "
+                                 "of 32")
+        self.num_experts = num_experts
+        self.in_features = in_features
+        self.out_features = out_features
+        self.config = LinearConfig(x_format, grad_format, block, global_scope,
+                                   fold)
+        self.weight = torch.nn.Parameter(torch.empty(
+            num_experts, out_features, in_features, device=device,
+            dtype=dtype))
+        self.bias = torch.nn.Parameter(torch.empty(
+            num_experts, out_features, device=device, dtype=dtype)) \
+            if bias else None
+        # Each expert as torch.nn.Linear initializes its own.
+        bound = 1.0 / in_features ** 0.5
+        with torch.no_grad():
+            for g in range(num_experts):
+                torch.nn.init.kaiming_uniform_(self.weight[g], a=5 ** 0.5)
+            if self.bias is not None:
+                self.bias.uniform_(-bound, bound)
+
+    def extra_repr(self):
+        return (f"num_experts={self.num_experts}, "
+                f"in_features={self.in_features}, "
+                f"out_features={self.out_features}, "
+                f"bias={self.bias is not None}")
+
+    def forward(self, x, offsets):
+        if x.dim() != 2 or x.shape[1] != self.in_features:
+            raise ValueError(f"x must be [tokens, {self.in_features}], got "
+                             f"{tuple(x.shape)}")
+        if x.dtype not in (torch.float32, torch.bfloat16):
+            raise TypeError(f"x has dtype {x.dtype}; the MOSS GroupedLinear "
+                            "takes bfloat16 or float32 activations")
+        if x.device != self.weight.device:
+            raise ValueError(f"x is on {x.device}, the weight on "
+                             f"{self.weight.device}")
+        if x.shape[0] == 0:
+            # No tokens, nothing to quantize: torch gives the empty output
+            # and the zero gradients.
+            bias = self.bias[0].to(x.dtype) if self.bias is not None else None
+            return torch.nn.functional.linear(x, self.weight[0].to(x.dtype),
+                                              bias)
+        return _GroupedLinearFunction.apply(x.contiguous(), offsets,
+                                            self.weight, self.bias,
+                                            self.config)
 
 
 def attach_optimizer(optimizer):

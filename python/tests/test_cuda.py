@@ -393,6 +393,37 @@ class GroupedGemmCudaTest(unittest.TestCase):
                 f"expert {g} wrote past its {count} rows")
 
 
+class GroupedLinearCudaTest(unittest.TestCase):
+    def test_forward_and_gradients_against_the_quantized_products(self):
+        # The host quantizers give the GPU's bits, so the FP64 products of
+        # the CPU-quantized operands are what the GPU layer computes.
+        from test_grouped import quantized_grouped_linear
+        rng = np.random.default_rng()
+        torch.manual_seed(int(rng.integers(1 << 30)))
+        groups, fin, fout = 8, 512, 1024
+        layer = moss_jit.nn.GroupedLinear(groups, fin, fout, bias=True,
+                                          device=DEVICE)
+        rows = [int(r) for r in rng.integers(0, 300, size=groups)]
+        rows[0], rows[1] = 0, 1
+        offsets = torch.tensor(np.concatenate([[0], np.cumsum(rows)]),
+                               dtype=torch.int32, device=DEVICE)
+        x = torch.randn(sum(rows), fin, device=DEVICE, dtype=torch.bfloat16,
+                        requires_grad=True)
+        y = layer(x, offsets)
+        dy = torch.randn_like(y)
+        y.backward(dy)
+        cpu = moss_jit.nn.GroupedLinear(groups, fin, fout, bias=True,
+                                        dtype=layer.weight.dtype)
+        with torch.no_grad():
+            cpu.weight.copy_(layer.weight.cpu())
+            cpu.bias.copy_(layer.bias.cpu())
+        want_y, want_dx, want_dw = quantized_grouped_linear(
+            cpu, x.detach().cpu(), offsets.cpu(), dy.cpu())
+        self.assertLess(rel_error(y.detach().cpu(), want_y), 5e-3)
+        self.assertLess(rel_error(x.grad.cpu(), want_dx), 5e-3)
+        self.assertLess(rel_error(layer.weight.grad.cpu(), want_dw), 5e-3)
+
+
 class LinearCudaTest(unittest.TestCase):
     def test_forward_dgrad_wgrad_against_fp64(self):
         torch.manual_seed(int(np.random.default_rng().integers(1 << 30)))

@@ -209,5 +209,116 @@ class GroupedGemmArgumentsTest(unittest.TestCase):
                                   bias=torch.zeros(16))
 
 
+def quantized_grouped_linear(layer, x, offsets, dy):
+    """The MOSS GroupedLinear's forward and gradients from its operands
+    quantized by moss_jit.quantize (the host reference quantizers) and
+    dequantized by reference.dequantize, multiplied in float64 expert by
+    expert: what the layer computes, summed exactly."""
+    cfg = layer.config
+    w = layer.weight.detach()
+
+    def dq(t, *args, **kwargs):
+        return reference.dequantize(
+            moss_jit.quantize(t, *args, **kwargs)).to(torch.float64)
+
+    def moss(t, fmt, transpose=False):
+        return dq(t, "moss", fmt, cfg.block, cfg.global_scope,
+                  transpose=transpose, fold=cfg.fold)
+
+    xq, dyq = moss(x, cfg.x_format), moss(dy, cfg.grad_format)
+    y = torch.zeros(x.shape[0], w.shape[1], dtype=torch.float64)
+    dx = torch.zeros(x.shape[0], w.shape[2], dtype=torch.float64)
+    dw = torch.zeros(w.shape, dtype=torch.float64)
+    bounds = offsets.tolist()
+    for g, (s, e) in enumerate(zip(bounds, bounds[1:])):
+        if s == e:
+            continue
+        y[s:e] = xq[s:e] @ dq(w[g], "per-row").T
+        if layer.bias is not None:
+            y[s:e] += layer.bias.detach()[g].double()
+        dx[s:e] = dyq[s:e] @ dq(w[g].T.contiguous(), "per-row").T
+        pad = -(e - s) % cfg.block
+        pad_rows = torch.nn.functional.pad
+        dw[g] = moss(pad_rows(dy[s:e], (0, 0, 0, pad)), cfg.grad_format,
+                     True) @ moss(pad_rows(x[s:e], (0, 0, 0, pad)),
+                                  cfg.x_format, True).T
+    return y, dx, dw
+
+
+class GroupedLinearCpuTest(unittest.TestCase):
+    def test_forward_and_gradients_are_the_quantized_products(self):
+        rng = np.random.default_rng()
+        torch.manual_seed(int(rng.integers(1 << 30)))
+        groups, fin, fout = 5, 64, 96
+        layer = moss_jit.nn.GroupedLinear(groups, fin, fout, bias=True)
+        rows = random_rows(rng, groups, 12)
+        offsets = offsets_of(rows)
+        x = torch.from_numpy(llm_like(rng, sum(rows), fin)).requires_grad_()
+        y = layer(x, offsets)
+        self.assertEqual(tuple(y.shape), (sum(rows), fout))
+        dy = torch.randn_like(y)
+        y.backward(dy)
+        want_y, want_dx, want_dw = quantized_grouped_linear(
+            layer, x.detach(), offsets, dy)
+        close = dict(rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(y.detach().double(), want_y, **close)
+        torch.testing.assert_close(x.grad.double(), want_dx, **close)
+        torch.testing.assert_close(layer.weight.grad.double(), want_dw,
+                                   **close)
+        want_db = torch.stack([dy[s:e].sum(0) for s, e in zip(
+            offsets.tolist(), offsets.tolist()[1:])])
+        torch.testing.assert_close(layer.bias.grad, want_db)
+
+    def test_close_to_a_loop_of_dense_linears(self):
+        # Against each expert's torch.nn.Linear in float64, unquantized:
+        # within FP8's error (a few percent of each tensor's size).
+        rng = np.random.default_rng()
+        torch.manual_seed(int(rng.integers(1 << 30)))
+        groups, fin, fout = 4, 128, 64
+        layer = moss_jit.nn.GroupedLinear(groups, fin, fout)
+        rows = [40, 0, 73, 1]
+        offsets = offsets_of(rows)
+        x = torch.randn(sum(rows), fin, requires_grad=True)
+        layer(x, offsets).sum().backward()
+        xd = x.detach().double().requires_grad_()
+        w = layer.weight.detach().double().requires_grad_()
+        bounds = offsets.tolist()
+        torch.cat([xd[s:e] @ w[g].T for g, (s, e) in enumerate(
+            zip(bounds, bounds[1:]))]).sum().backward()
+
+        def rel(got, want):
+            return float((got.double() - want).norm() / want.norm())
+
+        self.assertLess(rel(x.grad, xd.grad), 0.05)
+        self.assertLess(rel(layer.weight.grad, w.grad), 0.05)
+        self.assertTrue(torch.equal(layer.weight.grad[1],
+                                    torch.zeros_like(layer.weight.grad[1])))
+
+    def test_bf16_tokens_and_no_tokens(self):
+        layer = moss_jit.nn.GroupedLinear(3, 32, 64, bias=True,
+                                          dtype=torch.bfloat16)
+        x = torch.randn(20, 32, dtype=torch.bfloat16, requires_grad=True)
+        y = layer(x, torch.tensor([0, 5, 5, 20], dtype=torch.int32))
+        self.assertEqual(y.dtype, torch.bfloat16)
+        y.float().sum().backward()
+        self.assertEqual(x.grad.dtype, torch.bfloat16)
+        self.assertEqual(layer.weight.grad.dtype, torch.bfloat16)
+        empty = torch.zeros(0, 32, dtype=torch.bfloat16, requires_grad=True)
+        out = layer(empty, torch.zeros(4, dtype=torch.int32))
+        self.assertEqual(tuple(out.shape), (0, 64))
+
+    def test_bad_input_is_refused(self):
+        with self.assertRaisesRegex(ValueError, "in_features=40"):
+            moss_jit.nn.GroupedLinear(2, 40, 64)
+        with self.assertRaisesRegex(ValueError, "num_experts=0"):
+            moss_jit.nn.GroupedLinear(0, 32, 64)
+        layer = moss_jit.nn.GroupedLinear(2, 32, 64)
+        with self.assertRaisesRegex(ValueError, r"\[tokens, 32\]"):
+            layer(torch.randn(4, 64), torch.tensor([0, 2, 4],
+                                                   dtype=torch.int32))
+        with self.assertRaisesRegex(ValueError, r"offsets"):
+            layer(torch.randn(4, 32), torch.tensor([0, 4], dtype=torch.int32))
+
+
 if __name__ == "__main__":
     unittest.main()
