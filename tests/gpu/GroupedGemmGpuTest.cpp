@@ -1,37 +1,28 @@
 //===- GroupedGemmGpuTest.cpp - m-grouped GEMMs against each expert's -----===//
 //
 // An m-grouped GEMM (GemmSpec::groups, mixture-of-experts layers) on the
-// GPU: each expert's operands are quantized with the host reference
-// quantizers (jit::GemmProblem, one per expert), stacked into the grouped
-// buffers with the row offsets, and multiplied in one launch. Every
-// expert's rows of the output are then held to its own FP64 reference under
-// the accuracy contract (jit::checkGemmOutput), and rows past the experts'
-// stay as poisoned. Rows per expert are random, with empty experts, single
-// rows, odd counts and one expert taking half the tokens. The masked layout
-// (GemmSpec::maskedGroups) stacks each expert's rows into the same number
-// of rows, the rest filled with codes and scales of plausible values: the
-// output's rows past each count must stay as poisoned.
-//
-// A's schemes here quantize row by row (per-row, two-level with row
-// globals, per-group 1x128, MXFP8), so quantizing each expert apart gives
-// the bits of quantizing the whole A.
+// GPU, in both layouts: the operands of jit::GroupedGemmProblem (one
+// problem per expert, quantized by the host reference quantizers and
+// stacked), multiplied in one launch through moss::gemm or the C API's
+// plan. Every expert's rows of the output are held to its own FP64
+// reference under the accuracy contract, and every other row (past M, and
+// a masked expert's unused ones) to its poison. Rows per expert are random
+// (jit::routeRows), with empty experts, single rows, odd counts and one
+// expert taking half the tokens.
 //
 //===----------------------------------------------------------------------===//
 
-#include "GemmCheck.h"
-#include "GemmProblem.h"
+#include "GroupedGemmProblem.h"
 #include "QuantizerTestSupport.h"
 
 #include "HopperSkip.h"
 
 #include "moss/Gemm/Gemm.h"
-#include "moss/Numerics/Samples.h"
 #include "moss/moss.h"
 
 #include "gtest/gtest.h"
 
 #include <algorithm>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -61,64 +52,6 @@ struct GroupedCase {
 
 std::ostream &operator<<(std::ostream &os, const GroupedCase &c) {
   return os << c.name;
-}
-
-/// Rows per expert for `c`, with an empty expert, a single-row one and odd
-/// counts among them whenever there are experts enough.
-std::vector<int64_t> routeRows(const GroupedCase &c, std::mt19937_64 &rng) {
-  std::vector<int64_t> rows(c.groups);
-  std::uniform_int_distribution<int64_t> around(0, 2 * c.meanRows);
-  for (int64_t &r : rows)
-    r = c.routing == "sparse" ? (rng() % 8 == 0 ? around(rng) : 0)
-                              : around(rng);
-  if (c.routing == "skewed")
-    rows[rng() % c.groups] = c.meanRows * c.groups / 2;
-  if (c.groups >= 3) {
-    rows[0] = 0;
-    rows[1] = 1;
-    rows[2] |= 1;
-  }
-  return rows;
-}
-
-/// The bytes at `pointer` (synchronous).
-std::vector<uint8_t> download(CUdeviceptr pointer, size_t bytes) {
-  std::vector<uint8_t> out(bytes);
-  if (bytes) {
-    EXPECT_EQ(DeviceBuffer::api().memcpyDtoH(out.data(), pointer, bytes),
-              CUDA_SUCCESS);
-  }
-  return out;
-}
-
-/// Stacks byte ranges and uploads them.
-struct Stack {
-  std::vector<uint8_t> bytes;
-  void add(CUdeviceptr pointer, size_t count) {
-    std::vector<uint8_t> part = download(pointer, count);
-    bytes.insert(bytes.end(), part.begin(), part.end());
-  }
-  /// `count` copies of the `size` bytes at `value` (a masked expert's
-  /// unused rows).
-  void pad(size_t count, const void *value, size_t size) {
-    for (size_t i = 0; i < count; ++i) {
-      const uint8_t *b = static_cast<const uint8_t *>(value);
-      bytes.insert(bytes.end(), b, b + size);
-    }
-  }
-  DeviceBuffer upload() const {
-    DeviceBuffer buffer(std::max<size_t>(bytes.size(), 16));
-    if (!bytes.empty()) {
-      EXPECT_EQ(DeviceBuffer::api().memcpyHtoD(buffer.get(), bytes.data(),
-                                               bytes.size()),
-                CUDA_SUCCESS);
-    }
-    return buffer;
-  }
-};
-
-size_t localBytes(const ScalingScheme &s) {
-  return s.localScalesAreE8M0() ? 1 : 4;
 }
 
 /// The C API's launch of `spec` (a plan, then moss_gemm_plan_launch_grouped).
@@ -165,156 +98,55 @@ void checkGrouped(const GroupedCase &c, bool throughC) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
 
-  compiler::GemmSpec dense;
-  dense.n = c.n;
-  dense.k = c.k;
-  dense.aScaling = c.a;
-  dense.bScaling = c.b;
-  dense.out = c.out;
-  dense.fold = c.fold;
+  compiler::GemmSpec spec;
+  spec.n = c.n;
+  spec.k = c.k;
+  spec.aScaling = c.a;
+  spec.bScaling = c.b;
+  spec.out = c.out;
+  spec.fold = c.fold;
   if (c.bias)
-    dense.bias = compiler::FloatType::BF16;
+    spec.bias = compiler::FloatType::BF16;
   if (c.accumulate) {
-    dense.accumulate = c.out;
-    dense.beta = 0.75f;
+    spec.accumulate = c.out;
+    spec.beta = 0.75f;
   }
-  compiler::GemmSpec spec = dense;
   spec.groups = c.groups;
   spec.maskedGroups = c.masked;
 
-  const std::vector<int64_t> rows = routeRows(c, rng);
-  // Contiguous: G + 1 offsets; masked: G counts of `capacity` rows each.
+  llvm::Expected<std::vector<int64_t>> rows =
+      jit::routeRows(c.groups, c.meanRows, c.routing, rng);
+  ASSERT_TRUE(bool(rows)) << llvm::toString(rows.takeError());
+  // Masked: a few unused rows even for the fullest expert.
   const int64_t capacity =
-      *std::max_element(rows.begin(), rows.end()) + 1 + int64_t(rng() % 3);
-  std::vector<int32_t> offsets(c.groups + 1, 0), starts(c.groups);
-  for (int64_t g = 0; g < c.groups; ++g) {
-    offsets[g + 1] = offsets[g] + int32_t(rows[g]);
-    starts[g] = c.masked ? int32_t(g * capacity) : offsets[g];
-  }
-  const int64_t m = c.masked ? c.groups * capacity : offsets.back();
-  std::vector<int32_t> groupRows =
-      c.masked ? std::vector<int32_t>(rows.begin(), rows.end()) : offsets;
+      *std::max_element(rows->begin(), rows->end()) + 1 + int64_t(rng() % 3);
+  llvm::Expected<std::unique_ptr<jit::GroupedGemmProblem>> problem =
+      jit::GroupedGemmProblem::create(spec, *rows, rng(), capacity);
+  ASSERT_TRUE(bool(problem)) << llvm::toString(problem.takeError());
+  const jit::GroupedGemmProblem &p = **problem;
 
-  // One problem per expert (an empty expert's holds one row, unused: its B
-  // is stacked all the same).
-  std::vector<std::unique_ptr<jit::GemmProblem>> problems;
-  for (int64_t g = 0; g < c.groups; ++g) {
-    const int64_t problemRows = std::max<int64_t>(rows[g], 1);
-    std::vector<float> a =
-        numerics::llmActivationSample(problemRows, c.k, rng());
-    std::vector<float> b = numerics::gaussianSample(c.n, c.k, rng());
-    llvm::Expected<std::unique_ptr<jit::GemmProblem>> problem =
-        jit::GemmProblem::create(dense, problemRows, a, b, rng());
-    ASSERT_TRUE(bool(problem)) << llvm::toString(problem.takeError());
-    problems.push_back(std::move(*problem));
-  }
-
-  // The grouped operands: A's rows and B's experts stacked.
-  Stack aCodes, aLocal, aGlobal, bCodes, bLocal, bGlobal, bias, cIn;
-  const size_t outWidth = compiler::getByteWidth(c.out);
-  const uint8_t code = 0x38, e8m0 = 127; // 1.0 in E4M3 and E8M0
-  const float one = 1.0f;
-  for (int64_t g = 0; g < c.groups; ++g) {
-    const GemmBuffers &p = problems[g]->buffers;
-    const size_t r = size_t(rows[g]);
-    const size_t unused = c.masked ? size_t(capacity) - r : 0;
-    const size_t blocksPerRow = c.a.hasLocalScales() ? c.k / c.a.blockCols : 0;
-    aCodes.add(p.a.codes, r * c.k);
-    aCodes.pad(unused * c.k, &code, 1);
-    if (c.a.hasLocalScales()) {
-      aLocal.add(p.a.localScales, r * blocksPerRow * localBytes(c.a));
-      if (localBytes(c.a) == 1)
-        aLocal.pad(unused * blocksPerRow, &e8m0, 1);
-      else
-        aLocal.pad(unused * blocksPerRow, &one, 4);
-    }
-    if (c.a.hasGlobalScales()) {
-      aGlobal.add(p.a.globalScales, r * 4);
-      aGlobal.pad(unused, &one, 4);
-    }
-    bCodes.add(p.b.codes, size_t(c.n * c.k));
-    if (c.b.hasLocalScales())
-      bLocal.add(p.b.localScales, size_t(p.b.localScaleCount) * localBytes(c.b));
-    if (c.b.hasGlobalScales())
-      bGlobal.add(p.b.globalScales, size_t(p.b.globalScaleCount) * 4);
-    if (c.bias)
-      bias.add(p.bias, size_t(c.n) * 2);
-    if (c.accumulate) {
-      cIn.add(p.c, r * c.n * outWidth);
-      cIn.pad(unused * c.n * outWidth, &code, 1);
-    }
-  }
-  DeviceBuffer aCodesD = aCodes.upload(), aLocalD = aLocal.upload(),
-               aGlobalD = aGlobal.upload(), bCodesD = bCodes.upload(),
-               bLocalD = bLocal.upload(), bGlobalD = bGlobal.upload(),
-               biasD = bias.upload(), cD = cIn.upload();
-  DeviceBuffer offsetsD(groupRows.size() * 4);
-  offsetsD.upload(groupRows.data());
-  // Rows past M are never written: poison and check them too.
-  constexpr int64_t kPadRows = 3;
-  const size_t dBytes = size_t((m + kPadRows) * c.n) * outWidth;
-  DeviceBuffer d(dBytes);
-  ASSERT_EQ(DeviceBuffer::api().memsetD8(d.get(), 0xFF, dBytes), CUDA_SUCCESS);
-
-  GemmBuffers buffers;
-  GemmScaleCounts counts = getGemmScaleCounts(spec, m);
-  buffers.a = {aCodesD.get(), c.a.hasLocalScales() ? aLocalD.get() : 0,
-               counts.aLocal, c.a.hasGlobalScales() ? aGlobalD.get() : 0,
-               counts.aGlobal};
-  buffers.b = {bCodesD.get(), c.b.hasLocalScales() ? bLocalD.get() : 0,
-               counts.bLocal, c.b.hasGlobalScales() ? bGlobalD.get() : 0,
-               counts.bGlobal};
-  buffers.d = d.get();
-  buffers.bias = c.bias ? biasD.get() : 0;
-  buffers.c = c.accumulate ? cD.get() : 0;
-  buffers.groupOffsets = offsetsD.get();
   if (throughC) {
-    launchThroughC(spec, m, buffers);
+    launchThroughC(spec, p.m, p.buffers);
   } else {
-    llvm::Error launched = moss::gemm(spec, m, buffers, nullptr);
+    llvm::Error launched = moss::gemm(spec, p.m, p.buffers, nullptr);
     ASSERT_FALSE(bool(launched)) << llvm::toString(std::move(launched));
   }
   ASSERT_EQ(DeviceBuffer::api().streamSynchronize(nullptr), CUDA_SUCCESS);
-  std::vector<uint8_t> out = download(d.get(), dBytes);
 
-  const size_t rowBytes = size_t(c.n) * outWidth;
-  for (size_t i = size_t(m) * rowBytes; i < dBytes; ++i)
-    ASSERT_EQ(out[i], 0xFF) << "written past the last expert's rows";
-  if (c.masked) {
-    for (int64_t g = 0; g < c.groups; ++g) {
-      for (size_t i = size_t(starts[g] + rows[g]) * rowBytes;
-           i < size_t(starts[g] + capacity) * rowBytes; ++i) {
-        ASSERT_EQ(out[i], 0xFF)
-            << "expert " << g << " wrote row " << i / rowBytes << " past its "
-            << rows[g] << " rows";
-      }
-    }
-  }
-  int64_t checked = 0;
-  for (int64_t g = 0; g < c.groups; ++g) {
-    if (!rows[g])
-      continue;
-    SCOPED_TRACE("expert " + std::to_string(g) + " of " +
-                 std::to_string(c.groups) + ", " + std::to_string(rows[g]) +
-                 " rows");
-    ASSERT_EQ(DeviceBuffer::api().memcpyHtoD(problems[g]->buffers.d,
-                                             out.data() + starts[g] * rowBytes,
-                                             rows[g] * rowBytes),
-              CUDA_SUCCESS);
-    jit::GemmCheckOptions options;
-    options.scanRows = unsigned(rows[g]);
-    options.compareRows = unsigned(std::min<int64_t>(rows[g], 8));
-    options.seed = rng();
-    llvm::Expected<jit::GemmCheckResult> result =
-        jit::checkGemmOutput(*problems[g], rows[g], options);
-    ASSERT_TRUE(bool(result)) << llvm::toString(result.takeError());
-    EXPECT_TRUE(result->ok())
-        << result->bad << " of " << result->compared
-        << " entries beyond their allowance (worst " << result->worst
-        << "), " << result->unwritten << " unwritten";
-    checked += result->compared;
-  }
-  EXPECT_GT(checked, 0);
+  jit::GemmCheckOptions options;
+  options.scanRows = ~0u; // each expert's rows, all of them
+  options.compareRows = 8;
+  options.seed = rng();
+  llvm::Expected<jit::GroupedGemmCheckResult> result = p.check(options);
+  ASSERT_TRUE(bool(result)) << llvm::toString(result.takeError());
+  EXPECT_EQ(result->writtenOutside, 0)
+      << "bytes of the output written outside the experts' rows";
+  EXPECT_TRUE(result->bad == 0 && result->unwritten == 0)
+      << result->bad << " of " << result->compared
+      << " entries beyond their allowance (worst " << result->worst << "), "
+      << result->unwritten << " unwritten; first at expert "
+      << result->firstBadExpert;
+  EXPECT_GT(result->compared, 0);
 }
 
 class GroupedGemmGpuTest : public ::testing::TestWithParam<GroupedCase> {};

@@ -17,6 +17,7 @@
 #include "Commands.h"
 #include "GemmProblem.h"
 #include "GemmSpecOptions.h"
+#include "GroupedGemmProblem.h"
 #include "ToolDevice.h"
 
 #include "moss/Numerics/Samples.h"
@@ -118,14 +119,34 @@ int runBench() {
   if (!device)
     return fail(device.takeError());
   errs() << "preparing random operands...\n";
-  std::vector<float> a = llmActivationSample(m, spec->k, 1);
-  std::vector<float> b = gaussianSample(spec->n, spec->k, 2);
-  Expected<std::unique_ptr<GemmProblem>> problem =
-      GemmProblem::create(*spec, m, a, b, 3);
-  if (!problem)
-    return fail(problem.takeError());
-  a.clear();
-  b.clear();
+  // A plain GEMM's operands, or an m-grouped one's (-m rows per expert on
+  // average); the launch takes `rows` rows, of which `used` are multiplied.
+  std::unique_ptr<GemmProblem> plain;
+  std::unique_ptr<GroupedGemmProblem> grouped;
+  int64_t rows = m, used = m;
+  if (spec->groups) {
+    Expected<std::vector<int64_t>> expertRows = getExpertRows(*spec, 1);
+    if (!expertRows)
+      return fail(expertRows.takeError());
+    Expected<std::unique_ptr<GroupedGemmProblem>> problem =
+        GroupedGemmProblem::create(*spec, *expertRows, 3);
+    if (!problem)
+      return fail(problem.takeError());
+    grouped = std::move(*problem);
+    rows = grouped->m;
+    used = 0;
+    for (int64_t r : grouped->rows)
+      used += r;
+  } else {
+    std::vector<float> a = llmActivationSample(m, spec->k, 1);
+    std::vector<float> b = gaussianSample(spec->n, spec->k, 2);
+    Expected<std::unique_ptr<GemmProblem>> problem =
+        GemmProblem::create(*spec, m, a, b, 3);
+    if (!problem)
+      return fail(problem.takeError());
+    plain = std::move(*problem);
+  }
+  const GemmBuffers &buffers = grouped ? grouped->buffers : plain->buffers;
   Expected<std::unique_ptr<GemmRunner>> runner =
       GemmRunner::create(runtime::getDefaultKernelCache());
   if (!runner)
@@ -134,20 +155,21 @@ int runBench() {
   GemmOptions options{*tiling};
   options.compileMode =
       getQuickCompile() ? GemmCompileMode::Quick : GemmCompileMode::Tiered;
-  Expected<const GemmKernelInfo *> info = (*runner)->prepare(*spec, m, options);
+  Expected<const GemmKernelInfo *> info =
+      (*runner)->prepare(*spec, rows, options);
   if (!info)
     return fail(info.takeError());
   const bool tiered = (*info)->fullCompilePending;
   const double firstSeconds = (*info)->pipelineSeconds + (*info)->cacheSeconds;
   if (!getQuickCompile()) {
     options.compileMode = GemmCompileMode::Full;
-    info = (*runner)->prepare(*spec, m, options);
+    info = (*runner)->prepare(*spec, rows, options);
     if (!info)
       return fail(info.takeError());
   }
 
   auto launch = [&]() -> Error {
-    return (*runner)->run(*spec, m, (*problem)->buffers, nullptr, options);
+    return (*runner)->run(*spec, rows, buffers, nullptr, options);
   };
   Expected<std::vector<float>> times =
       runtime::timeWithEvents(launch, warmup, repeat, nullptr);
@@ -200,8 +222,12 @@ int runBench() {
     hostMicros += *ours / 2;
     rawMicros += *raw / 2;
   }
-  double flops = 2.0 * double(m) * double(spec->n) * double(spec->k);
-  outs() << "gemm     " << spec->str() << ", M = " << m << "\n"
+  double flops = 2.0 * double(used) * double(spec->n) * double(spec->k);
+  outs() << "gemm     " << spec->str() << ", M = " << rows
+         << (spec->groups
+                 ? formatv(" ({0} rows used by the experts)", used).str()
+                 : std::string())
+         << "\n"
          << "device   " << device->getName() << " (" << device->getArch()
          << ", " << device->getSmCount() << " SMs)\n"
          << "kernel   " << k.kernelName << ": " << k.tiling.str()

@@ -3,10 +3,13 @@
 #include "GemmSpecOptions.h"
 
 #include "Commands.h"
+#include "GroupedGemmProblem.h"
 #include "SchemeOptions.h"
 
 #include "llvm/ADT/StringExtras.h"
 
+#include <algorithm>
+#include <random>
 #include <tuple>
 
 using namespace llvm;
@@ -147,6 +150,24 @@ cl::opt<std::string>
 // here so that it gets that answer, not LLVM's reading of "-a -r -c -h".
 cl::opt<std::string> runArch("arch", cl::Hidden, cl::sub(getRunCommand()),
                              cl::sub(getBenchCommand()));
+cl::opt<int64_t> groups(
+    "groups",
+    cl::desc("An m-grouped GEMM of this many experts (a mixture-of-experts "
+             "layer: B holds each expert's [N, K]); run and bench then take "
+             "-m as the mean rows per expert"),
+    cl::init(0), kGemmCommands, cl::cat(category));
+cl::opt<bool> masked(
+    "masked",
+    cl::desc("With --groups: the masked layout (each expert's rows within "
+             "the same number of rows, the decoding layout)"),
+    kGemmCommands, cl::cat(category));
+cl::opt<std::string> routing(
+    "routing",
+    cl::desc("run, bench with --groups: how rows fall to experts: random (0 "
+             "to 2m each), skewed (one expert half of all), sparse (most "
+             "experts empty)"),
+    cl::init("random"), cl::sub(getRunCommand()), cl::sub(getBenchCommand()),
+    cl::cat(category));
 cl::opt<bool> quickCompile(
     "quick-compile",
     cl::desc("The kernel's quick-compile variant (less than half the NVRTC "
@@ -193,6 +214,32 @@ Expected<compiler::GemmSpec> getGemmSpec(bool mIsLaunchRows) {
     spec.m = staticM ? int64_t(m) : compiler::GemmSpec::kDynamic;
   } else {
     spec.m = m < 0 ? compiler::GemmSpec::kDynamic : int64_t(m);
+  }
+  if (groups.getNumOccurrences() && groups < 1)
+    return createStringError(inconvertibleErrorCode(),
+                             "--groups=" + Twine(int64_t(groups)) +
+                                 " must be at least 1");
+  if (masked && !groups)
+    return createStringError(inconvertibleErrorCode(),
+                             "--masked is a layout of an m-grouped GEMM: give "
+                             "--groups too");
+  if (routing.getNumOccurrences() && !groups)
+    return createStringError(inconvertibleErrorCode(),
+                             "--routing spreads an m-grouped GEMM's rows: "
+                             "give --groups too");
+  if (routing != "random" && routing != "skewed" && routing != "sparse")
+    return createStringError(inconvertibleErrorCode(),
+                             "--routing=" + routing +
+                                 " must be random, skewed or sparse");
+  if (groups) {
+    // The experts' rows are known at launch only.
+    if (staticM || (!mIsLaunchRows && m.getNumOccurrences()))
+      return createStringError(inconvertibleErrorCode(),
+                               "an m-grouped GEMM has a dynamic M: drop " +
+                                   Twine(staticM ? "--static-m" : "-m"));
+    spec.m = compiler::GemmSpec::kDynamic;
+    spec.groups = groups;
+    spec.maskedGroups = masked;
   }
   spec.n = n;
   spec.k = k;
@@ -242,7 +289,8 @@ Expected<compiler::GemmSpec> getGemmSpec(bool mIsLaunchRows) {
   if (!spec.fold) {
     // Spelled out, so that the spec's description shows it: the default at
     // the launch rows (run, bench) or the spec's M.
-    int64_t rows = mIsLaunchRows ? int64_t(m) : compiler::GemmSpec::kDynamic;
+    int64_t rows = mIsLaunchRows ? int64_t(m) * std::max<int64_t>(groups, 1)
+                                 : compiler::GemmSpec::kDynamic;
     if (spec.getFold(rows) != numerics::BlockScaleFold::None)
       spec.fold = spec.getFold(rows);
   }
@@ -250,6 +298,12 @@ Expected<compiler::GemmSpec> getGemmSpec(bool mIsLaunchRows) {
 }
 
 int64_t getLaunchRows() { return m; }
+
+Expected<std::vector<int64_t>> getExpertRows(const compiler::GemmSpec &spec,
+                                             uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  return routeRows(spec.groups, m, routing, rng);
+}
 
 Error checkTilingOverride(const compiler::GemmSpec &spec,
                           const std::optional<compiler::TileConfig> &tiling) {

@@ -17,6 +17,7 @@
 #include "llvm/Support/Error.h"
 
 #include <optional>
+#include <vector>
 
 namespace moss::jit {
 
@@ -27,6 +28,11 @@ llvm::Expected<compiler::GemmSpec> getGemmSpec(bool mIsLaunchRows);
 
 /// The rows at launch (run, bench).
 int64_t getLaunchRows();
+
+/// An m-grouped spec's rows per expert (-m the mean, --routing the spread),
+/// drawn from `seed`.
+llvm::Expected<std::vector<int64_t>>
+getExpertRows(const compiler::GemmSpec &spec, uint64_t seed);
 
 /// --quick-compile: the kernel's quick-compile variant
 /// (compiler::CompileOptions::quickCompile).

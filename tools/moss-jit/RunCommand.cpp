@@ -5,6 +5,9 @@
 // contract (docs/NUMERICS-CONTRACT.md section 7; tools/common/GemmCheck). A and
 // B come from .npy files (float32, [M, K] and [N, K]) or are drawn at random
 // (LLM-like activations, Gaussian weights); the output can be written as .npy.
+// With --groups, an m-grouped GEMM of random operands
+// (tools/common/GroupedGemmProblem), each expert held to its own reference
+// and the other rows of the output to their poison.
 // The exit code is 1 when an entry breaks the contract.
 //
 //===----------------------------------------------------------------------===//
@@ -13,6 +16,7 @@
 #include "GemmCheck.h"
 #include "GemmProblem.h"
 #include "GemmSpecOptions.h"
+#include "GroupedGemmProblem.h"
 #include "ToolDevice.h"
 
 #include "moss/Numerics/Fidelity.h"
@@ -89,6 +93,80 @@ Expected<std::vector<float>> loadOrDraw(const std::string &file, int64_t rows,
   return std::move(matrix->data);
 }
 
+/// moss-jit run --groups.
+int runGrouped(const compiler::GemmSpec &spec, const GemmOptions &options) {
+  if (!aFile.empty() || !bFile.empty() || !output.empty())
+    return fail(createStringError("-a, -b and -o are not options of an "
+                                  "m-grouped run: its operands are random"));
+  Expected<std::vector<int64_t>> rows = getExpertRows(spec, seed);
+  if (!rows)
+    return fail(rows.takeError());
+  Expected<const runtime::Device &> device = openToolDevice();
+  if (!device)
+    return fail(device.takeError());
+  Expected<std::unique_ptr<GroupedGemmProblem>> problem =
+      GroupedGemmProblem::create(spec, *rows, seed + 2);
+  if (!problem)
+    return fail(problem.takeError());
+  const GroupedGemmProblem &p = **problem;
+  Expected<std::unique_ptr<GemmRunner>> runner =
+      GemmRunner::create(runtime::getDefaultKernelCache());
+  if (!runner)
+    return fail(runner.takeError());
+  Expected<const GemmKernelInfo *> info =
+      (*runner)->prepare(spec, p.m, options);
+  if (!info)
+    return fail(info.takeError());
+  int64_t used = 0, empty = 0;
+  for (int64_t r : p.rows) {
+    used += r;
+    empty += r == 0;
+  }
+  outs() << "gemm    " << spec.str() << ", M = " << p.m << "\n"
+         << "experts " << used << " rows used in all, "
+         << *std::min_element(p.rows.begin(), p.rows.end()) << " to "
+         << *std::max_element(p.rows.begin(), p.rows.end()) << " per expert, "
+         << empty << " empty\n"
+         << "kernel  " << (*info)->kernelName << ": " << (*info)->tiling.str()
+         << ((*info)->quickCompile ? " (quick-compile variant)" : "") << "\n"
+         << format("compile %.3f s pipeline + %.3f s NVRTC or cache\n",
+                   (*info)->pipelineSeconds, (*info)->cacheSeconds);
+  if (Error e = p.poison())
+    return fail(std::move(e));
+  if (Error e = (*runner)->run(spec, p.m, p.buffers, nullptr, options))
+    return fail(std::move(e));
+  if (Error e = runtime::checkCuda(
+          runtime::getDriverApi()->streamSynchronize(nullptr),
+          "cuStreamSynchronize"))
+    return fail(std::move(e));
+
+  GemmCheckOptions checkOptions;
+  checkOptions.scanRows = sampleSize == 0 ? ~0u : 128u;
+  checkOptions.compareRows = sampleSize == 0 ? ~0u : sampleSize;
+  checkOptions.compareCols = sampleSize == 0 ? unsigned(spec.n) : sampleSize;
+  checkOptions.seed = seed + 3;
+  checkOptions.tiling = (*info)->tiling;
+  Expected<GroupedGemmCheckResult> check = p.check(checkOptions);
+  if (!check)
+    return fail(check.takeError());
+  outs() << format("check   %lld entries over the experts: worst at %.3f of "
+                   "its allowance; %lld bytes written outside the experts' "
+                   "rows\n",
+                   (long long)check->compared, check->worst,
+                   (long long)check->writtenOutside);
+  if (!check->ok()) {
+    errs() << "moss-jit run: FAILED: " << check->bad
+           << " compared entries beyond the accuracy contract, "
+           << check->unwritten << " entries not written (NaN), "
+           << check->writtenOutside
+           << " bytes written outside the experts' rows; first expert "
+           << check->firstBadExpert << "\n";
+    return 1;
+  }
+  outs() << "ok\n";
+  return 0;
+}
+
 } // namespace
 
 int runRun() {
@@ -107,6 +185,13 @@ int runRun() {
     return fail(std::move(e));
   if (Error e = checkTilingOverride(spec, *tiling))
     return fail(std::move(e));
+
+  if (spec.groups) {
+    GemmOptions options{*tiling};
+    options.compileMode =
+        getQuickCompile() ? GemmCompileMode::Quick : GemmCompileMode::Full;
+    return runGrouped(spec, options);
+  }
 
   Expected<const runtime::Device &> device = openToolDevice();
   if (!device)

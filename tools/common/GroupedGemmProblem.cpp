@@ -1,0 +1,316 @@
+//===- GroupedGemmProblem.cpp - An m-grouped GEMM's operands on the GPU --===//
+
+#include "GroupedGemmProblem.h"
+
+#include "moss/Numerics/Samples.h"
+#include "moss/Runtime/Cuda/Driver.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+using namespace llvm;
+using namespace moss;
+using namespace moss::jit;
+using runtime::checkCuda;
+
+/// Rows past the last expert's that the output buffer also holds, poisoned,
+/// so that a write past M shows.
+static constexpr int64_t kPadRows = 3;
+
+Expected<std::vector<int64_t>> jit::routeRows(int64_t groups, int64_t meanRows,
+                                              StringRef routing,
+                                              std::mt19937_64 &rng) {
+  if (routing != "random" && routing != "skewed" && routing != "sparse")
+    return createStringError("routing '" + routing +
+                             "' is not random, skewed or sparse");
+  std::vector<int64_t> rows(static_cast<size_t>(groups));
+  std::uniform_int_distribution<int64_t> around(0, 2 * meanRows);
+  for (int64_t &r : rows)
+    r = routing == "sparse" ? (rng() % 8 == 0 ? around(rng) : 0) : around(rng);
+  if (routing == "skewed")
+    rows[rng() % groups] = meanRows * groups / 2;
+  if (groups >= 3) {
+    rows[0] = 0;
+    rows[1] = 1;
+    rows[2] |= 1;
+  }
+  return rows;
+}
+
+namespace {
+
+/// Bytes gathered from device buffers (and padding), then uploaded as one.
+struct Stack {
+  std::vector<uint8_t> bytes;
+  Error add(CUdeviceptr pointer, size_t count) {
+    const size_t at = bytes.size();
+    bytes.resize(at + count);
+    if (count == 0)
+      return Error::success();
+    return checkCuda(
+        runtime::getDriverApi()->memcpyDtoH(bytes.data() + at, pointer, count),
+        "cuMemcpyDtoH");
+  }
+  /// `count` copies of the `size` bytes at `value`.
+  void pad(size_t count, const void *value, size_t size) {
+    const uint8_t *b = static_cast<const uint8_t *>(value);
+    for (size_t i = 0; i < count; ++i)
+      bytes.insert(bytes.end(), b, b + size);
+  }
+};
+
+size_t localBytes(const numerics::ScalingScheme &s) {
+  return s.localScalesAreE8M0() ? 1 : 4;
+}
+
+} // namespace
+
+Expected<CUdeviceptr>
+GroupedGemmProblem::upload(const std::vector<uint8_t> &bytes) {
+  const runtime::DriverApi &api = *runtime::getDriverApi();
+  CUdeviceptr pointer = 0;
+  if (Error e =
+          checkCuda(api.memAlloc(&pointer, std::max<size_t>(bytes.size(), 16)),
+                    "cuMemAlloc (" + Twine(bytes.size()) + " bytes)"))
+    return std::move(e);
+  allocations.push_back(pointer);
+  if (!bytes.empty())
+    if (Error e = checkCuda(api.memcpyHtoD(pointer, bytes.data(), bytes.size()),
+                            "cuMemcpyHtoD"))
+      return std::move(e);
+  return pointer;
+}
+
+GroupedGemmProblem::~GroupedGemmProblem() {
+  if (Expected<const runtime::DriverApi &> api = runtime::getDriverApi()) {
+    for (CUdeviceptr pointer : allocations)
+      api->memFree(pointer);
+  } else {
+    consumeError(api.takeError());
+  }
+}
+
+Expected<std::unique_ptr<GroupedGemmProblem>>
+GroupedGemmProblem::create(const compiler::GemmSpec &spec,
+                           ArrayRef<int64_t> rows, uint64_t seed,
+                           int64_t capacity) {
+  if (spec.groups < 1 || int64_t(rows.size()) != spec.groups)
+    return createStringError("a grouped problem needs groups > 0 and one row "
+                             "count per expert; got groups=" +
+                             Twine(spec.groups) + " and " + Twine(rows.size()) +
+                             " row counts");
+  // Quantizing each expert apart gives the whole A's bits only for schemes
+  // that quantize row by row.
+  if ((spec.aScaling.hasLocalScales() && spec.aScaling.blockRows != 1) ||
+      (spec.aScaling.hasGlobalScales() && !spec.aScaling.globalPerRow()))
+    return createStringError("a grouped problem quantizes each expert's rows "
+                             "apart, so A must be scaled row by row; got " +
+                             spec.aScaling.str());
+  std::unique_ptr<GroupedGemmProblem> p(new GroupedGemmProblem());
+  p->spec = spec;
+  p->rows.assign(rows.begin(), rows.end());
+  const int64_t largest = *std::max_element(rows.begin(), rows.end());
+  p->capacity = spec.maskedGroups ? std::max(capacity, largest) : 0;
+  p->starts.resize(rows.size());
+  int64_t total = 0;
+  std::vector<int32_t> offsets(1, 0);
+  for (size_t g = 0; g < rows.size(); ++g) {
+    p->starts[g] = spec.maskedGroups ? int64_t(g) * p->capacity : total;
+    total += rows[g];
+    offsets.push_back(int32_t(total));
+  }
+  p->m = spec.maskedGroups ? spec.groups * p->capacity : total;
+  if (spec.maskedGroups)
+    p->groupRows.assign(rows.begin(), rows.end());
+  else
+    p->groupRows = offsets;
+
+  // Each expert as a plain GEMM folded as the grouped one is at M.
+  compiler::GemmSpec dense = spec;
+  dense.groups = 0;
+  dense.maskedGroups = false;
+  dense.fold = spec.getFold(p->m);
+  std::mt19937_64 rng(seed);
+  for (int64_t r : rows) {
+    const int64_t problemRows = std::max<int64_t>(r, 1);
+    std::vector<float> a =
+        numerics::llmActivationSample(problemRows, spec.k, rng());
+    std::vector<float> b = numerics::gaussianSample(spec.n, spec.k, rng());
+    Expected<std::unique_ptr<GemmProblem>> expert =
+        GemmProblem::create(dense, problemRows, a, b, rng());
+    if (!expert)
+      return expert.takeError();
+    p->experts.push_back(std::move(*expert));
+  }
+
+  // A's rows and B's experts stacked; a masked expert's unused rows hold
+  // 1.0 in every code and scale.
+  Stack aCodes, aLocal, aGlobal, bCodes, bLocal, bGlobal, bias, cIn;
+  const size_t outWidth = compiler::getByteWidth(spec.out);
+  const uint8_t code = 0x38, e8m0 = 127; // 1.0 in E4M3 and E8M0
+  const float one = 1.0f;
+  const numerics::ScalingScheme &sa = spec.aScaling, &sb = spec.bScaling;
+  const size_t blocksPerRow = sa.hasLocalScales() ? spec.k / sa.blockCols : 0;
+  for (size_t g = 0; g < rows.size(); ++g) {
+    const GemmBuffers &e = p->experts[g]->buffers;
+    const size_t r = size_t(rows[g]);
+    const size_t unused = spec.maskedGroups ? size_t(p->capacity) - r : 0;
+    if (Error err = aCodes.add(e.a.codes, r * spec.k))
+      return std::move(err);
+    aCodes.pad(unused * spec.k, &code, 1);
+    if (sa.hasLocalScales()) {
+      if (Error err =
+              aLocal.add(e.a.localScales, r * blocksPerRow * localBytes(sa)))
+        return std::move(err);
+      if (localBytes(sa) == 1)
+        aLocal.pad(unused * blocksPerRow, &e8m0, 1);
+      else
+        aLocal.pad(unused * blocksPerRow, &one, 4);
+    }
+    if (sa.hasGlobalScales() && sa.globalPerRow()) {
+      if (Error err = aGlobal.add(e.a.globalScales, r * 4))
+        return std::move(err);
+      aGlobal.pad(unused, &one, 4);
+    }
+    if (Error err = bCodes.add(e.b.codes, size_t(spec.n * spec.k)))
+      return std::move(err);
+    if (sb.hasLocalScales())
+      if (Error err = bLocal.add(e.b.localScales,
+                                 size_t(e.b.localScaleCount) * localBytes(sb)))
+        return std::move(err);
+    if (sb.hasGlobalScales())
+      if (Error err =
+              bGlobal.add(e.b.globalScales, size_t(e.b.globalScaleCount) * 4))
+        return std::move(err);
+    if (spec.bias)
+      if (Error err = bias.add(e.bias, size_t(spec.n) *
+                                           compiler::getByteWidth(*spec.bias)))
+        return std::move(err);
+    if (spec.accumulate) {
+      const size_t cWidth = compiler::getByteWidth(*spec.accumulate);
+      if (Error err = cIn.add(e.c, r * spec.n * cWidth))
+        return std::move(err);
+      cIn.pad(unused * spec.n * cWidth, &code, 1);
+    }
+  }
+  GemmScaleCounts counts = getGemmScaleCounts(spec, p->m);
+  auto place = [&](const Stack &stack, bool given) -> Expected<CUdeviceptr> {
+    return given ? p->upload(stack.bytes) : Expected<CUdeviceptr>(0);
+  };
+  Expected<CUdeviceptr> ac = place(aCodes, true),
+                        al = place(aLocal, sa.hasLocalScales()),
+                        ag = place(aGlobal, sa.hasGlobalScales()),
+                        bc = place(bCodes, true),
+                        bl = place(bLocal, sb.hasLocalScales()),
+                        bg = place(bGlobal, sb.hasGlobalScales()),
+                        bi = place(bias, spec.bias.has_value()),
+                        ci = place(cIn, spec.accumulate.has_value());
+  for (Expected<CUdeviceptr> *e : {&ac, &al, &ag, &bc, &bl, &bg, &bi, &ci})
+    if (!*e)
+      return e->takeError();
+  std::vector<uint8_t> rowBytes(p->groupRows.size() * 4);
+  std::memcpy(rowBytes.data(), p->groupRows.data(), rowBytes.size());
+  Expected<CUdeviceptr> groupRows = p->upload(rowBytes);
+  if (!groupRows)
+    return groupRows.takeError();
+  p->outputBytes = size_t((p->m + kPadRows) * spec.n) * outWidth;
+  Expected<CUdeviceptr> d =
+      p->upload(std::vector<uint8_t>(p->outputBytes, 0xFF));
+  if (!d)
+    return d.takeError();
+  GemmBuffers &b = p->buffers;
+  b.a = {*ac, *al, counts.aLocal, *ag, counts.aGlobal};
+  b.b = {*bc, *bl, counts.bLocal, *bg, counts.bGlobal};
+  b.d = *d;
+  b.bias = *bi;
+  b.c = *ci;
+  b.groupOffsets = *groupRows;
+  if (spec.amax) {
+    Expected<CUdeviceptr> amax = p->upload(std::vector<uint8_t>(4, 0));
+    if (!amax)
+      return amax.takeError();
+    b.amax = *amax;
+  }
+  return std::move(p);
+}
+
+Error GroupedGemmProblem::poison() const {
+  const runtime::DriverApi &api = *runtime::getDriverApi();
+  if (Error e =
+          checkCuda(api.memsetD8(buffers.d, 0xFF, outputBytes), "cuMemsetD8"))
+    return e;
+  if (buffers.amax)
+    return checkCuda(api.memsetD8(buffers.amax, 0, 4), "cuMemsetD8");
+  return Error::success();
+}
+
+Expected<GroupedGemmCheckResult>
+GroupedGemmProblem::check(const GemmCheckOptions &options) const {
+  const runtime::DriverApi &api = *runtime::getDriverApi();
+  std::vector<uint8_t> out(outputBytes);
+  if (Error e = checkCuda(api.memcpyDtoH(out.data(), buffers.d, outputBytes),
+                          "cuMemcpyDtoH"))
+    return std::move(e);
+  GroupedGemmCheckResult result;
+  const size_t rowBytes = size_t(spec.n) * compiler::getByteWidth(spec.out);
+  // Every byte outside the experts' rows is as poisoned.
+  std::vector<bool> owned(size_t(m + kPadRows), false);
+  for (size_t g = 0; g < rows.size(); ++g)
+    for (int64_t r = 0; r < rows[g]; ++r)
+      owned[size_t(starts[g] + r)] = true;
+  float largest = 0;
+  for (size_t row = 0; row < owned.size(); ++row) {
+    const uint8_t *bytes = out.data() + row * rowBytes;
+    if (!owned[row]) {
+      result.writtenOutside += int64_t(std::count_if(
+          bytes, bytes + rowBytes, [](uint8_t b) { return b != 0xFF; }));
+      continue;
+    }
+    if (!spec.amax)
+      continue;
+    const size_t width = compiler::getByteWidth(spec.out);
+    for (size_t i = 0; i < rowBytes; i += width) {
+      const float v = decodeOutputElement(bytes + i, spec.out);
+      if (!std::isnan(v))
+        largest = std::max(largest, std::fabs(v));
+    }
+  }
+
+  for (size_t g = 0; g < rows.size(); ++g) {
+    if (!rows[g])
+      continue;
+    const GemmProblem &expert = *experts[g];
+    if (Error e =
+            checkCuda(api.memcpyHtoD(expert.buffers.d,
+                                     out.data() + size_t(starts[g]) * rowBytes,
+                                     size_t(rows[g]) * rowBytes),
+                      "cuMemcpyHtoD"))
+      return std::move(e);
+    GemmCheckOptions expertOptions = options;
+    expertOptions.scanRows =
+        unsigned(std::min<int64_t>(rows[g], options.scanRows));
+    expertOptions.compareRows =
+        unsigned(std::min<int64_t>(rows[g], options.compareRows));
+    expertOptions.seed = options.seed + g;
+    Expected<GemmCheckResult> one =
+        checkGemmOutput(expert, rows[g], expertOptions);
+    if (!one)
+      return one.takeError();
+    result.compared += one->compared;
+    result.bad += one->bad;
+    result.unwritten += one->unwritten;
+    result.worst = std::max(result.worst, one->worst);
+    if (!one->ok() && result.firstBadExpert < 0)
+      result.firstBadExpert = int64_t(g);
+  }
+  if (spec.amax) {
+    float amax = 0;
+    if (Error e =
+            checkCuda(api.memcpyDtoH(&amax, buffers.amax, 4), "cuMemcpyDtoH"))
+      return std::move(e);
+    if (amax != largest)
+      ++result.bad;
+  }
+  return result;
+}

@@ -1,0 +1,99 @@
+//===- GroupedGemmProblem.h - An m-grouped GEMM's operands on the GPU ----===//
+//
+// An m-grouped GEMM (GemmSpec::groups) made of one GemmProblem per expert:
+// each expert's operands are quantized with the host reference quantizers,
+// then stacked into the grouped buffers (A's rows and D's by expert, B's
+// experts one after another) with the row offsets or, for the masked
+// layout, the row counts over `capacity` rows per expert, whose unused
+// rows hold codes and scales of plausible values. A's schemes quantize row
+// by row, so quantizing each expert apart gives the bits of quantizing the
+// whole A. check() holds each expert's rows of the output to its own
+// reference (checkGemmOutput) and every other row to its poison.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOSS_TOOLS_COMMON_GROUPEDGEMMPROBLEM_H
+#define MOSS_TOOLS_COMMON_GROUPEDGEMMPROBLEM_H
+
+#include "GemmCheck.h"
+#include "GemmProblem.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <vector>
+
+namespace moss::jit {
+
+/// Rows per expert drawn for `groups` experts around `meanRows`: "random"
+/// (0 to 2 * mean each), "skewed" (one expert half of all), "sparse" (most
+/// experts empty). With three experts or more, the first has no rows, the
+/// second one, and the third an odd count.
+llvm::Expected<std::vector<int64_t>> routeRows(int64_t groups, int64_t meanRows,
+                                               llvm::StringRef routing,
+                                               std::mt19937_64 &rng);
+
+/// What check() found over all experts.
+struct GroupedGemmCheckResult {
+  int64_t compared = 0;
+  int64_t bad = 0;
+  int64_t unwritten = 0;
+  double worst = 0;
+  /// Bytes of the output written outside the experts' rows.
+  int64_t writtenOutside = 0;
+  /// The first expert with an entry beyond its allowance or unwritten, or
+  /// -1.
+  int64_t firstBadExpert = -1;
+
+  bool ok() const { return bad == 0 && unwritten == 0 && writtenOutside == 0; }
+};
+
+class GroupedGemmProblem {
+public:
+  /// The operands of `spec` (groups > 0) with `rows[g]` rows for expert g,
+  /// from `seed`. Masked: each expert holds `capacity` rows (at least the
+  /// largest of `rows`).
+  static llvm::Expected<std::unique_ptr<GroupedGemmProblem>>
+  create(const compiler::GemmSpec &spec, llvm::ArrayRef<int64_t> rows,
+         uint64_t seed, int64_t capacity = 0);
+  ~GroupedGemmProblem();
+
+  /// Fills the output (and the rows past it) with 0xFF bytes (synchronous).
+  llvm::Error poison() const;
+
+  /// Checks the output after the caller's launch has finished: each
+  /// expert's rows against its reference (`options`, with scanRows and
+  /// compareRows capped at the expert's rows, and a seed per expert), the
+  /// others against the poison.
+  llvm::Expected<GroupedGemmCheckResult>
+  check(const GemmCheckOptions &options) const;
+
+  compiler::GemmSpec spec;
+  /// Rows of A and D in all: the experts' (contiguous) or groups *
+  /// capacity (masked).
+  int64_t m = 0;
+  int64_t capacity = 0;
+  std::vector<int64_t> rows;
+  /// Expert g's first row.
+  std::vector<int64_t> starts;
+  /// What the launch reads on the device: the offsets or the counts.
+  std::vector<int32_t> groupRows;
+  /// One problem per expert (an empty expert's holds one unused row: its B
+  /// is stacked all the same).
+  std::vector<std::unique_ptr<GemmProblem>> experts;
+  GemmBuffers buffers;
+
+private:
+  GroupedGemmProblem() = default;
+  llvm::Expected<CUdeviceptr> upload(const std::vector<uint8_t> &bytes);
+  std::vector<CUdeviceptr> allocations;
+  size_t outputBytes = 0;
+};
+
+} // namespace moss::jit
+
+#endif // MOSS_TOOLS_COMMON_GROUPEDGEMMPROBLEM_H
