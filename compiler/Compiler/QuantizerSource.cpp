@@ -174,6 +174,13 @@ Error checkGpuQuantizeSpec(const QuantizeSpec &spec) {
         "the shape [" + Twine(spec.rows) + ", " + Twine(spec.cols) +
         "] exceeds the GPU quantizers' limit of 2^31-1 per axis");
   const ScalingScheme &scheme = spec.options.scheme;
+  if (spec.gather &&
+      (spec.bothLayouts || spec.options.transpose || isSquareGroup(scheme)))
+    return invalidArgument(
+        "gathered rows are quantized by the row-wise kernel only, not " +
+        Twine(spec.bothLayouts         ? "both layouts at once"
+              : spec.options.transpose ? "transposed"
+                                       : "square blocks of " + scheme.str()));
   if (spec.bothLayouts)
     return checkBothLayouts(spec);
   if (isSquareGroup(scheme)) {
@@ -231,10 +238,11 @@ Expected<QuantizerSource> generateQuantizerSource(const QuantizeSpec &spec,
   switch (v.family) {
   case Family::Rowwise:
     header = "moss/quantize/rowwise.cuh";
-    config = formatv("moss::quantize::RowwiseConfig<{0}, {1}, {2}, {3}, {4}, "
-                     "{5}, {6}, {7}, {8}>",
-                     in, kind, fmt, v.block, spec.cols, v.threads,
-                     int(v.source), int(options.fold), v.segment);
+    config =
+        formatv("moss::quantize::RowwiseConfig<{0}, {1}, {2}, {3}, {4}, "
+                "{5}, {6}, {7}, {8}{9}>",
+                in, kind, fmt, v.block, spec.cols, v.threads, int(v.source),
+                int(options.fold), v.segment, spec.gather ? ", true" : "");
     call = "moss::quantize::rowwise<Config>(args, moss::quantize::{0})";
     break;
   case Family::Columnwise:

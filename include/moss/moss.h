@@ -244,6 +244,20 @@ moss_error_t moss_quantize(moss_context_t context,
                            const moss_quantize_buffers_t *buffers,
                            void *stream);
 
+/* moss_quantize of gathered rows (a mixture-of-experts dispatch: the tokens
+ * in expert order, each as often as it is routed): output row r is the
+ * quantization of row gather_rows[r] of the [source_rows, spec->cols] input
+ * at buffers->x, with the bits of quantizing the gathered rows.
+ * `gather_rows` is the device address of spec->rows int32 indices (4-byte
+ * aligned), read on the device and kept in [0, source_rows). Row-major
+ * quantizations by the row-wise kernel only: not transposed, not blocks
+ * spanning several rows. */
+moss_error_t moss_quantize_gathered(moss_context_t context,
+                                    const moss_quantize_spec_t *spec,
+                                    const moss_quantize_buffers_t *buffers,
+                                    uint64_t gather_rows, int64_t source_rows,
+                                    void *stream);
+
 /* A quantization prepared once and launched many times: moss_quantize with
  * the spec's conversion, its checks and the kernels' compile (or cache
  * load) done at creation. A plan uses its context: call it where the

@@ -43,6 +43,7 @@ if _torch_module is not None:
                            if out_dtype is None else out_dtype,
                            bias, c, beta, amax, mma, fold)
 
+    from ._dispatch import combine, dispatch_quantize, route
     from ._grouped import ExpertWeights, stack_experts
 
     def grouped_gemm(a, b, offsets, out_dtype=None, bias=None, fold="auto",
@@ -73,5 +74,6 @@ if _torch_module is not None:
 
 __all__ = ["MossError", "MossTensor", "quantize", "quantize_both_layouts",
            "gemm", "grouped_gemm", "stack_experts", "ExpertWeights",
+           "route", "dispatch_quantize", "combine",
            "cast_with_scale",
            "convert", "nn", "attach_optimizer"]

@@ -204,6 +204,9 @@ def _load():
         "moss_context_destroy": (None, [c_void_p]),
         "moss_quantize": (error_t, [c_void_p, POINTER(QuantizeSpec),
                                     POINTER(QuantizeBuffers), c_void_p]),
+        "moss_quantize_gathered": (error_t, [
+            c_void_p, POINTER(QuantizeSpec), POINTER(QuantizeBuffers),
+            c_uint64, c_int64, c_void_p]),
         "moss_cast_with_scale": (error_t, [c_void_p, POINTER(QuantizeSpec),
                                            c_uint64, POINTER(QuantizeBuffers),
                                            c_void_p]),

@@ -320,5 +320,77 @@ class GroupedLinearCpuTest(unittest.TestCase):
             layer(torch.randn(4, 32), torch.tensor([0, 4], dtype=torch.int32))
 
 
+class DispatchCpuTest(unittest.TestCase):
+    def test_route_sorts_pairs_by_expert_and_keeps_token_order(self):
+        rng = np.random.default_rng()
+        tokens, top_k, groups = 37, 3, 6
+        ids = torch.from_numpy(np.stack([rng.choice(groups, top_k,
+                                                    replace=False)
+                                         for _ in range(tokens)]))
+        token_index, offsets, order = moss_jit.route(ids, groups)
+        self.assertEqual(token_index.dtype, torch.int32)
+        self.assertEqual(offsets.dtype, torch.int32)
+        # Independent: each expert's tokens by a loop over the routing.
+        start = 0
+        for g in range(groups):
+            want = [t for t in range(tokens) for e in ids[t].tolist()
+                    if e == g]
+            end = start + len(want)
+            self.assertEqual(offsets[g].item(), start)
+            self.assertEqual(token_index[start:end].tolist(), want)
+            for r in range(start, end):
+                t, j = divmod(order[r].item(), top_k)
+                self.assertEqual((t, ids[t, j].item()),
+                                 (token_index[r].item(), g))
+            start = end
+        self.assertEqual(offsets[-1].item(), tokens * top_k)
+
+    def test_dispatch_quantize_is_the_quantization_of_the_gathered_rows(self):
+        rng = np.random.default_rng()
+        x = torch.from_numpy(llm_like(rng, 20, 64))
+        index = torch.tensor(rng.integers(0, 20, size=33), dtype=torch.int32)
+        got = moss_jit.dispatch_quantize(x, index)
+        want = moss_jit.quantize(x[index.long()], "moss",
+                                 global_scope="row", fold="row")
+        self.assertTrue(torch.equal(got.codes.view(torch.uint8),
+                                    want.codes.view(torch.uint8)))
+        self.assertIsNone(got.local_scales)  # folded by rows
+        self.assertTrue(torch.equal(got.global_scales, want.global_scales))
+        self.assertEqual(got[3:], want[3:])
+        with self.assertRaisesRegex(ValueError, r"\[0, 20\)"):
+            moss_jit.dispatch_quantize(x, torch.tensor([0, 20],
+                                                       dtype=torch.int32))
+        with self.assertRaisesRegex(TypeError, "int32"):
+            moss_jit.dispatch_quantize(x, torch.tensor([0, 1]))
+
+    def test_a_moe_layer_through_route_dispatch_and_combine(self):
+        # route -> dispatch_quantize -> grouped_gemm -> combine against each
+        # token's weighted sum over its experts in float64.
+        rng = np.random.default_rng()
+        tokens, top_k, groups, k, n = 24, 2, 4, 64, 32
+        x = torch.from_numpy(llm_like(rng, tokens, k))
+        ids = torch.from_numpy(np.stack([rng.choice(groups, top_k,
+                                                    replace=False)
+                                         for _ in range(tokens)]))
+        weights = torch.rand(tokens, top_k)
+        experts = moss_jit.stack_experts([moss_jit.quantize(
+            torch.randn(n, k), "per-tensor") for _ in range(groups)])
+        token_index, offsets, order = moss_jit.route(ids, groups)
+        a = moss_jit.dispatch_quantize(x, token_index)
+        y = moss_jit.grouped_gemm(a, experts, offsets,
+                                  out_dtype=torch.float32)
+        out = moss_jit.combine(y, token_index, tokens, weights, order)
+        self.assertEqual(tuple(out.shape), (tokens, n))
+        dq_x = reference.dequantize(moss_jit.quantize(
+            x, "moss", global_scope="row", fold="row")).double()
+        want = torch.zeros(tokens, n, dtype=torch.float64)
+        for t in range(tokens):
+            for j in range(top_k):
+                g = ids[t, j].item()
+                w = reference.dequantize(experts.expert(g)).double()
+                want[t] += weights[t, j].double() * (dq_x[t] @ w.T)
+        torch.testing.assert_close(out.double(), want, rtol=1e-5, atol=1e-5)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -494,6 +494,30 @@ moss_error_t moss_quantize(moss_context_t context,
                                              static_cast<CUstream>(stream)));
 }
 
+moss_error_t moss_quantize_gathered(moss_context_t context,
+                                    const moss_quantize_spec_t *spec,
+                                    const moss_quantize_buffers_t *buffers,
+                                    uint64_t gather_rows, int64_t source_rows,
+                                    void *stream) {
+  QuantizeSpec converted;
+  QuantizeBuffers devBuffers;
+  if (moss_error_t error =
+          checkCall(context, spec, buffers, converted, devBuffers))
+    return error;
+  if (!gather_rows)
+    return invalid("gather_rows is 0 (NULL); moss_quantize takes the rows "
+                   "in order");
+  converted.gather = true;
+  if (Error error = checkGpuQuantizeSpec(converted))
+    return convert(std::move(error), MOSS_ERROR_INVALID_ARGUMENT);
+  devBuffers.gatherRows = gather_rows;
+  devBuffers.gatherSourceRows = source_rows;
+  if (Error error = context->device.makeCurrent())
+    return convert(std::move(error));
+  return convert(context->quantizer.quantize(converted, devBuffers,
+                                             static_cast<CUstream>(stream)));
+}
+
 moss_error_t moss_quantize_plan_create(moss_context_t context,
                                        const moss_quantize_spec_t *spec,
                                        moss_quantize_plan_t *plan) {

@@ -113,7 +113,7 @@ static GpuQuantizer::PlanKey makePlanKey(const QuantizeSpec &spec,
       uint64_t(spec.options.format) << 5 | uint64_t(spec.input) << 6 |
       uint64_t(spec.options.transpose) << 7 | uint64_t(withScale) << 8 |
       uint64_t(spec.options.fold) << 9 | uint64_t(spec.bothLayouts) << 12 |
-      uint64_t(scheme.blockRows & 0xFFFF) << 16 |
+      uint64_t(spec.gather) << 13 | uint64_t(scheme.blockRows & 0xFFFF) << 16 |
       uint64_t(scheme.blockCols & 0xFFFF) << 32;
   // Only the row-wise kernel has K compiled in.
   bool rowwise =
@@ -256,6 +256,25 @@ Error GpuQuantizer::run(const QuantizeSpec &spec,
       return invalidArgument("the amax output must be 4-byte aligned, got 0x" +
                              Twine::utohexstr(b->amax));
   }
+  if (spec.gather != (buffers.gatherRows != 0))
+    return invalidArgument(spec.gather
+                               ? "a gathering spec needs the gathered rows' "
+                                 "indices (gatherRows)"
+                               : "gathered rows' indices are given for a spec "
+                                 "without gather");
+  if (spec.gather) {
+    if (buffers.gatherRows % 4 != 0)
+      return invalidArgument("the gathered rows' indices must be 4-byte "
+                             "aligned, got 0x" +
+                             Twine::utohexstr(buffers.gatherRows));
+    if (buffers.gatherSourceRows < 1 || buffers.gatherSourceRows > INT_MAX)
+      return invalidArgument("the gather's input has " +
+                             Twine(buffers.gatherSourceRows) +
+                             " rows; expected 1 to 2^31 - 1");
+  } else if (buffers.gatherSourceRows) {
+    return invalidArgument("the gather's input rows are given without its "
+                           "indices (gatherRows)");
+  }
   Expected<const Plan *> plan = getPlan(spec, scale != 0);
   if (!plan)
     return plan.takeError();
@@ -308,6 +327,8 @@ Error GpuQuantizer::run(const QuantizeSpec &spec,
   args.saturated = counter(buffers, 0);
   args.nonFinite = counter(buffers, 1);
   args.stages = (*plan)->stages;
+  args.gatherRows = reinterpret_cast<const int *>(buffers.gatherRows);
+  args.gatherSourceRows = int(buffers.gatherSourceRows);
   if (rowMajor) {
     args.row.q = reinterpret_cast<unsigned char *>(rowMajor->q);
     args.row.local = reinterpret_cast<void *>(rowMajor->local);

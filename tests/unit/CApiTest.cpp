@@ -252,6 +252,8 @@ TEST(CApiTest, NullArguments) {
               MOSS_ERROR_INVALID_ARGUMENT, "out is NULL");
   expectError(moss_quantize(nullptr, &spec, &buffers, nullptr),
               MOSS_ERROR_INVALID_ARGUMENT, "context is NULL");
+  expectError(moss_quantize_gathered(nullptr, &spec, &buffers, 16, 4, nullptr),
+              MOSS_ERROR_INVALID_ARGUMENT, "context is NULL");
   expectError(moss_cast_with_scale(nullptr, &spec, 16, &buffers, nullptr),
               MOSS_ERROR_INVALID_ARGUMENT, "context is NULL");
 

@@ -286,6 +286,51 @@ TEST(QuantizerCompileTest, SegmentedRowsCompileWithoutLocalMemory) {
   }
 }
 
+// A gather (a mixture-of-experts dispatch) is a row-wise variant of its
+// own, in whole rows and in segments; the other kernels take none.
+TEST(QuantizerCompileTest, GatheredRowsCompileAsTheirOwnRowwiseVariant) {
+  if (!isNvrtcAvailable())
+    GTEST_SKIP() << "NVRTC (libnvrtc.so.13) is not available";
+  for (const Variant &variant : allSchemes()) {
+    if (isSquareGroup(variant.scheme))
+      continue;
+    for (int64_t cols : {int64_t(4096), int64_t(40960 + 128)}) {
+      QuantizeSpec spec;
+      spec.rows = 64;
+      spec.cols = cols;
+      spec.input = InputType::BF16;
+      spec.options = {variant.scheme, Fp8Format::E4M3, false};
+      spec.gather = true;
+      llvm::Expected<QuantizerSource> source =
+          generateQuantizerSource(spec, variant.withScale);
+      ASSERT_TRUE(bool(source)) << llvm::toString(source.takeError());
+      EXPECT_NE(source->source.find(", true>;"), std::string::npos)
+          << source->source;
+      expectCompiles(spec, variant.withScale, "sm_90a",
+                     /*checkResources=*/true);
+    }
+  }
+  QuantizeSpec spec;
+  spec.rows = 256;
+  spec.cols = 512;
+  spec.options = {ScalingScheme::perGroup(128, 128), Fp8Format::E4M3, false};
+  spec.gather = true;
+  for (int i = 0; i < 3; ++i) {
+    if (i == 1) {
+      spec.options.scheme = ScalingScheme::perRow();
+      spec.options.transpose = true;
+    } else if (i == 2) {
+      spec.options.transpose = false;
+      spec.bothLayouts = true;
+    }
+    llvm::Error error = checkGpuQuantizeSpec(spec);
+    ASSERT_TRUE(bool(error)) << i;
+    EXPECT_NE(llvm::toString(std::move(error)).find("row-wise kernel only"),
+              std::string::npos)
+        << i;
+  }
+}
+
 TEST(QuantizerCompileTest, RejectsUnsupportedShapesWithTheValue) {
   struct Case {
     QuantizeSpec spec;

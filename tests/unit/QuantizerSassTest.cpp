@@ -209,6 +209,12 @@ std::vector<Case> getTrainingStepCases() {
       false, {58, 59.0});
   add("row_k11008", "per-row",
       makeSpec(16384, 11008, bf16, perRow, false, none), false, {53, 64.0});
+  // A mixture-of-experts dispatch: the MOSS row-major quantizer reading
+  // each output row from a token index (a variant of its own).
+  QuantizeSpec gathered = makeSpec(16384, 4096, bf16, moss, false, row);
+  gathered.gather = true;
+  add("moss_gather_k4096", "MOSS row-major, gathered rows", gathered, false,
+      {70, 76.0});
   return cases;
 }
 

@@ -34,6 +34,10 @@ struct QuantizeSpec {
   /// these options describe (options.transpose off) and the transposed one
   /// (getTransposedSpec), as GpuQuantizer::quantizeBothLayouts writes them.
   bool bothLayouts = false;
+  /// Output row r quantizes input row gatherRows[r] (an index on the
+  /// device; Args::gatherRows): row-wise quantizations only, not transposed,
+  /// not square blocks, not both layouts.
+  bool gather = false;
 };
 
 /// The transposed half of a dual-layout spec: the same options with

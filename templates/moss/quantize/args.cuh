@@ -54,6 +54,12 @@ struct Args {
   /// (1 to kMaxRowStages).
   int stages;
   RowLayoutArgs row;
+  /// Row-wise kernel, optional (null: output row r quantizes input row r):
+  /// output row r quantizes input row gatherRows[r] of the
+  /// gatherSourceRows rows at x, kept in [0, gatherSourceRows) (a
+  /// mixture-of-experts dispatch: the tokens in expert order).
+  const int *gatherRows;
+  int gatherSourceRows;
 };
 
 } // namespace moss::quantize

@@ -19,6 +19,10 @@
 // E8M0 factors are not written. moss::numerics::quantize with
 // QuantizeOptions::fold writes the same bits.
 //
+// Gather makes output row r the quantization of input row Args::gatherRows[r]
+// (a mixture-of-experts dispatch reads each token's row for each of its
+// experts): only the staging copy's source changes.
+//
 // Rows longer than a CTA holds in registers are cut into segments of Seg
 // values (the last one may be shorter), each a whole number of blocks and
 // 128 fold groups, and a CTA takes segments as it takes rows. What spans the
@@ -38,11 +42,14 @@ namespace moss::quantize {
 /// The row-wise kernel's compile-time shape. `Block` is the block length
 /// along K for block schemes and ignored (pass K) for per-tensor/per-row.
 template <int In_, int Kind_, int Fmt_, int Block_, int K_, int Threads_,
-          int Source_, int Fold_ = 0, int Seg_ = K_>
+          int Source_, int Fold_ = 0, int Seg_ = K_, bool Gather_ = false>
 struct RowwiseConfig {
   static constexpr int In = In_, Kind = Kind_, Fmt = Fmt_, Block = Block_,
                        K = K_, Threads = Threads_, Source = Source_,
                        Fold = Fold_, Seg = Seg_;
+  /// Whether output rows read input rows by Args::gatherRows (a variant of
+  /// its own: the index costs the other kernels registers).
+  static constexpr bool Gather = Gather_;
   /// Lanes that hold one 128-wide K group of the 128 fold.
   static constexpr int kGroupLanes = kFoldGroupCols / kVecElements<In>;
   static constexpr int kVecElems = kVecElements<In>;
@@ -157,8 +164,16 @@ template <class Config> __device__ void rowwise(const Args &args, int pass) {
     const int unit = unitOf(j), seg = unit % Segments;
     const uint32_t bytes =
         seg == Segments - 1 ? Config::kLastSeg * kElemBytes : kSegBytes;
-    const char *src = static_cast<const char *>(args.x) +
-                      startOf(unit / Segments, seg) * kElemBytes;
+    // The input row of this output row (a gather reads it from the index).
+    int source = unit / Segments;
+    if constexpr (Config::Gather) {
+      source = args.gatherRows[source];
+      source = source < 0                        ? 0
+               : source >= args.gatherSourceRows ? args.gatherSourceRows - 1
+                                                 : source;
+    }
+    const char *src =
+        static_cast<const char *>(args.x) + startOf(source, seg) * kElemBytes;
     ptx::mbarrierArriveExpectTx(full, bytes);
     if (keepInL2)
       ptx::bulkLoad1d<false>(dst, src, bytes, full);

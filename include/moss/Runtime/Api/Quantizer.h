@@ -49,6 +49,14 @@ struct QuantizeBuffers {
   /// (NaN or Inf when x holds NaN or Inf), copied on the stream after the
   /// cast. 4-byte aligned. The weight scaler anchors its prediction on it.
   CUdeviceptr amax = 0;
+  /// Optional, row-major quantizations with the row-wise kernel only (not
+  /// transposed, not 2-D blocks, not both layouts): int32 [spec.rows] on the
+  /// device, 4-byte aligned; output row r is the quantization of input row
+  /// gatherRows[r] of the gatherSourceRows rows at x (kept in
+  /// [0, gatherSourceRows)). The bits are those of quantizing the gathered
+  /// rows.
+  CUdeviceptr gatherRows = 0;
+  int64_t gatherSourceRows = 0;
 };
 
 /// Runs quantizations in one CUDA context: the one current at its first
