@@ -296,8 +296,8 @@ _PLANS_MAX = 4096
 
 class _Context:
     def __init__(self, ordinal):
-        # The GEMM plans made in this context, by their GemmSpec (the
-        # objects _torch._gemm_spec caches; keys hold them alive).
+        # The GEMM plans made in this context: id(spec) -> (spec, plan), for
+        # the GemmSpec objects _torch._gemm_spec and grouped_gemm make.
         self.plans = {}
         options = ContextOptions()
         lib.moss_context_options_init(ctypes.byref(options))
@@ -310,18 +310,20 @@ class _Context:
     def plan(self, spec):
         """The plan of `spec` in this context (made on first use: its
         kernels are compiled or loaded then)."""
-        plan = self.plans.get(spec)
-        if plan is None:
+        # ctypes structures are not hashable: key by the object, which the
+        # entry keeps alive (so that its id is not reused).
+        entry = self.plans.get(id(spec))
+        if entry is None:
             if len(self.plans) >= _PLANS_MAX:
                 self.free_plans()
             handle = c_void_p()
             check(lib.moss_gemm_plan_create(self.handle, ctypes.byref(spec),
                                             ctypes.byref(handle)))
-            plan = self.plans[spec] = handle.value
-        return plan
+            entry = self.plans[id(spec)] = (spec, handle.value)
+        return entry[1]
 
     def free_plans(self):
-        for plan in self.plans.values():
+        for _, plan in self.plans.values():
             lib.moss_gemm_plan_destroy(plan)
         self.plans.clear()
 
