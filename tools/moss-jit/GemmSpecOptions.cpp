@@ -264,6 +264,21 @@ Expected<compiler::GemmSpec> getGemmSpec(bool mIsLaunchRows) {
   spec.b = b->format;
   spec.aScaling = a->scheme;
   spec.bScaling = b->scheme;
+  if (groups) {
+    // The experts' tokens: a MOSS A takes a global per row unless told.
+    if (spec.aScaling.kind == numerics::ScalingKind::TwoLevel &&
+        !aGlobal.getNumOccurrences())
+      spec.aScaling.global = numerics::GlobalScope::Row;
+    // run and bench quantize each expert's rows apart.
+    if (mIsLaunchRows && spec.aScaling.hasGlobalScales() &&
+        !spec.aScaling.globalPerRow())
+      return createStringError(
+          inconvertibleErrorCode(),
+          "--groups: run and bench quantize each expert's rows apart, so A "
+          "needs a global per row, not " +
+              spec.aScaling.str() +
+              " (--a-global row, or --a-scheme per-row, per-group or mxfp8)");
+  }
   spec.out = out;
   if (!bias.empty()) {
     Expected<compiler::FloatType> type = parseFloatType(bias, "bias");
