@@ -195,20 +195,27 @@ GroupedGemmProblem::create(const compiler::GemmSpec &spec,
     }
   }
   GemmScaleCounts counts = getGemmScaleCounts(spec, p->m);
-  auto place = [&](const Stack &stack, bool given) -> Expected<CUdeviceptr> {
-    return given ? p->upload(stack.bytes) : Expected<CUdeviceptr>(0);
-  };
-  Expected<CUdeviceptr> ac = place(aCodes, true),
-                        al = place(aLocal, sa.hasLocalScales()),
-                        ag = place(aGlobal, sa.hasGlobalScales()),
-                        bc = place(bCodes, true),
-                        bl = place(bLocal, sb.hasLocalScales()),
-                        bg = place(bGlobal, sb.hasGlobalScales()),
-                        bi = place(bias, spec.bias.has_value()),
-                        ci = place(cIn, spec.accumulate.has_value());
-  for (Expected<CUdeviceptr> *e : {&ac, &al, &ag, &bc, &bl, &bg, &bi, &ci})
-    if (!*e)
-      return e->takeError();
+  // Uploaded in this order; a scale or epilogue operand the spec lacks
+  // stays 0.
+  const Stack *stacks[] = {&aCodes, &aLocal,  &aGlobal, &bCodes,
+                           &bLocal, &bGlobal, &bias,    &cIn};
+  const bool given[] = {true,
+                        sa.hasLocalScales(),
+                        sa.hasGlobalScales(),
+                        true,
+                        sb.hasLocalScales(),
+                        sb.hasGlobalScales(),
+                        spec.bias.has_value(),
+                        spec.accumulate.has_value()};
+  CUdeviceptr pointers[8] = {};
+  for (int i = 0; i < 8; ++i) {
+    if (!given[i])
+      continue;
+    Expected<CUdeviceptr> pointer = p->upload(stacks[i]->bytes);
+    if (!pointer)
+      return pointer.takeError();
+    pointers[i] = *pointer;
+  }
   std::vector<uint8_t> rowBytes(p->groupRows.size() * 4);
   std::memcpy(rowBytes.data(), p->groupRows.data(), rowBytes.size());
   Expected<CUdeviceptr> groupRows = p->upload(rowBytes);
@@ -220,11 +227,11 @@ GroupedGemmProblem::create(const compiler::GemmSpec &spec,
   if (!d)
     return d.takeError();
   GemmBuffers &b = p->buffers;
-  b.a = {*ac, *al, counts.aLocal, *ag, counts.aGlobal};
-  b.b = {*bc, *bl, counts.bLocal, *bg, counts.bGlobal};
+  b.a = {pointers[0], pointers[1], counts.aLocal, pointers[2], counts.aGlobal};
+  b.b = {pointers[3], pointers[4], counts.bLocal, pointers[5], counts.bGlobal};
   b.d = *d;
-  b.bias = *bi;
-  b.c = *ci;
+  b.bias = pointers[6];
+  b.c = pointers[7];
   b.groupOffsets = *groupRows;
   if (spec.amax) {
     Expected<CUdeviceptr> amax = p->upload(std::vector<uint8_t>(4, 0));
