@@ -158,6 +158,16 @@ def grouped_gemm(a, b, offsets, out_dtype=torch.bfloat16, bias=None,
     if fold not in _capi.FOLDS:
         schemes._choice(fold, tuple(_capi.FOLDS), "fold")
 
+    if _torch.compiling():
+        # torch.compile traces the custom op, which returns a new output.
+        if out is not None:
+            raise ValueError("out is not supported under torch.compile")
+        stacked = MossTensor(b.codes, b.local_scales, b.global_scales,
+                             b.scheme, b.format, b.block, b.global_scope)
+        return torch.ops.moss_jit.grouped_gemm(
+            *_torch._op_operand(a), a.descriptor(),
+            *_torch._op_operand(stacked), stacked.descriptor(), b.groups,
+            offsets, out_dtype, bias, fold, masked)
     # A masked layout's unused rows are left as they were: zeros unless the
     # caller passes its own output.
     if out is not None:
@@ -166,6 +176,14 @@ def grouped_gemm(a, b, offsets, out_dtype=torch.bfloat16, bias=None,
         d = torch.zeros(m, b.n, dtype=out_dtype, device=device)
     else:
         d = torch.empty(m, b.n, dtype=out_dtype, device=device)
+    _grouped_raw(a, b, offsets, bias, bias_type, fold, masked, d)
+    return d
+
+
+def _grouped_raw(a, b, offsets, bias, bias_type, fold, masked, d):
+    """The grouped GEMM of checked operands into d."""
+    m, k, device = d.shape[0], a.codes.shape[1], d.device
+    out_dtype = d.dtype
     if device.type == "cpu":
         # Expert by expert, the FP64 reference of each (as gemm on CPU).
         for g, (start, end) in enumerate(
@@ -176,7 +194,7 @@ def grouped_gemm(a, b, offsets, out_dtype=torch.bfloat16, bias=None,
                 _slice_rows(a, start, end), b.expert(g),
                 None if bias is None else bias[g])
             d[start:end] = torch.from_numpy(part).to(out_dtype)
-        return d
+        return
     if device.type != "cuda":
         raise ValueError(f"the operands are on {device}; grouped_gemm takes "
                          "CUDA or CPU tensors")
@@ -191,4 +209,31 @@ def grouped_gemm(a, b, offsets, out_dtype=torch.bfloat16, bias=None,
         _capi.check(_capi.moss_gemm_plan_launch_grouped_packed(
             _capi.plan(index, spec), m, buffers, offsets.data_ptr(),
             _torch._raw_stream(index)))
+
+
+@torch.library.custom_op("moss_jit::grouped_gemm", mutates_args=())
+def _grouped_op(a_codes: torch.Tensor, a_local: torch.Tensor,
+                a_global: torch.Tensor, a_desc: str, b_codes: torch.Tensor,
+                b_local: torch.Tensor, b_global: torch.Tensor, b_desc: str,
+                groups: int, offsets: torch.Tensor, out_dtype: torch.dtype,
+                bias: Optional[torch.Tensor], fold: str,
+                masked: bool) -> torch.Tensor:
+    a = _torch._from_descriptor(a_codes, a_local, a_global, a_desc)
+    expert = _torch._from_descriptor(b_codes, b_local, b_global, b_desc)
+    b = ExpertWeights(expert.codes, expert.local_scales, expert.global_scales,
+                      expert.scheme, expert.format, expert.block,
+                      expert.global_scope, groups, b_codes.shape[0] // groups)
+    make = torch.zeros if masked else torch.empty
+    d = make(a_codes.shape[0], b.n, dtype=out_dtype, device=a_codes.device)
+    bias_type = _torch._check_epilogue(bias, "bias", (b.groups, b.n),
+                                       d.device)
+    _grouped_raw(a, b, offsets, bias, bias_type, fold, masked, d)
     return d
+
+
+@_grouped_op.register_fake
+def _grouped_fake(a_codes, a_local, a_global, a_desc, b_codes, b_local,
+                  b_global, b_desc, groups, offsets, out_dtype, bias, fold,
+                  masked):
+    return a_codes.new_empty((a_codes.shape[0], b_codes.shape[0] // groups),
+                             dtype=out_dtype)

@@ -1,6 +1,7 @@
 """The torch side: CUDA and CPU tensors in, zero copy, on the current CUDA
 stream, with no host synchronization; and the torch.library custom ops
-(moss_jit::quantize, moss_jit::gemm) that torch.compile and CUDA graphs see.
+(moss_jit::quantize, moss_jit::gemm; moss_jit::grouped_gemm in _grouped)
+that torch.compile and CUDA graphs see.
 """
 
 import ctypes

@@ -320,6 +320,48 @@ class GroupedLinearCpuTest(unittest.TestCase):
             layer(torch.randn(4, 32), torch.tensor([0, 4], dtype=torch.int32))
 
 
+class GroupedCompileCpuTest(unittest.TestCase):
+    def test_torch_compile_runs_the_grouped_op(self):
+        # grouped_gemm and the GroupedLinear under torch.compile: the same
+        # output and gradients as eager.
+        rng = np.random.default_rng()
+        torch.manual_seed(int(rng.integers(1 << 30)))
+        layer = moss_jit.nn.GroupedLinear(4, 64, 32, bias=True)
+        offsets = offsets_of([9, 0, 17, 6])
+        x = torch.from_numpy(llm_like(rng, 32, 64)).requires_grad_()
+        eager = layer(x, offsets)
+        eager.sum().backward()
+        grads = [x.grad.clone()] + [p.grad.clone()
+                                    for p in layer.parameters()]
+        x.grad = None
+        layer.zero_grad()
+        torch._dynamo.reset()
+        compiled = torch.compile(layer)
+        out = compiled(x, offsets)
+        out.sum().backward()
+        torch.testing.assert_close(out, eager)
+        for got, want in zip([x.grad] + [p.grad for p in layer.parameters()],
+                             grads):
+            torch.testing.assert_close(got, want)
+        a = moss_jit.quantize(x.detach(), "moss", global_scope="row")
+        experts = moss_jit.stack_experts([moss_jit.quantize(
+            torch.randn(16, 64), "per-row") for _ in range(4)])
+        # The op's schema, fake shapes and dispatch (torch.library.opcheck).
+        from moss_jit import _torch as mt
+        stacked = moss_jit.MossTensor(experts.codes, None,
+                                      experts.global_scales, "per-row")
+        torch.library.opcheck(torch.ops.moss_jit.grouped_gemm.default, (
+            *mt._op_operand(a), a.descriptor(), *mt._op_operand(stacked),
+            stacked.descriptor(), 4, offsets_of([9, 0, 17, 6]),
+            torch.bfloat16, torch.randn(4, 16), "auto", False))
+        run = torch.compile(lambda a, b, o: moss_jit.grouped_gemm(
+            a, b, o, layout="masked"))
+        counts = torch.tensor([8, 0, 3, 8], dtype=torch.int32)
+        torch.testing.assert_close(
+            run(a, experts, counts),
+            moss_jit.grouped_gemm(a, experts, counts, layout="masked"))
+
+
 class DispatchCpuTest(unittest.TestCase):
     def test_route_sorts_pairs_by_expert_and_keeps_token_order(self):
         rng = np.random.default_rng()
