@@ -638,7 +638,8 @@ Error GemmRunner::launchChecked(const GemmSpec &asked, int64_t m,
   args.bGlobal = static_cast<const float *>(pointer(buffers.b.globalScales));
   args.bias = pointer(buffers.bias);
   args.c = pointer(buffers.c);
-  args.beta = spec.beta.value_or(1.0f);
+  // The call's own: plans are shared by specs that differ only in beta.
+  args.beta = asked.beta.value_or(1.0f);
   args.amax = static_cast<float *>(pointer(buffers.amax));
   args.groupOffsets = static_cast<const int *>(pointer(buffers.groupOffsets));
   if (kernel.plan.slicedAccumulators) {
