@@ -242,6 +242,99 @@ GroupedGemmProblem::create(const compiler::GemmSpec &spec,
   return std::move(p);
 }
 
+Expected<std::unique_ptr<GroupedGemmProblem>>
+GroupedGemmProblem::createForTiming(const compiler::GemmSpec &spec,
+                                    ArrayRef<int64_t> rows, uint64_t seed) {
+  if (spec.groups < 1 || int64_t(rows.size()) != spec.groups)
+    return createStringError("a grouped problem needs groups > 0 and one row "
+                             "count per expert; got groups=" +
+                             Twine(spec.groups) + " and " + Twine(rows.size()) +
+                             " row counts");
+  std::unique_ptr<GroupedGemmProblem> p(new GroupedGemmProblem());
+  p->spec = spec;
+  p->rows.assign(rows.begin(), rows.end());
+  p->capacity =
+      spec.maskedGroups ? *std::max_element(rows.begin(), rows.end()) : 0;
+  int64_t total = 0;
+  std::vector<int32_t> offsets(1, 0);
+  for (size_t g = 0; g < rows.size(); ++g) {
+    p->starts.push_back(spec.maskedGroups ? int64_t(g) * p->capacity : total);
+    total += rows[g];
+    offsets.push_back(int32_t(total));
+  }
+  p->m = spec.maskedGroups ? spec.groups * p->capacity : total;
+  if (spec.maskedGroups)
+    p->groupRows.assign(rows.begin(), rows.end());
+  else
+    p->groupRows = offsets;
+
+  // One plain problem of all the rows; its B, bias and scales serve every
+  // expert.
+  compiler::GemmSpec dense = spec;
+  dense.groups = 0;
+  dense.maskedGroups = false;
+  dense.fold = spec.getFold(p->m);
+  const int64_t rowsA = std::max<int64_t>(p->m, 1);
+  std::mt19937_64 rng(seed);
+  Expected<std::unique_ptr<GemmProblem>> whole = GemmProblem::create(
+      dense, rowsA, numerics::llmActivationSample(rowsA, spec.k, rng()),
+      numerics::gaussianSample(spec.n, spec.k, rng()), rng());
+  if (!whole)
+    return whole.takeError();
+  const GemmBuffers &w = (*whole)->buffers;
+  const runtime::DriverApi &api = *runtime::getDriverApi();
+  // `bytes` at `source`, `spec.groups` times over.
+  auto repeat = [&](CUdeviceptr source, size_t bytes) -> Expected<CUdeviceptr> {
+    if (!source)
+      return CUdeviceptr(0);
+    Expected<CUdeviceptr> copies =
+        p->upload(std::vector<uint8_t>(bytes * size_t(spec.groups)));
+    if (!copies)
+      return copies.takeError();
+    for (int64_t g = 0; g < spec.groups; ++g)
+      if (Error e =
+              checkCuda(api.memcpyDtoD(*copies + g * bytes, source, bytes),
+                        "cuMemcpyDtoD"))
+        return std::move(e);
+    return *copies;
+  };
+  const numerics::ScalingScheme &sb = spec.bScaling;
+  const size_t bLocalBytes =
+      size_t(w.b.localScaleCount) * (sb.localScalesAreE8M0() ? 1 : 4);
+  Expected<CUdeviceptr> bCodes = repeat(w.b.codes, size_t(spec.n * spec.k)),
+                        bLocal = repeat(w.b.localScales, bLocalBytes);
+  if (!bCodes)
+    return bCodes.takeError();
+  if (!bLocal)
+    return bLocal.takeError();
+  Expected<CUdeviceptr> bGlobal =
+      repeat(w.b.globalScales, size_t(w.b.globalScaleCount) * 4);
+  if (!bGlobal)
+    return bGlobal.takeError();
+  Expected<CUdeviceptr> bias = repeat(
+      w.bias,
+      spec.bias ? size_t(spec.n) * compiler::getByteWidth(*spec.bias) : 0);
+  if (!bias)
+    return bias.takeError();
+  std::vector<uint8_t> rowBytes(p->groupRows.size() * 4);
+  std::memcpy(rowBytes.data(), p->groupRows.data(), rowBytes.size());
+  Expected<CUdeviceptr> groupRows = p->upload(rowBytes);
+  if (!groupRows)
+    return groupRows.takeError();
+  GemmScaleCounts counts = getGemmScaleCounts(spec, p->m);
+  GemmBuffers &b = p->buffers;
+  b = w;
+  b.a.localScaleCount = counts.aLocal;
+  b.a.globalScaleCount = counts.aGlobal;
+  b.b = {*bCodes, *bLocal, counts.bLocal, *bGlobal, counts.bGlobal};
+  b.bias = *bias;
+  b.groupOffsets = *groupRows;
+  // The whole problem owns A, C, D and amax: keep it.
+  p->timing = std::move(*whole);
+  p->outputBytes = size_t(p->m * spec.n) * compiler::getByteWidth(spec.out);
+  return std::move(p);
+}
+
 Error GroupedGemmProblem::poison() const {
   const runtime::DriverApi &api = *runtime::getDriverApi();
   if (Error e =
@@ -254,6 +347,9 @@ Error GroupedGemmProblem::poison() const {
 
 Expected<GroupedGemmCheckResult>
 GroupedGemmProblem::check(const GemmCheckOptions &options) const {
+  if (timing)
+    return createStringError("a problem made for timing has no experts to "
+                             "check against");
   const runtime::DriverApi &api = *runtime::getDriverApi();
   std::vector<uint8_t> out(outputBytes);
   if (Error e = checkCuda(api.memcpyDtoH(out.data(), buffers.d, outputBytes),

@@ -60,6 +60,14 @@ public:
   static llvm::Expected<std::unique_ptr<GroupedGemmProblem>>
   create(const compiler::GemmSpec &spec, llvm::ArrayRef<int64_t> rows,
          uint64_t seed, int64_t capacity = 0);
+
+  /// The same buffers for timing only, made fast: A is quantized whole (m
+  /// rows, its masked experts' unused rows included) and every expert gets
+  /// one quantized B, bias and global, copied on the device. No experts to
+  /// check against: check() fails.
+  static llvm::Expected<std::unique_ptr<GroupedGemmProblem>>
+  createForTiming(const compiler::GemmSpec &spec, llvm::ArrayRef<int64_t> rows,
+                  uint64_t seed);
   ~GroupedGemmProblem();
 
   /// Fills the output (and the rows past it) with 0xFF bytes (synchronous).
@@ -92,6 +100,8 @@ private:
   llvm::Expected<CUdeviceptr> upload(const std::vector<uint8_t> &bytes);
   std::vector<CUdeviceptr> allocations;
   size_t outputBytes = 0;
+  /// createForTiming's one problem of all the rows.
+  std::unique_ptr<GemmProblem> timing;
 };
 
 } // namespace moss::jit

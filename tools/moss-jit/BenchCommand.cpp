@@ -129,7 +129,7 @@ int runBench() {
     if (!expertRows)
       return fail(expertRows.takeError());
     Expected<std::unique_ptr<GroupedGemmProblem>> problem =
-        GroupedGemmProblem::create(*spec, *expertRows, 3);
+        GroupedGemmProblem::createForTiming(*spec, *expertRows, 3);
     if (!problem)
       return fail(problem.takeError());
     grouped = std::move(*problem);
