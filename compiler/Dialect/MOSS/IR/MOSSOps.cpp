@@ -120,52 +120,6 @@ LogicalResult QuantizeOp::verify() {
 /// The K step of one FP8 wgmma instruction.
 static constexpr int64_t kMmaK = 32;
 
-static LogicalResult verifyFoldAndPromotion(Operation *op, ScalingAttr aScaling,
-                                            ScalingAttr bScaling, FoldAttr fold,
-                                            std::optional<int64_t> promoteK,
-                                            int64_t k);
-static LogicalResult verifyEpilogue(Operation *op, int64_t m, int64_t n,
-                                    Value result, Value bias,
-                                    ArrayRef<int64_t> biasShape, Value c,
-                                    bool beta, Value amax);
-
-LogicalResult GemmOp::verify() {
-  auto a = cast<RankedTensorType>(getA().getType());
-  auto b = cast<RankedTensorType>(getB().getType());
-  if (a.getRank() != 2 || b.getRank() != 2)
-    return emitOpError() << "expected 2-D K-major operands A [M, K] and "
-                            "B [N, K], got "
-                         << a << " and " << b;
-  for (auto [name, type] : {std::pair{"A", a}, std::pair{"B", b}})
-    if (!isMmaFp8(type.getElementType()))
-      return emitOpError() << "operand " << name << " has element type "
-                           << type.getElementType()
-                           << "; Hopper FP8 MMA takes f8E4M3FN or f8E5M2";
-
-  int64_t m = a.getDimSize(0), n = b.getDimSize(0);
-  int64_t k = a.getDimSize(1), kB = b.getDimSize(1);
-  if (!ShapedType::isDynamic(k) && !ShapedType::isDynamic(kB) && k != kB)
-    return emitOpError() << "K of A (" << k << ") and of B (" << kB
-                         << ") differ";
-  if (ShapedType::isDynamic(k))
-    k = kB;
-  if (!ShapedType::isDynamic(k) && k % kMmaK != 0)
-    return emitOpError() << "K=" << k << " is not a multiple of " << kMmaK
-                         << ", the K step of the FP8 MMA";
-
-  if (failed(verifyOperandScales(*this, "operand A", getAScaling(), m, k,
-                                 typeOrNull(getALocal()),
-                                 typeOrNull(getAGlobal()))) ||
-      failed(verifyOperandScales(*this, "operand B", getBScaling(), n, k,
-                                 typeOrNull(getBLocal()),
-                                 typeOrNull(getBGlobal()))) ||
-      failed(verifyFoldAndPromotion(*this, getAScaling(), getBScaling(),
-                                    getFoldAttr(), getPromoteK(), k)))
-    return failure();
-  return verifyEpilogue(*this, m, n, getResult(), getBias(), {n}, getC(),
-                        getBeta().has_value(), getAmax());
-}
-
 /// The fold and promoteK of a GEMM whose operands are scaled by `aScaling`
 /// and `bScaling` over K = `k`.
 static LogicalResult verifyFoldAndPromotion(Operation *op, ScalingAttr aScaling,
@@ -274,6 +228,43 @@ static LogicalResult verifyEpilogue(Operation *op, int64_t m, int64_t n,
                                << ", got " << amax.getType();
   }
   return success();
+}
+
+LogicalResult GemmOp::verify() {
+  auto a = cast<RankedTensorType>(getA().getType());
+  auto b = cast<RankedTensorType>(getB().getType());
+  if (a.getRank() != 2 || b.getRank() != 2)
+    return emitOpError() << "expected 2-D K-major operands A [M, K] and "
+                            "B [N, K], got "
+                         << a << " and " << b;
+  for (auto [name, type] : {std::pair{"A", a}, std::pair{"B", b}})
+    if (!isMmaFp8(type.getElementType()))
+      return emitOpError() << "operand " << name << " has element type "
+                           << type.getElementType()
+                           << "; Hopper FP8 MMA takes f8E4M3FN or f8E5M2";
+
+  int64_t m = a.getDimSize(0), n = b.getDimSize(0);
+  int64_t k = a.getDimSize(1), kB = b.getDimSize(1);
+  if (!ShapedType::isDynamic(k) && !ShapedType::isDynamic(kB) && k != kB)
+    return emitOpError() << "K of A (" << k << ") and of B (" << kB
+                         << ") differ";
+  if (ShapedType::isDynamic(k))
+    k = kB;
+  if (!ShapedType::isDynamic(k) && k % kMmaK != 0)
+    return emitOpError() << "K=" << k << " is not a multiple of " << kMmaK
+                         << ", the K step of the FP8 MMA";
+
+  if (failed(verifyOperandScales(*this, "operand A", getAScaling(), m, k,
+                                 typeOrNull(getALocal()),
+                                 typeOrNull(getAGlobal()))) ||
+      failed(verifyOperandScales(*this, "operand B", getBScaling(), n, k,
+                                 typeOrNull(getBLocal()),
+                                 typeOrNull(getBGlobal()))) ||
+      failed(verifyFoldAndPromotion(*this, getAScaling(), getBScaling(),
+                                    getFoldAttr(), getPromoteK(), k)))
+    return failure();
+  return verifyEpilogue(*this, m, n, getResult(), getBias(), {n}, getC(),
+                        getBeta().has_value(), getAmax());
 }
 
 //===----------------------------------------------------------------------===//
