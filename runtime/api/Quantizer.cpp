@@ -103,6 +103,18 @@ GpuQuantizer::~GpuQuantizer() {
     consumeError(api.takeError());
 }
 
+Expected<CompiledQuantizer>
+compileQuantizer(KernelCache &cache, const QuantizeSpec &spec, bool withScale) {
+  Expected<QuantizerSource> source = generateQuantizerSource(spec, withScale);
+  if (!source)
+    return source.takeError();
+  Expected<std::shared_ptr<const KernelEntry>> entry =
+      cache.getOrCompile(source->source, CompileOptions());
+  if (!entry)
+    return entry.takeError();
+  return CompiledQuantizer{std::move(*source), std::move(*entry)};
+}
+
 /// The plan key packs everything but K into one word, so a launch looks up a
 /// small struct instead of hashing source text.
 static GpuQuantizer::PlanKey makePlanKey(const QuantizeSpec &spec,
@@ -131,23 +143,21 @@ GpuQuantizer::getPlan(const QuantizeSpec &spec, bool withScale) {
   if (it != plans.end())
     return it->second.get();
 
-  Expected<QuantizerSource> source = generateQuantizerSource(spec, withScale);
-  if (!source)
-    return source.takeError();
-  Expected<std::shared_ptr<const KernelEntry>> entry =
-      cache.getOrCompile(source->source, CompileOptions());
-  if (!entry)
-    return entry.takeError();
+  Expected<CompiledQuantizer> compiled =
+      compileQuantizer(cache, spec, withScale);
+  if (!compiled)
+    return compiled.takeError();
+  const QuantizerSource &source = compiled->source;
   auto plan = std::make_unique<Plan>();
-  plan->entry = *entry;
+  plan->entry = compiled->entry;
   plan->variant = chooseQuantizerVariant(spec, withScale);
   Expected<CUfunction> quantize =
-      plan->entry->getFunction(source->quantizeKernel);
+      plan->entry->getFunction(source.quantizeKernel);
   if (!quantize)
     return quantize.takeError();
   plan->quantize = *quantize;
-  if (!source->reduceKernel.empty()) {
-    Expected<CUfunction> reduce = plan->entry->getFunction(source->reduceKernel);
+  if (!source.reduceKernel.empty()) {
+    Expected<CUfunction> reduce = plan->entry->getFunction(source.reduceKernel);
     if (!reduce)
       return reduce.takeError();
     plan->reduce = *reduce;

@@ -4,6 +4,7 @@
 #include "Shapes.h"
 
 #include "moss/Gemm/Gemm.h"
+#include "moss/Runtime/Api/Quantizer.h"
 #include "moss/Runtime/Cache/KernelCache.h"
 #include "moss/Runtime/Nvrtc/Nvrtc.h"
 #include "moss/Support/UntrustedInput.h"
@@ -36,6 +37,22 @@ cl::opt<bool> staticM(
              "package launches); default: the any-M kernels of the C and "
              "C++ APIs' dynamic-M specs"),
     cl::sub(cacheCommand));
+cl::opt<bool> quantizers(
+    "quantizers",
+    cl::desc("warm: also the quantizers of moss_jit.nn.Linear's training "
+             "step for each shape M N K (tokens, out, in): X and dY row-wise "
+             "and transposed (MOSS, global per row, row fold), and the "
+             "weight's per-tensor casts"),
+    cl::sub(cacheCommand));
+cl::opt<std::string>
+    activations("activations",
+                cl::desc("warm --quantizers: the activations' dtype, bf16 "
+                         "or f32"),
+                cl::init("bf16"), cl::sub(cacheCommand));
+cl::opt<std::string> weights(
+    "weights",
+    cl::desc("warm --quantizers: the master weights' dtype, f32 or bf16"),
+    cl::init("f32"), cl::sub(cacheCommand));
 cl::opt<unsigned> smCount("sms",
                           cl::desc("warm: the GPU's SM count (H200: 132)"),
                           cl::init(132), cl::sub(cacheCommand));
@@ -43,6 +60,57 @@ cl::opt<unsigned> smCount("sms",
 int warmError(const Twine &message) {
   errs() << "moss-jit cache warm: error: " << message << "\n";
   return 1;
+}
+
+/// One quantization of a Linear's step: `withScale` for a cast with a given
+/// scale.
+struct StepQuantization {
+  compiler::QuantizeSpec spec;
+  bool withScale = false;
+};
+
+/// The quantizations moss_jit.nn.Linear (its defaults: E4M3, MOSS blocks of
+/// 32 with a global per row, folded by rows) runs for `tokens` rows of
+/// `in` -> `out` features: X and dY in both layouts, the weight [out, in]
+/// cast exactly, with the scaler's scale, and transposed with it.
+std::vector<StepQuantization>
+getLinearStepQuantizations(int64_t tokens, int64_t out, int64_t in,
+                           compiler::InputType activation,
+                           compiler::InputType weight) {
+  using numerics::BlockScaleFold;
+  const numerics::ScalingScheme moss =
+      numerics::ScalingScheme::twoLevel(numerics::GlobalScope::Row, 32);
+  auto make = [](int64_t rows, int64_t cols, compiler::InputType input,
+                 numerics::ScalingScheme scheme, bool transpose,
+                 BlockScaleFold fold) {
+    compiler::QuantizeSpec spec;
+    spec.rows = rows;
+    spec.cols = cols;
+    spec.input = input;
+    spec.options = {scheme, numerics::Fp8Format::E4M3, transpose, fold};
+    return spec;
+  };
+  // The weight gradient pads the tokens to the block.
+  const int64_t padded = (tokens + 31) / 32 * 32;
+  const numerics::ScalingScheme perTensor =
+      numerics::ScalingScheme::perTensor();
+  return {
+      {make(tokens, in, activation, moss, false, BlockScaleFold::Row)},
+      {make(padded, in, activation, moss, true, BlockScaleFold::Row)},
+      {make(tokens, out, activation, moss, false, BlockScaleFold::Row)},
+      {make(padded, out, activation, moss, true, BlockScaleFold::Row)},
+      {make(out, in, weight, perTensor, false, BlockScaleFold::None)},
+      {make(out, in, weight, perTensor, false, BlockScaleFold::None), true},
+      {make(out, in, weight, perTensor, true, BlockScaleFold::None), true},
+  };
+}
+
+std::optional<compiler::InputType> parseInputType(StringRef text) {
+  if (text == "bf16")
+    return compiler::InputType::BF16;
+  if (text == "f32")
+    return compiler::InputType::F32;
+  return std::nullopt;
 }
 
 int runWarm(runtime::KernelCache &cache) {
@@ -57,6 +125,13 @@ int runWarm(runtime::KernelCache &cache) {
     return warmError("--out=" + out + " is not bf16, f16 or f32");
   if (smCount < 1 || smCount > 1024)
     return warmError("--sms=" + Twine(smCount) + " is not an SM count");
+  std::optional<compiler::InputType> activationType =
+      parseInputType(activations);
+  std::optional<compiler::InputType> weightType = parseInputType(weights);
+  if (!activationType)
+    return warmError("--activations=" + activations + " is not bf16 or f32");
+  if (!weightType)
+    return warmError("--weights=" + weights + " is not f32 or bf16");
   Expected<std::unique_ptr<MemoryBuffer>> text =
       readRegularFile(shapesFile, 16 << 20, "the shapes file");
   if (!text)
@@ -92,6 +167,20 @@ int runWarm(runtime::KernelCache &cache) {
     if (!count)
       return warmError(shape.origin + ": " + toString(count.takeError()));
     compiled += *count;
+    if (quantizers) {
+      // The quantizers compile through the same cache: count its compiles.
+      const uint64_t before = cache.stats().compiles;
+      for (const StepQuantization &q :
+           getLinearStepQuantizations(shape.m, shape.spec.n, shape.spec.k,
+                                      *activationType, *weightType))
+        if (Error e = runtime::compileQuantizer(cache, q.spec, q.withScale)
+                          .takeError())
+          return warmError(shape.origin + ": quantizer of " +
+                           Twine(q.spec.rows) + "x" + Twine(q.spec.cols) +
+                           ": " + toString(std::move(e)));
+      *count += unsigned(cache.stats().compiles - before);
+      compiled += unsigned(cache.stats().compiles - before);
+    }
     double seconds = std::chrono::duration<double>(
                          std::chrono::steady_clock::now() - start)
                          .count();

@@ -59,6 +59,17 @@ struct QuantizeBuffers {
   int64_t gatherSourceRows = 0;
 };
 
+/// The kernels of one quantization, compiled (or found in `cache`) as
+/// GpuQuantizer compiles them, so under the same cache key: what `moss-jit
+/// cache warm --quantizers` puts in the disk cache without a GPU.
+struct CompiledQuantizer {
+  compiler::QuantizerSource source;
+  std::shared_ptr<const KernelEntry> entry;
+};
+llvm::Expected<CompiledQuantizer>
+compileQuantizer(KernelCache &cache, const compiler::QuantizeSpec &spec,
+                 bool withScale);
+
 /// Runs quantizations in one CUDA context: the one current at its first
 /// call (a call from another context is an error). Not thread-safe: use one
 /// per thread.
