@@ -1,0 +1,134 @@
+"""The m-grouped GEMM of a mixture-of-experts layer: moss_jit.grouped_gemm
+against torch._scaled_grouped_mm (FP8, row-wise scales, fast accumulation,
+on sm_90) and the bf16 torch._grouped_mm, at the same routing, all timed in
+this process.
+
+    python python/bench/bench_grouped.py [--shapes N,K ...] [--experts 8,64]
+        [--tokens 16384] [--routing uniform|skewed] [--iters N]
+
+Operands are quantized before the timing: only the GEMMs are timed. moss
+runs per-row x per-row (torch's recipe) and MOSS x per-tensor experts. Each
+expert's rows are a multiple of 16 (torch's grouped kernels' alignment), so
+all three run the same rows. Prints one Markdown table: median ms, TFLOPS
+on the routed rows, and moss's speed over torch's FP8 one.
+"""
+
+import argparse
+import math
+import os
+import statistics
+
+# Time the full kernels from the first call, not their quick-compile tier.
+os.environ.setdefault("MOSS_TIERED_COMPILE", "0")
+
+import torch  # noqa: E402
+
+import moss_jit  # noqa: E402
+
+SHAPES = [(4096, 7168), (7168, 2048), (14336, 4096), (4096, 14336)]
+FP8_MAX = 448.0
+
+
+def time_ms(run, iters, rounds=5):
+    """Median over `rounds` of the mean time of `iters` calls (ms)."""
+    for _ in range(3):
+        run()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(rounds):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iters):
+            run()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / iters)
+    return statistics.median(times)
+
+
+def route(tokens, experts, skewed, generator):
+    """Rows per expert, each a multiple of 16, about `tokens` in all: uniform
+    within 20% of the mean, or one expert half of them."""
+    weight = 0.8 + 0.4 * torch.rand(experts, generator=generator)
+    if skewed:
+        weight[0] = weight[1:].sum()
+    rows = (weight / weight.sum() * tokens / 16).round().long() * 16
+    return rows.tolist()
+
+
+def rowwise_fp8(x):
+    """x [..., K] as E4M3 codes with an FP32 scale per row (torch's
+    row-wise recipe): codes = x / scale, scale = amax / 448."""
+    scale = x.abs().amax(-1, keepdim=True).float().clamp(min=1e-12) / FP8_MAX
+    codes = (x.float() / scale).clamp(-FP8_MAX, FP8_MAX)
+    return codes.to(torch.float8_e4m3fn), scale.squeeze(-1)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shapes", nargs="*", default=None,
+                        help="N,K pairs (default: DeepSeek-V3 and Mixtral)")
+    parser.add_argument("--experts", default="8,64")
+    parser.add_argument("--tokens", type=int, default=16384)
+    parser.add_argument("--routing", choices=("uniform", "skewed"),
+                        default="uniform")
+    parser.add_argument("--iters", type=int, default=10)
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("bench_grouped.py needs a CUDA GPU (sm_90)")
+    shapes = [tuple(int(v) for v in s.split(",")) for s in args.shapes] \
+        if args.shapes else SHAPES
+    generator = torch.Generator().manual_seed(0)
+    print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, "
+          f"{args.tokens} tokens, {args.routing} routing")
+    print("| N, K | experts | bf16 _grouped_mm ms | torch FP8 row-wise ms | "
+          "moss row-wise ms | moss MOSS x tensor ms | moss row-wise TFLOPS | "
+          "moss row-wise / torch FP8 |")
+    print("|---|---|---|---|---|---|---|---|")
+    ratios = []
+    for n, k in shapes:
+        for experts in (int(e) for e in args.experts.split(",")):
+            rows = route(args.tokens, experts, args.routing == "skewed",
+                         generator)
+            m = sum(rows)
+            ends = torch.tensor(rows, device="cuda").cumsum(0).to(torch.int32)
+            offsets = torch.cat([torch.zeros(1, dtype=torch.int32,
+                                             device="cuda"), ends])
+            x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+            w = torch.randn(experts, n, k, device="cuda",
+                            dtype=torch.bfloat16) / math.sqrt(k)
+
+            bf16 = time_ms(lambda: torch._grouped_mm(
+                x, w.transpose(-2, -1), offs=ends), args.iters)
+            x8, x_scale = rowwise_fp8(x)
+            w8, w_scale = rowwise_fp8(w)
+            torch_fp8 = time_ms(lambda: torch._scaled_grouped_mm(
+                x8, w8.transpose(-2, -1), x_scale, w_scale, offs=ends,
+                out_dtype=torch.bfloat16, use_fast_accum=True), args.iters)
+
+            a = moss_jit.quantize(x, "per-row")
+            b = moss_jit.stack_experts(
+                [moss_jit.quantize(w[g], "per-row") for g in range(experts)])
+            rowwise = time_ms(lambda: moss_jit.grouped_gemm(a, b, offsets),
+                              args.iters)
+            a_moss = moss_jit.quantize(x, "moss", global_scope="row",
+                                       fold="row")
+            b_tensor = moss_jit.stack_experts(
+                [moss_jit.quantize(w[g], "per-tensor")
+                 for g in range(experts)])
+            moss = time_ms(lambda: moss_jit.grouped_gemm(a_moss, b_tensor,
+                                                         offsets), args.iters)
+            flops = 2.0 * m * n * k
+            ratios.append(torch_fp8 / rowwise)
+            print(f"| {n}, {k} | {experts} | {bf16:.3f} | {torch_fp8:.3f} | "
+                  f"{rowwise:.3f} | {moss:.3f} | "
+                  f"{flops / rowwise / 1e9:.0f} | {torch_fp8 / rowwise:.2f} |",
+                  flush=True)
+    geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+    print(f"\nmoss row-wise over torch's FP8 grouped GEMM: geometric mean "
+          f"{geomean:.2f}x over {len(ratios)} cases")
+
+
+if __name__ == "__main__":
+    main()
