@@ -3,22 +3,21 @@
 # machine with a Hopper GPU and torch, from wheels built elsewhere. Logs go
 # to $MOSS_GPU_LOG_DIR (default ./gpu-logs).
 #
-#   bash python/tests/run-on-device.sh WHEEL_DIR [tests|readme|overhead|linear|gpt|all]
+#   bash python/tests/run-on-device.sh WHEEL_DIR [tests|readme|overhead|linear|grouped|gpt|all]
 #
 # WHEEL_DIR holds the moss_jit wheel (pip wheel of the repository), and
 # optionally a torchao wheel and the moss-jit CLI (the CPU tests compare with
 # it). Exits 1, naming them, when any step fails.
 set -uo pipefail
-wheels="$(cd "${1:?usage: run-on-device.sh WHEEL_DIR [tests|readme|overhead|linear|gpt|all]}" && pwd)"
+wheels="$(cd "${1:?usage: run-on-device.sh WHEEL_DIR [tests|readme|overhead|linear|grouped|gpt|all]}" && pwd)"
 mode="${2:-all}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 out="${MOSS_GPU_LOG_DIR:-./gpu-logs}"
 mkdir -p "$out"
 site="${MOSS_SITE_DIR:-/tmp/moss-site}"
-if [ ! -d "$site/moss_jit" ]; then
-  python3 -m pip install --quiet --no-deps --no-index --target "$site" \
-    "$wheels"/*.whl || exit 1
-fi
+# --upgrade: a machine kept warm between calls must not run an older wheel.
+python3 -m pip install --quiet --no-deps --no-index --upgrade --target "$site" \
+  "$wheels"/*.whl || exit 1
 export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 [ -x "$wheels/moss-jit" ] && export MOSS_JIT_CLI="$wheels/moss-jit"
 nvidia-smi --query-gpu=name,driver_version --format=csv | tee "$out/device.txt"
@@ -43,6 +42,8 @@ case "$mode" in
       "$root/README.md" > "$out/readme-example.py"
     run readme 300 python3 "$out/readme-example.py" ;;&
   overhead|all) run overhead 120 python3 "$root/python/bench/bench_overhead.py" ;;&
+  grouped|all) run grouped 300 python3 "$root/python/bench/bench_grouped.py" \
+    --shapes 4096,7168 ;;&
   gpt|all) run gpt 400 python3 "$root/python/examples/train_gpt.py" ;;&
   linear|all) run linear 540 python3 "$root/python/bench/bench_linear.py" ;;
 esac
