@@ -230,6 +230,27 @@ static LogicalResult verifyEpilogue(Operation *op, int64_t m, int64_t n,
   return success();
 }
 
+/// The FP8 element types of A and B, and their K: A's, else B's `kB`,
+/// which must agree and be a multiple of the MMA's K step.
+static FailureOr<int64_t> verifyFp8Operands(Operation *op, RankedTensorType a,
+                                            RankedTensorType b, int64_t kB) {
+  for (auto [name, type] : {std::pair{"A", a}, std::pair{"B", b}})
+    if (!isMmaFp8(type.getElementType()))
+      return op->emitOpError() << "operand " << name << " has element type "
+                               << type.getElementType()
+                               << "; Hopper FP8 MMA takes f8E4M3FN or f8E5M2";
+  int64_t k = a.getDimSize(1);
+  if (!ShapedType::isDynamic(k) && !ShapedType::isDynamic(kB) && k != kB)
+    return op->emitOpError()
+           << "K of A (" << k << ") and of B (" << kB << ") differ";
+  if (ShapedType::isDynamic(k))
+    k = kB;
+  if (!ShapedType::isDynamic(k) && k % kMmaK != 0)
+    return op->emitOpError() << "K=" << k << " is not a multiple of " << kMmaK
+                             << ", the K step of the FP8 MMA";
+  return k;
+}
+
 LogicalResult GemmOp::verify() {
   auto a = cast<RankedTensorType>(getA().getType());
   auto b = cast<RankedTensorType>(getB().getType());
@@ -237,22 +258,10 @@ LogicalResult GemmOp::verify() {
     return emitOpError() << "expected 2-D K-major operands A [M, K] and "
                             "B [N, K], got "
                          << a << " and " << b;
-  for (auto [name, type] : {std::pair{"A", a}, std::pair{"B", b}})
-    if (!isMmaFp8(type.getElementType()))
-      return emitOpError() << "operand " << name << " has element type "
-                           << type.getElementType()
-                           << "; Hopper FP8 MMA takes f8E4M3FN or f8E5M2";
-
-  int64_t m = a.getDimSize(0), n = b.getDimSize(0);
-  int64_t k = a.getDimSize(1), kB = b.getDimSize(1);
-  if (!ShapedType::isDynamic(k) && !ShapedType::isDynamic(kB) && k != kB)
-    return emitOpError() << "K of A (" << k << ") and of B (" << kB
-                         << ") differ";
-  if (ShapedType::isDynamic(k))
-    k = kB;
-  if (!ShapedType::isDynamic(k) && k % kMmaK != 0)
-    return emitOpError() << "K=" << k << " is not a multiple of " << kMmaK
-                         << ", the K step of the FP8 MMA";
+  FailureOr<int64_t> checkedK = verifyFp8Operands(*this, a, b, b.getDimSize(1));
+  if (failed(checkedK))
+    return failure();
+  const int64_t m = a.getDimSize(0), n = b.getDimSize(0), k = *checkedK;
 
   if (failed(verifyOperandScales(*this, "operand A", getAScaling(), m, k,
                                  typeOrNull(getALocal()),
@@ -278,27 +287,15 @@ LogicalResult GroupedGemmOp::verify() {
     return emitOpError() << "expected A [M, K] and the experts' B [G, N, K], "
                             "got "
                          << a << " and " << b;
-  for (auto [name, type] : {std::pair{"A", a}, std::pair{"B", b}})
-    if (!isMmaFp8(type.getElementType()))
-      return emitOpError() << "operand " << name << " has element type "
-                           << type.getElementType()
-                           << "; Hopper FP8 MMA takes f8E4M3FN or f8E5M2";
+  FailureOr<int64_t> checkedK = verifyFp8Operands(*this, a, b, b.getDimSize(2));
+  if (failed(checkedK))
+    return failure();
+  const int64_t m = a.getDimSize(0), n = b.getDimSize(1), k = *checkedK;
   const int64_t groups = b.getDimSize(0);
   if (ShapedType::isDynamic(groups) || groups < 1)
     return emitOpError() << "expected a static number of experts G >= 1 "
                             "(B's first dimension), got "
                          << b;
-
-  int64_t m = a.getDimSize(0), n = b.getDimSize(1);
-  int64_t k = a.getDimSize(1), kB = b.getDimSize(2);
-  if (!ShapedType::isDynamic(k) && !ShapedType::isDynamic(kB) && k != kB)
-    return emitOpError() << "K of A (" << k << ") and of B (" << kB
-                         << ") differ";
-  if (ShapedType::isDynamic(k))
-    k = kB;
-  if (!ShapedType::isDynamic(k) && k % kMmaK != 0)
-    return emitOpError() << "K=" << k << " is not a multiple of " << kMmaK
-                         << ", the K step of the FP8 MMA";
   // Each row belongs to one expert, so A's blocks span one row.
   if (getAScaling().hasLocalScales() && getAScaling().getBlockRows() != 1)
     return emitOpError() << "A's blocks of " << getAScaling()
