@@ -82,6 +82,13 @@ GroupedGemmProblem::upload(const std::vector<uint8_t> &bytes) {
   return pointer;
 }
 
+Expected<CUdeviceptr>
+GroupedGemmProblem::upload(const std::vector<int32_t> &values) {
+  std::vector<uint8_t> bytes(values.size() * 4);
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  return upload(bytes);
+}
+
 GroupedGemmProblem::~GroupedGemmProblem() {
   if (Expected<const runtime::DriverApi &> api = runtime::getDriverApi()) {
     for (CUdeviceptr pointer : allocations)
@@ -91,32 +98,33 @@ GroupedGemmProblem::~GroupedGemmProblem() {
   }
 }
 
+/// `spec` as a plain GEMM, folded as the grouped one is at `m` rows.
+static compiler::GemmSpec getPlainSpec(const compiler::GemmSpec &spec,
+                                       int64_t m) {
+  compiler::GemmSpec plain = spec;
+  plain.groups = 0;
+  plain.maskedGroups = false;
+  plain.fold = spec.getFold(m);
+  return plain;
+}
+
 Expected<std::unique_ptr<GroupedGemmProblem>>
-GroupedGemmProblem::create(const compiler::GemmSpec &spec,
-                           ArrayRef<int64_t> rows, uint64_t seed,
-                           int64_t capacity) {
+GroupedGemmProblem::layOut(const compiler::GemmSpec &spec,
+                           ArrayRef<int64_t> rows, int64_t capacity) {
   if (spec.groups < 1 || int64_t(rows.size()) != spec.groups)
     return createStringError("a grouped problem needs groups > 0 and one row "
                              "count per expert; got groups=" +
                              Twine(spec.groups) + " and " + Twine(rows.size()) +
                              " row counts");
-  // Quantizing each expert apart gives the whole A's bits only for schemes
-  // that quantize row by row.
-  if ((spec.aScaling.hasLocalScales() && spec.aScaling.blockRows != 1) ||
-      (spec.aScaling.hasGlobalScales() && !spec.aScaling.globalPerRow()))
-    return createStringError("a grouped problem quantizes each expert's rows "
-                             "apart, so A must be scaled row by row; got " +
-                             spec.aScaling.str());
   std::unique_ptr<GroupedGemmProblem> p(new GroupedGemmProblem());
   p->spec = spec;
   p->rows.assign(rows.begin(), rows.end());
   const int64_t largest = *std::max_element(rows.begin(), rows.end());
   p->capacity = spec.maskedGroups ? std::max(capacity, largest) : 0;
-  p->starts.resize(rows.size());
   int64_t total = 0;
   std::vector<int32_t> offsets(1, 0);
   for (size_t g = 0; g < rows.size(); ++g) {
-    p->starts[g] = spec.maskedGroups ? int64_t(g) * p->capacity : total;
+    p->starts.push_back(spec.maskedGroups ? int64_t(g) * p->capacity : total);
     total += rows[g];
     offsets.push_back(int32_t(total));
   }
@@ -125,12 +133,28 @@ GroupedGemmProblem::create(const compiler::GemmSpec &spec,
     p->groupRows.assign(rows.begin(), rows.end());
   else
     p->groupRows = offsets;
+  return std::move(p);
+}
+
+Expected<std::unique_ptr<GroupedGemmProblem>>
+GroupedGemmProblem::create(const compiler::GemmSpec &spec,
+                           ArrayRef<int64_t> rows, uint64_t seed,
+                           int64_t capacity) {
+  Expected<std::unique_ptr<GroupedGemmProblem>> laidOut =
+      layOut(spec, rows, capacity);
+  if (!laidOut)
+    return laidOut.takeError();
+  // Quantizing each expert apart gives the whole A's bits only for schemes
+  // that quantize row by row.
+  if ((spec.aScaling.hasLocalScales() && spec.aScaling.blockRows != 1) ||
+      (spec.aScaling.hasGlobalScales() && !spec.aScaling.globalPerRow()))
+    return createStringError("a grouped problem quantizes each expert's rows "
+                             "apart, so A must be scaled row by row; got " +
+                             spec.aScaling.str());
+  std::unique_ptr<GroupedGemmProblem> p = std::move(*laidOut);
 
   // Each expert as a plain GEMM folded as the grouped one is at M.
-  compiler::GemmSpec dense = spec;
-  dense.groups = 0;
-  dense.maskedGroups = false;
-  dense.fold = spec.getFold(p->m);
+  const compiler::GemmSpec dense = getPlainSpec(spec, p->m);
   std::mt19937_64 rng(seed);
   for (int64_t r : rows) {
     const int64_t problemRows = std::max<int64_t>(r, 1);
@@ -216,9 +240,7 @@ GroupedGemmProblem::create(const compiler::GemmSpec &spec,
       return pointer.takeError();
     pointers[i] = *pointer;
   }
-  std::vector<uint8_t> rowBytes(p->groupRows.size() * 4);
-  std::memcpy(rowBytes.data(), p->groupRows.data(), rowBytes.size());
-  Expected<CUdeviceptr> groupRows = p->upload(rowBytes);
+  Expected<CUdeviceptr> groupRows = p->upload(p->groupRows);
   if (!groupRows)
     return groupRows.takeError();
   p->outputBytes = size_t((p->m + kPadRows) * spec.n) * outWidth;
@@ -245,35 +267,15 @@ GroupedGemmProblem::create(const compiler::GemmSpec &spec,
 Expected<std::unique_ptr<GroupedGemmProblem>>
 GroupedGemmProblem::createForTiming(const compiler::GemmSpec &spec,
                                     ArrayRef<int64_t> rows, uint64_t seed) {
-  if (spec.groups < 1 || int64_t(rows.size()) != spec.groups)
-    return createStringError("a grouped problem needs groups > 0 and one row "
-                             "count per expert; got groups=" +
-                             Twine(spec.groups) + " and " + Twine(rows.size()) +
-                             " row counts");
-  std::unique_ptr<GroupedGemmProblem> p(new GroupedGemmProblem());
-  p->spec = spec;
-  p->rows.assign(rows.begin(), rows.end());
-  p->capacity =
-      spec.maskedGroups ? *std::max_element(rows.begin(), rows.end()) : 0;
-  int64_t total = 0;
-  std::vector<int32_t> offsets(1, 0);
-  for (size_t g = 0; g < rows.size(); ++g) {
-    p->starts.push_back(spec.maskedGroups ? int64_t(g) * p->capacity : total);
-    total += rows[g];
-    offsets.push_back(int32_t(total));
-  }
-  p->m = spec.maskedGroups ? spec.groups * p->capacity : total;
-  if (spec.maskedGroups)
-    p->groupRows.assign(rows.begin(), rows.end());
-  else
-    p->groupRows = offsets;
+  Expected<std::unique_ptr<GroupedGemmProblem>> laidOut =
+      layOut(spec, rows, /*capacity=*/0);
+  if (!laidOut)
+    return laidOut.takeError();
+  std::unique_ptr<GroupedGemmProblem> p = std::move(*laidOut);
 
   // One plain problem of all the rows; its B, bias and scales serve every
   // expert.
-  compiler::GemmSpec dense = spec;
-  dense.groups = 0;
-  dense.maskedGroups = false;
-  dense.fold = spec.getFold(p->m);
+  const compiler::GemmSpec dense = getPlainSpec(spec, p->m);
   const int64_t rowsA = std::max<int64_t>(p->m, 1);
   std::mt19937_64 rng(seed);
   Expected<std::unique_ptr<GemmProblem>> whole = GemmProblem::create(
@@ -316,9 +318,7 @@ GroupedGemmProblem::createForTiming(const compiler::GemmSpec &spec,
       spec.bias ? size_t(spec.n) * compiler::getByteWidth(*spec.bias) : 0);
   if (!bias)
     return bias.takeError();
-  std::vector<uint8_t> rowBytes(p->groupRows.size() * 4);
-  std::memcpy(rowBytes.data(), p->groupRows.data(), rowBytes.size());
-  Expected<CUdeviceptr> groupRows = p->upload(rowBytes);
+  Expected<CUdeviceptr> groupRows = p->upload(p->groupRows);
   if (!groupRows)
     return groupRows.takeError();
   GemmScaleCounts counts = getGemmScaleCounts(spec, p->m);

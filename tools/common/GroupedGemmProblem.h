@@ -97,7 +97,13 @@ public:
 
 private:
   GroupedGemmProblem() = default;
+  /// A problem with `spec`, `rows` and where they lie (starts, m, the
+  /// values the launch reads), nothing uploaded yet.
+  static llvm::Expected<std::unique_ptr<GroupedGemmProblem>>
+  layOut(const compiler::GemmSpec &spec, llvm::ArrayRef<int64_t> rows,
+         int64_t capacity);
   llvm::Expected<CUdeviceptr> upload(const std::vector<uint8_t> &bytes);
+  llvm::Expected<CUdeviceptr> upload(const std::vector<int32_t> &values);
   std::vector<CUdeviceptr> allocations;
   size_t outputBytes = 0;
   /// createForTiming's one problem of all the rows.
