@@ -479,6 +479,17 @@ void moss_context_destroy(moss_context_t context) {
   delete context;
 }
 
+/// Quantizes checked arguments on the context's device.
+static moss_error_t quantizeOnDevice(moss_context_t context,
+                                     const QuantizeSpec &spec,
+                                     const QuantizeBuffers &buffers,
+                                     void *stream) {
+  if (Error error = context->device.makeCurrent())
+    return convert(std::move(error));
+  return convert(context->quantizer.quantize(spec, buffers,
+                                             static_cast<CUstream>(stream)));
+}
+
 moss_error_t moss_quantize(moss_context_t context,
                            const moss_quantize_spec_t *spec,
                            const moss_quantize_buffers_t *buffers,
@@ -488,10 +499,7 @@ moss_error_t moss_quantize(moss_context_t context,
   if (moss_error_t error =
           checkCall(context, spec, buffers, converted, devBuffers))
     return error;
-  if (Error error = context->device.makeCurrent())
-    return convert(std::move(error));
-  return convert(context->quantizer.quantize(converted, devBuffers,
-                                             static_cast<CUstream>(stream)));
+  return quantizeOnDevice(context, converted, devBuffers, stream);
 }
 
 moss_error_t moss_quantize_gathered(moss_context_t context,
@@ -512,10 +520,7 @@ moss_error_t moss_quantize_gathered(moss_context_t context,
     return convert(std::move(error), MOSS_ERROR_INVALID_ARGUMENT);
   devBuffers.gatherRows = gather_rows;
   devBuffers.gatherSourceRows = source_rows;
-  if (Error error = context->device.makeCurrent())
-    return convert(std::move(error));
-  return convert(context->quantizer.quantize(converted, devBuffers,
-                                             static_cast<CUstream>(stream)));
+  return quantizeOnDevice(context, converted, devBuffers, stream);
 }
 
 moss_error_t moss_quantize_plan_create(moss_context_t context,
@@ -550,10 +555,7 @@ moss_error_t moss_quantize_plan_launch(moss_quantize_plan_t plan,
   if (moss_error_t error =
           checkDeviceBuffers(*buffers, plan->scheme, devBuffers))
     return error;
-  if (Error error = plan->context->device.makeCurrent())
-    return convert(std::move(error));
-  return convert(plan->context->quantizer.quantize(
-      plan->spec, devBuffers, static_cast<CUstream>(stream)));
+  return quantizeOnDevice(plan->context, plan->spec, devBuffers, stream);
 }
 
 void moss_quantize_plan_destroy(moss_quantize_plan_t plan) { delete plan; }
