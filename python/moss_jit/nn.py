@@ -100,6 +100,22 @@ def _both_layouts(t, config):
             config.block * t.element_size() <= 128)
 
 
+def _check_features(in_features, out_features):
+    for name, value in (("in_features", in_features),
+                        ("out_features", out_features)):
+        if value <= 0 or value % 32:
+            raise ValueError(f"{name}={value} is not a positive multiple of "
+                             "32")
+
+
+def _check_activations(x, weight, layer):
+    if x.dtype not in (torch.float32, torch.bfloat16):
+        raise TypeError(f"x has dtype {x.dtype}; the MOSS {layer} takes "
+                        "bfloat16 or float32 activations")
+    if x.device != weight.device:
+        raise ValueError(f"x is on {x.device}, the weight on {weight.device}")
+
+
 class _LinearFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias, w_codes, w_t_codes, w_scale, config,
@@ -229,11 +245,7 @@ class Linear(torch.nn.Module):
                  block=32, global_scope="row", fold="row",
                  both_layouts=False, scaler_interval=500):
         super().__init__()
-        for name, value in (("in_features", in_features),
-                            ("out_features", out_features)):
-            if value <= 0 or value % 32:
-                raise ValueError(f"{name}={value} is not a positive multiple "
-                                 "of 32")
+        _check_features(in_features, out_features)
         self.in_features = in_features
         self.out_features = out_features
         self.config = LinearConfig(x_format, grad_format, block, global_scope,
@@ -333,12 +345,7 @@ class Linear(torch.nn.Module):
         if x.shape[-1] != self.in_features:
             raise ValueError(f"x has {x.shape[-1]} features in its last "
                              f"dimension, this layer takes {self.in_features}")
-        if x.dtype not in (torch.float32, torch.bfloat16):
-            raise TypeError(f"x has dtype {x.dtype}; the MOSS Linear takes "
-                            "bfloat16 or float32 activations")
-        if x.device != self.weight.device:
-            raise ValueError(f"x is on {x.device}, the weight on "
-                             f"{self.weight.device}")
+        _check_activations(x, self.weight, "Linear")
         if x.numel() == 0:
             # No tokens, nothing to quantize: torch's Linear gives the empty
             # output and the zero gradients, as torch.nn.Linear's.
@@ -449,11 +456,7 @@ class GroupedLinear(torch.nn.Module):
         super().__init__()
         if num_experts < 1:
             raise ValueError(f"num_experts={num_experts} must be at least 1")
-        for name, value in (("in_features", in_features),
-                            ("out_features", out_features)):
-            if value <= 0 or value % 32:
-                raise ValueError(f"{name}={value} is not a positive multiple "
-                                 "of 32")
+        _check_features(in_features, out_features)
         self.num_experts = num_experts
         self.in_features = in_features
         self.out_features = out_features
@@ -483,12 +486,7 @@ class GroupedLinear(torch.nn.Module):
         if x.dim() != 2 or x.shape[1] != self.in_features:
             raise ValueError(f"x must be [tokens, {self.in_features}], got "
                              f"{tuple(x.shape)}")
-        if x.dtype not in (torch.float32, torch.bfloat16):
-            raise TypeError(f"x has dtype {x.dtype}; the MOSS GroupedLinear "
-                            "takes bfloat16 or float32 activations")
-        if x.device != self.weight.device:
-            raise ValueError(f"x is on {x.device}, the weight on "
-                             f"{self.weight.device}")
+        _check_activations(x, self.weight, "GroupedLinear")
         if x.shape[0] == 0:
             # No tokens, nothing to quantize: torch gives the empty output
             # and the zero gradients.
