@@ -16,7 +16,6 @@ on the routed rows, and moss's speed over torch's FP8 one.
 import argparse
 import math
 import os
-import statistics
 
 # Time the full kernels from the first call, not their quick-compile tier.
 os.environ.setdefault("MOSS_TIERED_COMPILE", "0")
@@ -24,27 +23,11 @@ os.environ.setdefault("MOSS_TIERED_COMPILE", "0")
 import torch  # noqa: E402
 
 import moss_jit  # noqa: E402
+from bench_linear import time_steps  # noqa: E402
 
 SHAPES = [(4096, 7168), (7168, 2048), (14336, 4096), (4096, 14336)]
 FP8_MAX = 448.0
-
-
-def time_ms(run, iters, rounds=5):
-    """Median over `rounds` of the mean time of `iters` calls (ms)."""
-    for _ in range(3):
-        run()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(rounds):
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(iters):
-            run()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / iters)
-    return statistics.median(times)
+ROUNDS = 5
 
 
 def route(tokens, experts, skewed, generator):
@@ -99,26 +82,26 @@ def main():
             w = torch.randn(experts, n, k, device="cuda",
                             dtype=torch.bfloat16) / math.sqrt(k)
 
-            bf16 = time_ms(lambda: torch._grouped_mm(
-                x, w.transpose(-2, -1), offs=ends), args.iters)
+            bf16 = time_steps(lambda: torch._grouped_mm(
+                x, w.transpose(-2, -1), offs=ends), args.iters, ROUNDS)
             x8, x_scale = rowwise_fp8(x)
             w8, w_scale = rowwise_fp8(w)
-            torch_fp8 = time_ms(lambda: torch._scaled_grouped_mm(
+            torch_fp8 = time_steps(lambda: torch._scaled_grouped_mm(
                 x8, w8.transpose(-2, -1), x_scale, w_scale, offs=ends,
-                out_dtype=torch.bfloat16, use_fast_accum=True), args.iters)
+                out_dtype=torch.bfloat16, use_fast_accum=True), args.iters, ROUNDS)
 
             a = moss_jit.quantize(x, "per-row")
             b = moss_jit.stack_experts(
                 [moss_jit.quantize(w[g], "per-row") for g in range(experts)])
-            rowwise = time_ms(lambda: moss_jit.grouped_gemm(a, b, offsets),
-                              args.iters)
+            rowwise = time_steps(lambda: moss_jit.grouped_gemm(a, b, offsets),
+                              args.iters, ROUNDS)
             a_moss = moss_jit.quantize(x, "moss", global_scope="row",
                                        fold="row")
             b_tensor = moss_jit.stack_experts(
                 [moss_jit.quantize(w[g], "per-tensor")
                  for g in range(experts)])
-            moss = time_ms(lambda: moss_jit.grouped_gemm(a_moss, b_tensor,
-                                                         offsets), args.iters)
+            moss = time_steps(lambda: moss_jit.grouped_gemm(a_moss, b_tensor,
+                                                         offsets), args.iters, ROUNDS)
             flops = 2.0 * m * n * k
             ratios.append(torch_fp8 / rowwise)
             print(f"| {n}, {k} | {experts} | {bf16:.3f} | {torch_fp8:.3f} | "
