@@ -908,20 +908,63 @@ TEST(GemmKernelPlanTest, TileOrderCoversEveryTileOnce) {
           }
 }
 
+/// A grouped GEMM's random tiling over at most `maxGroups` experts.
+Params randomGroupedParams(std::mt19937 &rng, int maxGroups) {
+  Params p;
+  p.n = 64 + int(rng() % 600);
+  p.k = 128;
+  p.tileM = rng() % 2 ? 128 : 256;
+  p.tileN = 32 * (1 + int(rng() % 8));
+  p.rasterAlongN = rng() % 2;
+  p.swizzle = 1 + int(rng() % 8);
+  p.groups = 1 + int(rng() % maxGroups);
+  return p;
+}
+
+/// Walks the `total` units of a GroupWalk over `values` from a random
+/// number of CTAs (each with its own cursor: units first, first + stride,
+/// ...) and checks that they cover expert g's rows [starts[g], ends[g]) x
+/// [0, N) in tiles, each once, and nothing else.
+void expectEachExpertTileOnce(const Params &p, const std::vector<int> &values,
+                              int m, int total, const std::vector<int> &starts,
+                              const std::vector<int> &ends, std::mt19937 &rng) {
+  std::map<std::tuple<int, int, int>, int> seen;
+  const int ctas = 1 + int(rng() % 140);
+  for (int cta = 0; cta < ctas; ++cta) {
+    GroupWalk walk{values.data(), m};
+    for (int u = cta; u < total; u += ctas) {
+      Unit unit = walk.unit(p, u);
+      ASSERT_GE(unit.group, 0);
+      ASSERT_LT(unit.group, p.groups);
+      ASSERT_EQ(unit.rowEnd, ends[unit.group]);
+      const int start = starts[unit.group];
+      ASSERT_GE(unit.m0, start);
+      ASSERT_LT(unit.m0, unit.rowEnd);
+      ASSERT_EQ((unit.m0 - start) % p.tileM, 0);
+      ASSERT_LT(unit.n0, p.n);
+      ASSERT_EQ(unit.n0 % p.tileN, 0);
+      ++seen[{unit.group, unit.m0, unit.n0}];
+    }
+  }
+  int expected = 0;
+  for (int g = 0; g < p.groups; ++g)
+    for (int r = starts[g]; r < ends[g]; r += p.tileM)
+      for (int c = 0; c < p.n; c += p.tileN) {
+        ++expected;
+        ASSERT_EQ((seen[{g, r, c}]), 1)
+            << "expert " << g << " tile (" << r << ", " << c << ")";
+      }
+  EXPECT_EQ(expected, total);
+  EXPECT_EQ(int(seen.size()), total);
+}
+
 // An m-grouped GEMM's units cover each expert's tiles once, whichever CTA
-// walks them (each with its own cursor, units first, first + stride, ...),
-// inside the expert's rows; bad offsets are read as empty experts.
+// walks them, inside the expert's rows; bad offsets are read as empty
+// experts.
 TEST(GemmKernelPlanTest, GroupWalkCoversEveryExpertTileOnce) {
   std::mt19937 rng(std::random_device{}());
   for (int trial = 0; trial < 200; ++trial) {
-    Params p;
-    p.n = 64 + int(rng() % 600);
-    p.k = 128;
-    p.tileM = rng() % 2 ? 128 : 256;
-    p.tileN = 32 * (1 + int(rng() % 8));
-    p.rasterAlongN = rng() % 2;
-    p.swizzle = 1 + int(rng() % 8);
-    p.groups = 1 + int(rng() % (trial % 4 == 0 ? 300 : 12));
+    Params p = randomGroupedParams(rng, trial % 4 == 0 ? 300 : 12);
     std::vector<int> offsets(p.groups + 1, 0);
     for (int g = 0; g < p.groups; ++g) {
       const int r = int(rng() % 5);
@@ -943,41 +986,19 @@ TEST(GemmKernelPlanTest, GroupWalkCoversEveryExpertTileOnce) {
     if (!scrambled) {
       EXPECT_LE(total, numUnits(p, m));
     }
-    // Expected: each expert's [start, end) x [0, N) in tiles.
-    std::map<std::tuple<int, int, int>, int> seen;
-    const int ctas = 1 + int(rng() % 140);
-    for (int cta = 0; cta < ctas; ++cta) {
-      GroupWalk walk{offsets.data(), m};
-      for (int u = cta; u < total; u += ctas) {
-        Unit unit = walk.unit(p, u);
-        ASSERT_GE(unit.group, 0);
-        ASSERT_LT(unit.group, p.groups);
-        ASSERT_EQ(unit.rowEnd, walk.row(p, unit.group + 1));
-        const int start = walk.row(p, unit.group);
-        ASSERT_GE(unit.m0, start);
-        ASSERT_LT(unit.m0, unit.rowEnd);
-        ASSERT_EQ((unit.m0 - start) % p.tileM, 0);
-        ASSERT_LT(unit.n0, p.n);
-        ASSERT_EQ(unit.n0 % p.tileN, 0);
-        ++seen[{unit.group, unit.m0, unit.n0}];
-      }
-    }
-    int expected = 0;
+    std::vector<int> starts(p.groups), ends(p.groups);
     for (int g = 0; g < p.groups; ++g) {
-      const int start = counter.row(p, g), end = counter.row(p, g + 1);
+      starts[g] = counter.row(p, g);
+      ends[g] = counter.row(p, g + 1);
       if (scrambled)
-        ASSERT_TRUE(start >= 0 && start <= m && end >= 0 && end <= m);
+        ASSERT_TRUE(starts[g] >= 0 && starts[g] <= m && ends[g] >= 0 &&
+                    ends[g] <= m);
       else
-        ASSERT_TRUE(start == offsets[g] && end == offsets[g + 1]);
-      for (int r = start; r < end; r += p.tileM)
-        for (int c = 0; c < p.n; c += p.tileN) {
-          ++expected;
-          ASSERT_EQ((seen[{g, r, c}]), 1)
-              << "expert " << g << " tile (" << r << ", " << c << ")";
-        }
+        ASSERT_TRUE(starts[g] == offsets[g] && ends[g] == offsets[g + 1]);
     }
-    EXPECT_EQ(expected, total);
-    EXPECT_EQ(int(seen.size()), total);
+    expectEachExpertTileOnce(p, offsets, m, total, starts, ends, rng);
+    if (HasFatalFailure())
+      return;
   }
 }
 
@@ -987,14 +1008,7 @@ TEST(GemmKernelPlanTest, GroupWalkCoversEveryExpertTileOnce) {
 TEST(GemmKernelPlanTest, MaskedGroupWalkCoversEachExpertsCountedRowsOnce) {
   std::mt19937 rng(std::random_device{}());
   for (int trial = 0; trial < 200; ++trial) {
-    Params p;
-    p.n = 64 + int(rng() % 600);
-    p.k = 128;
-    p.tileM = rng() % 2 ? 128 : 256;
-    p.tileN = 32 * (1 + int(rng() % 8));
-    p.rasterAlongN = rng() % 2;
-    p.swizzle = 1 + int(rng() % 8);
-    p.groups = 1 + int(rng() % (trial % 4 == 0 ? 256 : 12));
+    Params p = randomGroupedParams(rng, trial % 4 == 0 ? 256 : 12);
     p.maskedGroups = true;
     const int capacity = 1 + int(rng() % 400), m = p.groups * capacity;
     std::vector<int> counts(p.groups);
@@ -1012,38 +1026,14 @@ TEST(GemmKernelPlanTest, MaskedGroupWalkCoversEachExpertsCountedRowsOnce) {
     GroupWalk counter{counts.data(), m};
     const int total = counter.total(p);
     EXPECT_LE(total, numUnits(p, m));
-    std::map<std::tuple<int, int, int>, int> seen;
-    const int ctas = 1 + int(rng() % 140);
-    for (int cta = 0; cta < ctas; ++cta) {
-      GroupWalk walk{counts.data(), m};
-      for (int u = cta; u < total; u += ctas) {
-        Unit unit = walk.unit(p, u);
-        ASSERT_GE(unit.group, 0);
-        ASSERT_LT(unit.group, p.groups);
-        const int start = unit.group * capacity;
-        const int rows = std::clamp(counts[unit.group], 0, capacity);
-        ASSERT_EQ(unit.rowEnd, start + rows);
-        ASSERT_GE(unit.m0, start);
-        ASSERT_LT(unit.m0, unit.rowEnd);
-        ASSERT_EQ((unit.m0 - start) % p.tileM, 0);
-        ASSERT_LT(unit.n0, p.n);
-        ASSERT_EQ(unit.n0 % p.tileN, 0);
-        ++seen[{unit.group, unit.m0, unit.n0}];
-      }
-    }
-    int expected = 0;
+    std::vector<int> starts(p.groups), ends(p.groups);
     for (int g = 0; g < p.groups; ++g) {
-      const int start = g * capacity;
-      const int end = start + std::clamp(counts[g], 0, capacity);
-      for (int r = start; r < end; r += p.tileM)
-        for (int c = 0; c < p.n; c += p.tileN) {
-          ++expected;
-          ASSERT_EQ((seen[{g, r, c}]), 1)
-              << "expert " << g << " tile (" << r << ", " << c << ")";
-        }
+      starts[g] = g * capacity;
+      ends[g] = starts[g] + std::clamp(counts[g], 0, capacity);
     }
-    EXPECT_EQ(expected, total);
-    EXPECT_EQ(int(seen.size()), total);
+    expectEachExpertTileOnce(p, counts, m, total, starts, ends, rng);
+    if (HasFatalFailure())
+      return;
   }
 }
 
