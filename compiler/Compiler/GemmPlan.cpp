@@ -33,18 +33,18 @@ static bool kernelFoldsA(const GemmSpec &asked, int64_t rows,
   return fits;
 }
 
-/// The heuristic's tiling of an m-grouped GEMM at `rows` rows in all: the
-/// dense heuristic's, made one the grouped kernel takes (tiles never
+/// The heuristic's tiling of a grouped GEMM: the dense heuristic's for
+/// `dense` at `rows` rows, made one the grouped kernel takes (tiles never
 /// straddle two experts, so no split-K, 64-row tiles or clusters), with as
 /// many of its stages as then fit.
 static llvm::Expected<TileConfig>
-getGroupedTiling(const GemmSpec &kernel, int64_t rows,
+getGroupedTiling(const GemmSpec &kernel, const GemmSpec &dense, int64_t rows,
                  const TargetInfo &target, const TilingOptions &heuristic) {
-  llvm::Expected<TileConfig> dense =
-      selectTilingForLaunch(kernel, rows, target, heuristic);
-  if (!dense)
-    return dense.takeError();
-  TileConfig tiling = *dense;
+  llvm::Expected<TileConfig> denseTiling =
+      selectTilingForLaunch(dense, rows, target, heuristic);
+  if (!denseTiling)
+    return denseTiling.takeError();
+  TileConfig tiling = *denseTiling;
   tiling.tileM = std::max<int64_t>(tiling.tileM, 128);
   tiling.splitK = 1;
   tiling.clusterM = tiling.clusterN = 1;
@@ -82,10 +82,20 @@ llvm::Expected<GemmPlan> compiler::planGemm(const GemmSpec &asked,
   if (options.tiling) {
     plan.tiling = *options.tiling;
   } else if (asked.groups) {
-    // The tuning database has no entries of grouped GEMMs.
+    // The tuning database has no entries of grouped GEMMs. An m-grouped
+    // GEMM's heuristic sees all rows at once; a k-grouped one's sees one
+    // expert's M x N at kAssumedExpertK (its tiles are many: every expert
+    // has all of them).
+    GemmSpec dense = plan.kernel;
+    int64_t denseRows = rows > 0 ? rows : options.heuristic.assumedM;
+    if (asked.groupedK) {
+      dense.groups = 0;
+      dense.groupedK = false;
+      dense.k = kAssumedExpertK;
+      denseRows = asked.m;
+    }
     llvm::Expected<TileConfig> chosen = getGroupedTiling(
-        plan.kernel, rows > 0 ? rows : options.heuristic.assumedM, target,
-        options.heuristic);
+        plan.kernel, dense, denseRows, target, options.heuristic);
     if (!chosen)
       return chosen.takeError();
     plan.tiling = *chosen;

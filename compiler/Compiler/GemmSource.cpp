@@ -48,9 +48,9 @@ static const char *getTypeConstant(int type) {
 
 static const char *getBool(bool value) { return value ? "true" : "false"; }
 
-/// The optional 26th to 31st parameters (ForcePromoteK, QuickCompile,
-/// F16Mma, FoldA, Groups, MaskedGroups), up to the last one that is set; ""
-/// when none is.
+/// The optional 26th to 32nd parameters (ForcePromoteK, QuickCompile,
+/// F16Mma, FoldA, Groups, MaskedGroups, GroupedK), up to the last one that
+/// is set; "" when none is.
 static std::string getOptionalArguments(const gemm_kernel::Params &p) {
   const std::string values[] = {
       llvm::formatv(", /*ForcePromoteK=*/{0}", p.forcePromoteK).str(),
@@ -58,11 +58,12 @@ static std::string getOptionalArguments(const gemm_kernel::Params &p) {
       std::string(", /*F16Mma=*/") + getBool(p.f16Mma),
       std::string(", /*FoldA=*/") + getBool(p.foldA),
       llvm::formatv(", /*Groups=*/{0}", p.groups).str(),
-      std::string(", /*MaskedGroups=*/") + getBool(p.maskedGroups)};
-  const bool set[] = {p.forcePromoteK != 0, p.quickCompile, p.f16Mma, p.foldA,
-                      p.groups != 0,        p.maskedGroups};
+      std::string(", /*MaskedGroups=*/") + getBool(p.maskedGroups),
+      std::string(", /*GroupedK=*/") + getBool(p.groupedK)};
+  const bool set[] = {p.forcePromoteK != 0, p.quickCompile, p.f16Mma,  p.foldA,
+                      p.groups != 0,        p.maskedGroups, p.groupedK};
   int last = -1;
-  for (int i = 0; i < 6; ++i)
+  for (int i = 0; i < 7; ++i)
     if (set[i])
       last = i;
   std::string text;

@@ -52,7 +52,8 @@ static const char *getName(numerics::Fp8Format format) {
 std::string GemmSpec::str() const {
   std::string text = llvm::formatv(
       "{0}x{1}x{2} {3} {4} x {5} {6} -> {7}",
-      isDynamicM() ? std::string("?") : std::to_string(m), n, k, ::getName(a),
+      isDynamicM() ? std::string("?") : std::to_string(m), n,
+      k == kDynamic ? std::string("?") : std::to_string(k), ::getName(a),
       aScaling.str(), ::getName(b), bScaling.str(), getName(out));
   if (bias)
     text += std::string(" + bias(") + getName(*bias) + ")";
@@ -72,13 +73,18 @@ std::string GemmSpec::str() const {
     text += ", A folded in the kernel";
   if (groups)
     text += ", " + std::to_string(groups) +
-            (maskedGroups ? " experts (m-grouped, masked)"
-                          : " experts (m-grouped)");
+            (groupedK       ? " experts (k-grouped)"
+             : maskedGroups ? " experts (m-grouped, masked)"
+                            : " experts (m-grouped)");
   return text;
 }
 
 numerics::BlockScaleFold GemmSpec::getFold(int64_t rows) const {
   if (!numerics::isFoldable(aScaling) && !numerics::isFoldable(bScaling))
+    return numerics::BlockScaleFold::None;
+  // A fold's pass takes whole rows of a static K (checkShapes rejects one
+  // asked for).
+  if (groupedK)
     return numerics::BlockScaleFold::None;
   if (fold)
     return *fold;
@@ -132,10 +138,29 @@ llvm::Error compiler::checkShapes(const GemmSpec &spec) {
     return llvm::createStringError(
         "N=%lld is not a valid size; code generation needs a static N >= 1",
         static_cast<long long>(spec.n));
-  if (spec.k < 1)
+  if (spec.groupedK) {
+    if (!spec.groups || spec.maskedGroups)
+      return llvm::createStringError(
+          "a k-grouped GEMM needs groups > 0 and the contiguous layout");
+    if (spec.isDynamicM() || spec.k != GemmSpec::kDynamic)
+      return llvm::createStringError(
+          "a k-grouped GEMM has a static M and a dynamic K (its columns are "
+          "the experts' tokens together, known at launch); got M=%lld, "
+          "K=%lld",
+          static_cast<long long>(spec.m), static_cast<long long>(spec.k));
+    if (spec.bias)
+      return llvm::createStringError(
+          "a k-grouped GEMM takes no bias (each expert's output is a weight "
+          "gradient); expected none");
+    if (spec.fold && *spec.fold != numerics::BlockScaleFold::None)
+      return llvm::createStringError(
+          "a k-grouped GEMM takes no fold (a fold's pass needs a static K); "
+          "expected fold none");
+  } else if (spec.k < 1) {
     return llvm::createStringError(
         "K=%lld is not a valid size; code generation needs a static K >= 1",
         static_cast<long long>(spec.k));
+  }
   if (spec.groups < 0 || spec.groups > GemmSpec::kMaxGroups)
     return llvm::createStringError(
         "groups=%lld is not a valid expert count; expected 0 (a plain GEMM) "
@@ -146,7 +171,7 @@ llvm::Error compiler::checkShapes(const GemmSpec &spec) {
     return llvm::createStringError(
         "the masked layout is one of an m-grouped GEMM's; expected groups > 0 "
         "with it");
-  if (spec.groups && !spec.isDynamicM())
+  if (spec.groups && !spec.groupedK && !spec.isDynamicM())
     return llvm::createStringError(
         "an m-grouped GEMM has a dynamic M (its rows are the experts' "
         "together, known at launch); got M=%lld",

@@ -42,5 +42,6 @@ gemm_kernel::Params compiler::getTemplateParams(const GemmSpec &spec,
   p.foldA = spec.kernelFoldsA;
   p.groups = int(spec.groups);
   p.maskedGroups = spec.maskedGroups;
+  p.groupedK = spec.groupedK;
   return p;
 }

@@ -468,7 +468,7 @@ typedef struct moss_gemm_operand_spec_t {
   int32_t reserved;     /* set to 0 */
 } moss_gemm_operand_spec_t;
 
-/* How an m-grouped GEMM's experts share the rows of A and D. */
+/* How a grouped GEMM's experts share A, B and D. */
 typedef enum moss_group_layout_t {
   /* Sorted by expert, back to back: G + 1 row offsets give each expert's
    * rows (training, prefill). */
@@ -476,7 +476,16 @@ typedef enum moss_group_layout_t {
   /* M / G rows per expert (A a [G, M / G, K] batch): G row counts give how
    * many of its rows each expert uses, and D's rows past a count are not
    * written (decoding, CUDA graphs: the shapes never change). */
-  MOSS_GROUPS_MASKED = 1
+  MOSS_GROUPS_MASKED = 1,
+  /* k-grouped (the weight gradient of a mixture-of-experts layer, K being
+   * the tokens): A [M, K] and B [N, K] are shared and expert g multiplies
+   * their columns [offsets[g], offsets[g + 1]) into its own D_g [M, N],
+   * rows g * M of D [G * M, N] (and of C). M and N are static, k is
+   * MOSS_DYNAMIC, no bias, no fold; moss_gemm_plan_launch_grouped takes K
+   * (a multiple of 128) for m and G + 1 column offsets, each a multiple of
+   * 128 (columns past offsets[G] are no expert's: padding). An expert
+   * without columns gets the epilogue of zeros. */
+  MOSS_GROUPS_ALONG_K = 2
 } moss_group_layout_t;
 
 /* D[M, N] = epilogue(sum_k A[m, k] * B[n, k]), both operands K-major
@@ -507,7 +516,8 @@ typedef struct moss_gemm_spec_t {
    * MOSS_FOLD_AUTO). A fold runs a memory-bound pass over the folded
    * operands before the GEMM, into a workspace kept per stream. */
   int32_t fold;
-  /* 0: a plain GEMM. G > 0: an m-grouped GEMM of G experts (a
+  /* 0: a plain GEMM. G > 0: a grouped GEMM of G experts, k-grouped with
+   * group_layout MOSS_GROUPS_ALONG_K (see there), else m-grouped (a
    * mixture-of-experts layer; M must be MOSS_DYNAMIC): expert g multiplies
    * its rows of A by its own [N, K] B, so B is [G * N, K] with its scales
    * stacked per expert (a per-tensor B has G globals, a per-row one G * N),
@@ -515,7 +525,7 @@ typedef struct moss_gemm_spec_t {
    * launches with moss_gemm_plan_launch_grouped, which takes the row
    * offsets. Since the struct's fourth version (older callers get 0). */
   int32_t groups;
-  /* moss_group_layout_t of an m-grouped GEMM (groups > 0). Since the
+  /* moss_group_layout_t of a grouped GEMM (groups > 0). Since the
    * struct's fifth version (older callers get MOSS_GROUPS_CONTIGUOUS). */
   int32_t group_layout;
 } moss_gemm_spec_t;
@@ -583,8 +593,9 @@ moss_error_t moss_gemm_plan_launch(moss_gemm_plan_t plan, int64_t m,
                                    const moss_gemm_buffers_t *buffers,
                                    void *stream);
 
-/* Computes the m-grouped GEMM of a plan whose spec has `groups` = G > 0,
- * for `m` rows in all, as moss_gemm_plan_launch. `group_rows` is the device
+/* Computes the grouped GEMM of a plan whose spec has `groups` = G > 0,
+ * for `m` rows in all (MOSS_GROUPS_ALONG_K: K columns), as
+ * moss_gemm_plan_launch. `group_rows` is the device
  * address (4-byte aligned) of int32 values the kernel reads on the device,
  * so the launch needs no synchronization and any expert may have no rows:
  * - MOSS_GROUPS_CONTIGUOUS: G + 1 row offsets (offsets[0] = 0,
@@ -592,7 +603,9 @@ moss_error_t moss_gemm_plan_launch(moss_gemm_plan_t plan, int64_t m,
  *   [offsets[g], offsets[g + 1]);
  * - MOSS_GROUPS_MASKED: G row counts, m a multiple of G, expert g's rows
  *   being the first counts[g] (at most m / G) of [g * m / G,
- *   (g + 1) * m / G); D's other rows are left as they were.
+ *   (g + 1) * m / G); D's other rows are left as they were;
+ * - MOSS_GROUPS_ALONG_K: G + 1 column offsets, multiples of 128
+ *   (offsets[0] = 0, non-decreasing, offsets[G] <= m = K).
  * Values that break these rules give wrong rows but no access outside the
  * buffers. */
 moss_error_t moss_gemm_plan_launch_grouped(moss_gemm_plan_t plan, int64_t m,

@@ -72,8 +72,28 @@ if _torch_module is not None:
                    if out_dtype is None else out_dtype, bias, fold, layout,
                    out)
 
+    def k_grouped_gemm(a, b, offsets, out_dtype=None, mma="auto"):
+        """The k-grouped GEMM of a mixture-of-experts weight gradient: for
+        each expert g, D[g] = a[:, cols] @ b[:, cols]^T over its columns
+        cols = offsets[g]:offsets[g + 1] (its tokens). a: MossTensor [M, K]
+        (the output gradient, transposed: K-major over the tokens); b:
+        MossTensor [N, K] (the inputs, likewise); K a multiple of 128.
+        offsets: int32 tensor [G + 1] on a's device, 0 first, at most K
+        last, non-decreasing, multiples of 128 (pad each expert's tokens
+        with zeros; columns past the last offset are no expert's). Returns
+        D [G, M, N] in `out_dtype` (default
+        torch.bfloat16); an expert without tokens gets zeros. CUDA operands
+        run one JIT kernel for all experts with the offsets read on the GPU
+        (no synchronization); CPU operands the FP64 reference expert by
+        expert, after checking the values. No fold: block-scaled operands
+        keep their factors. mma as in gemm()."""
+        from ._grouped import k_grouped_gemm as run
+        return run(a, b, offsets, _torch_module.bfloat16
+                   if out_dtype is None else out_dtype, mma)
+
 __all__ = ["MossError", "MossTensor", "quantize", "quantize_both_layouts",
-           "gemm", "grouped_gemm", "stack_experts", "ExpertWeights",
+           "gemm", "grouped_gemm", "k_grouped_gemm", "stack_experts",
+           "ExpertWeights",
            "route", "dispatch_quantize", "combine",
            "cast_with_scale",
            "convert", "nn", "attach_optimizer"]

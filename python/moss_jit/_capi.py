@@ -23,6 +23,8 @@ FOLDS = {"auto": 0, "none": 1, "128": 2, "row": 3}
 FLOAT_TYPES = {None: -1, "bf16": 0, "f16": 1, "f32": 2}
 MMA_TYPES = {"auto": 0, "fp8": 1, "f16": 2}
 GROUP_LAYOUTS = {"contiguous": 0, "masked": 1}
+# moss_group_layout_t's k-grouped layout (moss_jit.k_grouped_gemm).
+GROUPS_ALONG_K = 2
 DYNAMIC = -1
 
 ERROR_INVALID_ARGUMENT = 1
@@ -296,8 +298,8 @@ _PLANS_MAX = 4096
 
 class _Context:
     def __init__(self, ordinal):
-        # The GEMM plans made in this context: id(spec) -> (spec, plan), for
-        # the GemmSpec objects _torch._gemm_spec and grouped_gemm make.
+        # The GEMM plans made in this context: the bytes of a GemmSpec ->
+        # its moss_gemm_plan_t.
         self.plans = {}
         options = ContextOptions()
         lib.moss_context_options_init(ctypes.byref(options))
@@ -310,20 +312,21 @@ class _Context:
     def plan(self, spec):
         """The plan of `spec` in this context (made on first use: its
         kernels are compiled or loaded then)."""
-        # ctypes structures are not hashable: key by the object, which the
-        # entry keeps alive (so that its id is not reused).
-        entry = self.plans.get(id(spec))
-        if entry is None:
+        # ctypes structures are not hashable: key by the struct's bytes
+        # (zeroed at creation, so equal specs have equal bytes).
+        key = bytes(spec)
+        plan = self.plans.get(key)
+        if plan is None:
             if len(self.plans) >= _PLANS_MAX:
                 self.free_plans()
             handle = c_void_p()
             check(lib.moss_gemm_plan_create(self.handle, ctypes.byref(spec),
                                             ctypes.byref(handle)))
-            entry = self.plans[id(spec)] = (spec, handle.value)
-        return entry[1]
+            plan = self.plans[key] = handle.value
+        return plan
 
     def free_plans(self):
-        for _, plan in self.plans.values():
+        for plan in self.plans.values():
             lib.moss_gemm_plan_destroy(plan)
         self.plans.clear()
 

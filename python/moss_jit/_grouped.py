@@ -201,7 +201,8 @@ def _grouped_raw(a, b, offsets, bias, bias_type, fold, masked, d):
     index = _torch._check_cuda_device(a.codes, "a", hopper=True)
     spec = _torch._gemm_spec(
         _capi.DYNAMIC, b.n, k, a[3:7], b[3:7], _torch.OUT_TYPES[out_dtype],
-        bias_type, None, False, 1.0, "auto", fold, b.groups, masked)
+        bias_type, None, False, 1.0, "auto", fold, b.groups,
+        _capi.GROUP_LAYOUTS["masked" if masked else "contiguous"])
     counts = tuple(t.numel() if t is not None else 0
                    for t in a[1:3] + b[1:3])
     buffers = _torch.gemm_buffers(a, b, d, bias, None, None, counts)
@@ -237,3 +238,74 @@ def _grouped_fake(a_codes, a_local, a_global, a_desc, b_codes, b_local,
                   masked):
     return a_codes.new_empty((a_codes.shape[0], b_codes.shape[0] // groups),
                              dtype=out_dtype)
+
+
+def _slice_columns(t, start, end):
+    """Columns start:end of a MossTensor whose block scales cover whole
+    128-column blocks there."""
+    local = t.local_scales
+    if local is not None:
+        block = t.block[1]
+        local = local[:, start // block:end // block]
+    return MossTensor(t.codes[:, start:end], local, t.global_scales, *t[3:])
+
+
+def _expert_columns(offsets, groups, k):
+    """Each expert's (first column, end column), checked on the host."""
+    values = offsets.tolist()
+    if values[0] != 0 or values[-1] > k or \
+            any(x > y for x, y in zip(values, values[1:])) or \
+            any(v % 128 for v in values):
+        raise ValueError(f"offsets {values} must be multiples of 128, start "
+                         f"at 0, end at most at K={k} and not decrease")
+    return list(zip(values, values[1:]))
+
+
+def k_grouped_gemm(a, b, offsets, out_dtype=torch.bfloat16, mma="auto"):
+    m, k, device = _torch._check_operand(a, "a")
+    n, kb, device_b = _torch._check_operand(b, "b")
+    if kb != k:
+        raise ValueError(f"a is [{m}, {k}] and b is [{n}, {kb}]: both "
+                         "K-major over the same K (the experts' tokens)")
+    if device_b != device:
+        raise ValueError(f"a is on {device}, b on {device_b}")
+    if k % 128:
+        raise ValueError(f"K={k} is not a multiple of 128: pad each "
+                         "expert's tokens to a multiple of 128 (zeros)")
+    if not isinstance(offsets, torch.Tensor) or \
+            offsets.dtype != torch.int32 or offsets.dim() != 1 or \
+            offsets.numel() < 2 or not offsets.is_contiguous():
+        raise ValueError("offsets must be a contiguous int32 tensor [G + 1] "
+                         "of column offsets (the experts plus one)")
+    if offsets.device != device:
+        raise ValueError(f"offsets is on {offsets.device}, a on {device}")
+    if out_dtype not in _torch.OUT_TYPES:
+        raise TypeError(f"out_dtype={out_dtype} is not torch.bfloat16, "
+                        "torch.float16 or torch.float32")
+    if mma not in _capi.MMA_TYPES:
+        schemes._choice(mma, tuple(_capi.MMA_TYPES), "mma")
+    groups = offsets.numel() - 1
+    if device.type == "cpu":
+        d = torch.zeros(groups, m, n, dtype=out_dtype)
+        for g, (start, end) in enumerate(_expert_columns(offsets, groups, k)):
+            if start < end:
+                d[g] = torch.from_numpy(reference.gemm_numpy(
+                    _slice_columns(a, start, end),
+                    _slice_columns(b, start, end))).to(out_dtype)
+        return d
+    if device.type != "cuda":
+        raise ValueError(f"the operands are on {device}; k_grouped_gemm "
+                         "takes CUDA or CPU tensors")
+    index = _torch._check_cuda_device(a.codes, "a", hopper=True)
+    d = torch.empty(groups, m, n, dtype=out_dtype, device=device)
+    spec = _torch._gemm_spec(
+        m, n, _capi.DYNAMIC, a[3:7], b[3:7], _torch.OUT_TYPES[out_dtype],
+        None, None, False, 1.0, mma, "auto", groups, _capi.GROUPS_ALONG_K)
+    counts = tuple(t.numel() if t is not None else 0
+                   for t in a[1:3] + b[1:3])
+    buffers = _torch.gemm_buffers(a, b, d, None, None, None, counts)
+    with _torch._DeviceGuard(index):
+        _capi.check(_capi.moss_gemm_plan_launch_grouped_packed(
+            _capi.plan(index, spec), k, buffers, offsets.data_ptr(),
+            _torch._raw_stream(index)))
+    return d

@@ -304,10 +304,10 @@ def _operand_spec(scheme, fmt, block, global_scope):
 
 @functools.lru_cache(maxsize=4096)
 def _gemm_spec(m, n, k, a, b, out, bias, c, amax, beta, mma, fold, groups=0,
-               masked=False):
+               layout=0):
     """The moss_gemm_spec_t of a call; `a` and `b` are the operands'
-    (scheme, format, block, global_scope); `groups` the experts of an
-    m-grouped GEMM (0: a plain one), `masked` its layout."""
+    (scheme, format, block, global_scope); `groups` the experts of a
+    grouped GEMM (0: a plain one), `layout` its moss_group_layout_t."""
     spec = _capi.GemmSpec()
     _capi.lib.moss_gemm_spec_init(ctypes.byref(spec))
     spec.m, spec.n, spec.k = m, n, k
@@ -321,8 +321,7 @@ def _gemm_spec(m, n, k, a, b, out, bias, c, amax, beta, mma, fold, groups=0,
     spec.mma = _capi.MMA_TYPES[mma]
     spec.fold = _capi.FOLDS[fold]
     spec.groups = groups
-    spec.group_layout = _capi.GROUP_LAYOUTS["masked" if masked else
-                                            "contiguous"]
+    spec.group_layout = layout
     return spec
 
 

@@ -25,7 +25,7 @@ import weakref
 import torch
 
 from . import _capi, _torch, schemes
-from ._grouped import ExpertWeights, grouped_gemm
+from ._grouped import ExpertWeights, grouped_gemm, k_grouped_gemm
 from ._quantize import quantize, quantize_both_layouts
 from .tensor import MossTensor
 
@@ -369,6 +369,27 @@ def _expert_weights(w):
                          q.block, q.global_scope, groups, n)
 
 
+def _padded_by_expert(t, offsets):
+    """The rows t [T, C] sorted by expert (int32 offsets [G + 1]) with each
+    expert's rows padded with zeros to a multiple of 128, as [K, C], and
+    the padded int32 offsets [G + 1]; all on t's device with no
+    synchronization: K is the most the padding can take, T + 127 G rounded
+    up to 128, and its rows past the last expert's end are zeros too.
+    Also each row's expert [T] (int64)."""
+    rows, groups = t.shape[0], offsets.numel() - 1
+    bounds = offsets.long()
+    counts = (bounds[1:] - bounds[:-1]).clamp(min=0)
+    starts = torch.zeros(groups + 1, dtype=torch.long, device=t.device)
+    starts[1:] = torch.cumsum((counts + 127) // 128 * 128, 0)
+    index = torch.arange(rows, device=t.device)
+    expert = torch.searchsorted(bounds[1:], index, right=True).clamp(
+        max=groups - 1)
+    k = (rows + 127 * groups + 127) // 128 * 128
+    padded = t.new_zeros(k, t.shape[1])
+    padded[starts[expert] + index - bounds[expert]] = t
+    return padded, starts.to(torch.int32), expert
+
+
 class _GroupedLinearFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, offsets, weight, bias, config):
@@ -399,36 +420,25 @@ class _GroupedLinearFunction(torch.autograd.Function):
         need_dw = ctx.needs_input_grad[2]
         need_db = ctx.has_bias and ctx.needs_input_grad[3]
         if need_dw or need_db:
-            # Expert by expert: the rows are the GEMM's K, so their count is
-            # needed on the host (one synchronization per step).
-            bounds = offsets.tolist()
-            if need_dw:
-                dw = torch.zeros_like(weight)
+            # dW_g = dY_g^T X_g over each expert's tokens: one k-grouped
+            # GEMM of the tokens padded per expert to 128 (zeros), with no
+            # synchronization.
+            dy_pad, padded_offsets, expert = _padded_by_expert(dy, offsets)
             if need_db:
                 db = torch.zeros(weight.shape[0], weight.shape[1],
-                                 dtype=ctx.bias_dtype, device=dy.device)
-            for g, (start, end) in enumerate(zip(bounds, bounds[1:])):
-                if start >= end:
-                    continue
-                dy_g, x_g = dy[start:end], x[start:end]
-                if need_db:
-                    db[g] = dy_g.sum(0, dtype=torch.float32).to(
-                        ctx.bias_dtype)
-                if not need_dw:
-                    continue
-                # Zero rows pad K to the block, as in Linear.
-                pad = -(end - start) % config.block
-                if pad:
-                    dy_g = torch.nn.functional.pad(dy_g, (0, 0, 0, pad))
-                    x_g = torch.nn.functional.pad(x_g, (0, 0, 0, pad))
-                dy_t = quantize(dy_g, "moss", config.grad_format,
+                                 dtype=torch.float32, device=dy.device)
+                db.index_add_(0, expert, dy.float())
+                db = db.to(ctx.bias_dtype)
+            if need_dw:
+                x_pad = _padded_by_expert(x, offsets)[0]
+                dy_t = quantize(dy_pad, "moss", config.grad_format,
                                 config.block, config.global_scope,
                                 transpose=True, fold=config.fold)
-                x_t = quantize(x_g, "moss", config.x_format, config.block,
+                x_t = quantize(x_pad, "moss", config.x_format, config.block,
                                config.global_scope, transpose=True,
                                fold=config.fold)
-                dw[g] = _torch.gemm(dy_t, x_t, out_dtype=weight.dtype,
-                                    mma="fp8")
+                dw = k_grouped_gemm(dy_t, x_t, padded_offsets,
+                                    out_dtype=weight.dtype, mma="fp8")
         return dx, None, dw, db, None
 
 
@@ -443,9 +453,10 @@ class GroupedLinear(torch.nn.Module):
     launch for all experts): X and dY quantized as in Linear (MOSS two-level,
     folded by rows), the weights and their transposes per row (E4M3, an
     FP32 scale per row of each expert), cast from the weight on every call.
-    The weight gradient runs one GEMM per expert over its rows, quantized
-    transposed as in Linear, which needs the offsets on the host: one
-    synchronization per backward on the GPU. Keyword options as Linear's
+    The weight gradient is one k-grouped GEMM (k_grouped_gemm) over the
+    experts' tokens, each expert's padded with zeros to a multiple of 128
+    on the device and quantized transposed as in Linear (folded by rows
+    over all tokens): no synchronization. Keyword options as Linear's
     (x_format, grad_format, block, global_scope, fold).
     """
 

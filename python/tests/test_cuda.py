@@ -392,6 +392,34 @@ class GroupedGemmCudaTest(unittest.TestCase):
                 torch.isnan(d[start + count:start + capacity]).all(),
                 f"expert {g} wrote past its {count} rows")
 
+    def test_k_grouped_weight_gradients_match_each_expert(self):
+        # dW_g = dY_g^T X_g over each expert's tokens (multiples of 128,
+        # an expert with none), MOSS on both sides, against the dequantized
+        # column slices in FP64.
+        rng = np.random.default_rng()
+        cols = [256, 0, 128, 640, 384]
+        m, n, k = 384, 256, sum(cols)
+        dy_t = moss_jit.quantize(torch.from_numpy(
+            llm_like(rng, m, k)).to(DEVICE), "moss", global_scope="row")
+        x_t = moss_jit.quantize(torch.from_numpy(
+            llm_like(rng, n, k)).to(DEVICE), "moss", global_scope="row")
+        offsets = torch.tensor(np.concatenate([[0], np.cumsum(cols)]),
+                               dtype=torch.int32, device=DEVICE)
+        poison_allocator(torch.empty((len(cols), m, n), dtype=torch.bfloat16))
+        d = moss_jit.k_grouped_gemm(dy_t, x_t, offsets)
+        self.assertEqual(tuple(d.shape), (len(cols), m, n))
+        dq_a, dq_b = dy_t.dequantize(), x_t.dequantize()
+        start = 0
+        for g, c in enumerate(cols):
+            if c:
+                want = dq_a[:, start:start + c] @ dq_b[:, start:start + c].T
+                self.assertLess(rel_error(d[g], want), 5e-3,
+                                f"expert {g} of {cols}")
+            else:
+                self.assertTrue(torch.equal(d[g], torch.zeros_like(d[g])),
+                                f"expert {g} has no tokens")
+            start += c
+
 
 class DispatchQuantizeCudaTest(unittest.TestCase):
     def test_gathered_rows_match_the_host_bit_for_bit(self):

@@ -230,6 +230,21 @@ def quantized_grouped_linear(layer, x, offsets, dy):
     dx = torch.zeros(x.shape[0], w.shape[2], dtype=torch.float64)
     dw = torch.zeros(w.shape, dtype=torch.float64)
     bounds = offsets.tolist()
+    # The weight gradient's operands: all tokens, each expert's padded
+    # with zero rows to a multiple of 128 (and zeros to T + 127 G rounded
+    # up to 128), quantized transposed as one.
+    groups = len(bounds) - 1
+    k = (x.shape[0] + 127 * groups + 127) // 128 * 128
+    dy_pad = torch.zeros(k, dy.shape[1], dtype=dy.dtype)
+    x_pad = torch.zeros(k, x.shape[1], dtype=x.dtype)
+    columns, at = [], 0
+    for s, e in zip(bounds, bounds[1:]):
+        dy_pad[at:at + e - s] = dy[s:e]
+        x_pad[at:at + e - s] = x[s:e]
+        columns.append((at, at + e - s))
+        at += -(-(e - s) // 128) * 128
+    dyq_t = moss(dy_pad, cfg.grad_format, True)
+    xq_t = moss(x_pad, cfg.x_format, True)
     for g, (s, e) in enumerate(zip(bounds, bounds[1:])):
         if s == e:
             continue
@@ -237,12 +252,72 @@ def quantized_grouped_linear(layer, x, offsets, dy):
         if layer.bias is not None:
             y[s:e] += layer.bias.detach()[g].double()
         dx[s:e] = dyq[s:e] @ dq(w[g].T.contiguous(), "per-row").T
-        pad = -(e - s) % cfg.block
-        pad_rows = torch.nn.functional.pad
-        dw[g] = moss(pad_rows(dy[s:e], (0, 0, 0, pad)), cfg.grad_format,
-                     True) @ moss(pad_rows(x[s:e], (0, 0, 0, pad)),
-                                  cfg.x_format, True).T
+        c0, c1 = columns[g]
+        dw[g] = dyq_t[:, c0:c1] @ xq_t[:, c0:c1].T
     return y, dx, dw
+
+
+class KGroupedGemmCpuTest(unittest.TestCase):
+    """moss_jit.k_grouped_gemm on CPU tensors against each expert's columns
+    of the whole operands dequantized, multiplied in float64 by torch."""
+
+    def check(self, a_scheme, b_scheme, cols, m, n, out_dtype=torch.bfloat16,
+              **options):
+        rng = np.random.default_rng()
+        k = sum(cols)
+        a = moss_jit.quantize(torch.from_numpy(llm_like(rng, m, k)), a_scheme,
+                              **options)
+        b = moss_jit.quantize(torch.from_numpy(
+            rng.standard_normal((n, k)).astype(np.float32)), b_scheme,
+            **options)
+        offsets = offsets_of(cols)
+        got = moss_jit.k_grouped_gemm(a, b, offsets, out_dtype=out_dtype)
+        self.assertEqual(tuple(got.shape), (len(cols), m, n))
+        self.assertEqual(got.dtype, out_dtype)
+        dq_a = reference.dequantize(a).to(torch.float64)
+        dq_b = reference.dequantize(b).to(torch.float64)
+        start = 0
+        for g, c in enumerate(cols):
+            want = dq_a[:, start:start + c] @ dq_b[:, start:start + c].T
+            torch.testing.assert_close(got[g], want.to(out_dtype),
+                                       msg=f"expert {g} of {cols}")
+            start += c
+
+    def test_moss_x_moss_with_an_empty_expert(self):
+        self.check("moss", "moss", [256, 0, 128, 384], 24, 40,
+                   global_scope="row")
+
+    def test_per_group_x_per_group(self):
+        self.check("per-group", "per-group", [128, 256], 16, 256,
+                   out_dtype=torch.float32, block=(1, 128))
+
+    def test_mxfp8_one_expert(self):
+        self.check("mxfp8", "mxfp8", [512], 8, 24)
+
+    def test_arguments_are_checked(self):
+        a = moss_jit.quantize(torch.randn(8, 256), "per-tensor")
+        b = moss_jit.quantize(torch.randn(16, 256), "per-tensor")
+        good = torch.tensor([0, 128, 256], dtype=torch.int32)
+        for offsets, text in (
+                (torch.tensor([0, 100, 256], dtype=torch.int32),
+                 "multiples of 128"),
+                (torch.tensor([0, 256, 128], dtype=torch.int32),
+                 "not decrease"),
+                (torch.tensor([0, 128, 384], dtype=torch.int32),
+                 "at most at K=256"),
+                (good.to(torch.int64), "int32"),
+                (torch.tensor([0], dtype=torch.int32), r"\[G \+ 1\]")):
+            with self.subTest(offsets=offsets):
+                with self.assertRaisesRegex(ValueError, text):
+                    moss_jit.k_grouped_gemm(a, b, offsets)
+        odd = moss_jit.quantize(torch.randn(8, 96), "per-tensor")
+        with self.assertRaisesRegex(ValueError, "multiple of 128"):
+            moss_jit.k_grouped_gemm(odd, odd, torch.tensor(
+                [0, 96], dtype=torch.int32))
+        with self.assertRaisesRegex(ValueError, "same K"):
+            moss_jit.k_grouped_gemm(a, odd, good)
+        with self.assertRaisesRegex(TypeError, "out_dtype"):
+            moss_jit.k_grouped_gemm(a, b, good, out_dtype=torch.int8)
 
 
 class GroupedLinearCpuTest(unittest.TestCase):

@@ -73,11 +73,11 @@ static uint64_t packType(std::optional<FloatType> type) {
 }
 
 /// The words of a checked spec that change its kernel (block sizes < 256,
-/// N and K < 2^31; M only when static; not beta, a launch argument, nor the
-/// fold, which planGemm resolves per launch).
+/// N and K < 2^31; M only when static, K only when static; not beta, a
+/// launch argument, nor the fold, which planGemm resolves per launch).
 static void packSpec(const GemmSpec &spec, GemmRunner::Key &key) {
   key.words[0] = spec.m;
-  key.words[1] = spec.n << 32 | spec.k;
+  key.words[1] = spec.n << 32 | uint32_t(spec.k);
   key.words[2] =
       int64_t(packOperand(spec.a, spec.aScaling) |
               packOperand(spec.b, spec.bScaling) << 24 |
@@ -103,7 +103,8 @@ static GemmRunner::Key makeKernelKey(const GemmPlan &plan) {
   packSpec(plan.kernel, key);
   key.words[3] = packTiling(plan.tiling);
   key.words[4] = plan.quickCompile;
-  key.words[5] = plan.kernel.groups | int64_t(plan.kernel.maskedGroups) << 32;
+  key.words[5] = plan.kernel.groups | int64_t(plan.kernel.maskedGroups) << 32 |
+                 int64_t(plan.kernel.groupedK) << 33;
   return key;
 }
 
@@ -129,7 +130,8 @@ static GemmRunner::Key makePlanKey(const GemmSpec &spec, int64_t m,
               uint64_t(options.compileMode == GemmCompileMode::Quick) << 9 |
               database << 10);
   key.words[4] = options.tiling ? packTiling(*options.tiling) : 0;
-  key.words[5] = spec.groups | int64_t(spec.maskedGroups) << 32;
+  key.words[5] = spec.groups | int64_t(spec.maskedGroups) << 32 |
+                 int64_t(spec.groupedK) << 33;
   return key;
 }
 
@@ -158,6 +160,8 @@ struct GemmRunner::Kernel {
   CUtensorMap mapA, mapB, mapD;
   CUdeviceptr mapACodes = 0, mapBCodes = 0, mapDPointer = 0;
   int64_t mapARows = -1, mapDRows = -1;
+  /// K of A's and B's maps (a k-grouped GEMM's changes per launch).
+  int64_t mapK = -1;
   /// Thread blocks that run at once: the SMs, or for clusters the clusters
   /// that fit at once times their size (the persistent grid's limit).
   int slots = 0;
@@ -560,8 +564,11 @@ GemmRunner::prepare(const GemmSpec &spec, int64_t m,
 
 Expected<const GemmKernelInfo *>
 GemmRunner::prepare(const GemmSpec &spec, const GemmOptions &options) {
+  // A k-grouped GEMM's plan is the same at every K (its launch extent).
   return prepare(spec,
-                 compiler::getTuningM(spec, compiler::TilingOptions().assumedM),
+                 spec.groupedK ? 0
+                               : compiler::getTuningM(
+                                     spec, compiler::TilingOptions().assumedM),
                  options);
 }
 
@@ -584,10 +591,17 @@ Error GemmRunner::launchChecked(const GemmSpec &asked, int64_t m,
   if (Error e = switchToFullKernel(kernel, options.compileMode ==
                                                GemmCompileMode::Full))
     return e;
+  // From here on, the GEMM the kernel computes (folded operands, if any).
+  // A k-grouped launch gives K (`m`), and its M is the spec's.
+  const GemmSpec &spec = plan.kernel;
+  const int64_t k = spec.groupedK ? m : spec.k;
+  // With K = 0 every expert has no stages and no map is read, but a map
+  // needs a size of at least 1.
+  const int64_t mapK = std::max<int64_t>(k, 128);
+  if (spec.groupedK)
+    m = spec.m;
   if (m == 0)
     return Error::success();
-  // From here on, the GEMM the kernel computes (folded operands, if any).
-  const GemmSpec &spec = plan.kernel;
   GemmBuffers buffers = given;
   if (plan.passFoldsA || plan.passFoldsB) {
     Expected<GemmBuffers> folded = foldOperands(plan, m, given, stream);
@@ -599,19 +613,21 @@ Error GemmRunner::launchChecked(const GemmSpec &asked, int64_t m,
   Expected<const runtime::DriverApi &> api = runtime::getDriverApi();
   if (!api)
     return api.takeError();
-  if (kernel.mapACodes != buffers.a.codes || kernel.mapARows != m) {
+  const bool newK = kernel.mapK != mapK;
+  kernel.mapK = mapK;
+  if (kernel.mapACodes != buffers.a.codes || kernel.mapARows != m || newK) {
     kernel.mapACodes = 0;
     if (Error e = runtime::encodeOperandMap(
-            *api, kernel.mapA, buffers.a.codes, m, spec.k,
+            *api, kernel.mapA, buffers.a.codes, m, mapK,
             detail::getBoxRowsA(kernel.plan, int(m)), "A"))
       return e;
     kernel.mapACodes = buffers.a.codes;
     kernel.mapARows = m;
   }
-  if (kernel.mapBCodes != buffers.b.codes) {
+  if (kernel.mapBCodes != buffers.b.codes || newK) {
     kernel.mapBCodes = 0;
     if (Error e = runtime::encodeOperandMap(*api, kernel.mapB, buffers.b.codes,
-                                            getGemmRowsB(spec), spec.k,
+                                            getGemmRowsB(spec), mapK,
                                             kernel.plan.boxRowsB, "B"))
       return e;
     kernel.mapBCodes = buffers.b.codes;
@@ -642,6 +658,7 @@ Error GemmRunner::launchChecked(const GemmSpec &asked, int64_t m,
   args.beta = asked.beta.value_or(1.0f);
   args.amax = static_cast<float *>(pointer(buffers.amax));
   args.groupOffsets = static_cast<const int *>(pointer(buffers.groupOffsets));
+  args.k = int(k);
   if (kernel.plan.slicedAccumulators) {
     detail::WorkspaceSize size = detail::getWorkspaceSize(kernel.plan, int(m));
     Expected<CUdeviceptr> workspace =

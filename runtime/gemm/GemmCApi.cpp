@@ -136,11 +136,13 @@ moss_error_t convertSpec(const moss_gemm_spec_t *spec,
   if (spec->struct_size >=
       offsetof(moss_gemm_spec_t, group_layout) + sizeof(spec->group_layout)) {
     if (spec->group_layout != MOSS_GROUPS_CONTIGUOUS &&
-        spec->group_layout != MOSS_GROUPS_MASKED)
+        spec->group_layout != MOSS_GROUPS_MASKED &&
+        spec->group_layout != MOSS_GROUPS_ALONG_K)
       return invalid("spec->group_layout=" + Twine(spec->group_layout) +
-                     " is not a moss_group_layout_t (MOSS_GROUPS_CONTIGUOUS "
-                     "or MOSS_GROUPS_MASKED)");
+                     " is not a moss_group_layout_t (MOSS_GROUPS_CONTIGUOUS, "
+                     "MOSS_GROUPS_MASKED or MOSS_GROUPS_ALONG_K)");
     result.maskedGroups = spec->group_layout == MOSS_GROUPS_MASKED;
+    result.groupedK = spec->group_layout == MOSS_GROUPS_ALONG_K;
   }
   if (result.accumulate) {
     if (!std::isfinite(spec->beta))
@@ -173,7 +175,7 @@ moss_error_t convertBuffers(const moss_gemm_buffers_t *buffers,
 /// The error of a grouped spec given to a call that takes no row offsets.
 moss_error_t needsOffsets(const compiler::GemmSpec &spec) {
   return invalid("spec->groups=" + Twine(spec.groups) +
-                 ": an m-grouped GEMM launches through a plan, with its row "
+                 ": a grouped GEMM launches through a plan, with its "
                  "offsets (moss_gemm_plan_launch_grouped)");
 }
 

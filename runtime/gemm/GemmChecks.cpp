@@ -24,7 +24,10 @@ using compiler::FloatType;
 using compiler::GemmSpec;
 using numerics::ScalingScheme;
 
-GemmScaleCounts moss::getGemmScaleCounts(const GemmSpec &spec, int64_t m) {
+GemmScaleCounts moss::getGemmScaleCounts(const GemmSpec &launched,
+                                         int64_t extent) {
+  const GemmSpec spec = launched.atExtent(extent);
+  const int64_t m = spec.m;
   auto local = [&](const ScalingScheme &s, int64_t rows) -> int64_t {
     if (!s.hasLocalScales() || s.blockCols <= 0)
       return 0;
@@ -36,11 +39,11 @@ GemmScaleCounts moss::getGemmScaleCounts(const GemmSpec &spec, int64_t m) {
   };
   // An m-grouped GEMM's B: one per-tensor global per expert.
   const int64_t rowsB = getGemmRowsB(spec);
-  const int64_t bGlobal =
-      spec.bScaling.hasGlobalScales() && !spec.bScaling.globalPerRow() &&
-              spec.groups
-          ? spec.groups
-          : global(spec.bScaling, rowsB);
+  const int64_t bGlobal = spec.bScaling.hasGlobalScales() &&
+                                  !spec.bScaling.globalPerRow() &&
+                                  spec.groups && !spec.groupedK
+                              ? spec.groups
+                              : global(spec.bScaling, rowsB);
   return {local(spec.aScaling, m), global(spec.aScaling, m),
           local(spec.bScaling, rowsB), bGlobal};
 }
@@ -96,11 +99,15 @@ static unsigned byteWidth(std::optional<FloatType> type) {
 
 /// checkGemmSpec for a launch of `rows` rows (kDynamic: any), which decide
 /// the default fold and so the blocks the kernel promotes by.
-static Error checkGemmSpecAt(const GemmSpec &spec, int64_t rows) {
-  if (Error e = compiler::checkShapes(spec))
+static Error checkGemmSpecAt(const GemmSpec &asked, int64_t rows) {
+  if (Error e = compiler::checkShapes(asked))
     return e;
-  if (Error e = compiler::checkFold(spec))
+  if (Error e = compiler::checkFold(asked))
     return e;
+  // A k-grouped GEMM's K is a launch's multiple of 128, and 128 is a
+  // multiple of every block and promotion interval the checks below ask K
+  // to be a multiple of (checkGemmRows checks the launch's).
+  const GemmSpec spec = asked.groupedK ? asked.atExtent(128) : asked;
   if (spec.beta && !std::isfinite(*spec.beta))
     return runtime::invalidArgument(
         "beta=" + Twine(std::to_string(*spec.beta)) + " is not finite");
@@ -152,9 +159,11 @@ Error moss::checkGemmSpec(const GemmSpec &spec) {
 
 /// The output does not wrap around the address space and does not overlap
 /// the operands' codes; C is either D itself (of the output's type: each
-/// entry is read before it is written) or apart from it.
-static Error checkBufferRanges(const GemmSpec &spec, int64_t m,
+/// entry is read before it is written) or apart from it. `spec` is a
+/// launch's (GemmSpec::atExtent).
+static Error checkBufferRanges(const GemmSpec &spec,
                                const GemmBuffers &buffers) {
+  const int64_t m = spec.m, rowsD = getGemmRowsD(spec, spec.m);
   struct Range {
     uint64_t begin, bytes;
     bool overlaps(const Range &o) const {
@@ -172,7 +181,7 @@ static Error checkBufferRanges(const GemmSpec &spec, int64_t m,
     return Range{p, bytes};
   };
   const unsigned outWidth = compiler::getByteWidth(spec.out);
-  Expected<Range> d = range(buffers.d, m, spec.n, outWidth);
+  Expected<Range> d = range(buffers.d, rowsD, spec.n, outWidth);
   if (!d)
     return runtime::invalidArgument("buffers.d: " + toString(d.takeError()));
   Expected<Range> a = range(buffers.a.codes, m, spec.k, 1);
@@ -193,7 +202,7 @@ static Error checkBufferRanges(const GemmSpec &spec, int64_t m,
             compiler::getName(spec.out) +
             "; C may be D only with the output's type");
     } else {
-      Expected<Range> c = range(buffers.c, m, spec.n,
+      Expected<Range> c = range(buffers.c, rowsD, spec.n,
                                 compiler::getByteWidth(*spec.accumulate));
       if (!c)
         return runtime::invalidArgument("buffers.c: " +
@@ -206,13 +215,29 @@ static Error checkBufferRanges(const GemmSpec &spec, int64_t m,
   return Error::success();
 }
 
-/// checkGemmSpecAt, and that `m` rows can be launched with the spec.
+/// checkGemmSpecAt, and that `m` rows (a k-grouped GEMM: K = `m` columns)
+/// can be launched with the spec.
 Error moss::detail::checkGemmRows(const GemmSpec &spec, int64_t m) {
-  if (Error e = checkGemmSpecAt(spec, m))
+  if (Error e = checkGemmSpecAt(spec, spec.groupedK ? spec.m : m))
     return e;
   if (m < 0 || m > std::numeric_limits<int32_t>::max())
-    return runtime::invalidArgument("m=" + Twine(m) +
-                                    " is out of range; expected 0 <= m < 2^31");
+    return runtime::invalidArgument(
+        Twine(spec.groupedK ? "K=" : "m=") + Twine(m) +
+        " is out of range; expected 0 <= " + (spec.groupedK ? "K" : "m") +
+        " < 2^31");
+  if (spec.groupedK) {
+    if (m % 128 != 0)
+      return runtime::invalidArgument(
+          "K=" + Twine(m) +
+          " (the tokens of all experts of a k-grouped GEMM) is not a "
+          "multiple of 128; pad each expert's tokens to a multiple of 128");
+    // The output's rows, groups * M, are indexed in 32 bits.
+    if (spec.groups * spec.m > std::numeric_limits<int32_t>::max())
+      return runtime::invalidArgument(
+          "the k-grouped GEMM's output has " + Twine(spec.groups) + " x " +
+          Twine(spec.m) + " rows; expected fewer than 2^31");
+    return Error::success();
+  }
   if (!spec.isDynamicM() && m != spec.m)
     return runtime::invalidArgument(
         "m=" + Twine(m) + " but the spec is specialized to M=" + Twine(spec.m) +
@@ -231,8 +256,9 @@ Error moss::checkGemmLaunch(const GemmSpec &spec, int64_t m,
   if (Error e = detail::checkGemmRows(spec, m))
     return e;
 
+  const GemmSpec at = spec.atExtent(m);
   GemmScaleCounts counts = getGemmScaleCounts(spec, m);
-  if (Error e = checkOperand(buffers.a, "a", spec.aScaling, m, counts.aLocal,
+  if (Error e = checkOperand(buffers.a, "a", spec.aScaling, at.m, counts.aLocal,
                              counts.aGlobal))
     return e;
   if (Error e = checkOperand(buffers.b, "b", spec.bScaling, getGemmRowsB(spec),
@@ -240,7 +266,7 @@ Error moss::checkGemmLaunch(const GemmSpec &spec, int64_t m,
     return e;
   if (Error e = checkPointer(buffers.groupOffsets, spec.groups > 0, 4,
                              "buffers.groupOffsets",
-                             "an m-grouped GEMM (spec.groups > 0)"))
+                             "a grouped GEMM (spec.groups > 0)"))
     return e;
   if (Error e = checkPointer(buffers.d, true, 16, "buffers.d (the output)",
                              "every GEMM"))
@@ -256,5 +282,5 @@ Error moss::checkGemmLaunch(const GemmSpec &spec, int64_t m,
   if (Error e = checkPointer(buffers.amax, spec.amax, 4, "buffers.amax",
                              "the spec's amax output"))
     return e;
-  return checkBufferRanges(spec, m, buffers);
+  return checkBufferRanges(at, buffers);
 }

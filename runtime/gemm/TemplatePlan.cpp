@@ -25,6 +25,7 @@ MOSS_SAME_FIELD(beta);
 MOSS_SAME_FIELD(amax);
 MOSS_SAME_FIELD(workspace);
 MOSS_SAME_FIELD(groupOffsets);
+MOSS_SAME_FIELD(k);
 #undef MOSS_SAME_FIELD
 static_assert(sizeof(detail::KernelArgs) == sizeof(gemm_kernel::Args));
 
@@ -54,6 +55,8 @@ detail::planFromTemplates(const compiler::KernelSource &source) {
   result.clusterN = params.clusterN;
   result.splitK = params.splitK;
   result.groups = params.groups;
+  result.m = params.m;
+  result.groupedK = params.groupedK;
   result.groupBlocks = plan.groupBlocks;
   return result;
 }
@@ -68,6 +71,8 @@ static gemm_kernel::Params getGeometry(const detail::TemplatePlan &plan) {
   p.clusterN = plan.clusterN;
   p.splitK = plan.splitK;
   p.groups = plan.groups;
+  p.m = plan.m;
+  p.groupedK = plan.groupedK;
   return p;
 }
 

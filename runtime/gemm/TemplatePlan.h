@@ -36,8 +36,12 @@ struct TemplatePlan {
   int groupBlocks = 0;
   /// The parameters gridSize() and the workspace size read.
   int n = 0, tileM = 0, tileN = 0, clusterM = 1, clusterN = 1, splitK = 1;
-  /// Experts of an m-grouped GEMM (0: a plain one).
+  /// Experts of a grouped GEMM (0: a plain one).
   int groups = 0;
+  /// A static M (-1: dynamic), and whether the experts split K (then M is
+  /// static and each expert has M x N tiles).
+  int m = -1;
+  bool groupedK = false;
 };
 
 /// The kernel's run-time argument struct, `moss::gemm_kernel::Args`
@@ -55,6 +59,7 @@ struct KernelArgs {
   float *amax;
   void *workspace;
   const int *groupOffsets;
+  int k;
 };
 
 /// The templates' plan for `source`; an error when the templates reject its

@@ -23,6 +23,7 @@
 using namespace moss;
 using compiler::FloatType;
 using compiler::GemmSpec;
+using numerics::BlockScaleFold;
 using numerics::GlobalScope;
 using numerics::ScalingScheme;
 
@@ -477,6 +478,89 @@ TEST(GemmApi, MaskedGroupedGemmsHoldEachExpertsRowsAlike) {
             std::string::npos);
 }
 
+/// A k-grouped GEMM of 4 experts: D_g [64, 256] over the experts' columns
+/// of A [64, K] and B [256, K], MOSS x per-row, f32 output with C.
+GemmSpec kGroupedSpec() {
+  GemmSpec spec;
+  spec.m = 64;
+  spec.n = 256;
+  spec.k = GemmSpec::kDynamic;
+  spec.aScaling = ScalingScheme::twoLevel(GlobalScope::Row, 32);
+  spec.bScaling = ScalingScheme::perRow();
+  spec.out = FloatType::F32;
+  spec.accumulate = FloatType::F32;
+  spec.groups = 4;
+  spec.groupedK = true;
+  return spec;
+}
+
+/// Buffers that fit kGroupedSpec() at K = 1024.
+GemmBuffers validKGroupedBuffers() {
+  GemmBuffers b;
+  b.a = {0x10000, 0x30000, 64 * 1024 / 32, 0x40000, 64};
+  b.b = {0x50000, 0, 0, 0x90000, 256};
+  b.d = 0x100000; // 4 * 64 * 256 f32 = 256 KiB
+  b.c = 0x200000;
+  b.groupOffsets = 0xA0000;
+  return b;
+}
+
+TEST(GemmApi, KGroupedGemmsLaunchWithKAndTheirExpertsOutputs) {
+  EXPECT_EQ(check(kGroupedSpec(), 1024, validKGroupedBuffers()), "");
+  // Scale counts follow the launch's K; B is shared by the experts.
+  GemmScaleCounts counts = getGemmScaleCounts(kGroupedSpec(), 1024);
+  EXPECT_EQ(counts.aLocal, 64 * 1024 / 32);
+  EXPECT_EQ(counts.aGlobal, 64);
+  EXPECT_EQ(counts.bGlobal, 256);
+  EXPECT_EQ(getGemmRowsB(kGroupedSpec()), 256);
+  EXPECT_EQ(getGemmRowsD(kGroupedSpec(), 64), 4 * 64);
+  // No tokens at all: zeros (times the epilogue) for every expert.
+  GemmBuffers empty = validKGroupedBuffers();
+  empty.a.localScaleCount = 0;
+  EXPECT_EQ(check(kGroupedSpec(), 0, empty), "");
+
+  EXPECT_NE(check(kGroupedSpec(), 1000, validKGroupedBuffers())
+                .find("not a multiple of 128"),
+            std::string::npos);
+  EXPECT_NE(check(kGroupedSpec(), 1024 + 128, validKGroupedBuffers())
+                .find("buffers.a.localScaleCount=2048"),
+            std::string::npos);
+  // The output is 4 experts' [64, 256]: C at 0x100000 + 128 KiB overlaps.
+  GemmBuffers overlapping = validKGroupedBuffers();
+  overlapping.c = 0x120000;
+  EXPECT_NE(check(kGroupedSpec(), 1024, overlapping).find("overlaps"),
+            std::string::npos);
+  GemmBuffers noOffsets = validKGroupedBuffers();
+  noOffsets.groupOffsets = 0;
+  EXPECT_NE(check(kGroupedSpec(), 1024, noOffsets).find("groupOffsets"),
+            std::string::npos);
+
+  // The spec: a static M, a dynamic K, no bias, no fold, contiguous.
+  GemmSpec dynamicM = kGroupedSpec();
+  dynamicM.m = GemmSpec::kDynamic;
+  GemmSpec staticK = kGroupedSpec();
+  staticK.k = 1024;
+  GemmSpec withBias = kGroupedSpec();
+  withBias.bias = FloatType::F32;
+  GemmSpec folded = kGroupedSpec();
+  folded.fold = BlockScaleFold::Row;
+  GemmSpec masked = kGroupedSpec();
+  masked.maskedGroups = true;
+  GemmSpec noGroups = kGroupedSpec();
+  noGroups.groups = 0;
+  for (auto [bad, expected] :
+       {std::pair{dynamicM, "static M and a dynamic K"},
+        std::pair{staticK, "static M and a dynamic K"},
+        std::pair{withBias, "takes no bias"}, std::pair{folded, "no fold"},
+        std::pair{masked, "contiguous layout"},
+        std::pair{noGroups, "groups > 0"}}) {
+    llvm::Error error = checkGemmSpec(bad);
+    ASSERT_TRUE(bool(error)) << expected;
+    const std::string text = llvm::toString(std::move(error));
+    EXPECT_NE(text.find(expected), std::string::npos) << text;
+  }
+}
+
 } // namespace
 
 namespace {
@@ -489,8 +573,8 @@ TEST(GemmCApi, GroupedSpecsLaunchThroughAPlanWithOffsets) {
   spec.groups = 4;
   // moss_gemm_check and moss_gemm take no offsets.
   EXPECT_NE(cCheck(&spec, kM, &buffers)
-                .find("spec->groups=4: an m-grouped GEMM launches through a "
-                      "plan, with its row offsets "
+                .find("spec->groups=4: a grouped GEMM launches through a "
+                      "plan, with its offsets "
                       "(moss_gemm_plan_launch_grouped)"),
             std::string::npos);
   // A caller built before the field is served a plain GEMM.
@@ -511,6 +595,11 @@ TEST(GemmCApi, GroupedSpecsLaunchThroughAPlanWithOffsets) {
   spec.group_layout = MOSS_GROUPS_MASKED;
   EXPECT_NE(cCheck(&spec, kM, &buffers).find("expected groups > 0"),
             std::string::npos);
+  // The k-grouped layout converts to GemmSpec::groupedK.
+  spec.group_layout = MOSS_GROUPS_ALONG_K;
+  EXPECT_NE(
+      cCheck(&spec, kM, &buffers).find("a k-grouped GEMM needs groups > 0"),
+      std::string::npos);
   // A caller built before the field gets the contiguous layout.
   spec.struct_size = offsetof(moss_gemm_spec_t, group_layout);
   EXPECT_EQ(cCheck(&spec, kM, &buffers), "");

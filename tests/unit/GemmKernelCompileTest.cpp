@@ -333,6 +333,43 @@ std::vector<Variant> variants() {
   p.stages = 6;
   v.push_back({"twolevel_x_twolevel_f32_bias_c_amax_grouped16", p});
 
+  // k-grouped GEMMs (a mixture-of-experts weight gradient, K the tokens):
+  // MOSS on both sides (promoted by row and column), per-tensor (direct),
+  // and per-row with f32 outputs accumulated into C.
+  for (Params k : {twoLevel(base, /*rowA=*/true), base}) {
+    k.m = 4096;
+    k.k = -1;
+    k.groups = 64;
+    k.groupedK = true;
+    k.tileN = 128;
+    k.stages = 5;
+    if (k.scaleA == kTwoLevel) {
+      k.scaleB = kTwoLevel;
+      k.blockB = 32;
+      k.globalRowB = true;
+    }
+    v.push_back({k.scaleA == kTwoLevel ? "twolevel_x_twolevel_k_grouped64"
+                                       : "tensor_x_tensor_k_grouped64",
+                 k});
+  }
+  p = base;
+  p.m = 1536;
+  p.k = -1;
+  p.scaleA = kPerRow;
+  p.scaleB = kPerRow;
+  p.out = kF32;
+  p.accum = kF32;
+  p.groups = 8;
+  p.groupedK = true;
+  p.tileM = 256;
+  p.tileN = 64;
+  v.push_back({"row_x_row_f32_c_k_grouped8", p});
+  p.tileM = 128;
+  p.tileN = 128;
+  p.stages = 4;
+  p.f16Mma = true;
+  v.push_back({"row_x_row_f32_c_f16mma_k_grouped8", p});
+
   // Quick-compile variants (the first kernel of a tiered compile), on the
   // tiles the compiler narrows them to: shorter promotion groups, per 32
   // and per 128, whole K and split.
@@ -589,6 +626,48 @@ TEST(GemmKernelPlanTest, ValidateNamesWhatIsWrong) {
   EXPECT_EQ(numUnits(grouped, 1000), (8 + 8) * 32);
   EXPECT_EQ(gridSize(grouped, 1000, 132), 132);
   EXPECT_EQ(boxRowsA(grouped, 16), 128);
+
+  // A k-grouped GEMM: static M, dynamic K, each expert's output its own.
+  Params alongK = grouped;
+  alongK.m = 2048;
+  alongK.k = -1;
+  alongK.groupedK = true;
+  EXPECT_EQ(validate(alongK), nullptr);
+  EXPECT_FALSE(plan(alongK).usesTmaD);
+  EXPECT_EQ(plan(alongK).kStages, 0); // its experts' stages are run time
+  EXPECT_EQ(numUnits(alongK, 2048), 8 * 16 * 32);
+  for (int i = 0; i < 8; ++i) {
+    Params bad = alongK;
+    switch (i) {
+    case 0:
+      bad.m = -1;
+      break;
+    case 1:
+      bad.k = 4096;
+      break;
+    case 2:
+      bad.maskedGroups = true;
+      break;
+    case 3:
+      bad.bias = kBF16;
+      break;
+    case 4:
+      bad.tileM = 64;
+      break;
+    case 5:
+      bad.clusterN = 2;
+      break;
+    case 6:
+      bad.groups = 0;
+      break;
+    default:
+      bad.splitK = 2;
+    }
+    const char *error = validate(bad);
+    ASSERT_NE(error, nullptr) << i;
+    EXPECT_NE(std::string(error).find("k-grouped"), std::string::npos)
+        << i << ": " << error;
+  }
 }
 
 /// The epilogue's staging buffers: TMA stores need 16-byte output rows and
@@ -1034,6 +1113,61 @@ TEST(GemmKernelPlanTest, MaskedGroupWalkCoversEachExpertsCountedRowsOnce) {
     expectEachExpertTileOnce(p, counts, m, total, starts, ends, rng);
     if (HasFatalFailure())
       return;
+  }
+}
+
+// A k-grouped GEMM's units are each expert's M x N tiles once, over its
+// columns [offsets[g], offsets[g + 1]) in whole stages; offsets outside
+// [0, k] are kept inside it and a part stage is left out, so an expert
+// never reads past A's and B's columns.
+TEST(GemmKernelPlanTest, KGroupedWalkGivesEachExpertItsStages) {
+  std::mt19937 rng(std::random_device{}());
+  for (int trial = 0; trial < 200; ++trial) {
+    Params p = randomGroupedParams(rng, trial % 4 == 0 ? 300 : 12);
+    p.m = 64 + int(rng() % 900);
+    p.k = -1;
+    p.groupedK = true;
+    std::vector<int> offsets(p.groups + 1, 0);
+    for (int g = 0; g < p.groups; ++g) {
+      const int r = int(rng() % 4);
+      offsets[g + 1] = offsets[g] + 128 * (r == 0 ? 0 : int(rng() % 20));
+    }
+    // K may run past the last expert's end (padding no expert reads).
+    const int k = offsets.back() + (trial % 3 == 1 ? 128 * int(rng() % 4) : 0);
+    const bool scrambled = trial % 7 == 3;
+    if (scrambled) // unaligned, non-monotone and out of range
+      for (int g = 1; g <= p.groups; ++g)
+        offsets[g] = int(rng() % (k + 400)) - 200;
+    SCOPED_TRACE(describe(p) + " k=" + std::to_string(k) + " trial " +
+                 std::to_string(trial));
+
+    GroupWalk counter{offsets.data(), p.m, k};
+    const int perExpert = numTiles(p, p.m);
+    ASSERT_EQ(counter.total(p), p.groups * perExpert);
+    ASSERT_EQ(numUnits(p, p.m), p.groups * perExpert);
+    std::map<std::tuple<int, int, int>, int> seen;
+    const int ctas = 1 + int(rng() % 140);
+    for (int cta = 0; cta < ctas; ++cta) {
+      GroupWalk walk{offsets.data(), p.m, k};
+      for (int u = cta; u < walk.total(p); u += ctas) {
+        const Unit unit = walk.unit(p, u);
+        ASSERT_TRUE(unit.group >= 0 && unit.group < p.groups);
+        ASSERT_EQ(unit.rowEnd, p.m);
+        ASSERT_TRUE(unit.m0 >= 0 && unit.m0 < p.m && unit.m0 % p.tileM == 0);
+        ASSERT_TRUE(unit.n0 >= 0 && unit.n0 < p.n && unit.n0 % p.tileN == 0);
+        ASSERT_EQ(unit.k0 % 128, 0);
+        ASSERT_TRUE(unit.k0 >= 0 && unit.kStages >= 0 &&
+                    unit.k0 + 128 * unit.kStages <= k);
+        if (!scrambled) {
+          ASSERT_EQ(unit.k0, offsets[unit.group]);
+          ASSERT_EQ(unit.k0 + 128 * unit.kStages, offsets[unit.group + 1]);
+        }
+        ++seen[{unit.group, unit.m0, unit.n0}];
+      }
+    }
+    ASSERT_EQ(int(seen.size()), p.groups * perExpert);
+    for (const auto &[tile, count] : seen)
+      ASSERT_EQ(count, 1);
   }
 }
 

@@ -296,4 +296,47 @@ TEST(GemmPlanTest, GroupedKernelsCarryTheirLayout) {
       std::string::npos);
 }
 
+/// A MOSS weight gradient of 64 experts: dW_g [M=2048, N=7168] over each
+/// expert's tokens.
+GemmSpec kGrouped() {
+  GemmSpec spec;
+  spec.m = 2048;
+  spec.n = 7168;
+  spec.k = GemmSpec::kDynamic;
+  spec.aScaling = ScalingScheme::twoLevel(GlobalScope::Row, 32);
+  spec.bScaling = ScalingScheme::twoLevel(GlobalScope::Row, 32);
+  spec.groups = 64;
+  spec.groupedK = true;
+  return spec;
+}
+
+TEST(GemmPlanTest, KGroupedPlansServeEveryK) {
+  // No fold (its pass needs a static K), one plan at any launch extent.
+  const GemmPlan first = planOrDie(kGrouped(), atRows(128));
+  EXPECT_EQ(first.fold, BlockScaleFold::None);
+  EXPECT_FALSE(first.passFoldsA || first.passFoldsB);
+  EXPECT_TRUE(first.kernel.groupedK);
+  EXPECT_EQ(first.kernel.k, GemmSpec::kDynamic);
+  EXPECT_GE(first.tiling.tileM, 128);
+  EXPECT_EQ(first.tiling.splitK, 1);
+  EXPECT_EQ(first.tiling.clusterM * first.tiling.clusterN, 1);
+  for (int64_t k : {0, 4096, 1 << 20}) {
+    const GemmPlan plan = planOrDie(kGrouped(), atRows(k));
+    EXPECT_EQ(plan.tiling.tileM, first.tiling.tileM) << k;
+    EXPECT_EQ(plan.tiling.tileN, first.tiling.tileN) << k;
+    EXPECT_EQ(plan.tiling.stages, first.tiling.stages) << k;
+  }
+  KernelSource source = generateGemmSource(first, TargetInfo::h200());
+  EXPECT_NE(source.source.find("/*M=*/2048, /*N=*/7168, /*K=*/-1,"),
+            std::string::npos)
+      << source.source;
+  EXPECT_NE(source.source.find("/*Groups=*/64, /*MaskedGroups=*/false, "
+                               "/*GroupedK=*/true>;"),
+            std::string::npos)
+      << source.source;
+  EXPECT_NE(kGrouped().str().find("2048x7168x? "), std::string::npos)
+      << kGrouped().str();
+  EXPECT_NE(kGrouped().str().find("64 experts (k-grouped)"), std::string::npos);
+}
+
 } // namespace

@@ -26,11 +26,16 @@ namespace moss::compiler {
 
 class TuningDatabase;
 
+/// The tokens per expert a k-grouped GEMM's tiling is chosen for (one
+/// kernel serves every K; planGemm).
+constexpr int64_t kAssumedExpertK = 4096;
+
 /// What planGemm needs besides the spec and the target.
 struct GemmPlanOptions {
   /// The rows of the launch planned for (the runtime: the launch's M, which
   /// decides the default fold and the heuristic's tiling), or kDynamic for
   /// a kernel of any M: the spec's static M, else `heuristic.assumedM`.
+  /// A k-grouped GEMM's plan does not depend on it.
   int64_t rows = GemmSpec::kDynamic;
   /// A tiling to use instead of the database's or the heuristic's. It must
   /// fit the kernel (checkTiling).

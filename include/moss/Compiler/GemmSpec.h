@@ -119,11 +119,33 @@ struct GemmSpec {
   /// count on the device, and the output's rows past a count are not
   /// written.
   bool maskedGroups = false;
+  /// With groups > 0, k-grouped instead of m-grouped (the weight gradient
+  /// of a mixture-of-experts layer, K being the tokens): A [M, K] and B
+  /// [N, K] are shared, and expert g multiplies their columns [offsets[g],
+  /// offsets[g + 1]) into its own output D_g [M, N], rows g * M of the
+  /// [groups * M, N] output (and of C). M and N are static, K is dynamic
+  /// (k = kDynamic): the launch gives K, a multiple of 128, and the offsets
+  /// on the device, each a multiple of 128. An expert without columns gets
+  /// zeros (times the epilogue). No bias, no fold (its operands keep their
+  /// block factors: fold None).
+  bool groupedK = false;
   /// The most experts a grouped GEMM takes.
   static constexpr int64_t kMaxGroups = 4096;
 
   /// Whether M is dynamic.
   bool isDynamicM() const { return m == kDynamic; }
+
+  /// The size a launch gives: K for a k-grouped GEMM, else M.
+  int64_t getLaunchExtent() const { return groupedK ? k : m; }
+
+  /// The GEMM of a launch of `extent` (getLaunchExtent): a k-grouped
+  /// GEMM's with K = extent, any other's with M = extent. What the checks
+  /// and the scale counts of that launch read.
+  GemmSpec atExtent(int64_t extent) const {
+    GemmSpec at = *this;
+    (groupedK ? at.k : at.m) = extent;
+    return at;
+  }
 
   /// Whether the kernel multiplies in f16: asked for, or by default for an
   /// f32 output, which the accuracy contract holds to 1e-5 (FP8 gives about

@@ -93,13 +93,23 @@ struct GemmBuffers {
   /// never reach memory outside the buffers. A masked one's
   /// (spec.maskedGroups) are instead [groups] row counts: expert g's rows
   /// are the first counts[g] of [g * M / groups, (g + 1) * M / groups),
-  /// each count kept in [0, M / groups]. Null for a plain GEMM.
+  /// each count kept in [0, M / groups]. A k-grouped one's
+  /// (spec.groupedK) are [groups + 1] column offsets, multiples of 128:
+  /// expert g's columns of A and B are [offsets[g], offsets[g + 1]),
+  /// offsets[0] taken as 0, the others kept in [0, K] (columns past
+  /// offsets[groups] are padding). Null for a plain GEMM.
   CUdeviceptr groupOffsets = 0;
 };
 
 /// Rows of B: N, or groups * N for an m-grouped GEMM.
 inline int64_t getGemmRowsB(const compiler::GemmSpec &spec) {
-  return spec.groups ? spec.groups * spec.n : spec.n;
+  return spec.groups && !spec.groupedK ? spec.groups * spec.n : spec.n;
+}
+
+/// Rows of the output (and of C) at M = `m`: m, or groups * m for a
+/// k-grouped GEMM (each expert's [M, N]).
+inline int64_t getGemmRowsD(const compiler::GemmSpec &spec, int64_t m) {
+  return spec.groupedK ? spec.groups * m : m;
 }
 
 /// The element counts a GEMM's scale tensors must have.
@@ -107,8 +117,10 @@ struct GemmScaleCounts {
   int64_t aLocal = 0, aGlobal = 0, bLocal = 0, bGlobal = 0;
 };
 
-/// The scale element counts of `spec` at M = `m` (no validation).
-GemmScaleCounts getGemmScaleCounts(const compiler::GemmSpec &spec, int64_t m);
+/// The scale element counts of `spec` at a launch of `extent`
+/// (GemmSpec::getLaunchExtent: M, or a k-grouped GEMM's K; no validation).
+GemmScaleCounts getGemmScaleCounts(const compiler::GemmSpec &spec,
+                                   int64_t extent);
 
 /// Checks a spec without the GPU: the shapes (N and K below 2^31, K a
 /// multiple of 32 and of each scaling block along K), the schemes the kernel

@@ -63,8 +63,15 @@ struct Args {
   /// row offsets, expert g's rows of A and the output being [offsets[g],
   /// offsets[g + 1]) (clamped to [0, m]). Masked (Params::maskedGroups):
   /// [Groups] int32 row counts, expert g's rows being the first counts[g]
-  /// (clamped to [0, m / Groups]) of its m / Groups. Else null.
+  /// (clamped to [0, m / Groups]) of its m / Groups. K-grouped
+  /// (Params::groupedK): [Groups + 1] int32 offsets along K, expert g's
+  /// columns of A and B being [offsets[g], offsets[g + 1]) (offsets[0]
+  /// taken as 0, each clamped to [0, k] and rounded down to a multiple of
+  /// 128). Else null.
   const int *groupOffsets;
+  /// A k-grouped GEMM's K (Params::k is -1): all experts' columns, a
+  /// multiple of 128. Unused otherwise.
+  int k;
 };
 
 /// The template parameters of Config as a plain struct (ABI order).
@@ -127,6 +134,15 @@ struct Params {
   /// batch), of which expert g uses its first Args::groupOffsets[g]; the
   /// output's other rows are not written.
   bool maskedGroups = false;
+  /// Optional (default false), with groups > 0: k-grouped instead of
+  /// m-grouped (a mixture-of-experts weight gradient). A [M, K] and B
+  /// [N, K] are shared; expert g multiplies their columns [offsets[g],
+  /// offsets[g + 1]) (Args::groupOffsets, multiples of 128, the last at
+  /// most K) into its own
+  /// output D_g [M, N], row g * M of the [Groups * M, N] output (and of C).
+  /// M and N are static and K is dynamic (K = -1, Args::k); an expert
+  /// without columns gets zeros (times the epilogue).
+  bool groupedK = false;
 };
 
 /// Bytes of an Out / Bias / Accum element.
@@ -276,8 +292,10 @@ constexpr MOSS_GEMM_HD Plan plan(const Params &p) {
                       ? 1
                       : 2;
   q.stageK = 128;
-  q.fullKStages = p.k / q.stageK;
-  q.tailSteps = (p.k % q.stageK) / 32;
+  // A k-grouped GEMM's stages are its experts' (run time).
+  const int staticK = p.k > 0 ? p.k : 0;
+  q.fullKStages = staticK / q.stageK;
+  q.tailSteps = (staticK % q.stageK) / 32;
   q.kStages = q.fullKStages + (q.tailSteps > 0 ? 1 : 0);
   q.unitFullKStages = q.fullKStages / p.splitK;
   q.unitKStages = q.kStages / p.splitK;
@@ -345,6 +363,7 @@ constexpr MOSS_GEMM_HD Plan plan(const Params &p) {
   const int bufferSet = kConsumerWarps * kStoreBufferBytes;
   // An m-grouped tile may end inside the output (at its expert's last
   // row), where a TMA box cannot stop: it stores from registers.
+  // A k-grouped one stores from registers too (to its expert's output).
   q.storable = (p.n % 16 * elementBytes(p.out)) % 16 == 0 &&
                (p.tileN * elementBytes(p.out)) % 128 == 0 && p.groups == 0;
   const int room = kMaxSharedBytes - q.offsetStaging - fixedBytes;
@@ -368,11 +387,17 @@ constexpr MOSS_GEMM_HD const char *validate(const Params &p) {
   if (!scaleAOk || !scaleBOk)
     return "ScaleA and ScaleB must be kPerTensor..kTwoLevel";
   const Plan q = plan(p);
-  if (p.n <= 0 || p.k <= 0)
-    return "N and K must be positive";
+  if (p.n <= 0 || (p.k <= 0 && !(p.groupedK && p.k == -1)))
+    return "N and K must be positive (K -1 when k-grouped)";
   if (p.m != -1 && p.m <= 0)
     return "M must be -1 (dynamic) or positive";
-  if (p.k % 32 != 0)
+  if (p.groupedK && (p.groups <= 0 || p.maskedGroups || p.k != -1 || p.m <= 0 ||
+                     p.bias != kNone || p.tileM == 64 || p.splitK != 1 ||
+                     p.clusterM * p.clusterN != 1 || p.foldA))
+    return "a k-grouped GEMM (GroupedK) needs Groups > 0, the contiguous "
+           "layout, a dynamic K (-1), a static M, no bias, TileM 128 or 256, "
+           "SplitK 1, 1x1 clusters and no FoldA";
+  if (p.k % 32 != 0 && !p.groupedK)
     return "K must be a multiple of 32";
   if ((p.elemA != kE4M3 && p.elemA != kE5M2) ||
       (p.elemB != kE4M3 && p.elemB != kE5M2))
@@ -385,7 +410,7 @@ constexpr MOSS_GEMM_HD const char *validate(const Params &p) {
   if (p.forcePromoteK != 0 && p.forcePromoteK != 32 && p.forcePromoteK != 64 &&
       p.forcePromoteK != 128)
     return "ForcePromoteK must be 0, 32, 64 or 128";
-  if (q.promoteK != 0 && p.k % q.promoteK != 0)
+  if (q.promoteK != 0 && !p.groupedK && p.k % q.promoteK != 0)
     return "K must be a multiple of the scaling block";
   if (p.tileM != 64 && p.tileM != 128 && p.tileM != 256)
     return "TileM must be 64, 128 or 256";
@@ -426,7 +451,7 @@ constexpr MOSS_GEMM_HD const char *validate(const Params &p) {
     return "Groups must be 0 (a plain GEMM) or the number of experts";
   if (p.maskedGroups && p.groups == 0)
     return "MaskedGroups needs Groups > 0";
-  if (p.groups > 0 &&
+  if (p.groups > 0 && !p.groupedK &&
       (p.m != -1 || p.tileM == 64 || p.splitK != 1 ||
        p.clusterM * p.clusterN != 1 || p.foldA ||
        (q.hasLocalB && p.n % q.blockRowsB != 0)))
@@ -484,9 +509,12 @@ constexpr MOSS_GEMM_HD void tileOrigin(Params p, int m, int t, int rank,
 /// Where a work unit's tile lies: its first row of A and of the output, its
 /// first column, the row its rows end before (m, or its expert's last row +
 /// 1), and its expert (0 for a plain GEMM), whose B starts at row
-/// group * N.
+/// group * N. A k-grouped GEMM's unit also has its expert's first column
+/// of A and B, k0, and its 128-wide stages; its rows are of A and of the
+/// expert's output D_g.
 struct Unit {
   int m0, n0, rowEnd, group;
+  int k0 = 0, kStages = 0;
 };
 
 /// The experts of an m-grouped GEMM (Params::groups > 0) as the kernel walks
@@ -499,6 +527,7 @@ struct GroupWalk {
   /// [groups] row counts when masked.
   const int *offsets;
   int m;          ///< all experts' rows
+  int k;          ///< k-grouped: all experts' columns (Args::k)
   int group = 0;  ///< the cursor's expert ...
   int before = 0; ///< ... and the units of the experts before it
 
@@ -531,6 +560,8 @@ struct GroupWalk {
   }
   /// The tiles of all experts.
   MOSS_GEMM_HD int total(Params p) const {
+    if (p.groupedK)
+      return p.groups * numTiles(p, p.m);
     int count = 0;
     for (int g = 0; g < p.groups; ++g)
       count += tiles(p, g);
@@ -538,6 +569,8 @@ struct GroupWalk {
   }
   /// Unit u's tile (0 <= u < total(p); 1x1 clusters, no split-K).
   MOSS_GEMM_HD Unit unit(Params p, int u) {
+    if (p.groupedK)
+      return unitAlongK(p, u);
     if (u < before)
       group = before = 0;
     for (int t = tiles(p, group); u >= before + t; t = tiles(p, group)) {
@@ -548,6 +581,27 @@ struct GroupWalk {
     const int first = start(p, group);
     tileOrigin(p, r.rowEnd - first, u - before, 0, r.m0, r.n0);
     r.m0 += first;
+    return r;
+  }
+
+  /// K-grouped: expert g's first column (g = groups: the last expert's
+  /// end), offsets[g] with offsets[0] taken as 0, kept in [0, k] and
+  /// rounded down to a whole stage (bad offsets give wrong sums, never
+  /// reads outside A or B). The columns past offsets[groups] are no
+  /// expert's: a caller may pad K past them.
+  MOSS_GEMM_HD int column(Params p, int g) const {
+    const int c = g <= 0 ? 0 : offsets[g < p.groups ? g : p.groups];
+    return (c < 0 ? 0 : c > k ? k : c) / 128 * 128;
+  }
+  /// K-grouped: every expert has the same tiles, M x N, in tileOrigin's
+  /// order; expert g's follow those of the experts before it.
+  MOSS_GEMM_HD Unit unitAlongK(Params p, int u) const {
+    const int perExpert = numTiles(p, p.m), g = u / perExpert;
+    Unit r{0, 0, p.m, g};
+    tileOrigin(p, p.m, u - g * perExpert, 0, r.m0, r.n0);
+    const int first = column(p, g), last = column(p, g + 1);
+    r.k0 = first;
+    r.kStages = last > first ? (last - first) / 128 : 0;
     return r;
   }
 };
@@ -608,6 +662,8 @@ constexpr MOSS_GEMM_HD int stageTxBytes(Params p, int m) {
 /// whatever the offsets (each expert may add one partial tile row); the
 /// kernel counts those of the actual offsets (TileOrder).
 constexpr MOSS_GEMM_HD int numUnits(Params p, int m) {
+  if (p.groupedK)
+    return p.groups * numTiles(p, p.m);
   if (p.groups > 0)
     return (detail::ceilDiv(m, p.tileM) + p.groups) *
            detail::ceilDiv(p.n, p.tileN);
@@ -625,9 +681,9 @@ constexpr MOSS_GEMM_HD int gridSize(Params p, int m, int smCount) {
 
 /// The full GEMM configuration (docs/GEMM-KERNEL-ABI.md). The first 25
 /// parameters are the ABI's; ForcePromoteK_, QuickCompile_, F16Mma_, FoldA_,
-/// Groups_ and MaskedGroups_ (emitted up to the last one set) are
-/// Params::forcePromoteK, ::quickCompile, ::f16Mma, ::foldA, ::groups and
-/// ::maskedGroups. Every k* constant is the
+/// Groups_, MaskedGroups_ and GroupedK_ (emitted up to the last one set) are
+/// Params::forcePromoteK, ::quickCompile, ::f16Mma, ::foldA, ::groups,
+/// ::maskedGroups and ::groupedK. Every k* constant is the
 /// field of plan().
 template <int M_, int N_, int K_, int ElemA_, int ElemB_, int ScaleA_,
           int BlockRowsA_, int BlockA_, bool GlobalRowA_, int ScaleB_,
@@ -636,7 +692,7 @@ template <int M_, int N_, int K_, int ElemA_, int ElemB_, int ScaleA_,
           int ClusterM_, int ClusterN_, bool RasterAlongN_, int Swizzle_,
           int SplitK_, int ForcePromoteK_ = 0, bool QuickCompile_ = false,
           bool F16Mma_ = false, bool FoldA_ = false, int Groups_ = 0,
-          bool MaskedGroups_ = false>
+          bool MaskedGroups_ = false, bool GroupedK_ = false>
 struct Config {
   static constexpr Params kParams = {M_,
                                      N_,
@@ -668,7 +724,8 @@ struct Config {
                                      F16Mma_,
                                      FoldA_,
                                      Groups_,
-                                     MaskedGroups_};
+                                     MaskedGroups_,
+                                     GroupedK_};
   static_assert(
       validate(kParams) == nullptr,
       "invalid moss::gemm_kernel::Config: moss::gemm_kernel::validate(params) "
@@ -712,6 +769,8 @@ struct Config {
   static constexpr bool kF16Mma = F16Mma_;
   /// Experts of an m-grouped GEMM; 0 for a plain one.
   static constexpr int kGroups = Groups_;
+  /// Whether the experts split K instead of M (Params::groupedK).
+  static constexpr bool kGroupedK = GroupedK_;
   static constexpr int kSlotBytes = kPlan.slotBytes;
   static constexpr int kThreads = kPlan.threads;
   static constexpr int kConsumerWarpgroups = kPlan.consumerWarpgroups;

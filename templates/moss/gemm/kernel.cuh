@@ -59,13 +59,20 @@ finishUnit(const TileOrder<Cfg> &order, int unit, const Args &args, int m,
   epilogue<Cfg>(args, m, m0, n0, acc, pos, smem, tmaD, fold);
 }
 
-/// The launch arguments as expert `group` of an m-grouped GEMM sees them:
-/// its B global scales and its bias (the rest is indexed by the output's
-/// row and column); `args` itself for a plain GEMM.
+/// The launch arguments as expert `group` of a grouped GEMM sees them:
+/// m-grouped, its B global scales and its bias (the rest is indexed by the
+/// output's row and column); k-grouped, its output D_g and C_g (the rest
+/// by A's row and B's); `args` itself for a plain GEMM.
 template <class Cfg>
 __device__ __forceinline__ Args expertArgs(const Args &args, int group) {
   Args expert = args;
-  if constexpr (Cfg::kGroups > 0) {
+  if constexpr (Cfg::kGroupedK) {
+    const long long offset = static_cast<long long>(group) * Cfg::M * Cfg::N;
+    expert.d = static_cast<u8 *>(args.d) + offset * elementBytes(Cfg::Out);
+    if constexpr (Cfg::Accum != kNone)
+      expert.c =
+          static_cast<const u8 *>(args.c) + offset * elementBytes(Cfg::Accum);
+  } else if constexpr (Cfg::kGroups > 0) {
     if constexpr (Cfg::kHasGlobalB)
       expert.bGlobal += group * (Cfg::kGlobalRowB ? Cfg::N : 1);
     if constexpr (Cfg::Bias != kNone)
@@ -88,12 +95,12 @@ consumeUnits(Loop &loop, const Args &args, int m, u32 rank, Fragment<Cfg> &acc,
   if constexpr (Cfg::kSplitWarpgroups)
     if (!leads)
       ring.step();
-  TileOrder<Cfg> order(m, rank, args.groupOffsets);
+  TileOrder<Cfg> order(m, rank, args);
   for (int t = order.first; t < order.total; t += order.stride) {
     const Unit unit = order.unit(t);
     if constexpr (Cfg::kFoldA)
       loop.fold.beginUnit(order, t, t == order.first);
-    loop.run(ring, warpgroupStages<Cfg>(leads));
+    loop.run(ring, warpgroupStages<Cfg>(leads, unit));
     if constexpr (Cfg::kSplitWarpgroups && Cfg::kUnitFullKStages % 2 != 0)
       leads = !leads;
     // The output's rows end at the unit's (its expert's, if grouped).

@@ -247,12 +247,25 @@ promote(Fragment<Cfg> &acc, const Fragment<Cfg> &part,
 /// Full K stages of a work unit that a consumer warpgroup walks: all of
 /// them, or with split warpgroups its share of the alternating stages (the
 /// warpgroup that takes the unit's first stage, `leads`, takes the odd one).
+/// A k-grouped unit's are its expert's (`unit`).
 template <class Cfg>
-__device__ __forceinline__ int warpgroupStages(bool leads) {
-  if constexpr (Cfg::kSplitWarpgroups)
+__device__ __forceinline__ int warpgroupStages(bool leads, const Unit &unit) {
+  if constexpr (Cfg::kGroupedK)
+    return unit.kStages;
+  else if constexpr (Cfg::kSplitWarpgroups)
     return (Cfg::kUnitFullKStages + (leads ? 1 : 0)) / 2;
   else
     return Cfg::kUnitFullKStages;
+}
+
+/// Zeroes the accumulators.
+template <class Cfg>
+__device__ __forceinline__ void zeroFragment(Fragment<Cfg> &acc) {
+#pragma unroll
+  for (int mm = 0; mm < Cfg::kWgM; ++mm)
+#pragma unroll
+    for (int i = 0; i < Cfg::TileN / 2; ++i)
+      acc[mm][i] = 0.0f;
 }
 
 /// The state of one consumer thread's promoted main loop.
@@ -366,12 +379,17 @@ template <class Cfg> struct PromotedLoop {
   /// This warpgroup's share of a work unit's K for one tile: `stages` full
   /// stages (warpgroupStages) and the K tail.
   __device__ __forceinline__ void run(ConsumerRing<Cfg> &ring, int stages) {
-#pragma unroll
-    for (int mm = 0; mm < Cfg::kWgM; ++mm)
-#pragma unroll
-      for (int i = 0; i < Cfg::TileN / 2; ++i)
-        acc[mm][i] = 0.0f;
-    if constexpr (Cfg::kSplitWarpgroups) {
+    zeroFragment<Cfg>(acc);
+    if constexpr (Cfg::kGroupedK) {
+      // A run-time count of whole stages (none: zeros): whole groups, then
+      // the rest one stage at a time.
+#pragma unroll 1
+      for (int g = 0; g < stages / kGroupStages; ++g)
+        group<kGroupStages * kPer>(ring);
+#pragma unroll 1
+      for (int s = 0; s < stages % kGroupStages; ++s)
+        group<kPer>(ring);
+    } else if constexpr (Cfg::kSplitWarpgroups) {
       // A run-time share (no K tail): whole groups, then at most one stage.
       static_assert(kGroupStages <= 2, "one stage left over at most");
 #pragma unroll 1
@@ -445,8 +463,14 @@ template <class Cfg> struct DirectLoop {
   /// tail.
   __device__ __forceinline__ void run(ConsumerRing<Cfg> &ring, int stages) {
     constexpr int kTail = Cfg::kTailSteps;
+    // A k-grouped expert without columns: zeros, and no stage to free.
+    if constexpr (Cfg::kGroupedK)
+      if (stages == 0) {
+        zeroFragment<Cfg>(acc);
+        return;
+      }
     u32 previous = ring.stage;
-    if constexpr (Cfg::kUnitFullKStages > 0) {
+    if constexpr (Cfg::kUnitFullKStages > 0 || Cfg::kGroupedK) {
       issueStage<4, true>(ring, 0);
       ring.advance();
 #pragma unroll 1

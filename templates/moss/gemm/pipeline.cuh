@@ -92,7 +92,8 @@ template <int kStages, int kStride = 1> struct Ring {
 /// past the edge (odd tile counts) is still walked: its loads are zeros and
 /// its stores are predicated off, and its multicast partner needs its half.
 /// An m-grouped GEMM's units are its experts' tiles (GroupWalk); every
-/// thread counts them from the offsets once (Groups loads).
+/// thread counts them from the offsets once (Groups loads). A k-grouped
+/// GEMM's are every expert's M x N tiles, each over its expert's stages.
 template <class Cfg> struct TileOrder {
   int m;
   int total;
@@ -101,21 +102,39 @@ template <class Cfg> struct TileOrder {
   int rank;
   GroupWalk walk; ///< Groups > 0
 
-  __device__ __forceinline__ TileOrder(int m, u32 rank,
-                                       const int *groupOffsets)
+  __device__ __forceinline__ TileOrder(int m, u32 rank, const Args &args)
       : m(m), total(numUnits(Cfg::kParams, m)),
         first(static_cast<int>(blockIdx.x) / Cfg::kClusterSize),
         stride(static_cast<int>(gridDim.x) / Cfg::kClusterSize),
-        rank(static_cast<int>(rank)), walk{groupOffsets, m} {
+        rank(static_cast<int>(rank)), walk{args.groupOffsets, m,
+                                           Cfg::kGroupedK ? args.k : Cfg::K} {
     if constexpr (Cfg::kGroups > 0)
       total = walk.total(Cfg::kParams);
   }
 
   __device__ __forceinline__ int tile(int u) const { return u / Cfg::SplitK; }
   __device__ __forceinline__ int slice(int u) const { return u % Cfg::SplitK; }
-  /// Where unit `u`'s slice of K starts.
-  __device__ __forceinline__ int kBegin(int u) const {
-    return slice(u) * Cfg::kUnitKStages * Cfg::kStageK;
+  /// Where unit `u`'s slice of K starts (`unit`: unit u's tile).
+  __device__ __forceinline__ int kBegin(int u, const Unit &unit) const {
+    if constexpr (Cfg::kGroupedK)
+      return unit.k0;
+    else
+      return slice(u) * Cfg::kUnitKStages * Cfg::kStageK;
+  }
+  /// The K stages of a unit: its expert's (k-grouped) or kUnitKStages.
+  static __device__ __forceinline__ int kStages(const Unit &unit) {
+    if constexpr (Cfg::kGroupedK)
+      return unit.kStages;
+    else
+      return Cfg::kUnitKStages;
+  }
+  /// The unit's first row of B: an m-grouped expert's B starts at row
+  /// group * N; a k-grouped GEMM's experts share B.
+  static __device__ __forceinline__ int rowB(const Unit &unit) {
+    if constexpr (Cfg::kGroups > 0 && !Cfg::kGroupedK)
+      return unit.group * Cfg::N + unit.n0;
+    else
+      return unit.n0;
   }
 
   /// The first row and column of this CTA's tile in unit `u` (a plain

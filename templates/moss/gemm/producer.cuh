@@ -11,7 +11,8 @@
 namespace moss::gemm_kernel::detail {
 
 /// Loads stage `stage` (K offset k0 of the tile at A's row m0 and B's row
-/// n0, which for an m-grouped GEMM includes its expert's group * N): arms
+/// n0, which for an m-grouped GEMM includes its expert's group * N,
+/// TileOrder::rowB): arms
 /// its "full" barrier with the stage's bytes and issues A's [TileM x 128]
 /// and B's [TileN x 128] boxes into it (A's box stops at M when all of M fits
 /// in fewer rows: boxRowsA). Rows past M or N and columns past K arrive as
@@ -59,16 +60,16 @@ __device__ __forceinline__ void
 produceTiles(const SharedStorage<Cfg> &smem, const CUtensorMap &tmaA,
              const CUtensorMap &tmaB, const Args &args, int m, u32 rank) {
   Ring<Cfg::Stages> ring;
-  TileOrder<Cfg> order(m, rank, args.groupOffsets);
+  TileOrder<Cfg> order(m, rank, args);
   const u32 txBytes = static_cast<u32>(stageTxBytes(Cfg::kParams, m));
   for (int t = order.first; t < order.total; t += order.stride) {
     const Unit unit = order.unit(t);
-    const int kBegin = order.kBegin(t);
-    for (int ks = 0; ks < Cfg::kUnitKStages; ++ks) {
+    const int kBegin = order.kBegin(t, unit), stages = order.kStages(unit);
+    for (int ks = 0; ks < stages; ++ks) {
       ptx::mbarrierWait(smem.empty(ring.stage), ring.phase ^ 1);
       loadStage<Cfg>(smem, tmaA, tmaB, ring.stage, txBytes,
                      kBegin + ks * Cfg::kStageK, unit.m0,
-                     unit.group * Cfg::N + unit.n0, rank);
+                     TileOrder<Cfg>::rowB(unit), rank);
       ring.advance();
     }
   }
@@ -122,36 +123,49 @@ __device__ __forceinline__ bool isAligned16(const void *p) {
 /// Otherwise each stage loads its own scales.
 /// kMayChunk: whether this operand's rows can afford the eight registers
 /// (the producer has 40).
+///
+/// A k-grouped GEMM's rows are Args::k long (a multiple of 128, so of
+/// every block and stage): its scales per row are a run-time `perRow`, and
+/// its units' stage counts too, so it takes no chunks.
 template <class Cfg, bool kE8M0, int kBlock, int kBlockRows, bool kMayChunk>
 struct ScaleRow {
   static constexpr int kPer = Cfg::kPromotesPerStage;
   static constexpr int kPerRow = Cfg::K / kBlock; // scales per row
   static constexpr int kCodeBytes = kE8M0 ? 1 : 4;
-  static constexpr bool kWord =
-      kBlock == Cfg::kPromoteK && kPer * kCodeBytes == 4 && kPerRow % kPer == 0;
-  static constexpr bool kChunked =
-      kMayChunk && kWord && (kPerRow * kCodeBytes) % 16 == 0 &&
-      Cfg::kTailSteps == 0 && Cfg::kUnitKStages % 4 == 0;
+  static constexpr bool kWord = kBlock == Cfg::kPromoteK &&
+                                kPer * kCodeBytes == 4 &&
+                                (Cfg::kGroupedK || kPerRow % kPer == 0);
+  static constexpr bool kChunked = kMayChunk && kWord && !Cfg::kGroupedK &&
+                                   (kPerRow * kCodeBytes) % 16 == 0 &&
+                                   Cfg::kTailSteps == 0 &&
+                                   Cfg::kUnitKStages % 4 == 0;
   static constexpr int kChunkWords = kChunked ? 4 : 1;
   u32 bits[kWord ? 1 : kPer] = {}; ///< the stage's
   u32 chunk[kChunkWords] = {};     ///< the current chunk's four stages
   u32 next[kChunkWords] = {};      ///< the next chunk, on its way
 
-  /// Where `row`'s scales for the stage at K offset k0 start, in codes.
-  static __device__ __forceinline__ u32 index(int row, int k0) {
-    return static_cast<u32>(row / kBlockRows) * kPerRow + k0 / kBlock;
+  /// Where `row`'s scales for the stage at K offset k0 start, in codes
+  /// (`perRow`: scales per row, kPerRow unless k-grouped).
+  static __device__ __forceinline__ u32 index(int row, int k0, int perRow) {
+    return static_cast<u32>(row / kBlockRows) * static_cast<u32>(perRow) +
+           k0 / kBlock;
   }
 
   /// Loads the stage at K offset k0 of `row` into `bits`.
-  __device__ __forceinline__ void load(const void *scales, int row, int k0) {
+  __device__ __forceinline__ void load(const void *scales, int row, int k0,
+                                       int perRow) {
     if constexpr (kWord) {
-      bits[0] = *reinterpret_cast<const u32 *>(static_cast<const u8 *>(scales) +
-                                               index(row, k0) * kCodeBytes);
+      bits[0] =
+          *reinterpret_cast<const u32 *>(static_cast<const u8 *>(scales) +
+                                         index(row, k0, perRow) * kCodeBytes);
     } else {
 #pragma unroll
       for (int j = 0; j < kPer; ++j) {
         const int k = k0 + j * Cfg::kPromoteK;
-        bits[j] = k < Cfg::K ? loadScaleBits<kE8M0>(scales, index(row, k)) : 0u;
+        // A k-grouped GEMM has no tail stage.
+        bits[j] = Cfg::kGroupedK || k < Cfg::K
+                      ? loadScaleBits<kE8M0>(scales, index(row, k, perRow))
+                      : 0u;
       }
     }
   }
@@ -162,7 +176,8 @@ struct ScaleRow {
                                              int k0) {
     if constexpr (kChunked) {
       const Word4 words = *reinterpret_cast<const Word4 *>(
-          static_cast<const u8 *>(scales) + index(row, k0) * kCodeBytes);
+          static_cast<const u8 *>(scales) +
+          index(row, k0, kPerRow) * kCodeBytes);
       next[0] = words.x;
       next[1] = words.y;
       next[2] = words.z;
@@ -275,8 +290,11 @@ produceTables(const SharedStorage<Cfg> &smem, const CUtensorMap &tmaA,
       kChunks && (!kRowsA || isAligned16(args.aLocal)) &&
       ((!kUniformB && kColIters == 0) || isAligned16(args.bLocal));
   Ring<Cfg::Stages> ring;
-  TileOrder<Cfg> order(m, rank, args.groupOffsets);
+  TileOrder<Cfg> order(m, rank, args);
   const u32 txBytes = static_cast<u32>(stageTxBytes(Cfg::kParams, m));
+  // Scales per row of A and of B.
+  const int perRowA = Cfg::kGroupedK ? args.k / kBlockA : RowA::kPerRow;
+  const int perRowB = Cfg::kGroupedK ? args.k / kBlockB : ColB::kPerRow;
   RowA rowsA[kRowIters > 0 ? kRowIters : 1];
   ColB uniformB;
   ColB colsB[kColIters > 0 ? kColIters : 1];
@@ -284,11 +302,12 @@ produceTables(const SharedStorage<Cfg> &smem, const CUtensorMap &tmaA,
   // The scales of unit u from its stage ks: the chunk into `next` (fetch),
   // or the one stage into `bits`. Rows past M (an m-grouped GEMM: past the
   // expert's) and columns past N (a cluster's edge tile may lie wholly past
-  // N) are not read. An expert's B scale rows start at row group * N.
+  // N) are not read. An m-grouped expert's B scale rows start at row
+  // group * N (TileOrder::rowB).
   auto loadScales = [&](int u, int ks, bool fetch) {
     const Unit unit = order.unit(u);
-    const int m0 = unit.m0, n0 = unit.n0, rowB = unit.group * Cfg::N + n0;
-    const int k0 = order.kBegin(u) + ks * Cfg::kStageK;
+    const int m0 = unit.m0, n0 = unit.n0, rowB = TileOrder<Cfg>::rowB(unit);
+    const int k0 = order.kBegin(u, unit) + ks * Cfg::kStageK;
 #pragma unroll
     for (int i = 0; i < kRowIters; ++i) {
       const int r = tid + i * kThreads;
@@ -297,7 +316,7 @@ produceTables(const SharedStorage<Cfg> &smem, const CUtensorMap &tmaA,
           if (fetch)
             rowsA[i].fetchChunk(args.aLocal, m0 + r, k0);
           else
-            rowsA[i].load(args.aLocal, m0 + r, k0);
+            rowsA[i].load(args.aLocal, m0 + r, k0, perRowA);
         }
     }
     if constexpr (kUniformB)
@@ -305,7 +324,7 @@ produceTables(const SharedStorage<Cfg> &smem, const CUtensorMap &tmaA,
         if (fetch)
           uniformB.fetchChunk(args.bLocal, rowB, k0);
         else
-          uniformB.load(args.bLocal, rowB, k0);
+          uniformB.load(args.bLocal, rowB, k0, perRowB);
       }
 #pragma unroll
     for (int i = 0; i < kColIters; ++i) {
@@ -314,7 +333,7 @@ produceTables(const SharedStorage<Cfg> &smem, const CUtensorMap &tmaA,
         if (fetch)
           colsB[i].fetchChunk(args.bLocal, rowB + c, k0);
         else
-          colsB[i].load(args.bLocal, rowB + c, k0);
+          colsB[i].load(args.bLocal, rowB + c, k0, perRowB);
       }
     }
   };
@@ -325,7 +344,7 @@ produceTables(const SharedStorage<Cfg> &smem, const CUtensorMap &tmaA,
     ptx::mbarrierWait(smem.empty(ring.stage), ring.phase ^ 1);
     if (tid == 0)
       loadStage<Cfg>(smem, tmaA, tmaB, ring.stage, txBytes, k0, m0,
-                     unit.group * Cfg::N + n0, rank);
+                     TileOrder<Cfg>::rowB(unit), rank);
     float *rowTable = smem.rowTable(ring.stage);
     float *colTable = smem.colTable(ring.stage);
 #pragma unroll
@@ -371,7 +390,7 @@ produceTables(const SharedStorage<Cfg> &smem, const CUtensorMap &tmaA,
     loadScales(order.first, 0, true);
   for (int t = order.first; t < order.total; t += order.stride) {
     const Unit unit = order.unit(t);
-    const int kBegin = order.kBegin(t);
+    const int kBegin = order.kBegin(t, unit);
     if (chunked) {
       for (int ks = 0; ks < Cfg::kUnitKStages; ks += 4) {
         // Unrolled, so each stage's words are registers that die once
@@ -406,7 +425,7 @@ produceTables(const SharedStorage<Cfg> &smem, const CUtensorMap &tmaA,
         }
       }
     } else {
-      for (int ks = 0; ks < Cfg::kUnitKStages; ++ks) {
+      for (int ks = 0; ks < order.kStages(unit); ++ks) {
         loadScales(t, ks, false);
         writeStage(unit, kBegin + ks * Cfg::kStageK);
       }

@@ -345,6 +345,12 @@ mlir::moss::buildGemmFunction(OpBuilder &builder, Location loc,
                               const compiler::GemmSpec &spec, StringRef name,
                               bool dynamicM) {
   MLIRContext *context = builder.getContext();
+  // The runtime compiles k-grouped kernels from their plan (GemmSource.cpp);
+  // the dialect has no op for them.
+  if (spec.groupedK)
+    return emitError(loc, "a k-grouped GEMM (")
+           << spec.str()
+           << ") has no moss dialect op; the runtime compiles it without IR";
   ScalingAttr aScaling = getScalingAttr(loc, spec.aScaling);
   ScalingAttr bScaling = getScalingAttr(loc, spec.bScaling);
   if (!aScaling || !bScaling)
