@@ -15,6 +15,12 @@
 // against a loop of one dense GEMM per expert over its used rows (issue
 // target: at least 2x the loop's speed).
 //
+// A third times the k-grouped weight gradient (GemmSpec::groupedK): dW_g
+// [M, N] = dY_g^T X_g over each expert's tokens (multiples of 128), against
+// the dense GEMM of all tokens (M x N x T, the same work), both with the
+// same schemes: per-row x per-row (what GroupedLinear's quantizers give,
+// folded by rows) and MOSS x MOSS unfolded (issue target: at least 0.9x).
+//
 //   moss-bench-grouped [--repeat N] [--quick]
 //
 // Prints one row per case: milliseconds of each, TFLOPS, and the ratio.
@@ -304,5 +310,90 @@ int main(int argc, char **argv) {
                   kExperts, kCapacity, loopMs, maskedMs, loopMs / maskedMs);
       std::fflush(stdout);
     }
+
+  // Weight gradients: k-grouped against the dense GEMM of all tokens.
+  struct WeightGradient {
+    const char *name;
+    int64_t m, n; // dW [out, in]
+  };
+  std::vector<WeightGradient> gradients = {
+      {"deepseek-v3 up", 4096, 7168},
+      {"deepseek-v3 down", 7168, 2048},
+      {"mixtral up", 14336, 4096},
+      {"mixtral down", 4096, 14336}};
+  if (quick)
+    gradients.resize(1);
+  const Schemes gradientSchemes[] = {
+      {"row", numerics::ScalingScheme::perRow(),
+       numerics::ScalingScheme::perRow()},
+      {"moss unfolded", moss, moss}};
+  std::printf("\n| weight gradient | scheme | experts | routing | tokens | "
+              "dense ms | k-grouped ms | dense TFLOPS | k-grouped TFLOPS | "
+              "k-grouped/dense |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+  for (const WeightGradient &shape : gradients)
+    for (const Schemes &s : gradientSchemes)
+      for (int64_t tokens : tokenCounts) {
+        compiler::GemmSpec dense;
+        dense.m = shape.m;
+        dense.n = shape.n;
+        dense.k = tokens;
+        dense.aScaling = s.a;
+        dense.bScaling = s.b;
+        dense.fold = numerics::BlockScaleFold::None;
+        if (!s.a.hasLocalScales())
+          dense.fold.reset();
+        std::vector<float> a =
+            numerics::llmActivationSample(shape.m, tokens, 7);
+        std::vector<float> b = numerics::llmActivationSample(shape.n, tokens, 8);
+        std::unique_ptr<jit::GemmProblem> problem = orDie(
+            jit::GemmProblem::create(dense, shape.m, a, b, 9), "operands");
+        const float denseMs =
+            orDie(runtime::timeWithEvents(
+                      [&] {
+                        return moss::gemm(dense, shape.m, problem->buffers,
+                                          nullptr);
+                      },
+                      3, repeat, nullptr),
+                  "dense")[repeat / 2];
+        const double flops = 2.0 * double(tokens) * shape.m * shape.n;
+        for (int groups : groupCounts)
+          for (bool skewed : {false, true}) {
+            compiler::GemmSpec spec = dense;
+            spec.k = compiler::GemmSpec::kDynamic;
+            spec.fold.reset();
+            spec.groups = groups;
+            spec.groupedK = true;
+            // Whole 128-token blocks per expert.
+            std::vector<int32_t> offsets =
+                route(tokens / 128, groups, skewed, rng);
+            for (int32_t &o : offsets)
+              o *= 128;
+            Device offsetsOnDevice(4 * offsets.size()),
+                d(size_t(groups * shape.m * shape.n) * 2);
+            checkOk(runtime::checkCuda(
+                        api.memcpyHtoD(offsetsOnDevice.pointer, offsets.data(),
+                                       4 * offsets.size()),
+                        "cuMemcpyHtoD"),
+                    "offsets");
+            GemmBuffers buffers = problem->buffers;
+            buffers.d = d.pointer;
+            buffers.groupOffsets = offsetsOnDevice.pointer;
+            const float ms =
+                orDie(runtime::timeWithEvents(
+                          [&] {
+                            return moss::gemm(spec, tokens, buffers, nullptr);
+                          },
+                          3, repeat, nullptr),
+                      "k-grouped")[repeat / 2];
+            std::printf("| %s (M=%lld, N=%lld) | %s | %d | %s | %lld | %.3f | "
+                        "%.3f | %.0f | %.0f | %.3f |\n",
+                        shape.name, (long long)shape.m, (long long)shape.n,
+                        s.name, groups, skewed ? "skewed" : "uniform",
+                        (long long)tokens, denseMs, ms, flops / denseMs / 1e9,
+                        flops / ms / 1e9, denseMs / ms);
+            std::fflush(stdout);
+          }
+      }
   return 0;
 }
