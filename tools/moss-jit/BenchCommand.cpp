@@ -18,6 +18,7 @@
 #include "GemmProblem.h"
 #include "GemmSpecOptions.h"
 #include "GroupedGemmProblem.h"
+#include "KGroupedGemmProblem.h"
 #include "ToolDevice.h"
 
 #include "moss/Numerics/Samples.h"
@@ -123,8 +124,20 @@ int runBench() {
   // average); the launch takes `rows` rows, of which `used` are multiplied.
   std::unique_ptr<GemmProblem> plain;
   std::unique_ptr<GroupedGemmProblem> grouped;
+  std::unique_ptr<KGroupedGemmProblem> alongK;
   int64_t rows = m, used = m;
-  if (spec->groups) {
+  // A k-grouped GEMM launches with its K (the tokens of all experts).
+  if (spec->groupedK) {
+    Expected<std::vector<int64_t>> cols = getExpertColumns(*spec, 1);
+    if (!cols)
+      return fail(cols.takeError());
+    Expected<std::unique_ptr<KGroupedGemmProblem>> problem =
+        KGroupedGemmProblem::create(*spec, *cols, 3);
+    if (!problem)
+      return fail(problem.takeError());
+    alongK = std::move(*problem);
+    rows = used = alongK->k;
+  } else if (spec->groups) {
     Expected<std::vector<int64_t>> expertRows = getExpertRows(*spec, 1);
     if (!expertRows)
       return fail(expertRows.takeError());
@@ -146,7 +159,9 @@ int runBench() {
       return fail(problem.takeError());
     plain = std::move(*problem);
   }
-  const GemmBuffers &buffers = grouped ? grouped->buffers : plain->buffers;
+  const GemmBuffers &buffers = alongK    ? alongK->buffers
+                               : grouped ? grouped->buffers
+                                         : plain->buffers;
   Expected<std::unique_ptr<GemmRunner>> runner =
       GemmRunner::create(runtime::getDefaultKernelCache());
   if (!runner)
@@ -222,9 +237,13 @@ int runBench() {
     hostMicros += *ours / 2;
     rawMicros += *raw / 2;
   }
-  double flops = 2.0 * double(used) * double(spec->n) * double(spec->k);
-  outs() << "gemm     " << spec->str() << ", M = " << rows
-         << (spec->groups
+  // k-grouped: `used` is K, the experts' tokens, over an M x N output each.
+  double flops = spec->groupedK
+                     ? 2.0 * double(used) * double(spec->m) * double(spec->n)
+                     : 2.0 * double(used) * double(spec->n) * double(spec->k);
+  outs() << "gemm     " << spec->str() << (spec->groupedK ? ", K = " : ", M = ")
+         << rows
+         << (spec->groups && !spec->groupedK
                  ? formatv(" ({0} rows used by the experts)", used).str()
                  : std::string())
          << "\n"

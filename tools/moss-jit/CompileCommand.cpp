@@ -88,8 +88,10 @@ int runCompile() {
                           toString(std::move(error)) + " (" + foldNote + ")"));
   };
   // The rows the kernel is resolved for: a static M, else the heuristic's
-  // assumed M (what GemmRunner::prepare(spec) resolves).
-  int64_t rows = spec->m != compiler::GemmSpec::kDynamic
+  // assumed M (what GemmRunner::prepare(spec) resolves); a k-grouped
+  // kernel's launch extent is K, any of which it serves.
+  int64_t rows = spec->groupedK ? 0
+                 : spec->m != compiler::GemmSpec::kDynamic
                      ? spec->m
                      : compiler::TilingOptions().assumedM;
   std::unique_ptr<GemmRunner> runner =

@@ -52,8 +52,10 @@ cl::opt<int64_t> m("m",
                    cl::init(-1), kGemmCommands, cl::cat(category));
 cl::opt<int64_t> n("n", cl::desc("N"), cl::Required, kGemmCommands,
                    cl::cat(category));
-cl::opt<int64_t> k("k", cl::desc("K, a multiple of 32"), cl::Required,
-                   kGemmCommands, cl::cat(category));
+cl::opt<int64_t> k("k",
+                   cl::desc("K, a multiple of 32 (--k-grouped: the mean "
+                            "tokens per expert)"),
+                   cl::Required, kGemmCommands, cl::cat(category));
 
 /// What --a-scheme and --b-scheme take (SchemeOptions.h, parseSchemeText).
 constexpr const char *kSchemeHelp =
@@ -152,14 +154,23 @@ cl::opt<std::string> runArch("arch", cl::Hidden, cl::sub(getRunCommand()),
                              cl::sub(getBenchCommand()));
 cl::opt<int64_t> groups(
     "groups",
-    cl::desc("An m-grouped GEMM of this many experts (a mixture-of-experts "
-             "layer: B holds each expert's [N, K]); run and bench then take "
-             "-m as the mean rows per expert"),
+    cl::desc("A grouped GEMM of this many experts: m-grouped (a "
+             "mixture-of-experts layer: B holds each expert's [N, K]; run "
+             "and bench then take -m as the mean rows per expert), or with "
+             "--k-grouped its weight gradient"),
     cl::init(0), kGemmCommands, cl::cat(category));
 cl::opt<bool> masked(
     "masked",
     cl::desc("With --groups: the masked layout (each expert's rows within "
              "the same number of rows, the decoding layout)"),
+    kGemmCommands, cl::cat(category));
+cl::opt<bool> kGrouped(
+    "k-grouped",
+    cl::desc("With --groups: k-grouped (a mixture-of-experts weight "
+             "gradient): -m and -n are each expert's [M, N] output, A [M, K] "
+             "and B [N, K] are shared, K being all experts' tokens; compile "
+             "serves any K, run and bench take -k as the mean tokens per "
+             "expert (a multiple of 128)"),
     kGemmCommands, cl::cat(category));
 cl::opt<std::string> routing(
     "routing",
@@ -224,14 +235,27 @@ Expected<compiler::GemmSpec> getGemmSpec(bool mIsLaunchRows) {
                              "--masked is a layout of an m-grouped GEMM: give "
                              "--groups too");
   if (routing.getNumOccurrences() && !groups)
-    return createStringError(inconvertibleErrorCode(),
-                             "--routing spreads an m-grouped GEMM's rows: "
-                             "give --groups too");
+    return createStringError(
+        inconvertibleErrorCode(),
+        "--routing spreads a grouped GEMM's rows or tokens: "
+        "give --groups too");
   if (routing != "random" && routing != "skewed" && routing != "sparse")
     return createStringError(inconvertibleErrorCode(),
                              "--routing=" + routing +
                                  " must be random, skewed or sparse");
-  if (groups) {
+  if (kGrouped) {
+    if (!groups || masked)
+      return createStringError(inconvertibleErrorCode(),
+                               "--k-grouped is a layout of a grouped GEMM: "
+                               "give --groups, without --masked");
+    if (m < 1)
+      return createStringError(inconvertibleErrorCode(),
+                               "--k-grouped needs -m (each expert's output "
+                               "rows; its K is the tokens, known at launch)");
+    spec.m = m;
+    spec.groups = groups;
+    spec.groupedK = true;
+  } else if (groups) {
     // The experts' rows are known at launch only.
     if (staticM || (!mIsLaunchRows && m.getNumOccurrences()))
       return createStringError(inconvertibleErrorCode(),
@@ -242,7 +266,7 @@ Expected<compiler::GemmSpec> getGemmSpec(bool mIsLaunchRows) {
     spec.maskedGroups = masked;
   }
   spec.n = n;
-  spec.k = k;
+  spec.k = kGrouped ? compiler::GemmSpec::kDynamic : int64_t(k);
   for (const cl::opt<std::string> *flag : {&aGlobal, &bGlobal})
     if (Error e = checkNotEmpty(flag->ArgStr, *flag,
                                 flag->getNumOccurrences() > 0, "tensor or row"))
@@ -264,7 +288,7 @@ Expected<compiler::GemmSpec> getGemmSpec(bool mIsLaunchRows) {
   spec.b = b->format;
   spec.aScaling = a->scheme;
   spec.bScaling = b->scheme;
-  if (groups) {
+  if (groups && !kGrouped) {
     // The experts' tokens: a MOSS A takes a global per row unless told.
     if (spec.aScaling.kind == numerics::ScalingKind::TwoLevel &&
         !aGlobal.getNumOccurrences())
@@ -318,6 +342,23 @@ Expected<std::vector<int64_t>> getExpertRows(const compiler::GemmSpec &spec,
                                              uint64_t seed) {
   std::mt19937_64 rng(seed);
   return routeRows(spec.groups, m, routing, rng);
+}
+
+Expected<std::vector<int64_t>> getExpertColumns(const compiler::GemmSpec &spec,
+                                                uint64_t seed) {
+  if (k % 128 != 0)
+    return createStringError(inconvertibleErrorCode(),
+                             "-k=" + Twine(int64_t(k)) +
+                                 " (the mean tokens per expert of a "
+                                 "k-grouped GEMM) is not a multiple of 128");
+  std::mt19937_64 rng(seed);
+  Expected<std::vector<int64_t>> blocks =
+      routeRows(spec.groups, k / 128, routing, rng);
+  if (!blocks)
+    return blocks.takeError();
+  for (int64_t &b : *blocks)
+    b *= 128;
+  return blocks;
 }
 
 Error checkTilingOverride(const compiler::GemmSpec &spec,

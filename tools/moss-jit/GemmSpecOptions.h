@@ -34,6 +34,11 @@ int64_t getLaunchRows();
 llvm::Expected<std::vector<int64_t>>
 getExpertRows(const compiler::GemmSpec &spec, uint64_t seed);
 
+/// A k-grouped spec's tokens per expert, multiples of 128 (-k the mean,
+/// --routing the spread), drawn from `seed`.
+llvm::Expected<std::vector<int64_t>>
+getExpertColumns(const compiler::GemmSpec &spec, uint64_t seed);
+
 /// --quick-compile: the kernel's quick-compile variant
 /// (compiler::CompileOptions::quickCompile).
 bool getQuickCompile();

@@ -17,6 +17,7 @@
 #include "GemmProblem.h"
 #include "GemmSpecOptions.h"
 #include "GroupedGemmProblem.h"
+#include "KGroupedGemmProblem.h"
 #include "ToolDevice.h"
 
 #include "moss/Numerics/Fidelity.h"
@@ -167,6 +168,74 @@ int runGrouped(const compiler::GemmSpec &spec, const GemmOptions &options) {
   return 0;
 }
 
+/// moss-jit run --groups --k-grouped.
+int runKGrouped(const compiler::GemmSpec &spec, const GemmOptions &options) {
+  if (!aFile.empty() || !bFile.empty() || !output.empty())
+    return fail(createStringError("-a, -b and -o are not options of a "
+                                  "k-grouped run: its operands are random"));
+  Expected<std::vector<int64_t>> cols = getExpertColumns(spec, seed);
+  if (!cols)
+    return fail(cols.takeError());
+  Expected<const runtime::Device &> device = openToolDevice();
+  if (!device)
+    return fail(device.takeError());
+  Expected<std::unique_ptr<KGroupedGemmProblem>> problem =
+      KGroupedGemmProblem::create(spec, *cols, seed + 2);
+  if (!problem)
+    return fail(problem.takeError());
+  const KGroupedGemmProblem &p = **problem;
+  Expected<std::unique_ptr<GemmRunner>> runner =
+      GemmRunner::create(runtime::getDefaultKernelCache());
+  if (!runner)
+    return fail(runner.takeError());
+  Expected<const GemmKernelInfo *> info =
+      (*runner)->prepare(spec, p.k, options);
+  if (!info)
+    return fail(info.takeError());
+  const int64_t empty = std::count(p.cols.begin(), p.cols.end(), 0);
+  outs() << "gemm    " << spec.str() << ", K = " << p.k << "\n"
+         << "experts " << *std::min_element(p.cols.begin(), p.cols.end())
+         << " to " << *std::max_element(p.cols.begin(), p.cols.end())
+         << " tokens per expert, " << empty << " without any\n"
+         << "kernel  " << (*info)->kernelName << ": " << (*info)->tiling.str()
+         << ((*info)->quickCompile ? " (quick-compile variant)" : "") << "\n"
+         << format("compile %.3f s pipeline + %.3f s NVRTC or cache\n",
+                   (*info)->pipelineSeconds, (*info)->cacheSeconds);
+  if (Error e = p.poison())
+    return fail(std::move(e));
+  if (Error e = (*runner)->run(spec, p.k, p.buffers, nullptr, options))
+    return fail(std::move(e));
+  if (Error e = runtime::checkCuda(
+          runtime::getDriverApi()->streamSynchronize(nullptr),
+          "cuStreamSynchronize"))
+    return fail(std::move(e));
+
+  GemmCheckOptions checkOptions;
+  checkOptions.scanRows = sampleSize == 0 ? ~0u : 128u;
+  checkOptions.compareRows = sampleSize == 0 ? ~0u : sampleSize;
+  checkOptions.compareCols = sampleSize == 0 ? unsigned(spec.n) : sampleSize;
+  checkOptions.seed = seed + 3;
+  checkOptions.tiling = (*info)->tiling;
+  Expected<GroupedGemmCheckResult> check = p.check(checkOptions);
+  if (!check)
+    return fail(check.takeError());
+  outs() << format("check   %lld entries over the experts: worst at %.3f of "
+                   "its allowance; %lld bytes written past the output\n",
+                   (long long)check->compared, check->worst,
+                   (long long)check->writtenOutside);
+  if (!check->ok()) {
+    errs() << "moss-jit run: FAILED: " << check->bad
+           << " compared entries beyond the accuracy contract, "
+           << check->unwritten << " entries not written (NaN), "
+           << check->writtenOutside
+           << " bytes written past the output; first expert "
+           << check->firstBadExpert << "\n";
+    return 1;
+  }
+  outs() << "ok\n";
+  return 0;
+}
+
 } // namespace
 
 int runRun() {
@@ -190,7 +259,8 @@ int runRun() {
     GemmOptions options{*tiling};
     options.compileMode =
         getQuickCompile() ? GemmCompileMode::Quick : GemmCompileMode::Full;
-    return runGrouped(spec, options);
+    return spec.groupedK ? runKGrouped(spec, options)
+                         : runGrouped(spec, options);
   }
 
   Expected<const runtime::Device &> device = openToolDevice();
