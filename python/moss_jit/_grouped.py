@@ -284,6 +284,17 @@ def k_grouped_gemm(a, b, offsets, out_dtype=torch.bfloat16, mma="auto"):
                         "torch.float16 or torch.float32")
     if mma not in _capi.MMA_TYPES:
         schemes._choice(mma, tuple(_capi.MMA_TYPES), "mma")
+    if _torch.compiling():
+        # torch.compile traces the custom op.
+        return torch.ops.moss_jit.k_grouped_gemm(
+            *_torch._op_operand(a), a.descriptor(), *_torch._op_operand(b),
+            b.descriptor(), offsets, out_dtype, mma)
+    return _k_grouped_raw(a, b, offsets, out_dtype, mma)
+
+
+def _k_grouped_raw(a, b, offsets, out_dtype, mma):
+    """The k-grouped GEMM of checked operands, as a new [G, M, N]."""
+    (m, k), n, device = a.codes.shape, b.codes.shape[0], a.codes.device
     groups = offsets.numel() - 1
     if device.type == "cpu":
         d = torch.zeros(groups, m, n, dtype=out_dtype)
@@ -309,3 +320,23 @@ def k_grouped_gemm(a, b, offsets, out_dtype=torch.bfloat16, mma="auto"):
             _capi.plan(index, spec), k, buffers, offsets.data_ptr(),
             _torch._raw_stream(index)))
     return d
+
+
+@torch.library.custom_op("moss_jit::k_grouped_gemm", mutates_args=())
+def _k_grouped_op(a_codes: torch.Tensor, a_local: torch.Tensor,
+                  a_global: torch.Tensor, a_desc: str, b_codes: torch.Tensor,
+                  b_local: torch.Tensor, b_global: torch.Tensor, b_desc: str,
+                  offsets: torch.Tensor, out_dtype: torch.dtype,
+                  mma: str) -> torch.Tensor:
+    return _k_grouped_raw(
+        _torch._from_descriptor(a_codes, a_local, a_global, a_desc),
+        _torch._from_descriptor(b_codes, b_local, b_global, b_desc), offsets,
+        out_dtype, mma)
+
+
+@_k_grouped_op.register_fake
+def _k_grouped_fake(a_codes, a_local, a_global, a_desc, b_codes, b_local,
+                    b_global, b_desc, offsets, out_dtype, mma):
+    return a_codes.new_empty(
+        (offsets.shape[0] - 1, a_codes.shape[0], b_codes.shape[0]),
+        dtype=out_dtype)

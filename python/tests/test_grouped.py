@@ -436,6 +436,22 @@ class GroupedCompileCpuTest(unittest.TestCase):
             run(a, experts, counts),
             moss_jit.grouped_gemm(a, experts, counts, layout="masked"))
 
+    def test_torch_compile_runs_the_k_grouped_op(self):
+        a = moss_jit.quantize(torch.randn(24, 384), "moss",
+                              global_scope="row")
+        b = moss_jit.quantize(torch.randn(40, 384), "moss",
+                              global_scope="row")
+        offsets = offsets_of([128, 0, 256])
+        from moss_jit import _torch as mt
+        torch.library.opcheck(torch.ops.moss_jit.k_grouped_gemm.default, (
+            *mt._op_operand(a), a.descriptor(), *mt._op_operand(b),
+            b.descriptor(), offsets, torch.float32, "auto"))
+        torch._dynamo.reset()
+        run = torch.compile(lambda a, b, o: moss_jit.k_grouped_gemm(a, b, o),
+                            fullgraph=True)
+        torch.testing.assert_close(run(a, b, offsets),
+                                   moss_jit.k_grouped_gemm(a, b, offsets))
+
 
 class DispatchCpuTest(unittest.TestCase):
     def test_route_sorts_pairs_by_expert_and_keeps_token_order(self):
