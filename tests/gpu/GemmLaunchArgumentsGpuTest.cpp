@@ -12,6 +12,7 @@
 #include "GemmCheck.h"
 #include "GemmProblem.h"
 #include "HopperSkip.h"
+#include "QuantizerTestSupport.h"
 
 #include "moss/Gemm/Gemm.h"
 #include "moss/Numerics/Samples.h"
@@ -57,6 +58,8 @@ void expectRight(const jit::GemmProblem &problem, int64_t m, float beta) {
 }
 
 TEST(GemmLaunchArgumentsGpuTest, EachLaunchUsesItsOwnBeta) {
+  // The device's context current (the problems allocate before any GEMM).
+  REQUIRE_GPU();
   if (std::string reason = gemmtest::getHopperSkipReason(); !reason.empty())
     GTEST_SKIP() << reason;
   const int64_t m = 200;
