@@ -142,6 +142,7 @@ static llvm::Expected<compiler::KernelSource> compileGemmOp(
   TilingAttr tilingAttr = getTilingAttr(&context, *tiling);
   func->walk([&](GemmOp op) { op.setTilingAttr(tilingAttr); });
   func->walk([&](GroupedGemmOp op) { op.setTilingAttr(tilingAttr); });
+  func->walk([&](KGroupedGemmOp op) { op.setTilingAttr(tilingAttr); });
   if (onStage) {
     std::string text;
     llvm::raw_string_ostream os(text);

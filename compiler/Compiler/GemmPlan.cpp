@@ -83,16 +83,16 @@ llvm::Expected<GemmPlan> compiler::planGemm(const GemmSpec &asked,
     plan.tiling = *options.tiling;
   } else if (asked.groups) {
     // The tuning database has no entries of grouped GEMMs. An m-grouped
-    // GEMM's heuristic sees all rows at once; a k-grouped one's sees one
-    // expert's M x N at kAssumedExpertK (its tiles are many: every expert
-    // has all of them).
+    // GEMM's heuristic sees all rows at once; a k-grouped one's sees the
+    // experts' outputs stacked, groups * M rows of N (as many tiles), at
+    // kAssumedExpertK.
     GemmSpec dense = plan.kernel;
     int64_t denseRows = rows > 0 ? rows : options.heuristic.assumedM;
     if (asked.groupedK) {
       dense.groups = 0;
       dense.groupedK = false;
       dense.k = kAssumedExpertK;
-      denseRows = asked.m;
+      denseRows = std::min<int64_t>(asked.m * asked.groups, INT32_MAX);
     }
     llvm::Expected<TileConfig> chosen = getGroupedTiling(
         plan.kernel, dense, denseRows, target, options.heuristic);

@@ -117,6 +117,23 @@ std::vector<Case> cases() {
   masked.spec.maskedGroups = true;
   masked.options.quickCompile = true;
   all.push_back(masked);
+  // k-grouped GEMMs (moss.k_grouped_gemm): MOSS weight gradients with C,
+  // and per-row ones in their quick-compile variant.
+  const ScalingScheme moss = ScalingScheme::twoLevel(GlobalScope::Row, 32);
+  Case alongK{
+      makeSpec(2048, 7168, GemmSpec::kDynamic, moss, moss, FloatType::F32), {}};
+  alongK.spec.groups = 16;
+  alongK.spec.groupedK = true;
+  alongK.spec.accumulate = FloatType::F32;
+  alongK.spec.beta = 1.0f;
+  all.push_back(alongK);
+  Case alongKQuick{makeSpec(4096, 1536, GemmSpec::kDynamic,
+                            ScalingScheme::perRow(), ScalingScheme::perRow()),
+                   {}};
+  alongKQuick.spec.groups = 64;
+  alongKQuick.spec.groupedK = true;
+  alongKQuick.options.quickCompile = true;
+  all.push_back(alongKQuick);
   return all;
 }
 

@@ -122,6 +122,8 @@ public:
         checked = check(gemm, kernels);
       else if (auto grouped = dyn_cast<GroupedGemmOp>(op))
         checked = check(grouped, kernels);
+      else if (auto alongK = dyn_cast<KGroupedGemmOp>(op))
+        checked = check(alongK, kernels);
       return failed(checked) ? WalkResult::interrupt() : WalkResult::advance();
     });
     if (walk.wasInterrupted())

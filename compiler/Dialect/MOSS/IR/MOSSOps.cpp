@@ -181,7 +181,7 @@ static LogicalResult verifyFoldAndPromotion(Operation *op, ScalingAttr aScaling,
 
 /// The result [m, n], the bias of shape `biasShape`, C [m, n], beta and
 /// amax of a GEMM.
-static LogicalResult verifyEpilogue(Operation *op, int64_t m, int64_t n,
+static LogicalResult verifyEpilogue(Operation *op, ArrayRef<int64_t> shape,
                                     Value result, Value bias,
                                     ArrayRef<int64_t> biasShape, Value c,
                                     bool beta, Value amax) {
@@ -191,7 +191,7 @@ static LogicalResult verifyEpilogue(Operation *op, int64_t m, int64_t n,
     return op->emitOpError() << "result element type must be bf16, f16 or f32, "
                                 "got "
                              << out;
-  auto expectedResult = RankedTensorType::get({m, n}, out);
+  auto expectedResult = RankedTensorType::get(shape, out);
   if (failed(verifyCompatibleShape(resultType, expectedResult)))
     return op->emitOpError() << "expected a result of type " << expectedResult
                              << ", got " << resultType;
@@ -211,11 +211,11 @@ static LogicalResult verifyEpilogue(Operation *op, int64_t m, int64_t n,
   if (c) {
     auto cType = cast<RankedTensorType>(c.getType());
     Type element = cType.getElementType();
-    auto expected = RankedTensorType::get({m, n}, element);
+    auto expected = RankedTensorType::get(shape, element);
     if ((!element.isF32() && element != out) ||
         failed(verifyCompatibleShape(cType, expected)))
       return op->emitOpError() << "expected an accumulate operand of type "
-                               << RankedTensorType::get({m, n}, out)
+                               << RankedTensorType::get(shape, out)
                                << " or with f32 elements, got " << cType;
   } else if (beta) {
     return op->emitOpError() << "beta needs an accumulate(...) operand";
@@ -272,7 +272,7 @@ LogicalResult GemmOp::verify() {
       failed(verifyFoldAndPromotion(*this, getAScaling(), getBScaling(),
                                     getFoldAttr(), getPromoteK(), k)))
     return failure();
-  return verifyEpilogue(*this, m, n, getResult(), getBias(), {n}, getC(),
+  return verifyEpilogue(*this, {m, n}, getResult(), getBias(), {n}, getC(),
                         getBeta().has_value(), getAmax());
 }
 
@@ -331,8 +331,52 @@ LogicalResult GroupedGemmOp::verify() {
       failed(verifyFoldAndPromotion(*this, getAScaling(), getBScaling(),
                                     getFoldAttr(), getPromoteK(), k)))
     return failure();
-  return verifyEpilogue(*this, m, n, getResult(), getBias(), {groups, n},
+  return verifyEpilogue(*this, {m, n}, getResult(), getBias(), {groups, n},
                         getC(), getBeta().has_value(), getAmax());
+}
+
+//===----------------------------------------------------------------------===//
+// KGroupedGemmOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult KGroupedGemmOp::verify() {
+  auto a = cast<RankedTensorType>(getA().getType());
+  auto b = cast<RankedTensorType>(getB().getType());
+  if (a.getRank() != 2 || b.getRank() != 2)
+    return emitOpError() << "expected A [M, K] and B [N, K] (K the tokens of "
+                            "all experts), got "
+                         << a << " and " << b;
+  FailureOr<int64_t> checkedK = verifyFp8Operands(*this, a, b, b.getDimSize(1));
+  if (failed(checkedK))
+    return failure();
+  const int64_t m = a.getDimSize(0), n = b.getDimSize(0), k = *checkedK;
+  if (ShapedType::isDynamic(m) || ShapedType::isDynamic(n))
+    return emitOpError() << "expected a static M and N (each expert's result "
+                            "is [M, N]), got "
+                         << a << " and " << b;
+  if (!ShapedType::isDynamic(k) && k % 128 != 0)
+    return emitOpError() << "K=" << k
+                         << " is not a multiple of 128 (each expert's "
+                            "columns are whole 128-wide stages)";
+  auto offsets = cast<RankedTensorType>(getOffsets().getType());
+  const int64_t values = offsets.getRank() == 1 ? offsets.getDimSize(0) : 0;
+  if (ShapedType::isDynamic(values) || values < 2 ||
+      !offsets.getElementType().isInteger(32))
+    return emitOpError() << "expected offsets of type tensor<(G+1)xi32> with "
+                            "a static G >= 1, got "
+                         << offsets;
+  const int64_t groups = values - 1;
+  if (failed(verifyOperandScales(*this, "operand A", getAScaling(), m, k,
+                                 typeOrNull(getALocal()),
+                                 typeOrNull(getAGlobal()))) ||
+      failed(verifyOperandScales(*this, "operand B", getBScaling(), n, k,
+                                 typeOrNull(getBLocal()),
+                                 typeOrNull(getBGlobal()))) ||
+      failed(verifyFoldAndPromotion(*this, getAScaling(), getBScaling(),
+                                    FoldAttr(), getPromoteK(), k)))
+    return failure();
+  return verifyEpilogue(*this, {groups, m, n}, getResult(), Value(), {}, getC(),
+                        getBeta().has_value(), getAmax());
 }
 
 #define GET_OP_CLASSES

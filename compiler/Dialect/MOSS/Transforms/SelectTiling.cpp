@@ -48,6 +48,8 @@ public:
         selected = select(gemm, target, options);
       else if (auto grouped = dyn_cast<GroupedGemmOp>(op))
         selected = select(grouped, target, options);
+      else if (auto alongK = dyn_cast<KGroupedGemmOp>(op))
+        selected = select(alongK, target, options);
       return failed(selected) ? WalkResult::interrupt() : WalkResult::advance();
     });
     if (walk.wasInterrupted())

@@ -89,6 +89,17 @@ GemmShape mlir::moss::getGemmShape(GroupedGemmOp op) {
   return shape;
 }
 
+GemmShape mlir::moss::getGemmShape(KGroupedGemmOp op) {
+  GemmShape shape;
+  shape.m = dimOf(op.getA(), 0);
+  shape.n = dimOf(op.getB(), 0);
+  SmallVector<int64_t> ks = {dimOf(op.getA(), 1), dimOf(op.getB(), 1)};
+  shape.k = firstStatic(ks);
+  // The verifier holds the offsets [G + 1] static.
+  shape.groups = dimOf(op.getOffsets(), 0) - 1;
+  return shape;
+}
+
 template <class OpT>
 static LogicalResult checkStaticNKOf(OpT op, GemmShape shape, StringRef stage) {
   if (ShapedType::isDynamic(shape.n))
@@ -112,6 +123,15 @@ LogicalResult mlir::moss::checkStaticNK(GemmOp op, GemmShape shape,
 LogicalResult mlir::moss::checkStaticNK(GroupedGemmOp op, GemmShape shape,
                                         StringRef stage) {
   return checkStaticNKOf(op, shape, stage);
+}
+
+LogicalResult mlir::moss::checkStaticNK(KGroupedGemmOp op, GemmShape shape,
+                                        StringRef stage) {
+  if (ShapedType::isDynamic(shape.n))
+    return op.emitOpError()
+           << "has a dynamic N (operand B is " << op.getB().getType() << "); "
+           << stage << " needs a static N";
+  return success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -227,7 +247,8 @@ static compiler::GemmSpec getSpecOf(OpT op, GemmShape shape) {
   spec.bScaling = getScalingScheme(op.getBScaling());
   spec.out = getFloatType(
       cast<RankedTensorType>(op.getResult().getType()).getElementType());
-  spec.bias = getElementFloatType(op.getBias());
+  if constexpr (!std::is_same_v<OpT, KGroupedGemmOp>)
+    spec.bias = getElementFloatType(op.getBias());
   spec.accumulate = getElementFloatType(op.getC());
   if (std::optional<APFloat> beta = op.getBeta())
     spec.beta = beta->convertToFloat();
@@ -236,8 +257,9 @@ static compiler::GemmSpec getSpecOf(OpT op, GemmShape shape) {
   if (std::optional<MmaType> mma = op.getMma())
     spec.mma =
         *mma == MmaType::F16 ? compiler::MmaType::F16 : compiler::MmaType::FP8;
-  if (FoldAttr fold = op.getFoldAttr())
-    spec.fold = getBlockScaleFold(fold.getValue());
+  if constexpr (!std::is_same_v<OpT, KGroupedGemmOp>)
+    if (FoldAttr fold = op.getFoldAttr())
+      spec.fold = getBlockScaleFold(fold.getValue());
   return spec;
 }
 
@@ -250,6 +272,14 @@ compiler::GemmSpec mlir::moss::getGemmSpec(GroupedGemmOp op, GemmShape shape) {
   spec.m = compiler::GemmSpec::kDynamic;
   spec.groups = shape.groups;
   spec.maskedGroups = static_cast<bool>(op.getCounts());
+  return spec;
+}
+
+compiler::GemmSpec mlir::moss::getGemmSpec(KGroupedGemmOp op, GemmShape shape) {
+  compiler::GemmSpec spec = getSpecOf(op, shape);
+  spec.k = compiler::GemmSpec::kDynamic;
+  spec.groups = shape.groups;
+  spec.groupedK = true;
   return spec;
 }
 
@@ -340,22 +370,74 @@ static ScalingAttr getScalingAttr(Location loc,
                                  scheme.blockCols, global);
 }
 
+/// buildGemmFunction of a k-grouped spec: A [M, ?], B [N, ?] (K is the
+/// launch's), the offsets [G + 1], C and the result [G, M, N].
+static func::FuncOp buildKGroupedGemmFunction(OpBuilder &builder, Location loc,
+                                              const compiler::GemmSpec &spec,
+                                              StringRef name,
+                                              ScalingAttr aScaling,
+                                              ScalingAttr bScaling) {
+  MLIRContext *context = builder.getContext();
+  const int64_t k = ShapedType::kDynamic, groups = spec.groups;
+  SmallVector<Type> inputs;
+  auto add = [&](Type type) {
+    if (type)
+      inputs.push_back(type);
+  };
+  for (auto [rows, format, scaling] : {std::tuple{spec.m, spec.a, aScaling},
+                                       std::tuple{spec.n, spec.b, bScaling}}) {
+    add(RankedTensorType::get({rows, k}, getFp8Type(context, format)));
+    add(scaling.getLocalScaleType(rows, k));
+    add(scaling.getGlobalScaleType(rows));
+  }
+  add(RankedTensorType::get({groups + 1}, builder.getI32Type()));
+  if (spec.accumulate)
+    add(RankedTensorType::get({groups, spec.m, spec.n},
+                              getType(context, *spec.accumulate)));
+  SmallVector<Type> results = {RankedTensorType::get(
+      {groups, spec.m, spec.n}, getType(context, spec.out))};
+  if (spec.amax)
+    results.push_back(RankedTensorType::get({1}, Float32Type::get(context)));
+
+  auto func = func::FuncOp::create(builder, loc, name,
+                                   builder.getFunctionType(inputs, results));
+  Block *body = func.addEntryBlock();
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPointToStart(body);
+  unsigned next = 0;
+  auto arg = [&](bool present) -> Value {
+    return present ? body->getArgument(next++) : Value();
+  };
+  Value a = arg(true), aLocal = arg(aScaling.hasLocalScales()),
+        aGlobal = arg(aScaling.hasGlobalScales());
+  Value b = arg(true), bLocal = arg(bScaling.hasLocalScales()),
+        bGlobal = arg(bScaling.hasGlobalScales());
+  Value offsets = arg(true), c = arg(spec.accumulate.has_value());
+  FloatAttr beta =
+      spec.beta ? builder.getF32FloatAttr(*spec.beta) : FloatAttr();
+  IntegerAttr promoteK =
+      spec.promoteK ? builder.getI64IntegerAttr(spec.promoteK) : IntegerAttr();
+  auto gemm = KGroupedGemmOp::create(
+      builder, loc, results, a, aScaling, aLocal, aGlobal, b, bScaling, bLocal,
+      bGlobal, offsets, c, beta, /*tiling=*/TilingAttr(), promoteK,
+      getMmaTypeAttr(context, spec.mma));
+  func::ReturnOp::create(builder, loc, gemm->getResults());
+  return func;
+}
+
 FailureOr<func::FuncOp>
 mlir::moss::buildGemmFunction(OpBuilder &builder, Location loc,
                               const compiler::GemmSpec &spec, StringRef name,
                               bool dynamicM) {
   MLIRContext *context = builder.getContext();
-  // The runtime compiles k-grouped kernels from their plan (GemmSource.cpp);
-  // the dialect has no op for them.
-  if (spec.groupedK)
-    return emitError(loc, "a k-grouped GEMM (")
-           << spec.str()
-           << ") has no moss dialect op; the runtime compiles it without IR";
   ScalingAttr aScaling = getScalingAttr(loc, spec.aScaling);
   ScalingAttr bScaling = getScalingAttr(loc, spec.bScaling);
   if (!aScaling || !bScaling)
     return failure();
 
+  if (spec.groupedK)
+    return buildKGroupedGemmFunction(builder, loc, spec, name, aScaling,
+                                     bScaling);
   int64_t m = dynamicM || spec.isDynamicM() ? ShapedType::kDynamic : spec.m;
   Type out = getType(context, spec.out);
   SmallVector<Type> inputs;

@@ -181,4 +181,56 @@ def MOSS_GroupedGemmOp
   let hasVerifier = 1;
 }
 
+def MOSS_KGroupedGemmOp
+    : MOSS_Op<"k_grouped_gemm", [Pure, AttrSizedOperandSegments]> {
+  let summary = "k-grouped block-scaled FP8 GEMM (a mixture-of-experts "
+                "weight gradient)";
+  let description = [{
+    G GEMMs that share A [M, K] and B [N, K], K being the tokens of all
+    experts sorted by expert: expert g multiplies their columns [o[g],
+    o[g + 1]) (`offsets(%o)`, tensor<(G+1)xi32>, read on the device,
+    multiples of 128; columns past o[G] are no expert's) into its own
+    result[g] [M, N], plus `beta` times c[g] when `accumulate(%c)` gives C
+    [G, M, N]. An expert without columns gets the epilogue of zero sums.
+    M and N are static; K may be dynamic, and the kernel serves any K that
+    is a multiple of 128. No bias and no fold: block-scaled operands keep
+    their factors. `tiling`, `promoteK` and `mma` are those of `moss.gemm`.
+
+    ```mlir
+    %dw = moss.k_grouped_gemm %dy scaling<per_row> global(%dyg),
+            %x scaling<per_row> global(%xg) offsets(%o)
+        : (tensor<4096x?xf8E4M3FN>, tensor<4096xf32>,
+           tensor<7168x?xf8E4M3FN>, tensor<7168xf32>, tensor<9xi32>)
+          -> tensor<8x4096x7168xbf16>
+    ```
+  }];
+  let arguments = (ins
+    AnyRankedTensor:$a,
+    MOSS_ScalingAttr:$aScaling,
+    Optional<AnyRankedTensor>:$aLocal,
+    Optional<AnyRankedTensor>:$aGlobal,
+    AnyRankedTensor:$b,
+    MOSS_ScalingAttr:$bScaling,
+    Optional<AnyRankedTensor>:$bLocal,
+    Optional<AnyRankedTensor>:$bGlobal,
+    AnyRankedTensor:$offsets,
+    Optional<AnyRankedTensor>:$c,
+    OptionalAttr<F32Attr>:$beta,
+    OptionalAttr<MOSS_TilingAttr>:$tiling,
+    OptionalAttr<I64Attr>:$promoteK,
+    OptionalAttr<MOSS_MmaTypeAttr>:$mma
+  );
+  let results = (outs
+    AnyRankedTensor:$result,
+    Optional<AnyRankedTensor>:$amax
+  );
+  let assemblyFormat = [{
+    $a `scaling` `` $aScaling (`local` `(` $aLocal^ `)`)? (`global` `(` $aGlobal^ `)`)? `,`
+    $b `scaling` `` $bScaling (`local` `(` $bLocal^ `)`)? (`global` `(` $bGlobal^ `)`)?
+    `offsets` `(` $offsets `)` (`accumulate` `(` $c^ `)`)?
+    (`beta` `(` $beta^ `)`)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // MOSS_OPS_TD

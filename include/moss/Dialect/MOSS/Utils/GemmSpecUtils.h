@@ -1,6 +1,7 @@
 //===- GemmSpecUtils.h - moss.gemm <-> GemmSpec -----------------*- C++ -*-===//
 //
-// The bridge between the `moss.gemm` and `moss.grouped_gemm` ops and the
+// The bridge between the `moss.gemm`, `moss.grouped_gemm` and
+// `moss.k_grouped_gemm` ops and the
 // plain structs of moss/Compiler (GemmSpec, TileConfig): reading an op's
 // shapes and configuration, and building an op from a spec.
 //
@@ -31,11 +32,16 @@ struct GemmShape {
 };
 GemmShape getGemmShape(GemmOp op);
 GemmShape getGemmShape(GroupedGemmOp op);
+GemmShape getGemmShape(KGroupedGemmOp op);
 
 /// Emits an error on `op` naming a dynamic N or K and saying that `stage`
 /// needs them static; fails then.
 LogicalResult checkStaticNK(GemmOp op, GemmShape shape, StringRef stage);
 LogicalResult checkStaticNK(GroupedGemmOp op, GemmShape shape, StringRef stage);
+/// A k-grouped GEMM's K is the launch's: only its N must be static (the
+/// verifier holds M static).
+LogicalResult checkStaticNK(KGroupedGemmOp op, GemmShape shape,
+                            StringRef stage);
 
 /// The plain scheme of a scaling attribute, and the FP8 format of a tensor
 /// of FP8 codes.
@@ -47,6 +53,9 @@ LogicalResult checkStaticNK(GroupedGemmOp op, GemmShape shape, StringRef stage);
 /// kernel takes any rows).
 ::moss::compiler::GemmSpec getGemmSpec(GemmOp op, GemmShape shape);
 ::moss::compiler::GemmSpec getGemmSpec(GroupedGemmOp op, GemmShape shape);
+/// A k-grouped op's spec (GemmSpec::groupedK): its K is dynamic whatever its
+/// types say.
+::moss::compiler::GemmSpec getGemmSpec(KGroupedGemmOp op, GemmShape shape);
 
 /// The plain twin of a tiling attribute, and back.
 ::moss::compiler::TileConfig getTileConfig(TilingAttr attr);
@@ -56,7 +65,9 @@ TilingAttr getTilingAttr(MLIRContext *context,
 /// Builds, at `builder`'s insertion point, a function `name` whose
 /// arguments are the operands `spec` calls for (A, its scales, B, its
 /// scales, for a grouped spec the offsets or counts, bias, C), holding one
-/// `moss.gemm` (`moss.grouped_gemm` for a spec with groups) and returning
+/// `moss.gemm` (`moss.grouped_gemm` for a spec with groups,
+/// `moss.k_grouped_gemm` for a k-grouped one: A [M, ?], B [N, ?], the
+/// offsets, C and the result [G, M, N]) and returning
 /// its results. A static `spec.m` is written into the types unless
 /// `dynamicM` is set.
 /// Attributes that do not verify (a bad block shape) are reported through
