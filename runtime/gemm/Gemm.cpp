@@ -632,16 +632,18 @@ Error GemmRunner::launchChecked(const GemmSpec &asked, int64_t m,
       return e;
     kernel.mapBCodes = buffers.b.codes;
   }
+  // A k-grouped output holds every expert's M rows.
+  const int64_t rowsD = getGemmRowsD(spec, m);
   if (kernel.plan.usesTmaD &&
-      (kernel.mapDPointer != buffers.d || kernel.mapDRows != m)) {
+      (kernel.mapDPointer != buffers.d || kernel.mapDRows != rowsD)) {
     kernel.mapDPointer = 0;
     if (Error e =
-            runtime::encodeOutputMap(*api, kernel.mapD, buffers.d, m, spec.n,
-                                     compiler::getByteWidth(spec.out),
+            runtime::encodeOutputMap(*api, kernel.mapD, buffers.d, rowsD,
+                                     spec.n, compiler::getByteWidth(spec.out),
                                      kernel.plan.boxD[0], kernel.plan.boxD[1]))
       return e;
     kernel.mapDPointer = buffers.d;
-    kernel.mapDRows = m;
+    kernel.mapDRows = rowsD;
   }
 
   auto pointer = [](CUdeviceptr p) { return reinterpret_cast<void *>(p); };

@@ -364,6 +364,7 @@ std::vector<Variant> variants() {
   p.tileM = 256;
   p.tileN = 64;
   v.push_back({"row_x_row_f32_c_k_grouped8", p});
+  p.m = 1000; // part tiles: stores from registers
   p.tileM = 128;
   p.tileN = 128;
   p.stages = 4;
@@ -633,7 +634,11 @@ TEST(GemmKernelPlanTest, ValidateNamesWhatIsWrong) {
   alongK.k = -1;
   alongK.groupedK = true;
   EXPECT_EQ(validate(alongK), nullptr);
-  EXPECT_FALSE(plan(alongK).usesTmaD);
+  // Its experts' outputs are whole tiles where TileM divides M.
+  EXPECT_TRUE(plan(alongK).usesTmaD);
+  Params partTiles = alongK;
+  partTiles.m = 2000;
+  EXPECT_FALSE(plan(partTiles).usesTmaD);
   EXPECT_EQ(plan(alongK).kStages, 0); // its experts' stages are run time
   EXPECT_EQ(numUnits(alongK, 2048), 8 * 16 * 32);
   for (int i = 0; i < 8; ++i) {

@@ -18,11 +18,12 @@ using runtime::checkCuda;
 /// Rows past the output that must keep their poison.
 static constexpr int64_t kPadRows = 3;
 
-/// Sets one entry of each row of every slice to the largest magnitude of
-/// the row over all slices, so that every slice has the whole row's (and
-/// the whole operand's) maximum. `slices[g]` is [rows, cols[g]] row-major.
+/// Sets one entry of each row of every slice, in column `at` (counted from
+/// the slice's end when negative), to the largest magnitude of the row over
+/// all slices, so that every slice has the whole row's (and the whole
+/// operand's) maximum. `slices[g]` is [rows, cols[g]] row-major.
 static void plantRowMaxima(std::vector<std::vector<float>> &slices,
-                           ArrayRef<int64_t> cols, int64_t rows) {
+                           ArrayRef<int64_t> cols, int64_t rows, int64_t at) {
   std::vector<float> largest(size_t(rows), 0.0f);
   for (size_t g = 0; g < slices.size(); ++g)
     for (int64_t r = 0; r < rows; ++r)
@@ -32,7 +33,8 @@ static void plantRowMaxima(std::vector<std::vector<float>> &slices,
   for (size_t g = 0; g < slices.size(); ++g)
     if (cols[g])
       for (int64_t r = 0; r < rows; ++r)
-        slices[g][size_t(r * cols[g])] = largest[r];
+        slices[g][size_t(r * cols[g] + (at < 0 ? cols[g] + at : at))] =
+            largest[r];
 }
 
 /// The row-major [rows, sum of widths] matrix of `parts` [rows, widths[i]]
@@ -123,8 +125,10 @@ KGroupedGemmProblem::create(const compiler::GemmSpec &spec,
       as[g] = numerics::llmActivationSample(m, cols[g], rng());
       bs[g] = numerics::gaussianSample(n, cols[g], rng());
     }
-  plantRowMaxima(as, cols, m);
-  plantRowMaxima(bs, cols, n);
+  // A's maxima and B's in different columns: their products would add up
+  // to outputs past f16's range.
+  plantRowMaxima(as, cols, m, 0);
+  plantRowMaxima(bs, cols, n, -1);
   compiler::GemmSpec plain = spec;
   plain.groups = 0;
   plain.groupedK = false;

@@ -141,7 +141,8 @@ struct Params {
   /// most K) into its own
   /// output D_g [M, N], row g * M of the [Groups * M, N] output (and of C).
   /// M and N are static and K is dynamic (K = -1, Args::k); an expert
-  /// without columns gets zeros (times the epilogue).
+  /// without columns gets zeros (times the epilogue). The output stores
+  /// through TMA where TileM divides M.
   bool groupedK = false;
 };
 
@@ -362,10 +363,12 @@ constexpr MOSS_GEMM_HD Plan plan(const Params &p) {
   q.offsetStaging = (tablesEnd + 1023) / 1024 * 1024;
   const int bufferSet = kConsumerWarps * kStoreBufferBytes;
   // An m-grouped tile may end inside the output (at its expert's last
-  // row), where a TMA box cannot stop: it stores from registers.
-  // A k-grouped one stores from registers too (to its expert's output).
+  // row), where a TMA box cannot stop: it stores from registers. So does a
+  // k-grouped one unless TileM divides M (its experts' outputs are whole
+  // tiles).
   q.storable = (p.n % 16 * elementBytes(p.out)) % 16 == 0 &&
-               (p.tileN * elementBytes(p.out)) % 128 == 0 && p.groups == 0;
+               (p.tileN * elementBytes(p.out)) % 128 == 0 &&
+               (p.groups == 0 || (p.groupedK && p.m % p.tileM == 0));
   const int room = kMaxSharedBytes - q.offsetStaging - fixedBytes;
   q.storeBuffers = !q.storable || room < bufferSet ? 0
                    : room >= 2 * bufferSet         ? 2

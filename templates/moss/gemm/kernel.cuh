@@ -61,17 +61,15 @@ finishUnit(const TileOrder<Cfg> &order, int unit, const Args &args, int m,
 
 /// The launch arguments as expert `group` of a grouped GEMM sees them:
 /// m-grouped, its B global scales and its bias (the rest is indexed by the
-/// output's row and column); k-grouped, its output D_g and C_g (the rest
-/// by A's row and B's); `args` itself for a plain GEMM.
+/// output's row and column); k-grouped, A's per-row globals shifted to the
+/// rows of its output, g * M on (the epilogue indexes them by output row);
+/// `args` itself for a plain GEMM.
 template <class Cfg>
 __device__ __forceinline__ Args expertArgs(const Args &args, int group) {
   Args expert = args;
   if constexpr (Cfg::kGroupedK) {
-    const long long offset = static_cast<long long>(group) * Cfg::M * Cfg::N;
-    expert.d = static_cast<u8 *>(args.d) + offset * elementBytes(Cfg::Out);
-    if constexpr (Cfg::Accum != kNone)
-      expert.c =
-          static_cast<const u8 *>(args.c) + offset * elementBytes(Cfg::Accum);
+    if constexpr (Cfg::kGlobalRowA)
+      expert.aGlobal -= group * Cfg::M;
   } else if constexpr (Cfg::kGroups > 0) {
     if constexpr (Cfg::kHasGlobalB)
       expert.bGlobal += group * (Cfg::kGlobalRowB ? Cfg::N : 1);
@@ -103,10 +101,12 @@ consumeUnits(Loop &loop, const Args &args, int m, u32 rank, Fragment<Cfg> &acc,
     loop.run(ring, warpgroupStages<Cfg>(leads, unit));
     if constexpr (Cfg::kSplitWarpgroups && Cfg::kUnitFullKStages % 2 != 0)
       leads = !leads;
-    // The output's rows end at the unit's (its expert's, if grouped).
+    // The output's rows end at the unit's (its expert's, if grouped); a
+    // k-grouped expert's output rows start at group * M.
+    const int outRow0 = Cfg::kGroupedK ? unit.group * Cfg::M : 0;
     finishUnit<Cfg>(order, t, expertArgs<Cfg>(args, unit.group),
-                    unit.rowEnd, unit.m0, unit.n0, acc, pos, loop.smem, tmaD,
-                    loop.fold);
+                    outRow0 + unit.rowEnd, outRow0 + unit.m0, unit.n0, acc, pos,
+                    loop.smem, tmaD, loop.fold);
   }
   // The output is complete when the kernel ends: no TMA store may still
   // be running.
