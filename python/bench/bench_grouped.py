@@ -11,6 +11,12 @@ runs per-row x per-row (torch's recipe) and MOSS x per-tensor experts. Each
 expert's rows are a multiple of 16 (torch's grouped kernels' alignment), so
 all three run the same rows. Prints one Markdown table: median ms, TFLOPS
 on the routed rows, and moss's speed over torch's FP8 one.
+
+A second table (unless --no-layer) times a whole expert layer's step,
+forward and backward: moss_jit.nn.GroupedLinear (quantizers included)
+against the same layer in bf16 through torch._grouped_mm's autograd, for
+DeepSeek-V3-like experts (64, top-8 of 4096 tokens, 4096 -> 1536) and
+Mixtral-like ones (8, top-2 of 8192 tokens, 4096 -> 14336).
 """
 
 import argparse
@@ -57,6 +63,8 @@ def main():
     parser.add_argument("--routing", choices=("uniform", "skewed"),
                         default="uniform")
     parser.add_argument("--iters", type=int, default=10)
+    parser.add_argument("--no-layer", action="store_true",
+                        help="skip the GroupedLinear step table")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("bench_grouped.py needs a CUDA GPU (sm_90)")
@@ -111,6 +119,49 @@ def main():
     geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
     print(f"\nmoss row-wise over torch's FP8 grouped GEMM: geometric mean "
           f"{geomean:.2f}x over {len(ratios)} cases")
+    if not args.no_layer:
+        layer_table(args, generator)
+
+
+LAYERS = [("deepseek-v3-like", 64, 8 * 4096, 4096, 1536),
+          ("mixtral-like", 8, 2 * 8192, 4096, 14336)]
+
+
+def layer_table(args, generator):
+    """One expert layer's forward and backward: GroupedLinear against bf16
+    torch._grouped_mm with autograd, from the same weights and rows."""
+    print("\n| layer | experts | routed rows | in -> out | bf16 step ms | "
+          "moss step ms | moss / bf16 speed |")
+    print("|---|---|---|---|---|---|---|")
+    for name, experts, tokens, d, ffn in LAYERS:
+        rows = route(tokens, experts, args.routing == "skewed", generator)
+        m = sum(rows)
+        ends = torch.tensor(rows, device="cuda").cumsum(0).to(torch.int32)
+        offsets = torch.cat([torch.zeros(1, dtype=torch.int32,
+                                         device="cuda"), ends])
+        x = torch.randn(m, d, device="cuda", dtype=torch.bfloat16,
+                        requires_grad=True)
+        dy = torch.randn(m, ffn, device="cuda", dtype=torch.bfloat16)
+        layer = moss_jit.nn.GroupedLinear(experts, d, ffn, device="cuda")
+        w = layer.weight.detach().to(torch.bfloat16).requires_grad_()
+
+        def bf16_step():
+            x.grad = w.grad = None
+            torch._grouped_mm(x, w.transpose(-2, -1), offs=ends).backward(dy)
+
+        def moss_step():
+            x.grad = layer.weight.grad = None
+            layer(x, offsets).backward(dy)
+
+        try:
+            bf16 = time_steps(bf16_step, args.iters, ROUNDS)
+        except RuntimeError as error:  # no autograd for _grouped_mm
+            print(f"| {name} | {experts} | {m} | {d} -> {ffn} | n/a "
+                  f"({str(error).splitlines()[0]}) | | |")
+            continue
+        moss = time_steps(moss_step, args.iters, ROUNDS)
+        print(f"| {name} | {experts} | {m} | {d} -> {ffn} | {bf16:.3f} | "
+              f"{moss:.3f} | {bf16 / moss:.2f} |", flush=True)
 
 
 if __name__ == "__main__":
