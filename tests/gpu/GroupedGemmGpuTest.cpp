@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "GroupedGemmProblem.h"
+#include "GroupedGemmTestSupport.h"
 #include "QuantizerTestSupport.h"
 
 #include "HopperSkip.h"
@@ -54,13 +55,10 @@ std::ostream &operator<<(std::ostream &os, const GroupedCase &c) {
   return os << c.name;
 }
 
-/// The C API's launch of `spec` (a plan, then moss_gemm_plan_launch_grouped).
+/// The C API's launch of `spec` (MOSS x per-tensor; a plan, then
+/// moss_gemm_plan_launch_grouped).
 void launchThroughC(const compiler::GemmSpec &spec, int64_t m,
                     const GemmBuffers &b) {
-  moss_context_options_t options;
-  moss_context_options_init(&options);
-  moss_context_t context = nullptr;
-  ASSERT_EQ(moss_context_create(&options, &context), nullptr);
   moss_gemm_spec_t cSpec;
   moss_gemm_spec_init(&cSpec);
   cSpec.n = spec.n;
@@ -73,23 +71,7 @@ void launchThroughC(const compiler::GemmSpec &spec, int64_t m,
   cSpec.groups = int32_t(spec.groups);
   cSpec.group_layout =
       spec.maskedGroups ? MOSS_GROUPS_MASKED : MOSS_GROUPS_CONTIGUOUS;
-  moss_gemm_plan_t plan = nullptr;
-  moss_error_t error = moss_gemm_plan_create(context, &cSpec, &plan);
-  EXPECT_EQ(error, nullptr) << moss_error_message(error);
-  moss_error_destroy(error);
-  auto operand = [](const GemmOperand &o) {
-    return moss_gemm_operand_t{o.codes, o.localScales, o.localScaleCount,
-                               o.globalScales, o.globalScaleCount};
-  };
-  moss_gemm_buffers_t cBuffers{operand(b.a), operand(b.b), b.d,
-                               b.bias,       b.c,          b.amax};
-  error = moss_gemm_plan_launch_grouped(plan, m, &cBuffers, b.groupOffsets,
-                                        nullptr);
-  EXPECT_EQ(error, nullptr) << moss_error_message(error);
-  moss_error_destroy(error);
-  EXPECT_EQ(DeviceBuffer::api().streamSynchronize(nullptr), CUDA_SUCCESS);
-  moss_gemm_plan_destroy(plan);
-  moss_context_destroy(context);
+  gemmtest::launchGroupedThroughC(cSpec, m, b);
 }
 
 /// Runs case `c` through moss::gemm, or through the C API's plan.
@@ -137,16 +119,7 @@ void checkGrouped(const GroupedCase &c, bool throughC) {
   options.scanRows = ~0u; // each expert's rows, all of them
   options.compareRows = 8;
   options.seed = rng();
-  llvm::Expected<jit::GroupedGemmCheckResult> result = p.check(options);
-  ASSERT_TRUE(bool(result)) << llvm::toString(result.takeError());
-  EXPECT_EQ(result->writtenOutside, 0)
-      << "bytes of the output written outside the experts' rows";
-  EXPECT_TRUE(result->bad == 0 && result->unwritten == 0)
-      << result->bad << " of " << result->compared
-      << " entries beyond their allowance (worst " << result->worst << "), "
-      << result->unwritten << " unwritten; first at expert "
-      << result->firstBadExpert;
-  EXPECT_GT(result->compared, 0);
+  gemmtest::expectExpertsMatch(p.check(options));
 }
 
 class GroupedGemmGpuTest : public ::testing::TestWithParam<GroupedCase> {};

@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "GroupedGemmTestSupport.h"
 #include "KGroupedGemmProblem.h"
 #include "QuantizerTestSupport.h"
 
@@ -70,10 +71,6 @@ std::vector<int64_t> routeColumns(const KGroupedCase &c, std::mt19937_64 &rng) {
 /// moss_gemm_plan_launch_grouped with K and the column offsets.
 void launchThroughC(const compiler::GemmSpec &spec, int64_t k,
                     const GemmBuffers &b) {
-  moss_context_options_t options;
-  moss_context_options_init(&options);
-  moss_context_t context = nullptr;
-  ASSERT_EQ(moss_context_create(&options, &context), nullptr);
   moss_gemm_spec_t cSpec;
   moss_gemm_spec_init(&cSpec);
   cSpec.m = spec.m;
@@ -83,23 +80,7 @@ void launchThroughC(const compiler::GemmSpec &spec, int64_t k,
   cSpec.b = cSpec.a;
   cSpec.groups = int32_t(spec.groups);
   cSpec.group_layout = MOSS_GROUPS_ALONG_K;
-  moss_gemm_plan_t plan = nullptr;
-  moss_error_t error = moss_gemm_plan_create(context, &cSpec, &plan);
-  EXPECT_EQ(error, nullptr) << moss_error_message(error);
-  moss_error_destroy(error);
-  auto operand = [](const GemmOperand &o) {
-    return moss_gemm_operand_t{o.codes, o.localScales, o.localScaleCount,
-                               o.globalScales, o.globalScaleCount};
-  };
-  moss_gemm_buffers_t cBuffers{operand(b.a), operand(b.b), b.d,
-                               b.bias,       b.c,          b.amax};
-  error = moss_gemm_plan_launch_grouped(plan, k, &cBuffers, b.groupOffsets,
-                                        nullptr);
-  EXPECT_EQ(error, nullptr) << moss_error_message(error);
-  moss_error_destroy(error);
-  EXPECT_EQ(DeviceBuffer::api().streamSynchronize(nullptr), CUDA_SUCCESS);
-  moss_gemm_plan_destroy(plan);
-  moss_context_destroy(context);
+  gemmtest::launchGroupedThroughC(cSpec, k, b);
 }
 
 /// Runs case `c` twice through moss::gemm (the second launch reuses the
@@ -143,16 +124,7 @@ void checkKGrouped(const KGroupedCase &c, bool throughC) {
     options.scanRows = 64;
     options.compareRows = 8;
     options.seed = rng();
-    llvm::Expected<jit::GroupedGemmCheckResult> result = p.check(options);
-    ASSERT_TRUE(bool(result)) << llvm::toString(result.takeError());
-    EXPECT_EQ(result->writtenOutside, 0)
-        << "bytes written past the experts' outputs";
-    EXPECT_TRUE(result->bad == 0 && result->unwritten == 0)
-        << result->bad << " of " << result->compared
-        << " entries beyond their allowance (worst " << result->worst << "), "
-        << result->unwritten << " unwritten; first at expert "
-        << result->firstBadExpert;
-    EXPECT_GT(result->compared, 0);
+    gemmtest::expectExpertsMatch(p.check(options));
   }
 }
 

@@ -66,37 +66,26 @@ size_t localBytes(const numerics::ScalingScheme &s) {
 
 } // namespace
 
-Expected<CUdeviceptr>
-GroupedGemmProblem::upload(const std::vector<uint8_t> &bytes) {
-  const runtime::DriverApi &api = *runtime::getDriverApi();
-  CUdeviceptr pointer = 0;
-  if (Error e =
-          checkCuda(api.memAlloc(&pointer, std::max<size_t>(bytes.size(), 16)),
-                    "cuMemAlloc (" + Twine(bytes.size()) + " bytes)"))
-    return std::move(e);
-  allocations.push_back(pointer);
-  if (!bytes.empty())
-    if (Error e = checkCuda(api.memcpyHtoD(pointer, bytes.data(), bytes.size()),
-                            "cuMemcpyHtoD"))
-      return std::move(e);
-  return pointer;
+void GroupedGemmCheckResult::add(const GemmCheckResult &one, int64_t expert) {
+  compared += one.compared;
+  bad += one.bad;
+  unwritten += one.unwritten;
+  worst = std::max(worst, one.worst);
+  if (!one.ok() && firstBadExpert < 0)
+    firstBadExpert = expert;
 }
 
-Expected<CUdeviceptr>
-GroupedGemmProblem::upload(const std::vector<int32_t> &values) {
-  std::vector<uint8_t> bytes(values.size() * 4);
-  std::memcpy(bytes.data(), values.data(), bytes.size());
-  return upload(bytes);
+Error GroupedGemmCheckResult::checkAmax(CUdeviceptr amax, float largest) {
+  float value = 0;
+  if (Error e = checkCuda(runtime::getDriverApi()->memcpyDtoH(&value, amax, 4),
+                          "cuMemcpyDtoH"))
+    return e;
+  if (value != largest)
+    ++bad;
+  return Error::success();
 }
 
-GroupedGemmProblem::~GroupedGemmProblem() {
-  if (Expected<const runtime::DriverApi &> api = runtime::getDriverApi()) {
-    for (CUdeviceptr pointer : allocations)
-      api->memFree(pointer);
-  } else {
-    consumeError(api.takeError());
-  }
-}
+GroupedGemmProblem::~GroupedGemmProblem() = default;
 
 /// `spec` as a plain GEMM, folded as the grouped one is at `m` rows.
 static compiler::GemmSpec getPlainSpec(const compiler::GemmSpec &spec,
@@ -235,32 +224,23 @@ GroupedGemmProblem::create(const compiler::GemmSpec &spec,
   for (int i = 0; i < 8; ++i) {
     if (!given[i])
       continue;
-    Expected<CUdeviceptr> pointer = p->upload(stacks[i]->bytes);
+    Expected<CUdeviceptr> pointer = p->memory.upload(stacks[i]->bytes);
     if (!pointer)
       return pointer.takeError();
     pointers[i] = *pointer;
   }
-  Expected<CUdeviceptr> groupRows = p->upload(p->groupRows);
+  Expected<CUdeviceptr> groupRows = p->memory.upload(p->groupRows);
   if (!groupRows)
     return groupRows.takeError();
   p->outputBytes = size_t((p->m + kPadRows) * spec.n) * outWidth;
-  Expected<CUdeviceptr> d =
-      p->upload(std::vector<uint8_t>(p->outputBytes, 0xFF));
-  if (!d)
-    return d.takeError();
   GemmBuffers &b = p->buffers;
+  if (Error e = p->memory.allocateOutput(b, p->outputBytes, spec.amax))
+    return std::move(e);
   b.a = {pointers[0], pointers[1], counts.aLocal, pointers[2], counts.aGlobal};
   b.b = {pointers[3], pointers[4], counts.bLocal, pointers[5], counts.bGlobal};
-  b.d = *d;
   b.bias = pointers[6];
   b.c = pointers[7];
   b.groupOffsets = *groupRows;
-  if (spec.amax) {
-    Expected<CUdeviceptr> amax = p->upload(std::vector<uint8_t>(4, 0));
-    if (!amax)
-      return amax.takeError();
-    b.amax = *amax;
-  }
   return std::move(p);
 }
 
@@ -290,7 +270,7 @@ GroupedGemmProblem::createForTiming(const compiler::GemmSpec &spec,
     if (!source)
       return CUdeviceptr(0);
     Expected<CUdeviceptr> copies =
-        p->upload(std::vector<uint8_t>(bytes * size_t(spec.groups)));
+        p->memory.upload(std::vector<uint8_t>(bytes * size_t(spec.groups)));
     if (!copies)
       return copies.takeError();
     for (int64_t g = 0; g < spec.groups; ++g)
@@ -318,7 +298,7 @@ GroupedGemmProblem::createForTiming(const compiler::GemmSpec &spec,
       spec.bias ? size_t(spec.n) * compiler::getByteWidth(*spec.bias) : 0);
   if (!bias)
     return bias.takeError();
-  Expected<CUdeviceptr> groupRows = p->upload(p->groupRows);
+  Expected<CUdeviceptr> groupRows = p->memory.upload(p->groupRows);
   if (!groupRows)
     return groupRows.takeError();
   GemmScaleCounts counts = getGemmScaleCounts(spec, p->m);
@@ -336,13 +316,7 @@ GroupedGemmProblem::createForTiming(const compiler::GemmSpec &spec,
 }
 
 Error GroupedGemmProblem::poison() const {
-  const runtime::DriverApi &api = *runtime::getDriverApi();
-  if (Error e =
-          checkCuda(api.memsetD8(buffers.d, 0xFF, outputBytes), "cuMemsetD8"))
-    return e;
-  if (buffers.amax)
-    return checkCuda(api.memsetD8(buffers.amax, 0, 4), "cuMemsetD8");
-  return Error::success();
+  return poisonOutput(buffers, outputBytes);
 }
 
 Expected<GroupedGemmCheckResult>
@@ -400,20 +374,10 @@ GroupedGemmProblem::check(const GemmCheckOptions &options) const {
         checkGemmOutput(expert, rows[g], expertOptions);
     if (!one)
       return one.takeError();
-    result.compared += one->compared;
-    result.bad += one->bad;
-    result.unwritten += one->unwritten;
-    result.worst = std::max(result.worst, one->worst);
-    if (!one->ok() && result.firstBadExpert < 0)
-      result.firstBadExpert = int64_t(g);
+    result.add(*one, int64_t(g));
   }
-  if (spec.amax) {
-    float amax = 0;
-    if (Error e =
-            checkCuda(api.memcpyDtoH(&amax, buffers.amax, 4), "cuMemcpyDtoH"))
+  if (spec.amax)
+    if (Error e = result.checkAmax(buffers.amax, largest))
       return std::move(e);
-    if (amax != largest)
-      ++result.bad;
-  }
   return result;
 }

@@ -15,6 +15,7 @@
 #ifndef MOSS_TOOLS_COMMON_GROUPEDGEMMPROBLEM_H
 #define MOSS_TOOLS_COMMON_GROUPEDGEMMPROBLEM_H
 
+#include "DeviceAllocations.h"
 #include "GemmCheck.h"
 #include "GemmProblem.h"
 
@@ -50,6 +51,11 @@ struct GroupedGemmCheckResult {
   int64_t firstBadExpert = -1;
 
   bool ok() const { return bad == 0 && unwritten == 0 && writtenOutside == 0; }
+  /// Adds expert `expert`'s check.
+  void add(const GemmCheckResult &one, int64_t expert);
+  /// Counts the device's max |output| at `amax` as a bad entry unless it is
+  /// `largest`, the largest magnitude of the downloaded output.
+  llvm::Error checkAmax(CUdeviceptr amax, float largest);
 };
 
 class GroupedGemmProblem {
@@ -102,9 +108,7 @@ private:
   static llvm::Expected<std::unique_ptr<GroupedGemmProblem>>
   layOut(const compiler::GemmSpec &spec, llvm::ArrayRef<int64_t> rows,
          int64_t capacity);
-  llvm::Expected<CUdeviceptr> upload(const std::vector<uint8_t> &bytes);
-  llvm::Expected<CUdeviceptr> upload(const std::vector<int32_t> &values);
-  std::vector<CUdeviceptr> allocations;
+  DeviceAllocations memory;
   size_t outputBytes = 0;
   /// createForTiming's one problem of all the rows.
   std::unique_ptr<GemmProblem> timing;

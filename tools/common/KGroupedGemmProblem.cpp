@@ -151,7 +151,8 @@ KGroupedGemmProblem::create(const compiler::GemmSpec &spec,
   const runtime::DriverApi &api = *runtime::getDriverApi();
   auto uploadOrZero = [&](const std::vector<uint8_t> &bytes,
                           bool given) -> Expected<CUdeviceptr> {
-    return given ? p->upload(bytes) : Expected<CUdeviceptr>(CUdeviceptr(0));
+    return given ? p->memory.upload(bytes)
+                 : Expected<CUdeviceptr>(CUdeviceptr(0));
   };
   GemmScaleCounts counts = getGemmScaleCounts(spec, p->k);
   GemmBuffers &b = p->buffers;
@@ -175,7 +176,7 @@ KGroupedGemmProblem::create(const compiler::GemmSpec &spec,
   for (auto [operand, stacked, scheme, localCount, globalCount] :
        {std::tuple{&b.a, &a, &sa, counts.aLocal, counts.aGlobal},
         std::tuple{&b.b, &bOperand, &sb, counts.bLocal, counts.bGlobal}}) {
-    Expected<CUdeviceptr> codes = p->upload(stacked->codes);
+    Expected<CUdeviceptr> codes = p->memory.upload(stacked->codes);
     Expected<CUdeviceptr> local =
         uploadOrZero(stacked->local, scheme->hasLocalScales());
     Expected<CUdeviceptr> global =
@@ -210,64 +211,26 @@ KGroupedGemmProblem::create(const compiler::GemmSpec &spec,
                     width == 4 ? (const void *)&oneF32 : (const void *)&one16,
                     width);
     }
-    Expected<CUdeviceptr> cIn = p->upload(c);
+    Expected<CUdeviceptr> cIn = p->memory.upload(c);
     if (!cIn)
       return cIn.takeError();
     b.c = *cIn;
   }
-  Expected<CUdeviceptr> offsets = p->upload(asBytes(p->offsets));
+  Expected<CUdeviceptr> offsets = p->memory.upload(p->offsets);
   if (!offsets)
     return offsets.takeError();
   b.groupOffsets = *offsets;
   p->outputBytes = size_t((spec.groups * m + kPadRows) * n) *
                    compiler::getByteWidth(spec.out);
-  Expected<CUdeviceptr> d =
-      p->upload(std::vector<uint8_t>(p->outputBytes, 0xFF));
-  if (!d)
-    return d.takeError();
-  b.d = *d;
-  if (spec.amax) {
-    Expected<CUdeviceptr> amax = p->upload(std::vector<uint8_t>(4, 0));
-    if (!amax)
-      return amax.takeError();
-    b.amax = *amax;
-  }
+  if (Error e = p->memory.allocateOutput(b, p->outputBytes, spec.amax))
+    return std::move(e);
   return std::move(p);
 }
 
-Expected<CUdeviceptr>
-KGroupedGemmProblem::upload(const std::vector<uint8_t> &bytes) {
-  const runtime::DriverApi &api = *runtime::getDriverApi();
-  CUdeviceptr pointer = 0;
-  if (Error e =
-          checkCuda(api.memAlloc(&pointer, std::max<size_t>(bytes.size(), 16)),
-                    "cuMemAlloc (" + Twine(bytes.size()) + " bytes)"))
-    return std::move(e);
-  allocations.push_back(pointer);
-  if (!bytes.empty())
-    if (Error e = checkCuda(api.memcpyHtoD(pointer, bytes.data(), bytes.size()),
-                            "cuMemcpyHtoD"))
-      return std::move(e);
-  return pointer;
-}
-
-KGroupedGemmProblem::~KGroupedGemmProblem() {
-  if (Expected<const runtime::DriverApi &> api = runtime::getDriverApi()) {
-    for (CUdeviceptr pointer : allocations)
-      api->memFree(pointer);
-  } else {
-    consumeError(api.takeError());
-  }
-}
+KGroupedGemmProblem::~KGroupedGemmProblem() = default;
 
 Error KGroupedGemmProblem::poison() const {
-  const runtime::DriverApi &api = *runtime::getDriverApi();
-  if (Error e =
-          checkCuda(api.memsetD8(buffers.d, 0xFF, outputBytes), "cuMemsetD8"))
-    return e;
-  if (buffers.amax)
-    return checkCuda(api.memsetD8(buffers.amax, 0, 4), "cuMemsetD8");
-  return Error::success();
+  return poisonOutput(buffers, outputBytes);
 }
 
 Expected<GroupedGemmCheckResult>
@@ -322,20 +285,10 @@ KGroupedGemmProblem::check(const GemmCheckOptions &options) const {
         checkGemmOutput(expert, spec.m, expertOptions);
     if (!one)
       return one.takeError();
-    result.compared += one->compared;
-    result.bad += one->bad;
-    result.unwritten += one->unwritten;
-    result.worst = std::max(result.worst, one->worst);
-    if (!one->ok() && result.firstBadExpert < 0)
-      result.firstBadExpert = int64_t(g);
+    result.add(*one, int64_t(g));
   }
-  if (spec.amax) {
-    float amax = 0;
-    if (Error e =
-            checkCuda(api.memcpyDtoH(&amax, buffers.amax, 4), "cuMemcpyDtoH"))
+  if (spec.amax)
+    if (Error e = result.checkAmax(buffers.amax, largest))
       return std::move(e);
-    if (amax != largest)
-      ++result.bad;
-  }
   return result;
 }

@@ -52,8 +52,7 @@ public:
 
 private:
   KGroupedGemmProblem() = default;
-  llvm::Expected<CUdeviceptr> upload(const std::vector<uint8_t> &bytes);
-  std::vector<CUdeviceptr> allocations;
+  DeviceAllocations memory;
   size_t outputBytes = 0;
 };
 

@@ -94,47 +94,32 @@ Expected<std::vector<float>> loadOrDraw(const std::string &file, int64_t rows,
   return std::move(matrix->data);
 }
 
-/// moss-jit run --groups.
-int runGrouped(const compiler::GemmSpec &spec, const GemmOptions &options) {
-  if (!aFile.empty() || !bFile.empty() || !output.empty())
-    return fail(createStringError("-a, -b and -o are not options of an "
-                                  "m-grouped run: its operands are random"));
-  Expected<std::vector<int64_t>> rows = getExpertRows(spec, seed);
-  if (!rows)
-    return fail(rows.takeError());
-  Expected<const runtime::Device &> device = openToolDevice();
-  if (!device)
-    return fail(device.takeError());
-  Expected<std::unique_ptr<GroupedGemmProblem>> problem =
-      GroupedGemmProblem::create(spec, *rows, seed + 2);
-  if (!problem)
-    return fail(problem.takeError());
-  const GroupedGemmProblem &p = **problem;
+/// Launches a grouped problem (m- or k-grouped) with `extent` (its M, or
+/// its K), checks each expert against its reference and prints the verdict;
+/// `experts` describes how the rows or tokens fell, `outside` where the
+/// output must keep its poison.
+template <class Problem>
+int launchAndCheck(const compiler::GemmSpec &spec, const GemmOptions &options,
+                   const Problem &p, int64_t extent, const Twine &experts,
+                   StringRef outside) {
   Expected<std::unique_ptr<GemmRunner>> runner =
       GemmRunner::create(runtime::getDefaultKernelCache());
   if (!runner)
     return fail(runner.takeError());
   Expected<const GemmKernelInfo *> info =
-      (*runner)->prepare(spec, p.m, options);
+      (*runner)->prepare(spec, extent, options);
   if (!info)
     return fail(info.takeError());
-  int64_t used = 0, empty = 0;
-  for (int64_t r : p.rows) {
-    used += r;
-    empty += r == 0;
-  }
-  outs() << "gemm    " << spec.str() << ", M = " << p.m << "\n"
-         << "experts " << used << " rows used in all, "
-         << *std::min_element(p.rows.begin(), p.rows.end()) << " to "
-         << *std::max_element(p.rows.begin(), p.rows.end()) << " per expert, "
-         << empty << " empty\n"
+  outs() << "gemm    " << spec.str() << (spec.groupedK ? ", K = " : ", M = ")
+         << extent << "\n"
+         << "experts " << experts << "\n"
          << "kernel  " << (*info)->kernelName << ": " << (*info)->tiling.str()
          << ((*info)->quickCompile ? " (quick-compile variant)" : "") << "\n"
          << format("compile %.3f s pipeline + %.3f s NVRTC or cache\n",
                    (*info)->pipelineSeconds, (*info)->cacheSeconds);
   if (Error e = p.poison())
     return fail(std::move(e));
-  if (Error e = (*runner)->run(spec, p.m, p.buffers, nullptr, options))
+  if (Error e = (*runner)->run(spec, extent, p.buffers, nullptr, options))
     return fail(std::move(e));
   if (Error e = runtime::checkCuda(
           runtime::getDriverApi()->streamSynchronize(nullptr),
@@ -151,21 +136,49 @@ int runGrouped(const compiler::GemmSpec &spec, const GemmOptions &options) {
   if (!check)
     return fail(check.takeError());
   outs() << format("check   %lld entries over the experts: worst at %.3f of "
-                   "its allowance; %lld bytes written outside the experts' "
-                   "rows\n",
+                   "its allowance; %lld bytes written %s\n",
                    (long long)check->compared, check->worst,
-                   (long long)check->writtenOutside);
+                   (long long)check->writtenOutside, outside.str().c_str());
   if (!check->ok()) {
     errs() << "moss-jit run: FAILED: " << check->bad
            << " compared entries beyond the accuracy contract, "
            << check->unwritten << " entries not written (NaN), "
-           << check->writtenOutside
-           << " bytes written outside the experts' rows; first expert "
-           << check->firstBadExpert << "\n";
+           << check->writtenOutside << " bytes written " << outside
+           << "; first expert " << check->firstBadExpert << "\n";
     return 1;
   }
   outs() << "ok\n";
   return 0;
+}
+
+/// moss-jit run --groups.
+int runGrouped(const compiler::GemmSpec &spec, const GemmOptions &options) {
+  if (!aFile.empty() || !bFile.empty() || !output.empty())
+    return fail(createStringError("-a, -b and -o are not options of an "
+                                  "m-grouped run: its operands are random"));
+  Expected<std::vector<int64_t>> rows = getExpertRows(spec, seed);
+  if (!rows)
+    return fail(rows.takeError());
+  Expected<const runtime::Device &> device = openToolDevice();
+  if (!device)
+    return fail(device.takeError());
+  Expected<std::unique_ptr<GroupedGemmProblem>> problem =
+      GroupedGemmProblem::create(spec, *rows, seed + 2);
+  if (!problem)
+    return fail(problem.takeError());
+  const GroupedGemmProblem &p = **problem;
+  int64_t used = 0, empty = 0;
+  for (int64_t r : p.rows) {
+    used += r;
+    empty += r == 0;
+  }
+  return launchAndCheck(
+      spec, options, p, p.m,
+      Twine(used) + " rows used in all, " +
+          Twine(*std::min_element(p.rows.begin(), p.rows.end())) + " to " +
+          Twine(*std::max_element(p.rows.begin(), p.rows.end())) +
+          " per expert, " + Twine(empty) + " empty",
+      "outside the experts' rows");
 }
 
 /// moss-jit run --groups --k-grouped.
@@ -184,56 +197,13 @@ int runKGrouped(const compiler::GemmSpec &spec, const GemmOptions &options) {
   if (!problem)
     return fail(problem.takeError());
   const KGroupedGemmProblem &p = **problem;
-  Expected<std::unique_ptr<GemmRunner>> runner =
-      GemmRunner::create(runtime::getDefaultKernelCache());
-  if (!runner)
-    return fail(runner.takeError());
-  Expected<const GemmKernelInfo *> info =
-      (*runner)->prepare(spec, p.k, options);
-  if (!info)
-    return fail(info.takeError());
-  const int64_t empty = std::count(p.cols.begin(), p.cols.end(), 0);
-  outs() << "gemm    " << spec.str() << ", K = " << p.k << "\n"
-         << "experts " << *std::min_element(p.cols.begin(), p.cols.end())
-         << " to " << *std::max_element(p.cols.begin(), p.cols.end())
-         << " tokens per expert, " << empty << " without any\n"
-         << "kernel  " << (*info)->kernelName << ": " << (*info)->tiling.str()
-         << ((*info)->quickCompile ? " (quick-compile variant)" : "") << "\n"
-         << format("compile %.3f s pipeline + %.3f s NVRTC or cache\n",
-                   (*info)->pipelineSeconds, (*info)->cacheSeconds);
-  if (Error e = p.poison())
-    return fail(std::move(e));
-  if (Error e = (*runner)->run(spec, p.k, p.buffers, nullptr, options))
-    return fail(std::move(e));
-  if (Error e = runtime::checkCuda(
-          runtime::getDriverApi()->streamSynchronize(nullptr),
-          "cuStreamSynchronize"))
-    return fail(std::move(e));
-
-  GemmCheckOptions checkOptions;
-  checkOptions.scanRows = sampleSize == 0 ? ~0u : 128u;
-  checkOptions.compareRows = sampleSize == 0 ? ~0u : sampleSize;
-  checkOptions.compareCols = sampleSize == 0 ? unsigned(spec.n) : sampleSize;
-  checkOptions.seed = seed + 3;
-  checkOptions.tiling = (*info)->tiling;
-  Expected<GroupedGemmCheckResult> check = p.check(checkOptions);
-  if (!check)
-    return fail(check.takeError());
-  outs() << format("check   %lld entries over the experts: worst at %.3f of "
-                   "its allowance; %lld bytes written past the output\n",
-                   (long long)check->compared, check->worst,
-                   (long long)check->writtenOutside);
-  if (!check->ok()) {
-    errs() << "moss-jit run: FAILED: " << check->bad
-           << " compared entries beyond the accuracy contract, "
-           << check->unwritten << " entries not written (NaN), "
-           << check->writtenOutside
-           << " bytes written past the output; first expert "
-           << check->firstBadExpert << "\n";
-    return 1;
-  }
-  outs() << "ok\n";
-  return 0;
+  return launchAndCheck(
+      spec, options, p, p.k,
+      Twine(*std::min_element(p.cols.begin(), p.cols.end())) + " to " +
+          Twine(*std::max_element(p.cols.begin(), p.cols.end())) +
+          " tokens per expert, " +
+          Twine(std::count(p.cols.begin(), p.cols.end(), 0)) + " without any",
+      "past the output");
 }
 
 } // namespace
