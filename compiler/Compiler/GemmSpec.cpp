@@ -34,15 +34,16 @@ const char *compiler::getName(FloatType type) {
 }
 
 numerics::OutputRounding compiler::getOutputRounding(FloatType type) {
+  // Overflow: the largest finite value plus half its spacing.
   switch (type) {
   case FloatType::BF16:
-    return {0x1p-8, 0};
+    return {0x1p-8, 0, 0x1.ffp127};
   case FloatType::F16:
-    return {0x1p-11, 0x1p-25};
+    return {0x1p-11, 0x1p-25, 65520.0};
   case FloatType::F32:
-    return {0x1p-23, 0};
+    return {0x1p-23, 0, 0x1.ffffffp127};
   }
-  return {0x1p-8, 0};
+  return {0x1p-8, 0, 0x1.ffp127};
 }
 
 static const char *getName(numerics::Fp8Format format) {

@@ -163,9 +163,12 @@ double moss::numerics::f16MmaEntryAllowedError(
 }
 
 double moss::numerics::gemmEntryErrorRatio(double got, double expected,
-                                           double allowed) {
+                                           double allowed, double overflow) {
   if (got == expected)
     return 0;
+  if (std::isinf(got) && std::isfinite(expected) &&
+      std::signbit(got) == std::signbit(expected))
+    return std::max(0.0, overflow - std::fabs(expected)) / allowed;
   double ratio = std::fabs(got - expected) / allowed;
   return std::isnan(ratio) ? std::numeric_limits<double>::infinity() : ratio;
 }

@@ -1472,7 +1472,8 @@ TEST_P(GemmCorrectness, MatchesFp64Reference) {
         want = entry.value;
         allowed = modelledEntryAllowedError(entry, outRounding);
       }
-      double ratio = gemmEntryErrorRatio(got, want, allowed);
+      double ratio =
+          gemmEntryErrorRatio(got, want, allowed, outRounding.overflow);
       if (!(ratio <= worstRatio)) {
         worstRatio = ratio;
         if (!(ratio <= 1.0))

@@ -274,4 +274,12 @@ TEST(FidelityTest, GemmEntryErrorRatio) {
             std::numeric_limits<double>::infinity());
   EXPECT_EQ(gemmEntryErrorRatio(std::nan(""), 1.0, 1.0),
             std::numeric_limits<double>::infinity());
+  // f16 rounds from 65520 on to infinity: an infinite entry is within its
+  // allowance when that lies within the allowed error of the reference.
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_DOUBLE_EQ(gemmEntryErrorRatio(inf, 65500.0, 40.0, 65520.0), 0.5);
+  EXPECT_DOUBLE_EQ(gemmEntryErrorRatio(-inf, -65510.0, 40.0, 65520.0), 0.25);
+  EXPECT_GT(gemmEntryErrorRatio(inf, 65000.0, 40.0, 65520.0), 1.0);
+  EXPECT_EQ(gemmEntryErrorRatio(-inf, 65500.0, 40.0, 65520.0), inf);
+  EXPECT_EQ(gemmEntryErrorRatio(inf, 65500.0, 40.0), inf);
 }

@@ -606,3 +606,20 @@ TEST(GemmCApi, GroupedSpecsLaunchThroughAPlanWithOffsets) {
 }
 
 } // namespace
+
+namespace {
+
+// The output types' rounding allowances, and where each rounds to infinity
+// (the largest finite value plus half its spacing).
+TEST(GemmOutputRounding, EachTypeOverflowsPastItsLargestValue) {
+  EXPECT_EQ(compiler::getOutputRounding(FloatType::F16).overflow,
+            65504.0 + 16.0);
+  EXPECT_EQ(compiler::getOutputRounding(FloatType::BF16).overflow,
+            std::ldexp(255.5, 120));
+  EXPECT_EQ(compiler::getOutputRounding(FloatType::F32).overflow,
+            std::ldexp(double((1 << 24) - 1) + 0.5, 104));
+  EXPECT_EQ(compiler::getOutputRounding(FloatType::BF16).relative,
+            std::ldexp(1.0, -8));
+}
+
+} // namespace

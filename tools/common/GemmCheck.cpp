@@ -122,20 +122,23 @@ jit::checkGemmOutput(const GemmProblem &problem, int64_t m,
                                      cols[j], *schedule, bias, betaC);
         ratio = numerics::gemmEntryErrorRatio(
             got, entry.value,
-            numerics::modelledEntryAllowedError(entry, rounding));
+            numerics::modelledEntryAllowedError(entry, rounding),
+            rounding.overflow);
       } else if (spec.multipliesInF16()) {
         ratio = numerics::gemmEntryErrorRatio(
             got, expected,
             numerics::f16MmaEntryAllowedError(
                 expected, rounding, ArrayRef(&dqA[i * k], k),
                 ArrayRef(&dqB[j * k], k), ref[i * cols.size() + j], bias,
-                betaC));
+                betaC),
+            rounding.overflow);
       } else {
         ratio = numerics::gemmEntryErrorRatio(
             got, expected,
-            numerics::gemmEntryAllowedError(
-                expected, rounding, ArrayRef(&dqA[i * k], k),
-                ArrayRef(&dqB[j * k], k), interval));
+            numerics::gemmEntryAllowedError(expected, rounding,
+                                            ArrayRef(&dqA[i * k], k),
+                                            ArrayRef(&dqB[j * k], k), interval),
+            rounding.overflow);
       }
       errorSquared += (got - expected) * (got - expected);
       refSquared += expected * expected;

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 namespace moss::numerics {
@@ -83,6 +84,9 @@ double f16MmaEntryAllowance(llvm::ArrayRef<double> a, llvm::ArrayRef<double> b);
 struct OutputRounding {
   double relative = 0;
   double absolute = 0;
+  /// The magnitude from which the output type rounds to infinity (f16:
+  /// 65520, the largest finite value plus half its spacing).
+  double overflow = std::numeric_limits<double>::infinity();
 
   /// The rounding allowed an output of value `x`.
   double of(double x) const { return relative * std::fabs(x) + absolute; }
@@ -107,8 +111,13 @@ double f16MmaEntryAllowedError(double expected, const OutputRounding &rounding,
 
 /// |got - expected| / allowed, the share of its allowance an entry's error
 /// uses: 0 for an exact result (also where nothing is allowed: an entry that
-/// must be exactly 0), +inf when `got` is NaN.
-double gemmEntryErrorRatio(double got, double expected, double allowed);
+/// must be exactly 0), +inf when `got` is NaN. An infinite `got` of a finite
+/// `expected` of its sign is the output type's rounding of a value past
+/// `overflow` (OutputRounding::overflow): its share is the distance from
+/// `expected` to there.
+double
+gemmEntryErrorRatio(double got, double expected, double allowed,
+                    double overflow = std::numeric_limits<double>::infinity());
 
 } // namespace moss::numerics
 
