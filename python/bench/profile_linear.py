@@ -1,7 +1,9 @@
 """Where one moss_jit.nn.Linear step's GPU time goes: torch.profiler's
-kernel table for forward + backward at one shape.
+kernel table for forward + backward at one shape; with --experts G, a
+moss_jit.nn.GroupedLinear's (the T rows split evenly among G experts).
 
     python python/bench/profile_linear.py [--shape T,IN,OUT] [--steps N]
+        [--experts G]
 """
 
 import argparse
@@ -19,20 +21,32 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--shape", default="8192,4096,11008")
     parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--experts", type=int, default=0)
     args = parser.parse_args()
     tokens, fin, fout = (int(v) for v in args.shape.split(","))
-    layer = moss_jit.nn.Linear(fin, fout, bias=False, device="cuda",
-                               dtype=torch.bfloat16)
     x = torch.randn(tokens, fin, device="cuda", dtype=torch.bfloat16,
                     requires_grad=True)
     dy = torch.randn(tokens, fout, device="cuda", dtype=torch.bfloat16)
+    if args.experts:
+        layer = moss_jit.nn.GroupedLinear(args.experts, fin, fout,
+                                          device="cuda")
+        offsets = torch.linspace(0, tokens, args.experts + 1,
+                                 device="cuda").to(torch.int32)
 
-    def step():
-        layer._w_version = None
-        layer.set_learning_rate(1e-5)
-        x.grad = None
-        layer.weight.grad = None
-        layer(x).backward(dy)
+        def step():
+            x.grad = None
+            layer.weight.grad = None
+            layer(x, offsets).backward(dy)
+    else:
+        layer = moss_jit.nn.Linear(fin, fout, bias=False, device="cuda",
+                                   dtype=torch.bfloat16)
+
+        def step():
+            layer._w_version = None
+            layer.set_learning_rate(1e-5)
+            x.grad = None
+            layer.weight.grad = None
+            layer(x).backward(dy)
 
     for _ in range(3):
         step()

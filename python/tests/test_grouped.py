@@ -244,6 +244,10 @@ def quantized_grouped_linear(layer, x, offsets, dy):
         columns.append((at, at + e - s))
         at += -(-(e - s) // 128) * 128
     dyq_t = moss(dy_pad, cfg.grad_format, True)
+    # The input gradient's weights: all experts' transposes quantized as
+    # one, a scale per input feature ([K, G * N], expert g's columns).
+    groups_w, n, k_in = w.shape
+    wq_t = dq(w.reshape(groups_w * n, k_in), "per-row", transpose=True)
     xq_t = moss(x_pad, cfg.x_format, True)
     for g, (s, e) in enumerate(zip(bounds, bounds[1:])):
         if s == e:
@@ -251,7 +255,7 @@ def quantized_grouped_linear(layer, x, offsets, dy):
         y[s:e] = xq[s:e] @ dq(w[g], "per-row").T
         if layer.bias is not None:
             y[s:e] += layer.bias.detach()[g].double()
-        dx[s:e] = dyq[s:e] @ dq(w[g].T.contiguous(), "per-row").T
+        dx[s:e] = dyq[s:e] @ wq_t[:, g * n:(g + 1) * n].T
         c0, c1 = columns[g]
         dw[g] = dyq_t[:, c0:c1] @ xq_t[:, c0:c1].T
     return y, dx, dw
