@@ -138,11 +138,10 @@ struct Params {
   /// m-grouped (a mixture-of-experts weight gradient). A [M, K] and B
   /// [N, K] are shared; expert g multiplies their columns [offsets[g],
   /// offsets[g + 1]) (Args::groupOffsets, multiples of 128, the last at
-  /// most K) into its own
-  /// output D_g [M, N], row g * M of the [Groups * M, N] output (and of C).
-  /// M and N are static and K is dynamic (K = -1, Args::k); an expert
-  /// without columns gets zeros (times the epilogue). The output stores
-  /// through TMA where TileM divides M.
+  /// most K) into its own output D_g [M, N], rows g * M on of the
+  /// [Groups * M, N] output (and of C). M and N are static and K is
+  /// dynamic (K = -1, Args::k); an expert without columns gets zeros (times
+  /// the epilogue). The output stores through TMA where TileM divides M.
   bool groupedK = false;
 };
 
