@@ -262,7 +262,10 @@ def _check_operand(q, name):
     if not isinstance(codes, torch.Tensor):
         raise TypeError(f"{name}.codes must be a torch tensor (use "
                         "moss_jit.reference.gemm_numpy for numpy arrays)")
-    if q.format in FP8_DTYPES and codes.dtype != FP8_DTYPES[q.format]:
+    # check_parts names a format that is not one; an unhashable one must
+    # reach it.
+    if isinstance(q.format, str) and q.format in FP8_DTYPES and \
+            codes.dtype != FP8_DTYPES[q.format]:
         raise TypeError(f"{name}.codes has dtype {codes.dtype}, but its format "
                         f"{q.format!r} needs {FP8_DTYPES[q.format]}")
     rows, k = check_parts(q, name)

@@ -119,6 +119,9 @@ class GemmTorchCpuTest(unittest.TestCase):
              "b.local_scales is given"),
             ((a._replace(local_scales=a.local_scales[:1]), b), {}, ValueError,
              "a.local_scales has shape (1, 4)"),
+            # Unhashable: named, not a TypeError from a dictionary lookup.
+            ((a._replace(format=[1, 32]), b), {}, ValueError,
+             "a.format=[1, 32] is not one of"),
         ]
         for args, kwargs, exception, text in cases:
             with self.subTest(text=text):
