@@ -352,7 +352,19 @@ class Linear(torch.nn.Module):
             bias = self.bias.to(x.dtype) if self.bias is not None else None
             return torch.nn.functional.linear(x, self.weight.to(x.dtype), bias)
         need_transpose = torch.is_grad_enabled() and x.requires_grad
-        w_codes, w_t_codes, w_scale = self._weight_codes(need_transpose)
+        if _torch.compiling():
+            # Traced, the weight is cast on every call by the quantize op at
+            # its exact per-tensor scale: the version-keyed cache and the
+            # auto-scaler are Python state torch.compile cannot trace, and
+            # leaving them out of the graph broke it at every Linear.
+            w = self.weight.detach()
+            w_q = quantize(w, "per-tensor", "e4m3")
+            w_codes, w_scale = w_q.codes, w_q.global_scales
+            w_t_codes = quantize(w, "per-tensor", "e4m3",
+                                 transpose=True).codes \
+                if need_transpose else None
+        else:
+            w_codes, w_t_codes, w_scale = self._weight_codes(need_transpose)
         x2d = x.reshape(-1, self.in_features).contiguous()
         need_wgrad = torch.is_grad_enabled() and self.weight.requires_grad
         y = _LinearFunction.apply(x2d, self.weight, self.bias, w_codes,

@@ -361,6 +361,11 @@ class CompileCpuTest(unittest.TestCase):
         torch.testing.assert_close(out, eager, rtol=1e-3, atol=1e-4)
         for p, g in zip(model.parameters(), grads):
             torch.testing.assert_close(p.grad, g, rtol=1e-3, atol=1e-4)
+        # One graph: the weight casts trace as quantize ops too.
+        torch._dynamo.reset()
+        explained = torch._dynamo.explain(model)(x)
+        self.assertEqual(explained.graph_break_count, 0,
+                         [b.reason for b in explained.break_reasons])
 
 
 class ConvertTest(unittest.TestCase):
