@@ -279,11 +279,12 @@ def k_grouped_gemm(a, b, offsets, out_dtype=torch.bfloat16, mma="auto"):
                          "of column offsets (the experts plus one)")
     if offsets.device != device:
         raise ValueError(f"offsets is on {offsets.device}, a on {device}")
-    if out_dtype not in _torch.OUT_TYPES:
+    if not isinstance(out_dtype, torch.dtype) or \
+            out_dtype not in _torch.OUT_TYPES:
         raise TypeError(f"out_dtype={out_dtype} is not torch.bfloat16, "
                         "torch.float16 or torch.float32")
-    if mma not in _capi.MMA_TYPES:
-        schemes._choice(mma, tuple(_capi.MMA_TYPES), "mma")
+    # A tuple's membership test takes unhashable values too.
+    schemes._choice(mma, tuple(_capi.MMA_TYPES), "mma")
     if _torch.compiling():
         # torch.compile traces the custom op.
         return torch.ops.moss_jit.k_grouped_gemm(

@@ -320,8 +320,12 @@ class KGroupedGemmCpuTest(unittest.TestCase):
                 [0, 96], dtype=torch.int32))
         with self.assertRaisesRegex(ValueError, "same K"):
             moss_jit.k_grouped_gemm(a, odd, good)
-        with self.assertRaisesRegex(TypeError, "out_dtype"):
-            moss_jit.k_grouped_gemm(a, b, good, out_dtype=torch.int8)
+        for out_dtype in (torch.int8, [torch.float32]):
+            with self.assertRaisesRegex(TypeError, "out_dtype"):
+                moss_jit.k_grouped_gemm(a, b, good, out_dtype=out_dtype)
+        for mma in ("tf32", ["fp8"]):
+            with self.assertRaisesRegex(ValueError, "mma="):
+                moss_jit.k_grouped_gemm(a, b, good, mma=mma)
 
 
 class GroupedLinearCpuTest(unittest.TestCase):
