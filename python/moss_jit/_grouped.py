@@ -203,12 +203,20 @@ def _grouped_raw(a, b, offsets, bias, bias_type, fold, masked, d):
         _capi.DYNAMIC, b.n, k, a[3:7], b[3:7], _torch.OUT_TYPES[out_dtype],
         bias_type, None, False, 1.0, "auto", fold, b.groups,
         _capi.GROUP_LAYOUTS["masked" if masked else "contiguous"])
+    _launch_grouped(index, spec, m, a, b, d, bias, offsets)
+
+
+def _launch_grouped(index, spec, extent, a, b, d, bias, offsets):
+    """moss_gemm_plan_launch_grouped of the GemmSpec `spec` on device
+    `index`'s current stream: `extent` rows (a k-grouped GEMM's K), the
+    operands' tensors (a and b: MossTensor fields, codes first), the output
+    d, and the offsets or counts on the device."""
     counts = tuple(t.numel() if t is not None else 0
                    for t in a[1:3] + b[1:3])
     buffers = _torch.gemm_buffers(a, b, d, bias, None, None, counts)
     with _torch._DeviceGuard(index):
         _capi.check(_capi.moss_gemm_plan_launch_grouped_packed(
-            _capi.plan(index, spec), m, buffers, offsets.data_ptr(),
+            _capi.plan(index, spec), extent, buffers, offsets.data_ptr(),
             _torch._raw_stream(index)))
 
 
@@ -313,13 +321,7 @@ def _k_grouped_raw(a, b, offsets, out_dtype, mma):
     spec = _torch._gemm_spec(
         m, n, _capi.DYNAMIC, a[3:7], b[3:7], _torch.OUT_TYPES[out_dtype],
         None, None, False, 1.0, mma, "auto", groups, _capi.GROUPS_ALONG_K)
-    counts = tuple(t.numel() if t is not None else 0
-                   for t in a[1:3] + b[1:3])
-    buffers = _torch.gemm_buffers(a, b, d, None, None, None, counts)
-    with _torch._DeviceGuard(index):
-        _capi.check(_capi.moss_gemm_plan_launch_grouped_packed(
-            _capi.plan(index, spec), k, buffers, offsets.data_ptr(),
-            _torch._raw_stream(index)))
+    _launch_grouped(index, spec, k, a, b, d, None, offsets)
     return d
 
 

@@ -116,6 +116,13 @@ def _check_activations(x, weight, layer):
         raise ValueError(f"x is on {x.device}, the weight on {weight.device}")
 
 
+def _gradient_operand(dy):
+    """The output gradient as the quantizers take it: contiguous, bf16 or
+    f32 (f16 and others widened to f32)."""
+    dy = dy.contiguous()
+    return dy if dy.dtype in (torch.float32, torch.bfloat16) else dy.float()
+
+
 class _LinearFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias, w_codes, w_t_codes, w_scale, config,
@@ -126,8 +133,7 @@ class _LinearFunction(torch.autograd.Function):
                 x, "moss", config.x_format, config.block, config.global_scope,
                 fold=config.fold)
         else:
-            x_q = quantize(x, "moss", config.x_format, config.block,
-                           config.global_scope, fold=config.fold)
+            x_q = config.quantize(x, config.x_format)
         w_q = MossTensor(w_codes, None, w_scale, "per-tensor", "e4m3")
         # FP8 products summed in FP32 for every output type (an f32 output's
         # default would widen the codes to f16, at a third of the speed).
@@ -146,9 +152,7 @@ class _LinearFunction(torch.autograd.Function):
     def backward(ctx, dy):
         x, weight, w_t_codes, w_scale = ctx.saved_tensors
         config = ctx.config
-        dy = dy.contiguous()
-        if dy.dtype not in (torch.float32, torch.bfloat16):
-            dy = dy.float()
+        dy = _gradient_operand(dy)
         need_dx, need_dw = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         dx = dw = db = None
         dy_q = dy_t = None
@@ -158,8 +162,7 @@ class _LinearFunction(torch.autograd.Function):
                 config.global_scope, fold=config.fold)
         if need_dx:
             if dy_q is None:
-                dy_q = quantize(dy, "moss", config.grad_format, config.block,
-                                config.global_scope, fold=config.fold)
+                dy_q = config.quantize(dy, config.grad_format)
             w_t = MossTensor(w_t_codes, None, w_scale, "per-tensor", "e4m3")
             # The gradient has its input's dtype, whatever autocast did.
             dx = _torch.gemm(dy_q, w_t, out_dtype=ctx.x_dtype, mma="fp8")
@@ -169,15 +172,12 @@ class _LinearFunction(torch.autograd.Function):
             pad = -dy.shape[0] % config.block
             dys = torch.nn.functional.pad(dy, (0, 0, 0, pad)) if pad else dy
             if dy_t is None:
-                dy_t = quantize(dys, "moss", config.grad_format, config.block,
-                                config.global_scope, transpose=True,
-                                fold=config.fold)
+                dy_t = config.quantize(dys, config.grad_format,
+                                       transpose=True)
             x_t = ctx.x_t
             if x_t is None:
                 xs = torch.nn.functional.pad(x, (0, 0, 0, pad)) if pad else x
-                x_t = quantize(xs, "moss", config.x_format, config.block,
-                               config.global_scope, transpose=True,
-                               fold=config.fold)
+                x_t = config.quantize(xs, config.x_format, transpose=True)
             dw = _torch.gemm(dy_t, x_t, out_dtype=weight.dtype, mma="fp8")
         if ctx.has_bias and ctx.needs_input_grad[2]:
             db = dy.sum(0, dtype=torch.float32).to(ctx.bias_dtype)
@@ -201,6 +201,13 @@ class LinearConfig:
         self.global_scope = global_scope
         self.fold = fold
         self.both_layouts = bool(both_layouts)
+
+    def quantize(self, t, fmt, transpose=False):
+        """`t` quantized the MOSS way with this configuration: `fmt`
+        (x_format or grad_format), its block and global scope, folded as
+        configured; transposed (K-major over the rows) when asked."""
+        return quantize(t, "moss", fmt, self.block, self.global_scope,
+                        transpose=transpose, fold=self.fold)
 
     @staticmethod
     def out_dtype(x):
@@ -422,8 +429,7 @@ def _expert_weights_transposed(w):
 class _GroupedLinearFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, offsets, weight, bias, config):
-        x_q = quantize(x, "moss", config.x_format, config.block,
-                       config.global_scope, fold=config.fold)
+        x_q = config.quantize(x, config.x_format)
         y = grouped_gemm(x_q, _expert_weights(weight), offsets,
                          out_dtype=config.out_dtype(x), bias=bias)
         ctx.save_for_backward(x, offsets, weight)
@@ -436,14 +442,11 @@ class _GroupedLinearFunction(torch.autograd.Function):
     def backward(ctx, dy):
         x, offsets, weight = ctx.saved_tensors
         config = ctx.config
-        dy = dy.contiguous()
-        if dy.dtype not in (torch.float32, torch.bfloat16):
-            dy = dy.float()
+        dy = _gradient_operand(dy)
         dx = dw = db = None
         if ctx.needs_input_grad[0]:
             # dX_g = dY_g W_g: each expert's W^T [K, N], quantized per row.
-            dy_q = quantize(dy, "moss", config.grad_format, config.block,
-                            config.global_scope, fold=config.fold)
+            dy_q = config.quantize(dy, config.grad_format)
             w_t = _expert_weights_transposed(weight)
             dx = grouped_gemm(dy_q, w_t, offsets, out_dtype=x.dtype)
         need_dw = ctx.needs_input_grad[2]
@@ -460,12 +463,9 @@ class _GroupedLinearFunction(torch.autograd.Function):
                 db = db.to(ctx.bias_dtype)
             if need_dw:
                 x_pad = _padded_by_expert(x, offsets)[0]
-                dy_t = quantize(dy_pad, "moss", config.grad_format,
-                                config.block, config.global_scope,
-                                transpose=True, fold=config.fold)
-                x_t = quantize(x_pad, "moss", config.x_format, config.block,
-                               config.global_scope, transpose=True,
-                               fold=config.fold)
+                dy_t = config.quantize(dy_pad, config.grad_format,
+                                       transpose=True)
+                x_t = config.quantize(x_pad, config.x_format, transpose=True)
                 dw = k_grouped_gemm(dy_t, x_t, padded_offsets,
                                     out_dtype=weight.dtype, mma="fp8")
         return dx, None, dw, db, None

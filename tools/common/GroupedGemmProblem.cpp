@@ -75,6 +75,28 @@ void GroupedGemmCheckResult::add(const GemmCheckResult &one, int64_t expert) {
     firstBadExpert = expert;
 }
 
+Error GroupedGemmCheckResult::checkExpert(const GemmProblem &expert,
+                                          const uint8_t *output, int64_t rows,
+                                          const GemmCheckOptions &options,
+                                          int64_t index) {
+  const size_t bytes =
+      size_t(rows * expert.spec.n) * compiler::getByteWidth(expert.spec.out);
+  if (Error e = checkCuda(
+          runtime::getDriverApi()->memcpyHtoD(expert.buffers.d, output, bytes),
+          "cuMemcpyHtoD"))
+    return e;
+  GemmCheckOptions expertOptions = options;
+  expertOptions.scanRows = unsigned(std::min<int64_t>(rows, options.scanRows));
+  expertOptions.compareRows =
+      unsigned(std::min<int64_t>(rows, options.compareRows));
+  expertOptions.seed = options.seed + index;
+  Expected<GemmCheckResult> one = checkGemmOutput(expert, rows, expertOptions);
+  if (!one)
+    return one.takeError();
+  add(*one, index);
+  return Error::success();
+}
+
 Error GroupedGemmCheckResult::checkAmax(CUdeviceptr amax, float largest) {
   float value = 0;
   if (Error e = checkCuda(runtime::getDriverApi()->memcpyDtoH(&value, amax, 4),
@@ -357,24 +379,10 @@ GroupedGemmProblem::check(const GemmCheckOptions &options) const {
   for (size_t g = 0; g < rows.size(); ++g) {
     if (!rows[g])
       continue;
-    const GemmProblem &expert = *experts[g];
-    if (Error e =
-            checkCuda(api.memcpyHtoD(expert.buffers.d,
+    if (Error e = result.checkExpert(*experts[g],
                                      out.data() + size_t(starts[g]) * rowBytes,
-                                     size_t(rows[g]) * rowBytes),
-                      "cuMemcpyHtoD"))
+                                     rows[g], options, int64_t(g)))
       return std::move(e);
-    GemmCheckOptions expertOptions = options;
-    expertOptions.scanRows =
-        unsigned(std::min<int64_t>(rows[g], options.scanRows));
-    expertOptions.compareRows =
-        unsigned(std::min<int64_t>(rows[g], options.compareRows));
-    expertOptions.seed = options.seed + g;
-    Expected<GemmCheckResult> one =
-        checkGemmOutput(expert, rows[g], expertOptions);
-    if (!one)
-      return one.takeError();
-    result.add(*one, int64_t(g));
   }
   if (spec.amax)
     if (Error e = result.checkAmax(buffers.amax, largest))

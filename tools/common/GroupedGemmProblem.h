@@ -53,6 +53,13 @@ struct GroupedGemmCheckResult {
   bool ok() const { return bad == 0 && unwritten == 0 && writtenOutside == 0; }
   /// Adds expert `expert`'s check.
   void add(const GemmCheckResult &one, int64_t expert);
+  /// Checks expert `index`'s `rows` rows of the downloaded output at
+  /// `output` against its own problem (`options` with the rows capped at
+  /// `rows` and a seed per expert; the rows go to the problem's output
+  /// buffer first) and adds the result.
+  llvm::Error checkExpert(const GemmProblem &expert, const uint8_t *output,
+                          int64_t rows, const GemmCheckOptions &options,
+                          int64_t index);
   /// Counts the device's max |output| at `amax` as a bad entry unless it is
   /// `largest`, the largest magnitude of the downloaded output.
   llvm::Error checkAmax(CUdeviceptr amax, float largest);

@@ -260,32 +260,25 @@ KGroupedGemmProblem::check(const GemmCheckOptions &options) const {
   for (size_t g = 0; g < experts.size(); ++g) {
     const uint8_t *expertOut = out.data() + g * expertBytes;
     if (!experts[g]) {
-      int64_t bad = 0;
+      GemmCheckResult empty;
       for (size_t i = 0; i < expertBytes; i += width) {
         const float v = decodeOutputElement(expertOut + i, spec.out);
-        if (std::isnan(v))
-          ++result.unwritten;
-        else if (std::fabs(v - emptyValue) > rounding.of(emptyValue))
-          ++bad;
-        ++result.compared;
+        ++empty.compared;
+        if (std::isnan(v)) {
+          ++empty.unwritten;
+          continue;
+        }
+        const double ratio = numerics::gemmEntryErrorRatio(
+            v, emptyValue, rounding.of(emptyValue), rounding.overflow);
+        empty.bad += !(ratio <= 1.0);
+        empty.worst = std::max(empty.worst, ratio);
       }
-      result.bad += bad;
-      if (bad && result.firstBadExpert < 0)
-        result.firstBadExpert = int64_t(g);
+      result.add(empty, int64_t(g));
       continue;
     }
-    const GemmProblem &expert = *experts[g];
-    if (Error e =
-            checkCuda(api.memcpyHtoD(expert.buffers.d, expertOut, expertBytes),
-                      "cuMemcpyHtoD"))
+    if (Error e = result.checkExpert(*experts[g], expertOut, spec.m, options,
+                                     int64_t(g)))
       return std::move(e);
-    GemmCheckOptions expertOptions = options;
-    expertOptions.seed = options.seed + g;
-    Expected<GemmCheckResult> one =
-        checkGemmOutput(expert, spec.m, expertOptions);
-    if (!one)
-      return one.takeError();
-    result.add(*one, int64_t(g));
   }
   if (spec.amax)
     if (Error e = result.checkAmax(buffers.amax, largest))

@@ -135,12 +135,9 @@ struct GemmSpec {
   /// Whether M is dynamic.
   bool isDynamicM() const { return m == kDynamic; }
 
-  /// The size a launch gives: K for a k-grouped GEMM, else M.
-  int64_t getLaunchExtent() const { return groupedK ? k : m; }
-
-  /// The GEMM of a launch of `extent` (getLaunchExtent): a k-grouped
-  /// GEMM's with K = extent, any other's with M = extent. What the checks
-  /// and the scale counts of that launch read.
+  /// The GEMM of a launch of `extent`, the size a launch gives: a
+  /// k-grouped GEMM's with K = extent, any other's with M = extent. What the
+  /// checks and the scale counts of that launch read.
   GemmSpec atExtent(int64_t extent) const {
     GemmSpec at = *this;
     (groupedK ? at.k : at.m) = extent;

@@ -118,7 +118,7 @@ struct GemmScaleCounts {
 };
 
 /// The scale element counts of `spec` at a launch of `extent`
-/// (GemmSpec::getLaunchExtent: M, or a k-grouped GEMM's K; no validation).
+/// (M, or a k-grouped GEMM's K; no validation).
 GemmScaleCounts getGemmScaleCounts(const compiler::GemmSpec &spec,
                                    int64_t extent);
 

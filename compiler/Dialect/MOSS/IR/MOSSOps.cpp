@@ -251,6 +251,22 @@ static FailureOr<int64_t> verifyFp8Operands(Operation *op, RankedTensorType a,
   return k;
 }
 
+/// The scales of A [M, K] and B [N, K] (B's stacked per expert when
+/// `bGroups` > 0), and the fold and promotion, of a GEMM op.
+template <class OpT>
+static LogicalResult verifyGemmScales(OpT op, int64_t m, int64_t n, int64_t k,
+                                      FoldAttr fold, int64_t bGroups = 0) {
+  if (failed(verifyOperandScales(op, "operand A", op.getAScaling(), m, k,
+                                 typeOrNull(op.getALocal()),
+                                 typeOrNull(op.getAGlobal()))) ||
+      failed(verifyOperandScales(op, "operand B", op.getBScaling(), n, k,
+                                 typeOrNull(op.getBLocal()),
+                                 typeOrNull(op.getBGlobal()), bGroups)))
+    return failure();
+  return verifyFoldAndPromotion(op, op.getAScaling(), op.getBScaling(), fold,
+                                op.getPromoteK(), k);
+}
+
 LogicalResult GemmOp::verify() {
   auto a = cast<RankedTensorType>(getA().getType());
   auto b = cast<RankedTensorType>(getB().getType());
@@ -263,14 +279,7 @@ LogicalResult GemmOp::verify() {
     return failure();
   const int64_t m = a.getDimSize(0), n = b.getDimSize(0), k = *checkedK;
 
-  if (failed(verifyOperandScales(*this, "operand A", getAScaling(), m, k,
-                                 typeOrNull(getALocal()),
-                                 typeOrNull(getAGlobal()))) ||
-      failed(verifyOperandScales(*this, "operand B", getBScaling(), n, k,
-                                 typeOrNull(getBLocal()),
-                                 typeOrNull(getBGlobal()))) ||
-      failed(verifyFoldAndPromotion(*this, getAScaling(), getBScaling(),
-                                    getFoldAttr(), getPromoteK(), k)))
+  if (failed(verifyGemmScales(*this, m, n, k, getFoldAttr())))
     return failure();
   return verifyEpilogue(*this, {m, n}, getResult(), getBias(), {n}, getC(),
                         getBeta().has_value(), getAmax());
@@ -322,14 +331,7 @@ LogicalResult GroupedGemmOp::verify() {
     return emitOpError() << "M=" << m << " is not a multiple of the " << groups
                          << " experts of the masked layout (M / G rows each)";
 
-  if (failed(verifyOperandScales(*this, "operand A", getAScaling(), m, k,
-                                 typeOrNull(getALocal()),
-                                 typeOrNull(getAGlobal()))) ||
-      failed(verifyOperandScales(*this, "operand B", getBScaling(), n, k,
-                                 typeOrNull(getBLocal()),
-                                 typeOrNull(getBGlobal()), groups)) ||
-      failed(verifyFoldAndPromotion(*this, getAScaling(), getBScaling(),
-                                    getFoldAttr(), getPromoteK(), k)))
+  if (failed(verifyGemmScales(*this, m, n, k, getFoldAttr(), groups)))
     return failure();
   return verifyEpilogue(*this, {m, n}, getResult(), getBias(), {groups, n},
                         getC(), getBeta().has_value(), getAmax());
@@ -366,14 +368,8 @@ LogicalResult KGroupedGemmOp::verify() {
                             "a static G >= 1, got "
                          << offsets;
   const int64_t groups = values - 1;
-  if (failed(verifyOperandScales(*this, "operand A", getAScaling(), m, k,
-                                 typeOrNull(getALocal()),
-                                 typeOrNull(getAGlobal()))) ||
-      failed(verifyOperandScales(*this, "operand B", getBScaling(), n, k,
-                                 typeOrNull(getBLocal()),
-                                 typeOrNull(getBGlobal()))) ||
-      failed(verifyFoldAndPromotion(*this, getAScaling(), getBScaling(),
-                                    FoldAttr(), getPromoteK(), k)))
+  // No fold: its pass takes whole rows of a static K.
+  if (failed(verifyGemmScales(*this, m, n, k, FoldAttr())))
     return failure();
   return verifyEpilogue(*this, {groups, m, n}, getResult(), Value(), {}, getC(),
                         getBeta().has_value(), getAmax());
