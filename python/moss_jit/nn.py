@@ -10,16 +10,19 @@ Backward dX = dY W: dY two-level (E4M3 by default: with per-32 block
          W^T's codes are W's, transposed.
          dW = dY^T X: dY and X two-level along the tokens, quantized
          transposed and folded by the quantizer.
-With both_layouts=True, on CUDA and with the token count a multiple of the
-block, X's two layouts (the forward's and dW's) come from one read of X in
-the forward, and dY's from one read in the backward (quantize_both_layouts);
-the forward then keeps X's transposed codes instead of X. It is off by
+The forward quantizes X in both layouts and keeps X^T's codes for dW
+instead of X (a byte per value instead of two or four). Linears that take
+the same tensor in a row (query, key and value; SwiGLU's gate and up)
+quantize it once. With both_layouts=True, on CUDA and with the token count
+a multiple of the block, X's two layouts come from one read of X, and dY's
+from one read in the backward (quantize_both_layouts). It is off by
 default: on the H200 that kernel is slower than the two quantizations it
 replaces (docs/PERFORMANCE.md).
 The master weight stays in its own dtype (the optimizer's precision).
 """
 
 import ctypes
+import threading
 import weakref
 
 import torch
@@ -123,25 +126,93 @@ def _gradient_operand(dy):
     return dy if dy.dtype in (torch.float32, torch.bfloat16) else dy.float()
 
 
+def _pad_rows(t, block):
+    """`t` with zero rows appended up to a multiple of `block`: the weight
+    gradient's K is the token count, and zero rows leave every block's
+    scale and code as they are."""
+    pad = -t.shape[0] % block
+    return torch.nn.functional.pad(t, (0, 0, 0, pad)) if pad else t
+
+
+def _quantize_activations(x, config, need_wgrad):
+    """X's codes for the forward GEMM and, when `need_wgrad`, for the
+    weight gradient's (X^T, over the tokens padded to the block): from one
+    read of X where both_layouts allows it."""
+    x = x.detach()
+    if not need_wgrad:
+        return config.quantize(x, config.x_format), None
+    if _both_layouts(x, config):
+        return quantize_both_layouts(x, "moss", config.x_format,
+                                     config.block, config.global_scope,
+                                     fold=config.fold)
+    return (config.quantize(x, config.x_format),
+            config.quantize(_pad_rows(x, config.block), config.x_format,
+                            transpose=True))
+
+
+class _SharedActivations(threading.local):
+    """The codes of the last input a MOSS Linear quantized, for the next
+    Linear that reads the same tensor with the same quantization (the
+    query, key and value projections; SwiGLU's gate and up projections).
+    The entry names its input by a weak reference, so it never keeps the
+    input alive and cannot match a new tensor at the same address, and by
+    its version counter, so an in-place change misses; it is dropped with
+    its input."""
+
+    entry = None
+
+    def get(self, x, key, need_wgrad):
+        entry = self.entry
+        if entry is None or entry[0]() is not x or entry[1] != key:
+            return None
+        x_q, x_t = entry[2], entry[3]
+        if need_wgrad and x_t is None:
+            return None
+        return x_q, x_t if need_wgrad else None
+
+    def put(self, x, key, codes):
+        self.entry = (weakref.ref(x, self._forget), key) + codes
+
+    def _forget(self, ref):
+        if self.entry is not None and self.entry[0] is ref:
+            self.entry = None
+
+
+_shared_activations = _SharedActivations()
+
+
+def _activation_codes(x, x2d, config, need_wgrad):
+    """_quantize_activations(x2d, ...), shared by the Linears that take the
+    same tensor `x` in a row (eager only: torch.compile traces each
+    call)."""
+    if _torch.compiling() or x.is_inference():
+        # (An inference tensor has no version counter to key on.)
+        return _quantize_activations(x2d, config, need_wgrad)
+    key = (x._version, x.shape, x.stride(), config.activation_key)
+    codes = _shared_activations.get(x, key, need_wgrad)
+    if codes is None:
+        codes = _quantize_activations(x2d, config, need_wgrad)
+        _shared_activations.put(x, key, codes)
+    return codes
+
+
 class _LinearFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, weight, bias, w_codes, w_t_codes, w_scale, config,
-                need_wgrad):
-        ctx.x_t = None
-        if need_wgrad and _both_layouts(x, config):
-            x_q, ctx.x_t = quantize_both_layouts(
-                x, "moss", config.x_format, config.block, config.global_scope,
-                fold=config.fold)
-        else:
-            x_q = config.quantize(x, config.x_format)
+    def forward(ctx, x, weight, bias, w_codes, w_t_codes, w_scale, x_q, x_t,
+                config):
         w_q = MossTensor(w_codes, None, w_scale, "per-tensor", "e4m3")
         # FP8 products summed in FP32 for every output type (an f32 output's
         # default would widen the codes to f16, at a third of the speed).
         y = _torch.gemm(x_q, w_q, out_dtype=config.out_dtype(x), bias=bias,
                         mma="fp8")
-        # X itself only where dW will quantize it again.
-        ctx.save_for_backward(x if ctx.x_t is None else None, weight,
-                              w_t_codes, w_scale)
+        # X^T's codes, not X, wait for dW: a byte per value instead of X's
+        # two or four.
+        x_t_parts = (x_t.codes, x_t.local_scales, x_t.global_scales) \
+            if x_t is not None else (None, None, None)
+        ctx.save_for_backward(weight, w_t_codes, w_scale, *x_t_parts)
+        ctx.x_t = x_t._replace(codes=None, local_scales=None,
+                               global_scales=None) \
+            if x_t is not None else None
         ctx.x_dtype = x.dtype
         ctx.config = config
         ctx.has_bias = bias is not None
@@ -150,7 +221,7 @@ class _LinearFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dy):
-        x, weight, w_t_codes, w_scale = ctx.saved_tensors
+        weight, w_t_codes, w_scale, *x_t_parts = ctx.saved_tensors
         config = ctx.config
         dy = _gradient_operand(dy)
         need_dx, need_dw = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
@@ -167,21 +238,20 @@ class _LinearFunction(torch.autograd.Function):
             # The gradient has its input's dtype, whatever autocast did.
             dx = _torch.gemm(dy_q, w_t, out_dtype=ctx.x_dtype, mma="fp8")
         if need_dw:
-            # K of this GEMM is the token count: pad it to the block with
-            # zero rows, which leave every block's scale and code as they are.
-            pad = -dy.shape[0] % config.block
-            dys = torch.nn.functional.pad(dy, (0, 0, 0, pad)) if pad else dy
+            if ctx.x_t is None:
+                raise RuntimeError("the weight gradient needs X^T's codes, "
+                                   "which the forward did not keep: the "
+                                   "weight did not require grad then")
             if dy_t is None:
-                dy_t = config.quantize(dys, config.grad_format,
-                                       transpose=True)
-            x_t = ctx.x_t
-            if x_t is None:
-                xs = torch.nn.functional.pad(x, (0, 0, 0, pad)) if pad else x
-                x_t = config.quantize(xs, config.x_format, transpose=True)
+                dy_t = config.quantize(_pad_rows(dy, config.block),
+                                       config.grad_format, transpose=True)
+            codes, local, glob = x_t_parts
+            x_t = ctx.x_t._replace(codes=codes, local_scales=local,
+                                   global_scales=glob)
             dw = _torch.gemm(dy_t, x_t, out_dtype=weight.dtype, mma="fp8")
         if ctx.has_bias and ctx.needs_input_grad[2]:
             db = dy.sum(0, dtype=torch.float32).to(ctx.bias_dtype)
-        return dx, dw, db, None, None, None, None, None
+        return dx, dw, db, None, None, None, None, None, None
 
 
 class LinearConfig:
@@ -201,6 +271,9 @@ class LinearConfig:
         self.global_scope = global_scope
         self.fold = fold
         self.both_layouts = bool(both_layouts)
+        # What X's codes depend on (grad_format is dY's).
+        self.activation_key = (x_format, block, global_scope, fold,
+                               self.both_layouts)
 
     def quantize(self, t, fmt, transpose=False):
         """`t` quantized the MOSS way with this configuration: `fmt`
@@ -374,8 +447,9 @@ class Linear(torch.nn.Module):
             w_codes, w_t_codes, w_scale = self._weight_codes(need_transpose)
         x2d = x.reshape(-1, self.in_features).contiguous()
         need_wgrad = torch.is_grad_enabled() and self.weight.requires_grad
+        x_q, x_t = _activation_codes(x, x2d, self.config, need_wgrad)
         y = _LinearFunction.apply(x2d, self.weight, self.bias, w_codes,
-                                  w_t_codes, w_scale, self.config, need_wgrad)
+                                  w_t_codes, w_scale, x_q, x_t, self.config)
         return y.reshape(*x.shape[:-1], self.out_features)
 
 

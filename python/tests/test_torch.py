@@ -4,6 +4,7 @@ the FP64 reference, the Linear's shapes, dtypes and gradients, convert, and
 the argument errors. Skips without torch."""
 
 import unittest
+from unittest import mock
 
 import numpy as np
 
@@ -329,6 +330,62 @@ class LinearCpuTest(unittest.TestCase):
         y2 = layer(x)
         self.assertEqual(layer.weight_casts["exact"], 2)
         torch.testing.assert_close(y2 - layer.bias, 2 * (y1 - layer.bias))
+
+    def test_linears_reading_one_tensor_quantize_it_once(self):
+        # Query, key and value projections take one tensor: its codes are
+        # made once and every Linear's results stay the quantized products.
+        # An in-place change, another tensor or another quantization makes
+        # them again.
+        torch.manual_seed(np.random.default_rng().integers(1 << 30))
+        qkv = [moss_jit.nn.Linear(64, n) for n in (64, 32, 32)]
+        other = moss_jit.nn.Linear(64, 32, x_format="e5m2")
+        x = torch.randn(2, 24, 64, requires_grad=True)
+        h = x * 1.5  # a tensor of the graph, as an RMSNorm's output
+        calls = []
+        real = moss_jit.nn._quantize_activations
+
+        def counted(*args):
+            calls.append(args[0].shape)
+            return real(*args)
+
+        with mock.patch.object(moss_jit.nn, "_quantize_activations", counted):
+            ys = [layer(h) for layer in qkv]
+            self.assertEqual(len(calls), 1)
+            other(h)
+            self.assertEqual(len(calls), 2)
+            qkv[0](h * 1.0)
+            self.assertEqual(len(calls), 3)
+            with torch.no_grad():
+                h2 = h.detach().clone()
+                qkv[1](h2)
+                h2.mul_(-2)
+                qkv[2](h2)
+            self.assertEqual(len(calls), 5)
+        dys = [torch.randn_like(y) for y in ys]
+        torch.autograd.backward(ys, dys)
+        close = dict(rtol=1e-5, atol=1e-5)
+        dx = np.zeros((48, 64))
+        for layer, y, dy in zip(qkv, ys, dys):
+            want_y, want_dx, want_dw, want_db = reference_linear(
+                layer, h.detach(), dy)
+            np.testing.assert_allclose(y.detach().reshape(-1, y.shape[-1]),
+                                       want_y, **close)
+            np.testing.assert_allclose(layer.weight.grad, want_dw, **close)
+            dx += want_dx
+        np.testing.assert_allclose(x.grad.reshape(-1, 64), 1.5 * dx, **close)
+
+    def test_the_forward_keeps_x_transposed_codes_not_x(self):
+        layer = moss_jit.nn.Linear(64, 32, bias=False)
+        x = torch.randn(40, 64).requires_grad_()
+        saved = []
+        with torch.autograd.graph.saved_tensors_hooks(
+                lambda t: saved.append(t) or t, lambda t: t):
+            layer(x)
+        self.assertFalse(any(t.dtype == torch.float32 and t.shape == x.shape
+                             for t in saved))
+        # X^T over the tokens padded to the block: [64, 64] codes.
+        self.assertIn((64, 64), [tuple(t.shape) for t in saved
+                                 if t.dtype == torch.float8_e4m3fn])
 
     def test_bad_input_is_refused(self):
         with self.assertRaisesRegex(ValueError, "in_features=100"):
