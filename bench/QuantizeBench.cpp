@@ -202,6 +202,16 @@ int main(int argc, char **argv) {
                      ScalingScheme::mxfp8(), false, false, BlockScaleFold::None,
                      true});
   }
+  // A LLaMA ~1B step's activations: the normalized residual stream in FP32
+  // (the query, key and value projections' input) and BF16.
+  for (InputType input : {InputType::F32, InputType::BF16}) {
+    cases.push_back({"moss row, fold row", 16384, 2048, input, row, false,
+                     false, BlockScaleFold::Row});
+    cases.push_back({"moss row T, fold row", 16384, 2048, input, row, true,
+                     false, BlockScaleFold::Row});
+    cases.push_back({"moss row both, fold row", 16384, 2048, input, row, false,
+                     false, BlockScaleFold::Row, true});
+  }
   // Rows longer than a CTA holds, cut into segments: a row's global or fold
   // reference then takes a reduce pass.
   cases.push_back({"moss row", 2048, 65536, InputType::BF16, row});

@@ -70,6 +70,19 @@ bool isSquareGroup(const ScalingScheme &scheme) {
 
 QuantizerVariant chooseQuantizerVariant(const QuantizeSpec &spec,
                                         bool withScale) {
+  if (spec.bothLayouts && !withScale && !spec.options.transpose) {
+    QuantizeSpec rowMajor = spec;
+    rowMajor.bothLayouts = false;
+    QuantizerVariant row = chooseQuantizerVariant(rowMajor, false);
+    QuantizerVariant transposed =
+        chooseQuantizerVariant(getTransposedSpec(spec), false);
+    if (row.family == Family::Rowwise && row.segment == spec.cols &&
+        spec.cols % vecElements(spec.input) == 0 && !row.hasReducePass() &&
+        transposed.hasReducePass()) {
+      row.columnMax = true;
+      return row;
+    }
+  }
   const ScalingScheme &scheme = spec.options.scheme;
   QuantizerVariant v;
   v.block = int(scheme.blockCols);
@@ -238,11 +251,14 @@ Expected<QuantizerSource> generateQuantizerSource(const QuantizeSpec &spec,
   switch (v.family) {
   case Family::Rowwise:
     header = "moss/quantize/rowwise.cuh";
-    config =
-        formatv("moss::quantize::RowwiseConfig<{0}, {1}, {2}, {3}, {4}, "
-                "{5}, {6}, {7}, {8}{9}>",
-                in, kind, fmt, v.block, spec.cols, v.threads, int(v.source),
-                int(options.fold), v.segment, spec.gather ? ", true" : "");
+    // (Gather and ColumnMax, the last parameters, default to off.)
+    config = formatv("moss::quantize::RowwiseConfig<{0}, {1}, {2}, {3}, {4}, "
+                     "{5}, {6}, {7}, {8}{9}>",
+                     in, kind, fmt, v.block, spec.cols, v.threads,
+                     int(v.source), int(options.fold), v.segment,
+                     v.columnMax   ? ", false, true"
+                     : spec.gather ? ", true"
+                                   : "");
     call = "moss::quantize::rowwise<Config>(args, moss::quantize::{0})";
     break;
   case Family::Columnwise:
@@ -289,6 +305,18 @@ Expected<QuantizerSource> generateQuantizerSource(const QuantizeSpec &spec,
   }
   result.quantizeKernel = kernelName.str();
   addKernel(result.quantizeKernel, "kQuantizePass");
+  if (v.columnMax) {
+    // The transposed layout's blocks run down the columns, Block rows each.
+    result.columnKernel = (kernelName + "_columns").str();
+    source +=
+        formatv("\n#include \"moss/quantize/columnmax.cuh\"\n\n"
+                "extern \"C\" __global__ void __launch_bounds__({0}, "
+                "1)\n{1}(const moss::quantize::Args args) {{\n"
+                "  moss::quantize::columnMax<{2}, {3}, {4}>(args);\n}\n",
+                quantize::kColumnMaxThreads, result.columnKernel, in, kind,
+                chooseQuantizerVariant(getTransposedSpec(spec), false).block)
+            .str();
+  }
   result.source = std::move(source);
   return result;
 }

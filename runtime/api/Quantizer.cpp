@@ -37,6 +37,8 @@ struct GpuQuantizer::Plan {
   std::shared_ptr<const KernelEntry> entry;
   CUfunction reduce = nullptr;
   CUfunction quantize = nullptr;
+  /// The column pass (QuantizerVariant::columnMax).
+  CUfunction columns = nullptr;
   QuantizerVariant variant;
   /// Dynamic shared memory per CTA: the row-wise kernel's staged rows, the
   /// square-block kernel's block.
@@ -127,9 +129,9 @@ static GpuQuantizer::PlanKey makePlanKey(const QuantizeSpec &spec,
       uint64_t(spec.options.fold) << 9 | uint64_t(spec.bothLayouts) << 12 |
       uint64_t(spec.gather) << 13 | uint64_t(scheme.blockRows & 0xFFFF) << 16 |
       uint64_t(scheme.blockCols & 0xFFFF) << 32;
-  // Only the row-wise kernel has K compiled in.
-  bool rowwise =
-      !spec.options.transpose && !spec.bothLayouts && !isSquareGroup(scheme);
+  // Only the row-wise kernel has K compiled in (a dual-layout spec's too,
+  // where it takes that kernel: QuantizerVariant::columnMax).
+  bool rowwise = !spec.options.transpose && !isSquareGroup(scheme);
   return {bits, rowwise ? spec.cols : 0};
 }
 
@@ -161,6 +163,13 @@ GpuQuantizer::getPlan(const QuantizeSpec &spec, bool withScale) {
     if (!reduce)
       return reduce.takeError();
     plan->reduce = *reduce;
+  }
+  if (!source.columnKernel.empty()) {
+    Expected<CUfunction> columns =
+        plan->entry->getFunction(source.columnKernel);
+    if (!columns)
+      return columns.takeError();
+    plan->columns = *columns;
   }
   if (plan->variant.family == Family::Rowwise) {
     if (Error e = planRowStages(*plan, spec))
@@ -237,6 +246,79 @@ static Error checkOutputs(const QuantizeBuffers &buffers,
   return Error::success();
 }
 
+/// Counter `which` (0 saturated, 1 non-finite) of `buffers`. Without the
+/// caller's counters the kernels add to the workspace's, which nobody
+/// reads: they need no zeroing.
+static unsigned long long *getCounter(const QuantizeBuffers &buffers, int which,
+                                      CUdeviceptr workspace) {
+  CUdeviceptr base = buffers.counters ? buffers.counters : workspace;
+  return reinterpret_cast<unsigned long long *>(base + 8 * which);
+}
+
+/// A kernel's arguments for one layout's buffers: the input, the outputs,
+/// the counters and the plan's stages; the reduce words are the caller's.
+static quantize::Args makeArgs(const QuantizeSpec &spec,
+                               const QuantizeBuffers &buffers,
+                               const GpuQuantizer::Plan &plan,
+                               CUdeviceptr workspace) {
+  quantize::Args args{};
+  args.x = reinterpret_cast<const void *>(buffers.x);
+  args.rows = int(spec.rows);
+  args.cols = int(spec.cols);
+  args.q = reinterpret_cast<unsigned char *>(buffers.q);
+  args.local = reinterpret_cast<void *>(buffers.local);
+  args.global = reinterpret_cast<float *>(buffers.global);
+  args.saturated = getCounter(buffers, 0, workspace);
+  args.nonFinite = getCounter(buffers, 1, workspace);
+  args.stages = plan.stages;
+  args.gatherRows = reinterpret_cast<const int *>(buffers.gatherRows);
+  args.gatherSourceRows = int(buffers.gatherSourceRows);
+  return args;
+}
+
+/// The grid of `plan`'s kernels for `spec` on `smCount` SMs.
+static LaunchConfig makeLaunch(const QuantizeSpec &spec,
+                               const GpuQuantizer::Plan &plan, int smCount,
+                               CUstream stream) {
+  const QuantizerVariant &v = plan.variant;
+  LaunchConfig launch;
+  launch.stream = stream;
+  launch.block[0] = unsigned(v.threads);
+  switch (v.family) {
+  case Family::Rowwise: {
+    // CTAs take row segments (rows, unless they are too long) in turn.
+    int64_t resident = int64_t(smCount) * plan.ctasPerSm;
+    launch.grid[0] = unsigned(
+        std::min<int64_t>(spec.rows * v.getRowSegments(spec.cols), resident));
+    launch.sharedMemoryBytes = plan.sharedBytes;
+    launch.sharedMemoryLimitSet = true;
+    break;
+  }
+  case Family::Columnwise: {
+    // As many CTAs down each column strip as fill the GPU once without a
+    // second wave; each walks its strip's tiles in turn. (Rounding up
+    // leaves a few CTAs to run alone after the first wave, with most SMs
+    // idle: docs/PERFORMANCE.md, "Design measurements behind the code".)
+    int64_t strips =
+        llvm::divideCeil(spec.cols * (spec.input == InputType::F32 ? 4 : 2),
+                         quantize::kColumnwiseTileBytes);
+    int64_t tiles = llvm::divideCeil(spec.rows, quantize::kColumnwiseTileRows);
+    int64_t resident = int64_t(smCount) * plan.ctasPerSm;
+    launch.grid[0] = unsigned(strips);
+    launch.grid[1] = unsigned(
+        std::clamp<int64_t>(resident / strips, 1, std::min(tiles, kMaxGridY)));
+    break;
+  }
+  case Family::Tile2d:
+    launch.grid[0] = unsigned(llvm::divideCeil(spec.cols, v.block));
+    launch.grid[1] = unsigned(llvm::divideCeil(spec.rows, v.block));
+    launch.sharedMemoryBytes = plan.sharedBytes;
+    launch.sharedMemoryLimitSet = true;
+    break;
+  }
+  return launch;
+}
+
 Error GpuQuantizer::run(const QuantizeSpec &spec,
                         const QuantizeBuffers &buffers,
                         const QuantizeBuffers *rowMajor, CUdeviceptr scale,
@@ -288,6 +370,8 @@ Error GpuQuantizer::run(const QuantizeSpec &spec,
   Expected<const Plan *> plan = getPlan(spec, scale != 0);
   if (!plan)
     return plan.takeError();
+  if ((*plan)->variant.columnMax)
+    return runInTwoKernels(spec, **plan, buffers, *rowMajor, stream);
   const QuantizerVariant &v = (*plan)->variant;
 
   Expected<const DriverApi &> api = getDriverApi();
@@ -316,75 +400,23 @@ Error GpuQuantizer::run(const QuantizeSpec &spec,
             "cuMemsetD8Async(quantizer workspace)"))
       return error;
 
-  // Without the caller's counters the kernels add to the workspace's, which
-  // nobody reads: they need no zeroing.
-  auto counter = [&](const QuantizeBuffers &b, int which) {
-    CUdeviceptr base = b.counters ? b.counters : workspace;
-    return reinterpret_cast<unsigned long long *>(base + 8 * which);
-  };
   auto words = [](CUdeviceptr p) { return reinterpret_cast<unsigned *>(p); };
-  quantize::Args args{};
-  args.x = reinterpret_cast<const void *>(buffers.x);
-  args.rows = int(spec.rows);
-  args.cols = int(spec.cols);
-  args.q = reinterpret_cast<unsigned char *>(buffers.q);
-  args.local = reinterpret_cast<void *>(buffers.local);
-  args.global = reinterpret_cast<float *>(buffers.global);
+  quantize::Args args = makeArgs(spec, buffers, **plan, workspace);
   args.globalBits = words(globalBits);
   // (With globals per output row, those hold the row fold's references.)
   args.foldBits = words(foldWords ? foldBits : globalBits);
   args.scaleIn = reinterpret_cast<const float *>(scale);
-  args.saturated = counter(buffers, 0);
-  args.nonFinite = counter(buffers, 1);
-  args.stages = (*plan)->stages;
-  args.gatherRows = reinterpret_cast<const int *>(buffers.gatherRows);
-  args.gatherSourceRows = int(buffers.gatherSourceRows);
   if (rowMajor) {
     args.row.q = reinterpret_cast<unsigned char *>(rowMajor->q);
     args.row.local = reinterpret_cast<void *>(rowMajor->local);
     args.row.global = reinterpret_cast<float *>(rowMajor->global);
     args.row.globalBits = words(rowGlobalBits);
     args.row.foldBits = words(rowFoldWords ? rowFoldBits : rowGlobalBits);
-    args.row.saturated = counter(*rowMajor, 0);
-    args.row.nonFinite = counter(*rowMajor, 1);
+    args.row.saturated = getCounter(*rowMajor, 0, workspace);
+    args.row.nonFinite = getCounter(*rowMajor, 1, workspace);
   }
   void *params[] = {&args};
-
-  LaunchConfig launch;
-  launch.stream = stream;
-  launch.block[0] = unsigned(v.threads);
-  switch (v.family) {
-  case Family::Rowwise: {
-    // CTAs take row segments (rows, unless they are too long) in turn.
-    int64_t resident = int64_t(smCount) * (*plan)->ctasPerSm;
-    launch.grid[0] = unsigned(
-        std::min<int64_t>(spec.rows * v.getRowSegments(spec.cols), resident));
-    launch.sharedMemoryBytes = (*plan)->sharedBytes;
-    launch.sharedMemoryLimitSet = true;
-    break;
-  }
-  case Family::Columnwise: {
-    // As many CTAs down each column strip as fill the GPU once without a
-    // second wave; each walks its strip's tiles in turn. (Rounding up
-    // leaves a few CTAs to run alone after the first wave, with most SMs
-    // idle: docs/PERFORMANCE.md, "Design measurements behind the code".)
-    int64_t strips = llvm::divideCeil(
-        spec.cols * (spec.input == InputType::F32 ? 4 : 2),
-        quantize::kColumnwiseTileBytes);
-    int64_t tiles = llvm::divideCeil(spec.rows, quantize::kColumnwiseTileRows);
-    int64_t resident = int64_t(smCount) * (*plan)->ctasPerSm;
-    launch.grid[0] = unsigned(strips);
-    launch.grid[1] = unsigned(
-        std::clamp<int64_t>(resident / strips, 1, std::min(tiles, kMaxGridY)));
-    break;
-  }
-  case Family::Tile2d:
-    launch.grid[0] = unsigned(llvm::divideCeil(spec.cols, v.block));
-    launch.grid[1] = unsigned(llvm::divideCeil(spec.rows, v.block));
-    launch.sharedMemoryBytes = (*plan)->sharedBytes;
-    launch.sharedMemoryLimitSet = true;
-    break;
-  }
+  const LaunchConfig launch = makeLaunch(spec, **plan, smCount, stream);
   if ((*plan)->reduce)
     if (Error error = launchKernel((*plan)->reduce, launch, params))
       return error;
@@ -399,6 +431,55 @@ Error GpuQuantizer::run(const QuantizeSpec &spec,
                         "cuMemcpyDtoDAsync(amax)"))
         return error;
   return Error::success();
+}
+
+Error GpuQuantizer::runInTwoKernels(const QuantizeSpec &spec, const Plan &plan,
+                                    const QuantizeBuffers &transposed,
+                                    const QuantizeBuffers &rowMajor,
+                                    CUstream stream) {
+  const QuantizeSpec transposedSpec = getTransposedSpec(spec);
+  Expected<const Plan *> transposedPlan = getPlan(transposedSpec, false);
+  if (!transposedPlan)
+    return transposedPlan.takeError();
+  // The workspace: the transposed pass's word per column (the column pass
+  // writes every one), then one row of column maxima per row-wise CTA, 16
+  // bytes aligned.
+  const LaunchConfig rowLaunch = makeLaunch(spec, plan, smCount, stream);
+  const int64_t parts = rowLaunch.grid[0];
+  const int64_t rowWords =
+      spec.cols * (spec.input == InputType::F32 ? 4 : 2) / 4;
+  const int64_t columnWords = llvm::alignTo(spec.cols, 4);
+  if (Error error = reserveWorkspace(columnWords + parts * rowWords))
+    return error;
+  const CUdeviceptr columnBits = workspace + 16;
+  auto words = [](CUdeviceptr p) { return reinterpret_cast<unsigned *>(p); };
+
+  quantize::Args args = makeArgs(spec, rowMajor, plan, workspace);
+  args.columnMax = words(columnBits + 4 * columnWords);
+  args.columnMaxParts = int(parts);
+  void *params[] = {&args};
+  if (Error error = launchKernel(plan.quantize, rowLaunch, params))
+    return error;
+
+  args.globalBits = words(columnBits);
+  LaunchConfig columnLaunch;
+  columnLaunch.stream = stream;
+  columnLaunch.block[0] = quantize::kColumnMaxThreads;
+  columnLaunch.grid[0] =
+      unsigned(llvm::divideCeil(rowWords, quantize::kColumnMaxWords));
+  if (Error error = launchKernel(plan.columns, columnLaunch, params))
+    return error;
+
+  // (With globals per column, those words are the row fold's references
+  // too; without, they are only those.)
+  quantize::Args t =
+      makeArgs(transposedSpec, transposed, **transposedPlan, workspace);
+  t.globalBits = t.foldBits = words(columnBits);
+  void *transposedParams[] = {&t};
+  return launchKernel(
+      (*transposedPlan)->quantize,
+      makeLaunch(transposedSpec, **transposedPlan, smCount, stream),
+      transposedParams);
 }
 
 Error GpuQuantizer::quantize(const QuantizeSpec &spec,

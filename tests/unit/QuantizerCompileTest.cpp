@@ -65,7 +65,8 @@ void expectCompiles(const QuantizeSpec &spec, bool withScale,
   EXPECT_NE(result->ptx.find(".entry " + source->quantizeKernel),
             std::string::npos);
   std::vector<KernelResources> kernels = parsePtxasResources(result->log);
-  ASSERT_EQ(kernels.size(), source->reduceKernel.empty() ? 1u : 2u)
+  ASSERT_EQ(kernels.size(),
+            1u + !source->reduceKernel.empty() + !source->columnKernel.empty())
       << result->log;
   for (const KernelResources &k : kernels) {
     if (checkResources) {
@@ -129,6 +130,59 @@ TEST(QuantizerCompileTest, DualLayoutVariantsCompileWithoutLocalMemory) {
                          /*checkResources=*/true);
         }
     }
+  }
+}
+
+TEST(QuantizerCompileTest,
+     DualLayoutsTakeTwoKernelsWhereOnlyTheTransposedHalfReduces) {
+  // The row-wise kernel with column maxima where the row-major half needs
+  // no reduce pass of its own and the transposed one does; the dual-layout
+  // kernel otherwise.
+  struct Case {
+    ScalingScheme scheme;
+    BlockScaleFold fold;
+    int64_t cols;
+    bool twoKernels;
+  };
+  const Case cases[] = {
+      {ScalingScheme::twoLevel(GlobalScope::Row, 32), BlockScaleFold::Row, 4096,
+       true},
+      {ScalingScheme::twoLevel(GlobalScope::Row, 32), BlockScaleFold::None,
+       11008, true},
+      {ScalingScheme::perRow(), BlockScaleFold::None, 4096, true},
+      {ScalingScheme::mxfp8(), BlockScaleFold::Row, 4096, true},
+      // No reduce pass in either half.
+      {ScalingScheme::mxfp8(), BlockScaleFold::None, 4096, false},
+      {ScalingScheme::perGroup(1, 32), BlockScaleFold::None, 4096, false},
+      // A per-tensor global: the row-major half reduces too.
+      {ScalingScheme::twoLevel(GlobalScope::Tensor, 32), BlockScaleFold::Row,
+       4096, false},
+      {ScalingScheme::perTensor(), BlockScaleFold::None, 4096, false},
+      // Rows in segments: the row-major half reduces too.
+      {ScalingScheme::twoLevel(GlobalScope::Row, 32), BlockScaleFold::Row,
+       65536, false},
+      // Rows that are not whole 16-byte vectors: the row-wise kernel's
+      // rule.
+      {ScalingScheme::perRow(), BlockScaleFold::None, 100, false},
+  };
+  for (const Case &c : cases) {
+    QuantizeSpec spec;
+    spec.rows = 1024;
+    spec.cols = c.cols;
+    spec.input = InputType::BF16;
+    spec.options = {c.scheme, Fp8Format::E4M3, false};
+    spec.options.fold = c.fold;
+    spec.bothLayouts = true;
+    SCOPED_TRACE(c.scheme.str() + " cols " + std::to_string(c.cols));
+    const QuantizerVariant v = chooseQuantizerVariant(spec, false);
+    EXPECT_EQ(v.columnMax, c.twoKernels);
+    EXPECT_EQ(v.family, c.twoKernels ? QuantizerVariant::Family::Rowwise
+                                     : QuantizerVariant::Family::Columnwise);
+    llvm::Expected<QuantizerSource> source = generateQuantizerSource(spec);
+    ASSERT_TRUE(bool(source)) << llvm::toString(source.takeError());
+    EXPECT_EQ(source->columnKernel.empty(), !c.twoKernels);
+    // A cast with a given scale has nothing to reduce.
+    EXPECT_FALSE(chooseQuantizerVariant(spec, true).columnMax);
   }
 }
 

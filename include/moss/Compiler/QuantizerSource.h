@@ -68,6 +68,9 @@ struct QuantizerSource {
   /// Empty when the spec needs no reduce pass.
   std::string reduceKernel;
   std::string quantizeKernel;
+  /// The column pass of a dual-layout quantize in two kernels
+  /// (QuantizerVariant::columnMax); empty otherwise.
+  std::string columnKernel;
   unsigned threads = 0;
 };
 
@@ -78,7 +81,8 @@ llvm::Error checkGpuQuantizeSpec(const QuantizeSpec &spec);
 /// The CUDA source for a spec (validated). `withScale` generates the
 /// per-tensor cast with a caller's scale (GpuQuantizer::castWithScale).
 /// The kernels are `kernelName` and, with a reduce pass, `kernelName` +
-/// "_reduce".
+/// "_reduce"; with column maxima, the column pass `kernelName` +
+/// "_columns".
 llvm::Expected<QuantizerSource>
 generateQuantizerSource(const QuantizeSpec &spec, bool withScale = false,
                         llvm::StringRef kernelName = "moss_quantize");
@@ -107,6 +111,14 @@ struct QuantizerVariant {
   bool foldReference = false;
   /// Columnwise: the row-major layout is written too (a dual-layout spec).
   bool bothLayouts = false;
+  /// Row-wise, for a dual-layout spec in two kernels: the row-wise kernel
+  /// writes the row-major layout and its CTAs' column maxima, a column pass
+  /// turns those into the transposed layout's reduce words, and the
+  /// transposed spec's quantize pass follows without its reduce pass (X is
+  /// read twice, not three times). Taken where the row-major layout needs no
+  /// reduce pass of its own and the transposed one does (a global or a row
+  /// fold per column).
+  bool columnMax = false;
   int block = 0;
   int threads = 256;
   /// Row-wise: the values of a row segment (a CTA holds one at a time); K

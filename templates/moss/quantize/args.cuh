@@ -60,6 +60,13 @@ struct Args {
   /// mixture-of-experts dispatch: the tokens in expert order).
   const int *gatherRows;
   int gatherSourceRows;
+  /// A dual-layout quantize in two kernels: the row-wise kernel leaves each
+  /// CTA's largest input magnitudes per column in columnMax ([gridDim.x]
+  /// rows of cols BF16 or FP32 magnitudes, in the input's own format), and
+  /// the column pass reduces its columnMaxParts rows into the transposed
+  /// quantize pass's words (Args::globalBits).
+  unsigned int *columnMax;
+  int columnMaxParts;
 };
 
 } // namespace moss::quantize

@@ -323,6 +323,19 @@ __device__ __forceinline__ uint32_t vectorMaxBits(const Vec16 &v) {
   }
 }
 
+/// The larger magnitude bits of `a` and of input word `w`'s elements, per
+/// element: two BF16 halves, or one FP32 word (absBits order NaN above
+/// infinity above every finite value).
+template <int In>
+__device__ __forceinline__ uint32_t wordMagnitudeMax(uint32_t a, uint32_t w) {
+  if constexpr (In == kInBF16) {
+    return maxU16x2(a, w & 0x7FFF7FFFu);
+  } else {
+    const uint32_t b = w & 0x7FFFFFFFu;
+    return b > a ? b : a;
+  }
+}
+
 /// Max of `v` over groups of `Lanes` adjacent lanes (a power of two <= 32).
 template <int Lanes>
 __device__ __forceinline__ uint32_t groupMax(uint32_t v) {

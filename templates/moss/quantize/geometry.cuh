@@ -14,4 +14,9 @@ constexpr int kColumnwiseThreads = 128;
 constexpr int kColumnwiseTileRows = 128;
 constexpr int kColumnwiseTileBytes = 128;
 
+/// The column pass of a dual-layout quantize in two kernels: a CTA of 256
+/// threads per 32 words of a row of column maxima.
+constexpr int kColumnMaxThreads = 256;
+constexpr int kColumnMaxWords = 32;
+
 } // namespace moss::quantize

@@ -23,6 +23,11 @@
 // (a mixture-of-experts dispatch reads each token's row for each of its
 // experts): only the staging copy's source changes.
 //
+// Column maxima (the first kernel of a dual-layout quantize in two kernels,
+// columnmax.cuh): a thread's vectors hold the same columns in every row it
+// takes, so it keeps their largest magnitudes in registers and writes them
+// once, as its CTA's row of Args::columnMax.
+//
 // Rows longer than a CTA holds in registers are cut into segments of Seg
 // values (the last one may be shorter), each a whole number of blocks and
 // 128 fold groups, and a CTA takes segments as it takes rows. What spans the
@@ -42,7 +47,8 @@ namespace moss::quantize {
 /// The row-wise kernel's compile-time shape. `Block` is the block length
 /// along K for block schemes and ignored (pass K) for per-tensor/per-row.
 template <int In_, int Kind_, int Fmt_, int Block_, int K_, int Threads_,
-          int Source_, int Fold_ = 0, int Seg_ = K_, bool Gather_ = false>
+          int Source_, int Fold_ = 0, int Seg_ = K_, bool Gather_ = false,
+          bool ColumnMax_ = false>
 struct RowwiseConfig {
   static constexpr int In = In_, Kind = Kind_, Fmt = Fmt_, Block = Block_,
                        K = K_, Threads = Threads_, Source = Source_,
@@ -50,6 +56,8 @@ struct RowwiseConfig {
   /// Whether output rows read input rows by Args::gatherRows (a variant of
   /// its own: the index costs the other kernels registers).
   static constexpr bool Gather = Gather_;
+  /// Whether each CTA also writes its column maxima (Args::columnMax).
+  static constexpr bool ColumnMax = ColumnMax_;
   /// Lanes that hold one 128-wide K group of the 128 fold.
   static constexpr int kGroupLanes = kFoldGroupCols / kVecElements<In>;
   static constexpr int kVecElems = kVecElements<In>;
@@ -88,6 +96,11 @@ struct RowwiseConfig {
   static_assert(Threads % 32 == 0 && Threads <= 1024, "whole warps");
   static_assert(Fold == 0 || Kind == kMXFP8 || Kind == kTwoLevel,
                 "only E8M0 block factors fold");
+  static_assert(!ColumnMax ||
+                    (kSegments == 1 && !Gather && Source != kGlobalFromBits &&
+                     Source != kGlobalFromRowBits),
+                "column maxima of whole rows, in a kernel without a reduce "
+                "pass");
 };
 
 /// The codes of one 16-byte input vector, packed little-endian (element 0
@@ -202,6 +215,8 @@ template <class Config> __device__ void rowwise(const Args &args, int pass) {
   // Row j sits in stage j % stages, filled for the (j / stages)-th time.
   int stage = 0;
   uint32_t phase = 0;
+  // Column maxima: per word of each of this thread's vectors.
+  uint32_t columnBits[Config::ColumnMax ? VPT : 1][4] = {};
   for (int j = 0; j < myRows; ++j) {
     const int unit = unitOf(j);
     const int row = unit / Segments, seg = unit % Segments;
@@ -221,6 +236,15 @@ template <class Config> __device__ void rowwise(const Args &args, int pass) {
       int vec = threadIdx.x + i * Threads;
       if (inSegment(vec))
         ptx::loadShared128(stageAddress + uint32_t(vec) * 16u, v[i].w);
+    }
+    if constexpr (Config::ColumnMax) {
+#pragma unroll
+      for (int i = 0; i < VPT; ++i)
+        if (inSegment(threadIdx.x + i * Threads))
+#pragma unroll
+          for (int w = 0; w < 4; ++w)
+            columnBits[i][w] =
+                wordMagnitudeMax<In>(columnBits[i][w], v[i].w[w]);
     }
 
     uint32_t blockBits[VPT];
@@ -406,6 +430,20 @@ template <class Config> __device__ void rowwise(const Args &args, int pass) {
         atomicMax(args.globalBits, reduced);
     }
     return;
+  }
+  if constexpr (Config::ColumnMax) {
+    uint32_t *part =
+        args.columnMax + size_t(blockIdx.x) * (Config::K * kElemBytes / 4);
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      const int vec = threadIdx.x + i * Threads;
+      if (Config::kWholeRows || vec < Config::kVecs)
+        asm volatile(
+            "st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(part + 4 * vec),
+            "r"(columnBits[i][0]), "r"(columnBits[i][1]), "r"(columnBits[i][2]),
+            "r"(columnBits[i][3])
+            : "memory");
+    }
   }
   // A per-tensor scale is written, and a non-finite tensor counted, once.
   if constexpr (Config::Source == kGlobalFromBits ||

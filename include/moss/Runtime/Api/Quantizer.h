@@ -137,6 +137,13 @@ private:
                   const QuantizeBuffers &buffers,
                   const QuantizeBuffers *rowMajor, CUdeviceptr scale,
                   CUstream stream);
+  /// A dual-layout spec in two kernels (QuantizerVariant::columnMax): the
+  /// row-wise kernel and the column pass of `plan`, then the transposed
+  /// spec's quantize pass.
+  llvm::Error runInTwoKernels(const compiler::QuantizeSpec &spec,
+                              const Plan &plan,
+                              const QuantizeBuffers &transposed,
+                              const QuantizeBuffers &rowMajor, CUstream stream);
   llvm::Error reserveWorkspace(int64_t globalWords);
 
   KernelCache &cache;
