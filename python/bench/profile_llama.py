@@ -6,7 +6,7 @@ attention, element-wise, reductions and norms, the optimizer, copies),
 then the --top kernels of each run.
 
     python python/bench/profile_llama.py [--size 1b] [--runs bf16 moss]
-        [--steps 3] [--compile]
+        [--steps 3] [--compile] [--both-layouts]
 """
 
 import argparse
@@ -51,7 +51,13 @@ def category(name):
 def profile_run(run, args, initial, data, device):
     """The kernels' CUDA time (us per step) of `run`, by name."""
     model = copy.deepcopy(initial).to(device)
-    train_llama.convert_for_run(model, run)
+    if run.startswith("moss") and args.both_layouts:
+        moss_jit.convert(
+            model, filter_fn=lambda n, m: not train_llama.keep_in_bf16(n),
+            verbose=False, both_layouts=True,
+            grad_format="e5m2" if run == "moss-e5m2" else "e4m3")
+    else:
+        train_llama.convert_for_run(model, run)
     step_model = torch.compile(model) if args.compile else model
     optimizer, _ = train_llama.make_optimizer(model, 1e-4, 100, 1)
     moss_jit.attach_optimizer(optimizer)
@@ -93,6 +99,8 @@ def main():
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--compile", action="store_true")
+    parser.add_argument("--both-layouts", action="store_true",
+                        help="MOSS Linears with both_layouts=True")
     args = parser.parse_args()
     device = torch.device("cuda")
     size = train_llama.SIZES[args.size]
@@ -107,7 +115,8 @@ def main():
         results[run] = profile_run(run, args, initial, data, device)
     labels = [label for label, _ in CATEGORIES] + ["other"]
     print(f"{args.size}, batch {args.batch} x {args.seq}, "
-          f"{'compiled' if args.compile else 'eager'}; us per step")
+          f"{'compiled' if args.compile else 'eager'}"
+          f"{', both_layouts' if args.both_layouts else ''}; us per step")
     print(f"{'category':<18}" + "".join(f"{r:>14}" for r in results))
     sums = {r: collections.Counter() for r in results}
     for r, (_, kernels) in results.items():

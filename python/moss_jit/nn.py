@@ -13,11 +13,11 @@ Backward dX = dY W: dY two-level (E4M3 by default: with per-32 block
 The forward quantizes X in both layouts and keeps X^T's codes for dW
 instead of X (a byte per value instead of two or four). Linears that take
 the same tensor in a row (query, key and value; SwiGLU's gate and up)
-quantize it once. With both_layouts=True, on CUDA and with the token count
-a multiple of the block, X's two layouts come from one read of X, and dY's
-from one read in the backward (quantize_both_layouts). It is off by
-default: on the H200 that kernel is slower than the two quantizations it
-replaces (docs/PERFORMANCE.md).
+quantize it once. On CUDA, with the token count a multiple of the block,
+X's two layouts come from one quantize_both_layouts call in the forward,
+and dY's from one in the backward: two kernels that read X twice instead of
+three times (both_layouts=None, the default: where the global is per row;
+True: always; False: never).
 The master weight stays in its own dtype (the optimizer's precision).
 """
 
@@ -95,11 +95,15 @@ class WeightScaler:
 
 
 def _both_layouts(t, config):
-    """Whether one read of `t` can give both of its layouts: on CUDA, with
-    the token count (its rows) a multiple of the block and blocks that fit
-    the dual-layout kernel's tile rows."""
-    return (config.both_layouts and t.is_cuda and
-            t.shape[0] % config.block == 0 and
+    """Whether one quantize_both_layouts call gives both layouts of `t`: on
+    CUDA, with the token count (its rows) a multiple of the block and blocks
+    that fit the dual-layout kernel's tile rows; by default
+    (both_layouts=None) with a global per row only, where its two kernels
+    beat the two quantizations (docs/PERFORMANCE.md), not with one per
+    tensor, where its one kernel is slower."""
+    wanted = config.both_layouts if config.both_layouts is not None \
+        else config.global_scope == "row"
+    return (wanted and t.is_cuda and t.shape[0] % config.block == 0 and
             config.block * t.element_size() <= 128)
 
 
@@ -157,7 +161,8 @@ class _SharedActivations(threading.local):
     The entry names its input by a weak reference, so it never keeps the
     input alive and cannot match a new tensor at the same address, and by
     its version counter, so an in-place change misses; it is dropped with
-    its input."""
+    its input. Only the stream that made the codes reuses them, and never
+    while a CUDA graph is captured."""
 
     entry = None
 
@@ -185,10 +190,18 @@ def _activation_codes(x, x2d, config, need_wgrad):
     """_quantize_activations(x2d, ...), shared by the Linears that take the
     same tensor `x` in a row (eager only: torch.compile traces each
     call)."""
-    if _torch.compiling() or x.is_inference():
-        # (An inference tensor has no version counter to key on.)
+    # Not under torch.compile, nor for an inference tensor (no version
+    # counter to key on), nor while a CUDA graph is captured: a graph runs
+    # none of its kernels until replayed, so codes made in it hold nothing
+    # yet, and codes taken from the entry would leave the quantization out
+    # of the graph.
+    if _torch.compiling() or x.is_inference() or \
+            (x.is_cuda and torch.cuda.is_current_stream_capturing()):
         return _quantize_activations(x2d, config, need_wgrad)
-    key = (x._version, x.shape, x.stride(), config.activation_key)
+    # Codes made on another stream may not be written yet.
+    stream = torch.cuda.current_stream(x.device).cuda_stream \
+        if x.is_cuda else None
+    key = (x._version, x.shape, x.stride(), stream, config.activation_key)
     codes = _shared_activations.get(x, key, need_wgrad)
     if codes is None:
         codes = _quantize_activations(x2d, config, need_wgrad)
@@ -258,7 +271,7 @@ class LinearConfig:
     """The quantization of one Linear (see Linear)."""
 
     def __init__(self, x_format="e4m3", grad_format="e4m3", block=32,
-                 global_scope="row", fold="row", both_layouts=False):
+                 global_scope="row", fold="row", both_layouts=None):
         schemes._choice(x_format, schemes.FORMATS, "x_format")
         schemes._choice(grad_format, schemes.FORMATS, "grad_format")
         schemes._choice(global_scope, ("tensor", "row"), "global_scope")
@@ -270,7 +283,10 @@ class LinearConfig:
         self.block = block
         self.global_scope = global_scope
         self.fold = fold
-        self.both_layouts = bool(both_layouts)
+        if both_layouts not in (None, True, False):
+            raise ValueError(f"both_layouts={both_layouts!r} is not None, "
+                             "True or False")
+        self.both_layouts = both_layouts
         # What X's codes depend on (grad_format is dY's).
         self.activation_key = (x_format, block, global_scope, fold,
                                self.both_layouts)
@@ -308,9 +324,10 @@ class Linear(torch.nn.Module):
     'tensor'), fold ('row': the quantizers fold the
     block factors, docs/NUMERICS-CONTRACT.md section 8; 'none': exact),
     scaler_interval (500 steps between exact weight rescales),
-    both_layouts (False: one quantization per layout; True: X's and dY's
-    two layouts from one read each where the shapes allow, see the
-    module's text; the same bits either way).
+    both_layouts (None: X's and dY's two layouts from one
+    quantize_both_layouts call each where the global is per row and the
+    shapes allow; True: wherever the shapes allow; False: one quantization
+    per layout; the same bits either way).
 
     The weight's FP8 cast is redone whenever the weight changes: its
     version counter moves, or a step is reported (attach_optimizer, or
@@ -323,7 +340,7 @@ class Linear(torch.nn.Module):
     def __init__(self, in_features, out_features, bias=True, device=None,
                  dtype=None, *, x_format="e4m3", grad_format="e4m3",
                  block=32, global_scope="row", fold="row",
-                 both_layouts=False, scaler_interval=500):
+                 both_layouts=None, scaler_interval=500):
         super().__init__()
         _check_features(in_features, out_features)
         self.in_features = in_features
