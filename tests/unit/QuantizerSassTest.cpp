@@ -3,7 +3,7 @@
 // No GPU needed: each quantizer the FP8 training step runs is generated
 // (generateQuantizerSource), compiled with NVRTC for sm_90a, and its cubin
 // disassembled with nvdisasm. For each of its kernels (the quantize pass and,
-// where there is one, the reduce pass) the test
+// where there is one, the reduce pass or the column pass) the test
 //   - fails on local memory (a stack frame or spills in the ptxas report);
 //   - reports the registers per thread read from the cubin and the warps per
 //     SM those registers, the threads per CTA and the static shared memory
@@ -28,9 +28,10 @@
 //     row (segment) per iteration, VecsPerThread 16-byte vectors a thread
 //     (RowwiseConfig::kVecsPerThread: ceil(Seg / VecElems / Threads), with
 //     the threads and segment of chooseQuantizerVariant); the transposed and
-//     dual-layout kernels' loop takes one tile of kColumnwiseTileRows rows
-//     by kColumnwiseTileBytes bytes of columns, shared by
-//     kColumnwiseThreads threads.
+//     one-kernel dual-layout kernels' loop takes one tile of
+//     kColumnwiseTileRows rows by kColumnwiseTileBytes bytes of columns,
+//     shared by kColumnwiseThreads threads; the column pass's (a dual
+//     layout in two kernels) takes one word of column maxima per thread.
 //   - Instructions per element = loop instructions / elements. A kernel
 //     without a backward branch takes its whole instruction count instead
 //     (NOPs excluded), over the same elements; the table says so.
