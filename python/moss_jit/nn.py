@@ -454,12 +454,15 @@ class Linear(torch.nn.Module):
             # its exact per-tensor scale: the version-keyed cache and the
             # auto-scaler are Python state torch.compile cannot trace, and
             # leaving them out of the graph broke it at every Linear.
+            # Both layouts from one quantize_both_layouts call: the reduce
+            # pass and one read of the weight, instead of two of each.
             w = self.weight.detach()
-            w_q = quantize(w, "per-tensor", "e4m3")
+            if need_transpose:
+                w_q, w_t = quantize_both_layouts(w, "per-tensor", "e4m3")
+                w_t_codes = w_t.codes
+            else:
+                w_q, w_t_codes = quantize(w, "per-tensor", "e4m3"), None
             w_codes, w_scale = w_q.codes, w_q.global_scales
-            w_t_codes = quantize(w, "per-tensor", "e4m3",
-                                 transpose=True).codes \
-                if need_transpose else None
         else:
             w_codes, w_t_codes, w_scale = self._weight_codes(need_transpose)
         x2d = x.reshape(-1, self.in_features).contiguous()
@@ -470,13 +473,21 @@ class Linear(torch.nn.Module):
         return y.reshape(*x.shape[:-1], self.out_features)
 
 
-def _expert_weights(w):
+def _expert_weights(w, transposes=False):
     """The experts' weights w [G, N, K] quantized per row (E4M3, one FP32
-    scale per row of each expert) and stacked for grouped_gemm."""
+    scale per row of each expert) and stacked for grouped_gemm; with
+    `transposes`, also _expert_weights_transposed(w), both from one
+    quantize_both_layouts call (one read of w fewer on the GPU)."""
     groups, n, k = w.shape
-    q = quantize(w.reshape(groups * n, k).contiguous(), "per-row")
-    return ExpertWeights(q.codes, None, q.global_scales, q.scheme, q.format,
-                         q.block, q.global_scope, groups, n)
+    w2d = w.reshape(groups * n, k).contiguous()
+    if transposes:
+        q, q_t = quantize_both_layouts(w2d, "per-row")
+    else:
+        q, q_t = quantize(w2d, "per-row"), None
+    stacked = ExpertWeights(q.codes, None, q.global_scales, q.scheme,
+                            q.format, q.block, q.global_scope, groups, n)
+    return stacked, (_regroup_transposed(q_t, groups, n, k)
+                     if q_t is not None else None)
 
 
 def _padded_by_expert(t, offsets):
@@ -500,30 +511,33 @@ def _padded_by_expert(t, offsets):
     return padded, starts.to(torch.int32), expert
 
 
-def _expert_weights_transposed(w):
-    """The experts' transposes W_g^T [K, N] of w [G, N, K], stacked for
-    grouped_gemm: one transposed per-row quantization of all of w (an FP32
-    scale per input feature, shared by the experts), its codes regrouped
-    by expert. It reads w once; a transposing copy of w itself costs more
-    than the quantization (3.2 ms for 64 experts of 1536 x 4096 FP32 on
-    an H100)."""
-    groups, n, k = w.shape
-    q = quantize(w.reshape(groups * n, k), "per-row", transpose=True)
+def _regroup_transposed(q_t, groups, n, k):
+    """The experts' transposes W_g^T [K, N] stacked for grouped_gemm, from
+    the transposed per-row quantization q_t [K, G * N] of all of w (an FP32
+    scale per input feature, shared by the experts): its codes regrouped by
+    expert. A transposing copy of w itself costs more than the quantization
+    (3.2 ms for 64 experts of 1536 x 4096 FP32 on an H100)."""
     # [K, G * N] -> [G, K, N]: rows of N contiguous codes, moved whole.
-    codes = q.codes.view(torch.uint8).view(k, groups, n).transpose(0, 1)
-    codes = codes.reshape(groups * k, n).view(q.codes.dtype)
-    return ExpertWeights(codes, None, q.global_scales.repeat(groups),
-                         q.scheme, q.format, q.block, q.global_scope, groups,
-                         k)
+    codes = q_t.codes.view(torch.uint8).view(k, groups, n).transpose(0, 1)
+    codes = codes.reshape(groups * k, n).view(q_t.codes.dtype)
+    return ExpertWeights(codes, None, q_t.global_scales.repeat(groups),
+                         q_t.scheme, q_t.format, q_t.block, q_t.global_scope,
+                         groups, k)
 
 
 class _GroupedLinearFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, offsets, weight, bias, config):
         x_q = config.quantize(x, config.x_format)
-        y = grouped_gemm(x_q, _expert_weights(weight), offsets,
-                         out_dtype=config.out_dtype(x), bias=bias)
-        ctx.save_for_backward(x, offsets, weight)
+        # The input gradient's transposed weights come with the forward's.
+        w_q, w_t = _expert_weights(weight, transposes=ctx.needs_input_grad[0])
+        y = grouped_gemm(x_q, w_q, offsets, out_dtype=config.out_dtype(x),
+                         bias=bias)
+        w_t_parts = (w_t.codes, w_t.global_scales) if w_t is not None \
+            else (None, None)
+        ctx.save_for_backward(x, offsets, weight, *w_t_parts)
+        ctx.w_t = w_t._replace(codes=None, global_scales=None) \
+            if w_t is not None else None
         ctx.config = config
         ctx.has_bias = bias is not None
         ctx.bias_dtype = bias.dtype if bias is not None else None
@@ -531,14 +545,14 @@ class _GroupedLinearFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dy):
-        x, offsets, weight = ctx.saved_tensors
+        x, offsets, weight, w_t_codes, w_t_global = ctx.saved_tensors
         config = ctx.config
         dy = _gradient_operand(dy)
         dx = dw = db = None
         if ctx.needs_input_grad[0]:
             # dX_g = dY_g W_g: each expert's W^T [K, N], quantized per row.
             dy_q = config.quantize(dy, config.grad_format)
-            w_t = _expert_weights_transposed(weight)
+            w_t = ctx.w_t._replace(codes=w_t_codes, global_scales=w_t_global)
             dx = grouped_gemm(dy_q, w_t, offsets, out_dtype=x.dtype)
         need_dw = ctx.needs_input_grad[2]
         need_db = ctx.has_bias and ctx.needs_input_grad[3]
@@ -574,7 +588,8 @@ class GroupedLinear(torch.nn.Module):
     folded by rows), the weights per row (E4M3, an FP32 scale per row of
     each expert) and their transposes per input feature (one transposed
     quantization of all experts, a scale shared by them), cast from the
-    weight on every call.
+    weight on every call, both layouts by one quantize_both_layouts call in
+    the forward.
     The weight gradient is one k-grouped GEMM (k_grouped_gemm) over the
     experts' tokens, each expert's padded with zeros to a multiple of 128
     on the device and quantized transposed as in Linear (folded by rows
