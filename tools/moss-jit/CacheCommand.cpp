@@ -40,9 +40,9 @@ cl::opt<bool> staticM(
 cl::opt<bool> quantizers(
     "quantizers",
     cl::desc("warm: also the quantizers of moss_jit.nn.Linear's training "
-             "step for each shape M N K (tokens, out, in): X and dY row-wise "
-             "and transposed (MOSS, global per row, row fold), and the "
-             "weight's per-tensor casts"),
+             "step for each shape M N K (tokens, out, in): X and dY in both "
+             "layouts (MOSS, global per row, row fold), and the weight's "
+             "per-tensor casts"),
     cl::sub(cacheCommand));
 cl::opt<std::string>
     activations("activations",
@@ -71,8 +71,11 @@ struct StepQuantization {
 
 /// The quantizations moss_jit.nn.Linear (its defaults: E4M3, MOSS blocks of
 /// 32 with a global per row, folded by rows) runs for `tokens` rows of
-/// `in` -> `out` features: X and dY in both layouts, the weight [out, in]
-/// cast exactly, with the scaler's scale, and transposed with it.
+/// `in` -> `out` features: X and dY in both layouts (one dual-layout
+/// quantize each where the tokens are a multiple of the block, else the two
+/// apart over the tokens padded to it), the weight [out, in] cast exactly,
+/// with the scaler's scale, and transposed with it, and, compiled, both its
+/// layouts at once.
 std::vector<StepQuantization>
 getLinearStepQuantizations(int64_t tokens, int64_t out, int64_t in,
                            compiler::InputType activation,
@@ -90,19 +93,32 @@ getLinearStepQuantizations(int64_t tokens, int64_t out, int64_t in,
     spec.options = {scheme, numerics::Fp8Format::E4M3, transpose, fold};
     return spec;
   };
-  // The weight gradient pads the tokens to the block.
-  const int64_t padded = (tokens + 31) / 32 * 32;
+  std::vector<StepQuantization> steps;
+  for (int64_t features : {in, out}) {
+    compiler::QuantizeSpec x =
+        make(tokens, features, activation, moss, false, BlockScaleFold::Row);
+    if (tokens % 32 == 0) {
+      x.bothLayouts = true;
+      steps.push_back({x});
+      steps.push_back({compiler::getTransposedSpec(x)});
+      continue;
+    }
+    // The weight gradient pads the tokens to the block.
+    steps.push_back({x});
+    steps.push_back({make((tokens + 31) / 32 * 32, features, activation, moss,
+                          true, BlockScaleFold::Row)});
+  }
   const numerics::ScalingScheme perTensor =
       numerics::ScalingScheme::perTensor();
-  return {
-      {make(tokens, in, activation, moss, false, BlockScaleFold::Row)},
-      {make(padded, in, activation, moss, true, BlockScaleFold::Row)},
-      {make(tokens, out, activation, moss, false, BlockScaleFold::Row)},
-      {make(padded, out, activation, moss, true, BlockScaleFold::Row)},
-      {make(out, in, weight, perTensor, false, BlockScaleFold::None)},
-      {make(out, in, weight, perTensor, false, BlockScaleFold::None), true},
-      {make(out, in, weight, perTensor, true, BlockScaleFold::None), true},
-  };
+  compiler::QuantizeSpec w =
+      make(out, in, weight, perTensor, false, BlockScaleFold::None);
+  steps.push_back({w});
+  steps.push_back({w, true});
+  steps.push_back(
+      {make(out, in, weight, perTensor, true, BlockScaleFold::None), true});
+  w.bothLayouts = true;
+  steps.push_back({w});
+  return steps;
 }
 
 std::optional<compiler::InputType> parseInputType(StringRef text) {
