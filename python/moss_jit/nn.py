@@ -209,6 +209,24 @@ def _activation_codes(x, x2d, config, need_wgrad):
     return codes
 
 
+def _parts(q):
+    """The tensors of a MossTensor or ExpertWeights `q` (None for each where
+    `q` is None), for save_for_backward; _without_parts(q) keeps the rest."""
+    return (q.codes, q.local_scales, q.global_scales) if q is not None \
+        else (None, None, None)
+
+
+def _without_parts(q):
+    return q._replace(codes=None, local_scales=None, global_scales=None) \
+        if q is not None else None
+
+
+def _with_parts(q, parts):
+    """`q` from _without_parts with its tensors `parts` back."""
+    codes, local, glob = parts
+    return q._replace(codes=codes, local_scales=local, global_scales=glob)
+
+
 class _LinearFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias, w_codes, w_t_codes, w_scale, x_q, x_t,
@@ -220,12 +238,8 @@ class _LinearFunction(torch.autograd.Function):
                         mma="fp8")
         # X^T's codes, not X, wait for dW: a byte per value instead of X's
         # two or four.
-        x_t_parts = (x_t.codes, x_t.local_scales, x_t.global_scales) \
-            if x_t is not None else (None, None, None)
-        ctx.save_for_backward(weight, w_t_codes, w_scale, *x_t_parts)
-        ctx.x_t = x_t._replace(codes=None, local_scales=None,
-                               global_scales=None) \
-            if x_t is not None else None
+        ctx.save_for_backward(weight, w_t_codes, w_scale, *_parts(x_t))
+        ctx.x_t = _without_parts(x_t)
         ctx.x_dtype = x.dtype
         ctx.config = config
         ctx.has_bias = bias is not None
@@ -258,10 +272,8 @@ class _LinearFunction(torch.autograd.Function):
             if dy_t is None:
                 dy_t = config.quantize(_pad_rows(dy, config.block),
                                        config.grad_format, transpose=True)
-            codes, local, glob = x_t_parts
-            x_t = ctx.x_t._replace(codes=codes, local_scales=local,
-                                   global_scales=glob)
-            dw = _torch.gemm(dy_t, x_t, out_dtype=weight.dtype, mma="fp8")
+            dw = _torch.gemm(dy_t, _with_parts(ctx.x_t, x_t_parts),
+                             out_dtype=weight.dtype, mma="fp8")
         if ctx.has_bias and ctx.needs_input_grad[2]:
             db = dy.sum(0, dtype=torch.float32).to(ctx.bias_dtype)
         return dx, dw, db, None, None, None, None, None, None
@@ -538,11 +550,13 @@ class _GroupedLinearFunction(torch.autograd.Function):
         w_q, w_t = _expert_weights(weight, transposes=ctx.needs_input_grad[0])
         y = grouped_gemm(x_q, w_q, offsets, out_dtype=config.out_dtype(x),
                          bias=bias)
-        w_t_parts = (w_t.codes, w_t.global_scales) if w_t is not None \
-            else (None, None)
-        ctx.save_for_backward(x, offsets, weight, *w_t_parts)
-        ctx.w_t = w_t._replace(codes=None, global_scales=None) \
-            if w_t is not None else None
+        # X^T's codes over the tokens padded by expert, not X, wait for dW.
+        x_t = config.quantize(_padded_by_expert(x, offsets)[0],
+                              config.x_format, transpose=True) \
+            if ctx.needs_input_grad[2] else None
+        ctx.save_for_backward(offsets, weight, *_parts(w_t), *_parts(x_t))
+        ctx.w_t, ctx.x_t = _without_parts(w_t), _without_parts(x_t)
+        ctx.x_dtype = x.dtype
         ctx.config = config
         ctx.has_bias = bias is not None
         ctx.bias_dtype = bias.dtype if bias is not None else None
@@ -550,15 +564,16 @@ class _GroupedLinearFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dy):
-        x, offsets, weight, w_t_codes, w_t_global = ctx.saved_tensors
+        offsets, weight, *parts = ctx.saved_tensors
+        w_t_parts, x_t_parts = parts[:3], parts[3:]
         config = ctx.config
         dy = _gradient_operand(dy)
         dx = dw = db = None
         if ctx.needs_input_grad[0]:
             # dX_g = dY_g W_g: each expert's W^T [K, N], quantized per row.
             dy_q = config.quantize(dy, config.grad_format)
-            w_t = ctx.w_t._replace(codes=w_t_codes, global_scales=w_t_global)
-            dx = grouped_gemm(dy_q, w_t, offsets, out_dtype=x.dtype)
+            dx = grouped_gemm(dy_q, _with_parts(ctx.w_t, w_t_parts), offsets,
+                              out_dtype=ctx.x_dtype)
         need_dw = ctx.needs_input_grad[2]
         need_db = ctx.has_bias and ctx.needs_input_grad[3]
         if need_dw or need_db:
@@ -572,12 +587,11 @@ class _GroupedLinearFunction(torch.autograd.Function):
                 db.index_add_(0, expert, dy.float())
                 db = db.to(ctx.bias_dtype)
             if need_dw:
-                x_pad = _padded_by_expert(x, offsets)[0]
                 dy_t = config.quantize(dy_pad, config.grad_format,
                                        transpose=True)
-                x_t = config.quantize(x_pad, config.x_format, transpose=True)
-                dw = k_grouped_gemm(dy_t, x_t, padded_offsets,
-                                    out_dtype=weight.dtype, mma="fp8")
+                dw = k_grouped_gemm(dy_t, _with_parts(ctx.x_t, x_t_parts),
+                                    padded_offsets, out_dtype=weight.dtype,
+                                    mma="fp8")
         return dx, None, dw, db, None
 
 
@@ -598,7 +612,8 @@ class GroupedLinear(torch.nn.Module):
     The weight gradient is one k-grouped GEMM (k_grouped_gemm) over the
     experts' tokens, each expert's padded with zeros to a multiple of 128
     on the device and quantized transposed as in Linear (folded by rows
-    over all tokens): no synchronization. Keyword options as Linear's
+    over all tokens; X^T's codes made in the forward and kept instead of X):
+    no synchronization. Keyword options as Linear's
     (x_format, grad_format, block, global_scope, fold).
     """
 

@@ -377,6 +377,24 @@ class GroupedLinearCpuTest(unittest.TestCase):
         self.assertTrue(torch.equal(layer.weight.grad[1],
                                     torch.zeros_like(layer.weight.grad[1])))
 
+    def test_the_forward_keeps_fp8_codes_not_x(self):
+        # X^T over the tokens padded by expert and the experts' W^T wait for
+        # the backward as FP8 codes; X itself is not kept.
+        layer = moss_jit.nn.GroupedLinear(2, 64, 96)
+        x = torch.randn(40, 64, requires_grad=True)
+        offsets = offsets_of([25, 15])
+        saved = []
+        with torch.autograd.graph.saved_tensors_hooks(
+                lambda t: saved.append(t) or t, lambda t: t):
+            layer(x, offsets)
+        self.assertFalse(any(t.dtype == torch.float32 and t.shape == x.shape
+                             for t in saved))
+        fp8 = [tuple(t.shape) for t in saved
+               if t.dtype == torch.float8_e4m3fn]
+        # K = 40 + 127 * 2 rounded up to 128; the experts' W^T [2 * 64, 96].
+        self.assertIn((64, 384), fp8)
+        self.assertIn((128, 96), fp8)
+
     def test_bf16_tokens_and_no_tokens(self):
         layer = moss_jit.nn.GroupedLinear(3, 32, 64, bias=True,
                                           dtype=torch.bfloat16)
