@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <future>
 
 using namespace llvm;
 using namespace moss::numerics;
@@ -110,8 +111,25 @@ compileQuantizer(KernelCache &cache, const QuantizeSpec &spec, bool withScale) {
   Expected<QuantizerSource> source = generateQuantizerSource(spec, withScale);
   if (!source)
     return source.takeError();
+  // (NVRTC compiles the two sources in parallel: a first dual-layout call
+  // waits for the longer of them, not for both.)
+  std::future<Error> transposed;
+  if (chooseQuantizerVariant(spec, withScale).columnMax)
+    transposed =
+        std::async(std::launch::async, [&cache, t = getTransposedSpec(spec)] {
+          return compileQuantizer(cache, t, false).takeError();
+        });
   Expected<std::shared_ptr<const KernelEntry>> entry =
       cache.getOrCompile(source->source, CompileOptions());
+  if (transposed.valid()) {
+    Error error = transposed.get();
+    if (!entry) {
+      consumeError(std::move(error));
+      return entry.takeError();
+    }
+    if (error)
+      return std::move(error);
+  }
   if (!entry)
     return entry.takeError();
   return CompiledQuantizer{std::move(*source), std::move(*entry)};

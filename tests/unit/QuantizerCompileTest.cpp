@@ -8,6 +8,7 @@
 
 #include "moss/Runtime/Api/Folder.h"
 #include "moss/Runtime/Api/Quantizer.h"
+#include "moss/Runtime/Cache/KernelCache.h"
 #include "moss/Runtime/Nvrtc/Nvrtc.h"
 #include "moss/Runtime/Nvrtc/Resources.h"
 
@@ -184,6 +185,41 @@ TEST(QuantizerCompileTest,
     // A cast with a given scale has nothing to reduce.
     EXPECT_FALSE(chooseQuantizerVariant(spec, true).columnMax);
   }
+}
+
+TEST(QuantizerCompileTest, ADualLayoutCompileBuildsItsTransposedPassToo) {
+  // compileQuantizer of a dual-layout spec in two kernels leaves the
+  // transposed spec's kernels in the cache as well (compiled beside its
+  // own); a dual-layout spec in one kernel compiles only its own source.
+  if (!isNvrtcAvailable())
+    GTEST_SKIP() << "NVRTC (libnvrtc.so.13) is not available";
+  KernelCacheOptions options;
+  options.useDisk = false;
+  KernelCache cache(options);
+  QuantizeSpec spec;
+  spec.rows = 1024;
+  spec.cols = 2048;
+  spec.input = InputType::BF16;
+  spec.options = {ScalingScheme::twoLevel(GlobalScope::Row, 32),
+                  Fp8Format::E4M3, false, BlockScaleFold::Row};
+  spec.bothLayouts = true;
+  llvm::Expected<CompiledQuantizer> dual = compileQuantizer(cache, spec, false);
+  ASSERT_TRUE(bool(dual)) << llvm::toString(dual.takeError());
+  EXPECT_FALSE(dual->source.columnKernel.empty());
+  EXPECT_EQ(cache.stats().compiles, 2u);
+  llvm::Expected<CompiledQuantizer> transposed =
+      compileQuantizer(cache, getTransposedSpec(spec), false);
+  ASSERT_TRUE(bool(transposed)) << llvm::toString(transposed.takeError());
+  EXPECT_EQ(cache.stats().compiles, 2u);
+  EXPECT_EQ(cache.stats().memoryHits, 1u);
+
+  spec.options.scheme = ScalingScheme::mxfp8();
+  spec.options.fold = BlockScaleFold::None;
+  llvm::Expected<CompiledQuantizer> oneKernel =
+      compileQuantizer(cache, spec, false);
+  ASSERT_TRUE(bool(oneKernel)) << llvm::toString(oneKernel.takeError());
+  EXPECT_TRUE(oneKernel->source.columnKernel.empty());
+  EXPECT_EQ(cache.stats().compiles, 3u);
 }
 
 TEST(QuantizerCompileTest, DualLayoutRejectsWhatOneReadCannotWrite) {

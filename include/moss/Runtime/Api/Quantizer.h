@@ -61,7 +61,10 @@ struct QuantizeBuffers {
 
 /// The kernels of one quantization, compiled (or found in `cache`) as
 /// GpuQuantizer compiles them, so under the same cache key: what `moss-jit
-/// cache warm --quantizers` puts in the disk cache without a GPU.
+/// cache warm --quantizers` puts in the disk cache without a GPU. A
+/// dual-layout spec in two kernels (QuantizerVariant::columnMax) also runs
+/// the transposed spec's quantize pass: that source is compiled on a second
+/// thread meanwhile, and cached on its own.
 struct CompiledQuantizer {
   compiler::QuantizerSource source;
   std::shared_ptr<const KernelEntry> entry;
