@@ -98,12 +98,15 @@ GpuQuantizer::GpuQuantizer(KernelCache &cache, int smCount)
     : cache(cache), smCount(smCount) {}
 
 GpuQuantizer::~GpuQuantizer() {
-  if (!workspace)
+  if (workspaces.empty())
     return;
-  if (Expected<const DriverApi &> api = getDriverApi())
-    api->memFree(workspace);
-  else
+  Expected<const DriverApi &> api = getDriverApi();
+  if (!api) {
     consumeError(api.takeError());
+    return;
+  }
+  for (auto &entry : workspaces)
+    api->memFree(entry.second.pointer);
 }
 
 Expected<CompiledQuantizer>
@@ -211,23 +214,29 @@ GpuQuantizer::getPlan(const QuantizeSpec &spec, bool withScale) {
   return (plans[key] = std::move(plan)).get();
 }
 
-Error GpuQuantizer::reserveWorkspace(int64_t globalWords) {
-  // Two uint64 counters, then the reduce pass's words.
-  int64_t words = 4 + globalWords;
-  if (words <= workspaceWords)
-    return Error::success();
+Expected<CUdeviceptr> GpuQuantizer::getWorkspace(int64_t globalWords,
+                                                 CUstream stream) {
+  // Two uint64 counters, then the words.
+  const int64_t words = 4 + globalWords;
+  Workspace &w = workspaces[stream];
+  if (words <= w.words)
+    return w.pointer;
   Expected<const DriverApi &> api = getDriverApi();
   if (!api)
     return api.takeError();
-  if (workspace)
-    api->memFree(workspace);
-  workspace = 0;
-  workspaceWords = 0;
-  if (Error error = checkCuda(api->memAlloc(&workspace, words * 4),
+  if (w.pointer) {
+    // Launches queued on the stream may still use the old one.
+    if (Error error = checkCuda(api->streamSynchronize(stream),
+                                "cuStreamSynchronize(quantizer workspace)"))
+      return std::move(error);
+    api->memFree(w.pointer);
+    w = Workspace();
+  }
+  if (Error error = checkCuda(api->memAlloc(&w.pointer, words * 4),
                               "cuMemAlloc(quantizer workspace)"))
-    return error;
-  workspaceWords = words;
-  return Error::success();
+    return std::move(error);
+  w.words = words;
+  return w.pointer;
 }
 
 /// Checks one device pointer: present exactly when needed, and aligned.
@@ -406,9 +415,10 @@ Error GpuQuantizer::run(const QuantizeSpec &spec,
   int64_t rowGlobalWords = rowMajor ? (v.globalPerRow ? spec.rows : 1) : 0;
   int64_t rowFoldWords = rowMajor && foldWords ? spec.rows : 0;
   int64_t reduceWords = globalWords + foldWords + rowGlobalWords + rowFoldWords;
-  if (Error error = reserveWorkspace(reduceWords))
-    return error;
-  CUdeviceptr globalBits = workspace + 16;
+  Expected<CUdeviceptr> workspace = getWorkspace(reduceWords, stream);
+  if (!workspace)
+    return workspace.takeError();
+  CUdeviceptr globalBits = *workspace + 16;
   CUdeviceptr foldBits = globalBits + 4 * globalWords;
   CUdeviceptr rowGlobalBits = foldBits + 4 * foldWords;
   CUdeviceptr rowFoldBits = rowGlobalBits + 4 * rowGlobalWords;
@@ -419,7 +429,7 @@ Error GpuQuantizer::run(const QuantizeSpec &spec,
       return error;
 
   auto words = [](CUdeviceptr p) { return reinterpret_cast<unsigned *>(p); };
-  quantize::Args args = makeArgs(spec, buffers, **plan, workspace);
+  quantize::Args args = makeArgs(spec, buffers, **plan, *workspace);
   args.globalBits = words(globalBits);
   // (With globals per output row, those hold the row fold's references.)
   args.foldBits = words(foldWords ? foldBits : globalBits);
@@ -430,8 +440,8 @@ Error GpuQuantizer::run(const QuantizeSpec &spec,
     args.row.global = reinterpret_cast<float *>(rowMajor->global);
     args.row.globalBits = words(rowGlobalBits);
     args.row.foldBits = words(rowFoldWords ? rowFoldBits : rowGlobalBits);
-    args.row.saturated = getCounter(*rowMajor, 0, workspace);
-    args.row.nonFinite = getCounter(*rowMajor, 1, workspace);
+    args.row.saturated = getCounter(*rowMajor, 0, *workspace);
+    args.row.nonFinite = getCounter(*rowMajor, 1, *workspace);
   }
   void *params[] = {&args};
   const LaunchConfig launch = makeLaunch(spec, **plan, smCount, stream);
@@ -467,12 +477,14 @@ Error GpuQuantizer::runInTwoKernels(const QuantizeSpec &spec, const Plan &plan,
   const int64_t rowWords =
       spec.cols * (spec.input == InputType::F32 ? 4 : 2) / 4;
   const int64_t columnWords = llvm::alignTo(spec.cols, 4);
-  if (Error error = reserveWorkspace(columnWords + parts * rowWords))
-    return error;
-  const CUdeviceptr columnBits = workspace + 16;
+  Expected<CUdeviceptr> workspace =
+      getWorkspace(columnWords + parts * rowWords, stream);
+  if (!workspace)
+    return workspace.takeError();
+  const CUdeviceptr columnBits = *workspace + 16;
   auto words = [](CUdeviceptr p) { return reinterpret_cast<unsigned *>(p); };
 
-  quantize::Args args = makeArgs(spec, rowMajor, plan, workspace);
+  quantize::Args args = makeArgs(spec, rowMajor, plan, *workspace);
   args.columnMax = words(columnBits + 4 * columnWords);
   args.columnMaxParts = int(parts);
   void *params[] = {&args};
@@ -491,7 +503,7 @@ Error GpuQuantizer::runInTwoKernels(const QuantizeSpec &spec, const Plan &plan,
   // (With globals per column, those words are the row fold's references
   // too; without, they are only those.)
   quantize::Args t =
-      makeArgs(transposedSpec, transposed, **transposedPlan, workspace);
+      makeArgs(transposedSpec, transposed, **transposedPlan, *workspace);
   t.globalBits = t.foldBits = words(columnBits);
   void *transposedParams[] = {&t};
   return launchKernel(

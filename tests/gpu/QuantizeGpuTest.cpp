@@ -17,6 +17,8 @@
 
 #include "QuantizerTestSupport.h"
 
+#include "llvm/ADT/ScopeExit.h"
+
 #include "gtest/gtest.h"
 
 #include <algorithm>
@@ -324,6 +326,70 @@ TEST(QuantizeGpuTest, TransposedOddKMatchesTheHostReference) {
 // transposed kernel's tile rows, unfolded and row-folded, on shapes that
 // are not multiples of the tiles (odd K included where the scheme has no
 // blocks), and one large enough that each CTA walks many tiles.
+// Quantizations issued to two streams at once, each with a reduce pass or
+// column maxima in its workspace: every output still equals the host's
+// (one shared workspace would let one stream's words overwrite the other's).
+TEST(QuantizeGpuTest, TwoStreamsDoNotShareAWorkspace) {
+  REQUIRE_GPU();
+  uint64_t seed = freshSeed();
+  const DriverApi &api = DeviceBuffer::api();
+  CUstream streams[2] = {nullptr, nullptr};
+  for (CUstream &stream : streams)
+    ASSERT_EQ(api.streamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  auto destroy = llvm::make_scope_exit([&] {
+    for (CUstream stream : streams)
+      api.streamDestroy(stream);
+  });
+  // A dual layout in two kernels (column maxima) and a transposed quantize
+  // with a reduce pass, on inputs of different sizes and data.
+  QuantizeSpec specs[2];
+  specs[0].rows = 4096;
+  specs[0].cols = 4096;
+  specs[0].input = InputType::BF16;
+  specs[0].options = {ScalingScheme::twoLevel(GlobalScope::Row, 32),
+                      Fp8Format::E4M3, false, BlockScaleFold::Row};
+  specs[0].bothLayouts = true;
+  specs[1].rows = 2048;
+  specs[1].cols = 6144;
+  specs[1].input = InputType::BF16;
+  specs[1].options = {ScalingScheme::twoLevel(GlobalScope::Tensor, 32),
+                      Fp8Format::E4M3, true, BlockScaleFold::Row};
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round) + " seed " +
+                 std::to_string(seed));
+    Input inputs[2] = {Input(specs[0], Data::Outliers, seed),
+                       Input(specs[1], Data::Gaussian, seed + 1)};
+    seed += 2;
+    DeviceOutputs rowOut(getQuantizeLayout(specs[0])),
+        tOut(getQuantizeLayout(getTransposedSpec(specs[0]))),
+        out(getQuantizeLayout(specs[1]));
+    llvm::Error first = gpu().quantizer->quantizeBothLayouts(
+        specs[0], rowOut.buffers(inputs[0].device.get()), tOut.buffers(0),
+        streams[0]);
+    ASSERT_FALSE(bool(first)) << llvm::toString(std::move(first));
+    llvm::Error second = gpu().quantizer->quantize(
+        specs[1], out.buffers(inputs[1].device.get()), streams[1]);
+    ASSERT_FALSE(bool(second)) << llvm::toString(std::move(second));
+    for (CUstream stream : streams)
+      ASSERT_EQ(api.streamSynchronize(stream), CUDA_SUCCESS);
+    for (int i = 0; i < 2; ++i) {
+      llvm::Expected<QuantizedTensor> ref =
+          quantize(inputs[i].x, specs[i].rows, specs[i].cols, specs[i].options);
+      ASSERT_TRUE(bool(ref)) << llvm::toString(ref.takeError());
+      if (i == 1) {
+        out.expectEqual(*ref);
+        continue;
+      }
+      rowOut.expectEqual(*ref);
+      llvm::Expected<QuantizedTensor> tRef =
+          quantize(inputs[0].x, specs[0].rows, specs[0].cols,
+                   getTransposedSpec(specs[0]).options);
+      ASSERT_TRUE(bool(tRef)) << llvm::toString(tRef.takeError());
+      tOut.expectEqual(*tRef);
+    }
+  }
+}
+
 TEST(QuantizeGpuTest, BothLayoutsMatchTheHostReference) {
   REQUIRE_GPU();
   uint64_t seed = freshSeed();

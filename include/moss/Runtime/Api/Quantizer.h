@@ -147,14 +147,22 @@ private:
                               const Plan &plan,
                               const QuantizeBuffers &transposed,
                               const QuantizeBuffers &rowMajor, CUstream stream);
-  llvm::Error reserveWorkspace(int64_t globalWords);
+  /// The workspace of launches on `stream` (two uint64 counters, then
+  /// `globalWords` words): one per stream, so that quantizations on
+  /// different streams never share one. Growing one synchronizes its
+  /// stream: work queued on it may still use the old one.
+  llvm::Expected<CUdeviceptr> getWorkspace(int64_t globalWords,
+                                           CUstream stream);
 
   KernelCache &cache;
   int smCount;
   std::unordered_map<PlanKey, std::unique_ptr<Plan>, PlanKeyHash> plans;
-  /// Reduce-pass accumulators and fallback counters.
-  CUdeviceptr workspace = 0;
-  int64_t workspaceWords = 0;
+  /// Reduce-pass words, column maxima and fallback counters, per stream.
+  struct Workspace {
+    CUdeviceptr pointer = 0;
+    int64_t words = 0;
+  };
+  std::unordered_map<CUstream, Workspace> workspaces;
   ContextBinding context;
 };
 
