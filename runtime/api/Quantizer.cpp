@@ -106,7 +106,8 @@ GpuQuantizer::~GpuQuantizer() {
     return;
   }
   for (auto &entry : workspaces)
-    api->memFree(entry.second.pointer);
+    if (entry.second.pointer)
+      api->memFree(entry.second.pointer);
 }
 
 Expected<CompiledQuantizer>
