@@ -14,7 +14,9 @@ on the routed rows, and moss's speed over torch's FP8 one.
 
 A second table (unless --no-layer) times a whole expert layer's step,
 forward and backward: moss_jit.nn.GroupedLinear (quantizers included)
-against the same layer in bf16 through torch._grouped_mm's autograd, for
+against the same layer in bf16 through torch._grouped_mm's autograd, with
+bf16 weights and with FP32 master weights cast to bf16 in each step (as
+the MOSS layer quantizes its FP32 weights in each step), for
 DeepSeek-V3-like experts (64, top-8 of 4096 tokens, 4096 -> 1536) and
 Mixtral-like ones (8, top-2 of 8192 tokens, 4096 -> 14336).
 """
@@ -131,8 +133,9 @@ def layer_table(args, generator):
     """One expert layer's forward and backward: GroupedLinear against bf16
     torch._grouped_mm with autograd, from the same weights and rows."""
     print("\n| layer | experts | routed rows | in -> out | bf16 step ms | "
-          "moss step ms | moss / bf16 speed |")
-    print("|---|---|---|---|---|---|---|")
+          "bf16 from FP32 weights step ms | moss step ms | moss / bf16 speed "
+          "| moss / bf16 from FP32 weights speed |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for name, experts, tokens, d, ffn in LAYERS:
         rows = route(tokens, experts, args.routing == "skewed", generator)
         m = sum(rows)
@@ -149,19 +152,30 @@ def layer_table(args, generator):
             x.grad = w.grad = None
             torch._grouped_mm(x, w.transpose(-2, -1), offs=ends).backward(dy)
 
+        # As training with FP32 master weights casts them each step (the
+        # MOSS layer quantizes its FP32 weight each step too).
+        master = layer.weight.detach().clone().requires_grad_()
+
+        def bf16_cast_step():
+            x.grad = master.grad = None
+            torch._grouped_mm(x, master.to(torch.bfloat16).transpose(-2, -1),
+                              offs=ends).backward(dy)
+
         def moss_step():
             x.grad = layer.weight.grad = None
             layer(x, offsets).backward(dy)
 
         try:
             bf16 = time_steps(bf16_step, args.iters, ROUNDS)
+            bf16_cast = time_steps(bf16_cast_step, args.iters, ROUNDS)
         except RuntimeError as error:  # no autograd for _grouped_mm
             print(f"| {name} | {experts} | {m} | {d} -> {ffn} | n/a "
-                  f"({str(error).splitlines()[0]}) | | |")
+                  f"({str(error).splitlines()[0]}) | | | | |")
             continue
         moss = time_steps(moss_step, args.iters, ROUNDS)
         print(f"| {name} | {experts} | {m} | {d} -> {ffn} | {bf16:.3f} | "
-              f"{moss:.3f} | {bf16 / moss:.2f} |", flush=True)
+              f"{bf16_cast:.3f} | {moss:.3f} | {bf16 / moss:.2f} | "
+              f"{bf16_cast / moss:.2f} |", flush=True)
 
 
 if __name__ == "__main__":
