@@ -544,16 +544,17 @@ def _regroup_transposed(q_t, groups, n, k):
 
 class _GroupedLinearFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, offsets, weight, bias, config):
+    def forward(ctx, x, offsets, weight, bias, config, need_dgrad,
+                need_wgrad):
         x_q = config.quantize(x, config.x_format)
         # The input gradient's transposed weights come with the forward's.
-        w_q, w_t = _expert_weights(weight, transposes=ctx.needs_input_grad[0])
+        w_q, w_t = _expert_weights(weight, transposes=need_dgrad)
         y = grouped_gemm(x_q, w_q, offsets, out_dtype=config.out_dtype(x),
                          bias=bias)
         # X^T's codes over the tokens padded by expert, not X, wait for dW.
         x_t = config.quantize(_padded_by_expert(x, offsets)[0],
                               config.x_format, transpose=True) \
-            if ctx.needs_input_grad[2] else None
+            if need_wgrad else None
         ctx.save_for_backward(offsets, weight, *_parts(w_t), *_parts(x_t))
         ctx.w_t, ctx.x_t = _without_parts(w_t), _without_parts(x_t)
         ctx.x_dtype = x.dtype
@@ -592,7 +593,7 @@ class _GroupedLinearFunction(torch.autograd.Function):
                 dw = k_grouped_gemm(dy_t, _with_parts(ctx.x_t, x_t_parts),
                                     padded_offsets, out_dtype=weight.dtype,
                                     mma="fp8")
-        return dx, None, dw, db, None
+        return dx, None, dw, db, None, None, None
 
 
 class GroupedLinear(torch.nn.Module):
@@ -661,9 +662,11 @@ class GroupedLinear(torch.nn.Module):
             bias = self.bias[0].to(x.dtype) if self.bias is not None else None
             return torch.nn.functional.linear(x, self.weight[0].to(x.dtype),
                                               bias)
-        return _GroupedLinearFunction.apply(x.contiguous(), offsets,
-                                            self.weight, self.bias,
-                                            self.config)
+        # (Inside the Function, needs_input_grad holds under no_grad too.)
+        grad = torch.is_grad_enabled()
+        return _GroupedLinearFunction.apply(
+            x.contiguous(), offsets, self.weight, self.bias, self.config,
+            grad and x.requires_grad, grad and self.weight.requires_grad)
 
 
 def attach_optimizer(optimizer):

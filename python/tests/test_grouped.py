@@ -5,6 +5,7 @@ test_cuda holds the GPU kernel to the per-expert GEMMs. Skips without
 torch."""
 
 import unittest
+from unittest import mock
 
 import numpy as np
 
@@ -394,6 +395,26 @@ class GroupedLinearCpuTest(unittest.TestCase):
         # K = 40 + 127 * 2 rounded up to 128; the experts' W^T [2 * 64, 96].
         self.assertIn((64, 384), fp8)
         self.assertIn((128, 96), fp8)
+
+    def test_no_grad_makes_no_transposes(self):
+        # Inference: only X's and the weights' row-major codes.
+        layer = moss_jit.nn.GroupedLinear(2, 64, 96)
+        x = torch.randn(40, 64, requires_grad=True)
+        offsets = offsets_of([25, 15])
+        real = moss_jit.nn.quantize
+        transposes = []
+
+        def counted(t, *args, **kwargs):
+            transposes.append(bool(kwargs.get("transpose")))
+            return real(t, *args, **kwargs)
+
+        with mock.patch.object(moss_jit.nn, "quantize", counted), \
+                mock.patch.object(moss_jit.nn, "quantize_both_layouts") as both:
+            with torch.no_grad():
+                y = layer(x, offsets)
+            self.assertEqual(transposes, [False, False])
+            both.assert_not_called()
+        self.assertFalse(y.requires_grad)
 
     def test_bf16_tokens_and_no_tokens(self):
         layer = moss_jit.nn.GroupedLinear(3, 32, 64, bias=True,
