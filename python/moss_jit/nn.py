@@ -15,9 +15,9 @@ instead of X (a byte per value instead of two or four). Linears that take
 the same tensor in a row (query, key and value; SwiGLU's gate and up)
 quantize it once. On CUDA, with the token count a multiple of the block,
 X's two layouts come from one quantize_both_layouts call in the forward,
-and dY's from one in the backward: two kernels that read X twice instead of
-three times (both_layouts=None, the default: where the global is per row;
-True: always; False: never).
+and dY's from one in the backward (both_layouts=True, the default): with a
+global per row, two kernels that read X twice instead of three times; with
+one per tensor, one kernel after the reduce pass.
 The master weight stays in its own dtype (the optimizer's precision).
 """
 
@@ -95,15 +95,12 @@ class WeightScaler:
 
 
 def _both_layouts(t, config):
-    """Whether one quantize_both_layouts call gives both layouts of `t`: on
-    CUDA, with the token count (its rows) a multiple of the block and blocks
-    that fit the dual-layout kernel's tile rows; by default
-    (both_layouts=None) with a global per row only, where its two kernels
-    beat the two quantizations (docs/PERFORMANCE.md), not with one per
-    tensor, where its one kernel is slower."""
-    wanted = config.both_layouts if config.both_layouts is not None \
-        else config.global_scope == "row"
-    return (wanted and t.is_cuda and t.shape[0] % config.block == 0 and
+    """Whether one quantize_both_layouts call gives both layouts of `t`
+    (faster than the two quantizations, docs/PERFORMANCE.md): where
+    both_layouts is on, on CUDA, with the token count (its rows) a multiple
+    of the block and blocks that fit the dual-layout kernel's tile rows."""
+    return (config.both_layouts and t.is_cuda and
+            t.shape[0] % config.block == 0 and
             config.block * t.element_size() <= 128)
 
 
@@ -283,7 +280,7 @@ class LinearConfig:
     """The quantization of one Linear (see Linear)."""
 
     def __init__(self, x_format="e4m3", grad_format="e4m3", block=32,
-                 global_scope="row", fold="row", both_layouts=None):
+                 global_scope="row", fold="row", both_layouts=True):
         schemes._choice(x_format, schemes.FORMATS, "x_format")
         schemes._choice(grad_format, schemes.FORMATS, "grad_format")
         schemes._choice(global_scope, ("tensor", "row"), "global_scope")
@@ -295,9 +292,9 @@ class LinearConfig:
         self.block = block
         self.global_scope = global_scope
         self.fold = fold
-        if both_layouts not in (None, True, False):
-            raise ValueError(f"both_layouts={both_layouts!r} is not None, "
-                             "True or False")
+        if not isinstance(both_layouts, bool):
+            raise ValueError(f"both_layouts={both_layouts!r} is not True or "
+                             "False")
         self.both_layouts = both_layouts
         # What X's codes depend on (grad_format is dY's).
         self.activation_key = (x_format, block, global_scope, fold,
@@ -336,10 +333,9 @@ class Linear(torch.nn.Module):
     'tensor'), fold ('row': the quantizers fold the
     block factors, docs/NUMERICS-CONTRACT.md section 8; 'none': exact),
     scaler_interval (500 steps between exact weight rescales),
-    both_layouts (None: X's and dY's two layouts from one
-    quantize_both_layouts call each where the global is per row and the
-    shapes allow; True: wherever the shapes allow; False: one quantization
-    per layout; the same bits either way).
+    both_layouts (True: X's and dY's two layouts from one
+    quantize_both_layouts call each where the shapes allow; False: one
+    quantization per layout; the same bits either way).
 
     The weight's FP8 cast is redone whenever the weight changes: its
     version counter moves, or a step is reported (attach_optimizer, or
@@ -352,7 +348,7 @@ class Linear(torch.nn.Module):
     def __init__(self, in_features, out_features, bias=True, device=None,
                  dtype=None, *, x_format="e4m3", grad_format="e4m3",
                  block=32, global_scope="row", fold="row",
-                 both_layouts=None, scaler_interval=500):
+                 both_layouts=True, scaler_interval=500):
         super().__init__()
         _check_features(in_features, out_features)
         self.in_features = in_features

@@ -484,9 +484,8 @@ class LinearCudaTest(unittest.TestCase):
     def test_forward_dgrad_wgrad_against_fp64(self):
         torch.manual_seed(int(np.random.default_rng().integers(1 << 30)))
         for tokens, fin, fout, both in ((2048, 1024, 2048, False),
-                                        (2048, 1024, 2048, None),
                                         (2048, 1024, 2048, True),
-                                        (333, 512, 1024, None)):
+                                        (333, 512, 1024, True)):
             with self.subTest(tokens=tokens, fin=fin, fout=fout, both=both):
                 layer = moss_jit.nn.Linear(fin, fout, device=DEVICE,
                                            both_layouts=both)

@@ -397,7 +397,7 @@ class LinearCpuTest(unittest.TestCase):
             layer(torch.randn(4, 64, dtype=torch.float16))
         with self.assertRaisesRegex(ValueError, "grad_format="):
             moss_jit.nn.Linear(64, 32, grad_format="e8m0")
-        with self.assertRaisesRegex(ValueError, "both_layouts='yes'"):
+        with self.assertRaisesRegex(ValueError, "both_layouts='yes' is not"):
             moss_jit.nn.Linear(64, 32, both_layouts="yes")
 
 
