@@ -135,20 +135,25 @@ def _pad_rows(t, block):
     return torch.nn.functional.pad(t, (0, 0, 0, pad)) if pad else t
 
 
+def _quantize_layouts(t, config, fmt, row, transposed):
+    """The codes of `t` [tokens, features] in `fmt` for a GEMM over its
+    features (`row`) and for the weight gradient's, over its tokens padded
+    to the block (`transposed`), None for the one not asked: from one
+    quantize_both_layouts call where both are asked and _both_layouts
+    allows it."""
+    t = t.detach()
+    if row and transposed and _both_layouts(t, config):
+        return quantize_both_layouts(t, "moss", fmt, config.block,
+                                     config.global_scope, fold=config.fold)
+    return (config.quantize(t, fmt) if row else None,
+            config.quantize(_pad_rows(t, config.block), fmt, transpose=True)
+            if transposed else None)
+
+
 def _quantize_activations(x, config, need_wgrad):
     """X's codes for the forward GEMM and, when `need_wgrad`, for the
-    weight gradient's (X^T, over the tokens padded to the block): from one
-    read of X where both_layouts allows it."""
-    x = x.detach()
-    if not need_wgrad:
-        return config.quantize(x, config.x_format), None
-    if _both_layouts(x, config):
-        return quantize_both_layouts(x, "moss", config.x_format,
-                                     config.block, config.global_scope,
-                                     fold=config.fold)
-    return (config.quantize(x, config.x_format),
-            config.quantize(_pad_rows(x, config.block), config.x_format,
-                            transpose=True))
+    weight gradient's (X^T)."""
+    return _quantize_layouts(x, config, config.x_format, True, need_wgrad)
 
 
 class _SharedActivations(threading.local):
@@ -250,14 +255,9 @@ class _LinearFunction(torch.autograd.Function):
         dy = _gradient_operand(dy)
         need_dx, need_dw = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         dx = dw = db = None
-        dy_q = dy_t = None
-        if need_dx and need_dw and _both_layouts(dy, config):
-            dy_q, dy_t = quantize_both_layouts(
-                dy, "moss", config.grad_format, config.block,
-                config.global_scope, fold=config.fold)
+        dy_q, dy_t = _quantize_layouts(dy, config, config.grad_format,
+                                       need_dx, need_dw)
         if need_dx:
-            if dy_q is None:
-                dy_q = config.quantize(dy, config.grad_format)
             w_t = MossTensor(w_t_codes, None, w_scale, "per-tensor", "e4m3")
             # The gradient has its input's dtype, whatever autocast did.
             dx = _torch.gemm(dy_q, w_t, out_dtype=ctx.x_dtype, mma="fp8")
@@ -266,9 +266,6 @@ class _LinearFunction(torch.autograd.Function):
                 raise RuntimeError("the weight gradient needs X^T's codes, "
                                    "which the forward did not keep: the "
                                    "weight did not require grad then")
-            if dy_t is None:
-                dy_t = config.quantize(_pad_rows(dy, config.block),
-                                       config.grad_format, transpose=True)
             dw = _torch.gemm(dy_t, _with_parts(ctx.x_t, x_t_parts),
                              out_dtype=weight.dtype, mma="fp8")
         if ctx.has_bias and ctx.needs_input_grad[2]:

@@ -262,15 +262,8 @@ __device__ void columnwise(const Args &args, int pass, bool globalPerRow) {
     for (int h = 0; h < LaneBlocks; ++h) {
       uint32_t m = 0;
 #pragma unroll
-      for (int r = h * LaneBlockRows; r < (h + 1) * LaneBlockRows; ++r) {
-        const uint32_t w = words[32 * r];
-        if constexpr (In == kInBF16) {
-          m = maxU16x2(m, w & 0x7FFF7FFFu);
-        } else {
-          const uint32_t b = absBits(bitsFloat(w));
-          m = b > m ? b : m;
-        }
-      }
+      for (int r = h * LaneBlockRows; r < (h + 1) * LaneBlockRows; ++r)
+        m = wordMagnitudeMax<In>(m, words[32 * r]);
       if constexpr (In == kInBF16) {
         bits[0][h] = m << 16;
         bits[LaneCols - 1][h] = m & 0xFFFF0000u;

@@ -331,7 +331,7 @@ __device__ __forceinline__ uint32_t wordMagnitudeMax(uint32_t a, uint32_t w) {
   if constexpr (In == kInBF16) {
     return maxU16x2(a, w & 0x7FFF7FFFu);
   } else {
-    const uint32_t b = w & 0x7FFFFFFFu;
+    const uint32_t b = absBits(bitsFloat(w));
     return b > a ? b : a;
   }
 }
