@@ -261,13 +261,16 @@ def make_optimizer(model, lr, steps, warmup):
     warmup over `warmup` steps, then cosine decay to a tenth of `lr`."""
     matrices = [p for p in model.parameters() if p.dim() >= 2]
     vectors = [p for p in model.parameters() if p.dim() < 2]
-    # Not fused=True: the fused kernel leaves the parameters' version
-    # counters alone, and moss_jit.nn.Linear recasts its FP8 weight when
-    # that counter moves.
+    # The fused kernel on CUDA, as torchtitan runs AdamW by default: one
+    # launch per parameter group instead of foreach's chain of kernels. It
+    # leaves the parameters' version counters alone; the step hook of
+    # moss_jit.attach_optimizer (train) is what tells the MOSS Linears to
+    # recast their weights.
+    fused = all(p.is_cuda for p in matrices + vectors)
     optimizer = torch.optim.AdamW(
         [{"params": matrices, "weight_decay": 0.1},
          {"params": vectors, "weight_decay": 0.0}],
-        lr=lr, betas=(0.9, 0.95), eps=1e-8)
+        lr=lr, betas=(0.9, 0.95), eps=1e-8, fused=fused or None)
 
     def factor(step):
         if step < warmup:
