@@ -162,6 +162,9 @@ def layer_table(args, generator):
                               offs=ends).backward(dy)
 
         def moss_step():
+            # An optimizer step is reported, as in training: the layer casts
+            # its weights again instead of reusing the last step's codes.
+            layer.set_learning_rate(1e-5)
             x.grad = layer.weight.grad = None
             layer(x, offsets).backward(dy)
 

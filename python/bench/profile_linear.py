@@ -34,6 +34,7 @@ def main():
                                  device="cuda").to(torch.int32)
 
         def step():
+            layer.set_learning_rate(1e-5)  # a step: the weights cast again
             x.grad = None
             layer.weight.grad = None
             layer(x, offsets).backward(dy)

@@ -537,11 +537,9 @@ def _regroup_transposed(q_t, groups, n, k):
 
 class _GroupedLinearFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, offsets, weight, bias, config, need_dgrad,
+    def forward(ctx, x, offsets, weight, bias, w_q, w_t, config,
                 need_wgrad):
         x_q = config.quantize(x, config.x_format)
-        # The input gradient's transposed weights come with the forward's.
-        w_q, w_t = _expert_weights(weight, transposes=need_dgrad)
         y = grouped_gemm(x_q, w_q, offsets, out_dtype=config.out_dtype(x),
                          bias=bias)
         # X^T's codes over the tokens padded by expert, not X, wait for dW.
@@ -586,7 +584,7 @@ class _GroupedLinearFunction(torch.autograd.Function):
                 dw = k_grouped_gemm(dy_t, _with_parts(ctx.x_t, x_t_parts),
                                     padded_offsets, out_dtype=weight.dtype,
                                     mma="fp8")
-        return dx, None, dw, db, None, None, None
+        return dx, None, dw, db, None, None, None, None
 
 
 class GroupedLinear(torch.nn.Module):
@@ -601,8 +599,9 @@ class GroupedLinear(torch.nn.Module):
     folded by rows), the weights per row (E4M3, an FP32 scale per row of
     each expert) and their transposes per input feature (one transposed
     quantization of all experts, a scale shared by them), cast from the
-    weight on every call, both layouts by one quantize_both_layouts call in
-    the forward.
+    weight whenever it changed (its version counter moved, or
+    attach_optimizer reported a step), both layouts by one
+    quantize_both_layouts call in the forward.
     The weight gradient is one k-grouped GEMM (k_grouped_gemm) over the
     experts' tokens, each expert's padded with zeros to a multiple of 128
     on the device and quantized transposed as in Linear (folded by rows
@@ -637,6 +636,35 @@ class GroupedLinear(torch.nn.Module):
                 torch.nn.init.kaiming_uniform_(self.weight[g], a=5 ** 0.5)
             if self.bias is not None:
                 self.bias.uniform_(-bound, bound)
+        # The experts' FP8 codes, and what they were cast from.
+        self._w_cached = self._w_source = None
+        self.weight_casts = 0
+        _layers_by_weight[id(self.weight)] = self
+
+    def set_learning_rate(self, lr):
+        """Reports an optimizer step that updated the weight
+        (attach_optimizer does it for you): a fused optimizer updates it
+        without moving its version counter. The stale codes go at once."""
+        self._w_cached = None
+
+    def _expert_codes(self, need_transposes):
+        """_expert_weights(weight, need_transposes), cast again only when
+        the weight changed: inference and accumulated micro-batches reuse
+        the codes (eager only: torch.compile traces the cast)."""
+        w = self.weight
+        if _torch.compiling():
+            return _expert_weights(w.detach(), need_transposes)
+        source = (w.data_ptr(), w.device, w.dtype, w.shape, w._version)
+        if self._w_cached is None or self._w_source != source or \
+                (need_transposes and self._w_cached[1] is None):
+            with torch.no_grad():
+                self._w_cached = _expert_weights(w.detach(), need_transposes)
+            self._w_source = source
+            self.weight_casts += 1
+            # A weight replaced since __init__ gets the optimizer's reports.
+            _layers_by_weight[id(w)] = self
+        w_q, w_t = self._w_cached
+        return w_q, w_t if need_transposes else None
 
     def extra_repr(self):
         return (f"num_experts={self.num_experts}, "
@@ -657,9 +685,11 @@ class GroupedLinear(torch.nn.Module):
                                               bias)
         # (Inside the Function, needs_input_grad holds under no_grad too.)
         grad = torch.is_grad_enabled()
+        # The input gradient's transposed weights come with the forward's.
+        w_q, w_t = self._expert_codes(grad and x.requires_grad)
         return _GroupedLinearFunction.apply(
-            x.contiguous(), offsets, self.weight, self.bias, self.config,
-            grad and x.requires_grad, grad and self.weight.requires_grad)
+            x.contiguous(), offsets, self.weight, self.bias, w_q, w_t,
+            self.config, grad and self.weight.requires_grad)
 
 
 def attach_optimizer(optimizer):

@@ -416,6 +416,43 @@ class GroupedLinearCpuTest(unittest.TestCase):
             both.assert_not_called()
         self.assertFalse(y.requires_grad)
 
+    def test_the_weights_are_cast_again_only_when_they_change(self):
+        # Inference and accumulated micro-batches reuse the experts' codes;
+        # an in-place change (the version counter) and a fused optimizer's
+        # step (reported through attach_optimizer) make them again.
+        rng = np.random.default_rng()
+        torch.manual_seed(int(rng.integers(1 << 30)))
+        layer = moss_jit.nn.GroupedLinear(3, 64, 32)
+        optimizer = torch.optim.AdamW(layer.parameters(), lr=1e-2,
+                                      fused=True)
+        moss_jit.attach_optimizer(optimizer)
+        offsets = offsets_of([7, 0, 9])
+        x = torch.from_numpy(llm_like(rng, 16, 64))
+
+        def fresh_layers_output():
+            fresh = moss_jit.nn.GroupedLinear(3, 64, 32)
+            with torch.no_grad():
+                fresh.weight.copy_(layer.weight)
+                return fresh(x, offsets)
+
+        with torch.no_grad():
+            layer(x, offsets)
+            layer(x, offsets)
+        self.assertEqual(layer.weight_casts, 1)
+        with torch.no_grad():
+            layer.weight.mul_(-0.5)
+            after_change = layer(x, offsets)
+        self.assertEqual(layer.weight_casts, 2)
+        self.assertTrue(torch.equal(after_change, fresh_layers_output()))
+        # Training needs the transposes too: a third cast, then the step's.
+        layer(x.clone().requires_grad_(), offsets).square().sum().backward()
+        optimizer.step()
+        with torch.no_grad():
+            after_step = layer(x, offsets)
+        self.assertEqual(layer.weight_casts, 4)
+        self.assertTrue(torch.equal(after_step, fresh_layers_output()))
+        self.assertFalse(torch.equal(after_step, after_change))
+
     def test_bf16_tokens_and_no_tokens(self):
         layer = moss_jit.nn.GroupedLinear(3, 32, 64, bias=True,
                                           dtype=torch.bfloat16)
