@@ -97,18 +97,7 @@ static Error planRowStages(GpuQuantizer::Plan &plan, const QuantizeSpec &spec) {
 GpuQuantizer::GpuQuantizer(KernelCache &cache, int smCount)
     : cache(cache), smCount(smCount) {}
 
-GpuQuantizer::~GpuQuantizer() {
-  if (workspaces.empty())
-    return;
-  Expected<const DriverApi &> api = getDriverApi();
-  if (!api) {
-    consumeError(api.takeError());
-    return;
-  }
-  for (auto &entry : workspaces)
-    if (entry.second.pointer)
-      api->memFree(entry.second.pointer);
-}
+GpuQuantizer::~GpuQuantizer() = default;
 
 Expected<CompiledQuantizer>
 compileQuantizer(KernelCache &cache, const QuantizeSpec &spec, bool withScale) {
@@ -217,27 +206,15 @@ GpuQuantizer::getPlan(const QuantizeSpec &spec, bool withScale) {
 
 Expected<CUdeviceptr> GpuQuantizer::getWorkspace(int64_t globalWords,
                                                  CUstream stream) {
-  // Two uint64 counters, then the words.
-  const int64_t words = 4 + globalWords;
-  Workspace &w = workspaces[stream];
-  if (words <= w.words)
-    return w.pointer;
   Expected<const DriverApi &> api = getDriverApi();
   if (!api)
     return api.takeError();
-  if (w.pointer) {
-    // Launches queued on the stream may still use the old one.
-    if (Error error = checkCuda(api->streamSynchronize(stream),
-                                "cuStreamSynchronize(quantizer workspace)"))
-      return std::move(error);
-    api->memFree(w.pointer);
-    w = Workspace();
-  }
-  if (Error error = checkCuda(api->memAlloc(&w.pointer, words * 4),
-                              "cuMemAlloc(quantizer workspace)"))
-    return std::move(error);
-  w.words = words;
-  return w.pointer;
+  // Two uint64 counters, then the words.
+  Expected<StreamWorkspaces::Workspace &> w =
+      workspaces.get(*api, stream, size_t(4 + globalWords) * 4);
+  if (!w)
+    return w.takeError();
+  return w->pointer;
 }
 
 /// Checks one device pointer: present exactly when needed, and aligned.

@@ -1,8 +1,8 @@
 //===- GemmWorkspaces.h - Per-stream device workspaces ----------*- C++ -*-===//
 //
-// The device memory a GemmRunner keeps per stream: the workspaces of kernels
-// with sliced accumulators (split-K, 64-row tiles; docs/GEMM-KERNEL-ABI.md)
-// and the outputs of the fold passes.
+// The device memory a GemmRunner keeps per stream (and per CUDA graph
+// capture): the workspaces of kernels with sliced accumulators (split-K,
+// 64-row tiles; docs/GEMM-KERNEL-ABI.md) and the outputs of the fold passes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,35 +10,24 @@
 #define MOSS_RUNTIME_GEMM_GEMMWORKSPACES_H
 
 #include "moss/Gemm/Gemm.h"
-#include "moss/Runtime/Cuda/Driver.h"
+#include "moss/Runtime/Cuda/StreamWorkspaces.h"
 
 #include "llvm/Support/Error.h"
 
 #include <cstddef>
-#include <unordered_map>
 
 namespace moss {
 
-/// One workspace per stream, so that launches on different streams never
-/// share one. A sliced-accumulator workspace starts with the kernel's tile
-/// counters, which each launch leaves zero; the partial sums after them
-/// dirty the rest. The layout depends on the launch (its tile count), so
-/// the runner tracks how many leading bytes are zero and clears more, on
-/// the stream, only when a launch needs more counters.
+/// A sliced-accumulator workspace starts with the kernel's tile counters,
+/// which each launch leaves zero; the partial sums after them dirty the
+/// rest. The layout depends on the launch (its tile count), so the runner
+/// tracks how many leading bytes are zero and clears more, on the stream,
+/// only when a launch needs more counters.
 struct GemmRunner::Workspaces {
-  struct Workspace {
-    CUdeviceptr pointer = 0;
-    size_t bytes = 0;
-    size_t zeroBytes = 0;
-  };
-  std::unordered_map<CUstream, Workspace> byStream;
-
-  /// Frees them all (a failing driver is ignored).
-  ~Workspaces();
+  runtime::StreamWorkspaces buffers;
 
   /// A workspace of at least `bytes` for a launch on `stream` whose first
-  /// `counterBytes` must be zero. Growing one synchronizes the stream: work
-  /// queued on it may still use the old one.
+  /// `counterBytes` must be zero (runtime::StreamWorkspaces::get).
   llvm::Expected<CUdeviceptr> get(const runtime::DriverApi &api,
                                   CUstream stream, size_t bytes,
                                   size_t counterBytes);

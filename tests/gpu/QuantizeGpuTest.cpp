@@ -177,15 +177,19 @@ struct DeviceOutputs {
         local(size_t(layout.localRows * layout.localCols *
                      layout.localElementBytes)),
         global(size_t(layout.globalCount) * 4), counters(16) {
+    reset();
+  }
+  QuantizeBuffers buffers(CUdeviceptr x) const {
+    return {x, q.get(), local.get(), global.get(), counters.get()};
+  }
+  /// Poisons the outputs and restarts the counters, as at construction.
+  void reset() {
     q.poison();
     if (local.get())
       local.poison();
     if (global.get())
       global.poison();
     counters.upload(kCounterStart);
-  }
-  QuantizeBuffers buffers(CUdeviceptr x) const {
-    return {x, q.get(), local.get(), global.get(), counters.get()};
   }
   /// Every output against the reference, bit for bit.
   void expectEqual(const QuantizedTensor &ref) const {
@@ -336,7 +340,7 @@ TEST(QuantizeGpuTest, TwoStreamsDoNotShareAWorkspace) {
   CUstream streams[2] = {nullptr, nullptr};
   for (CUstream &stream : streams)
     ASSERT_EQ(api.streamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
-  auto destroy = llvm::make_scope_exit([&] {
+  llvm::scope_exit destroy([&] {
     for (CUstream stream : streams)
       api.streamDestroy(stream);
   });
@@ -387,6 +391,112 @@ TEST(QuantizeGpuTest, TwoStreamsDoNotShareAWorkspace) {
       ASSERT_TRUE(bool(tRef)) << llvm::toString(tRef.takeError());
       tOut.expectEqual(*tRef);
     }
+  }
+}
+
+// Quantizations captured into a CUDA graph in global mode, on a stream that
+// has no workspace yet: the capture gets its own (cuMemAlloc with the
+// capture mode relaxed), a larger second quantization outgrows it within
+// the capture, and every replay, with new data in the same input buffers,
+// equals the host reference, also after eager work on the same stream grew
+// that stream's workspace in between.
+TEST(QuantizeGpuTest, CapturedInACudaGraphAndReplayed) {
+  REQUIRE_GPU();
+  uint64_t seed = freshSeed();
+  const DriverApi &api = DeviceBuffer::api();
+  CUstream stream = nullptr;
+  ASSERT_EQ(api.streamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  llvm::scope_exit destroyStream([&] { api.streamDestroy(stream); });
+  // A transposed quantization with a reduce pass (a word per column), then
+  // a dual layout in two kernels, whose column maxima (a row of them per
+  // row-wise CTA) need a larger workspace.
+  QuantizeSpec dual;
+  dual.rows = 512;
+  dual.cols = 4096;
+  dual.input = InputType::BF16;
+  dual.options = {ScalingScheme::twoLevel(GlobalScope::Row, 32),
+                  Fp8Format::E4M3, false, BlockScaleFold::Row};
+  dual.bothLayouts = true;
+  QuantizeSpec wide;
+  wide.rows = 1024;
+  wide.cols = 2048;
+  wide.input = InputType::F32;
+  wide.options = {ScalingScheme::twoLevel(GlobalScope::Row, 32),
+                  Fp8Format::E4M3, true, BlockScaleFold::Row};
+  // Compiled before the capture: a capture records launches, not compiles.
+  for (const QuantizeSpec &spec : {dual, wide}) {
+    Input warm(spec, Data::Gaussian, seed);
+    DeviceOutputs out(getQuantizeLayout(spec)),
+        transposed(getQuantizeLayout(getTransposedSpec(spec)));
+    llvm::Error error =
+        spec.bothLayouts ? gpu().quantizer->quantizeBothLayouts(
+                               spec, out.buffers(warm.device.get()),
+                               transposed.buffers(0), nullptr)
+                         : gpu().quantizer->quantize(
+                               spec, out.buffers(warm.device.get()), nullptr);
+    ASSERT_FALSE(bool(error)) << llvm::toString(std::move(error));
+    ASSERT_EQ(api.streamSynchronize(nullptr), CUDA_SUCCESS);
+  }
+
+  Input dualIn(dual, Data::Outliers, seed + 1),
+      wideIn(wide, Data::Gaussian, seed + 2);
+  DeviceOutputs rowOut(getQuantizeLayout(dual)),
+      tOut(getQuantizeLayout(getTransposedSpec(dual))),
+      wideOut(getQuantizeLayout(wide));
+  ASSERT_EQ(api.streamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL),
+            CUDA_SUCCESS);
+  llvm::Error first = gpu().quantizer->quantize(
+      wide, wideOut.buffers(wideIn.device.get()), stream);
+  llvm::Error second = gpu().quantizer->quantizeBothLayouts(
+      dual, rowOut.buffers(dualIn.device.get()), tOut.buffers(0), stream);
+  CUgraph graph = nullptr;
+  ASSERT_EQ(api.streamEndCapture(stream, &graph), CUDA_SUCCESS);
+  llvm::scope_exit destroyGraph([&] { api.graphDestroy(graph); });
+  ASSERT_FALSE(bool(first)) << llvm::toString(std::move(first));
+  ASSERT_FALSE(bool(second)) << llvm::toString(std::move(second));
+  CUgraphExec exec = nullptr;
+  ASSERT_EQ(api.graphInstantiate(&exec, graph, 0), CUDA_SUCCESS);
+  llvm::scope_exit destroyExec([&] { api.graphExecDestroy(exec); });
+
+  for (int replay = 0; replay < 3; ++replay) {
+    SCOPED_TRACE("replay " + std::to_string(replay) + " seed " +
+                 std::to_string(seed));
+    if (replay > 0) {
+      // New data in the graph's input buffers, poisoned outputs.
+      dualIn.x =
+          makeInput(Data::Gaussian, dual.rows, dual.cols, seed + 3 * replay);
+      std::vector<uint16_t> bf16 = toBf16(dualIn.x);
+      dualIn.device.upload(bf16.data());
+      wideIn.x = makeInput(Data::Outliers, wide.rows, wide.cols,
+                           seed + 3 * replay + 1);
+      wideIn.device.upload(wideIn.x.data());
+      for (DeviceOutputs *out : {&rowOut, &tOut, &wideOut})
+        out->reset();
+    }
+    if (replay == 2) {
+      // Eager work on the capture's stream, larger than anything before.
+      QuantizeSpec eager = wide;
+      eager.rows = 2048;
+      eager.cols = 16384;
+      Input in(eager, Data::Gaussian, seed + 100);
+      DeviceOutputs out(getQuantizeLayout(eager));
+      llvm::Error error = gpu().quantizer->quantize(
+          eager, out.buffers(in.device.get()), stream);
+      ASSERT_FALSE(bool(error)) << llvm::toString(std::move(error));
+      ASSERT_EQ(api.streamSynchronize(stream), CUDA_SUCCESS);
+    }
+    ASSERT_EQ(api.graphLaunch(exec, stream), CUDA_SUCCESS);
+    ASSERT_EQ(api.streamSynchronize(stream), CUDA_SUCCESS);
+    llvm::Expected<QuantizedTensor> rowRef =
+        quantize(dualIn.x, dual.rows, dual.cols, dual.options);
+    llvm::Expected<QuantizedTensor> tRef = quantize(
+        dualIn.x, dual.rows, dual.cols, getTransposedSpec(dual).options);
+    llvm::Expected<QuantizedTensor> wideRef =
+        quantize(wideIn.x, wide.rows, wide.cols, wide.options);
+    ASSERT_TRUE(rowRef && tRef && wideRef);
+    rowOut.expectEqual(*rowRef);
+    tOut.expectEqual(*tRef);
+    wideOut.expectEqual(*wideRef);
   }
 }
 

@@ -20,6 +20,7 @@
 #include "moss/Compiler/QuantizerSource.h"
 #include "moss/Runtime/Cache/KernelCache.h"
 #include "moss/Runtime/Cuda/Driver.h"
+#include "moss/Runtime/Cuda/StreamWorkspaces.h"
 
 #include "llvm/Support/Error.h"
 
@@ -148,21 +149,16 @@ private:
                               const QuantizeBuffers &transposed,
                               const QuantizeBuffers &rowMajor, CUstream stream);
   /// The workspace of launches on `stream` (two uint64 counters, then
-  /// `globalWords` words): one per stream, so that quantizations on
-  /// different streams never share one. Growing one synchronizes its
-  /// stream: work queued on it may still use the old one.
+  /// `globalWords` words): one per stream and per CUDA graph capture
+  /// (StreamWorkspaces).
   llvm::Expected<CUdeviceptr> getWorkspace(int64_t globalWords,
                                            CUstream stream);
 
   KernelCache &cache;
   int smCount;
   std::unordered_map<PlanKey, std::unique_ptr<Plan>, PlanKeyHash> plans;
-  /// Reduce-pass words, column maxima and fallback counters, per stream.
-  struct Workspace {
-    CUdeviceptr pointer = 0;
-    int64_t words = 0;
-  };
-  std::unordered_map<CUstream, Workspace> workspaces;
+  /// Reduce-pass words, column maxima and fallback counters.
+  StreamWorkspaces workspaces;
   ContextBinding context;
 };
 
