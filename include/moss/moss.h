@@ -395,6 +395,19 @@ moss_error_t moss_weight_scaler_step(moss_weight_scaler_t scaler, double lr,
                                      void *stream,
                                      moss_weight_scale_step_t *out);
 
+/* moss_weight_scaler_step for both layouts of the weight from one read
+ * (the forward's W and the input gradient's W^T): `buffers` receives W's
+ * codes and the scale as moss_weight_scaler_step writes them, `transposed`
+ * the codes of W^T [K, N] at the same scale (transposed->q) and that scale
+ * (transposed->global, which may be buffers->global). spec->transpose must
+ * be 0; transposed->x is 0 or buffers->x, transposed->local and ->counters
+ * are 0. */
+moss_error_t moss_weight_scaler_step_both_layouts(
+    moss_weight_scaler_t scaler, double lr, const moss_quantize_spec_t *spec,
+    const moss_quantize_buffers_t *buffers,
+    const moss_quantize_buffers_t *transposed, void *stream,
+    moss_weight_scale_step_t *out);
+
 /* What a scaler did and learned, counted since its creation. */
 typedef struct moss_weight_scaler_stats_t {
   /* Set to sizeof(moss_weight_scaler_stats_t) before the call. */

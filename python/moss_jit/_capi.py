@@ -226,6 +226,10 @@ def _load():
         "moss_weight_scaler_step": (error_t, [
             c_void_p, c_double, POINTER(QuantizeSpec),
             POINTER(QuantizeBuffers), c_void_p, POINTER(WeightScaleStep)]),
+        "moss_weight_scaler_step_both_layouts": (error_t, [
+            c_void_p, c_double, POINTER(QuantizeSpec),
+            POINTER(QuantizeBuffers), POINTER(QuantizeBuffers), c_void_p,
+            POINTER(WeightScaleStep)]),
         "moss_weight_scaler_stats": (error_t, [
             c_void_p, POINTER(WeightScalerStats)]),
         "moss_gemm_spec_init": (None, [POINTER(GemmSpec)]),

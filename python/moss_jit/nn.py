@@ -60,9 +60,11 @@ class WeightScaler:
         self._context = _capi._contexts.by_device[device_index]
         _capi.live_scalers.add(self)
 
-    def step(self, weight, lr, codes, scale):
+    def step(self, weight, lr, codes, scale, codes_t=None):
         """Casts `weight` (just updated with learning rate `lr`) into `codes`
-        and `scale`; returns the reason ('predicted' or a rescale's)."""
+        and `scale` and, given `codes_t`, its transpose's codes at the same
+        scale from the same read; returns the reason ('predicted' or a
+        rescale's)."""
         spec, _ = schemes.quantize_spec(
             weight.shape[0], weight.shape[1],
             "bf16" if weight.dtype == torch.bfloat16 else "f32",
@@ -70,11 +72,21 @@ class WeightScaler:
         buffers = _capi.QuantizeBuffers(weight.data_ptr(), codes.data_ptr(),
                                         0, scale.data_ptr(), 0)
         out = _capi.WeightScaleStep()
+        stream = _torch._raw_stream(self.device_index)
         with _torch._DeviceGuard(self.device_index):
-            _capi.check(_capi.lib.moss_weight_scaler_step(
-                self._handle, float(lr), ctypes.byref(spec),
-                ctypes.byref(buffers),
-                _torch._raw_stream(self.device_index), ctypes.byref(out)))
+            if codes_t is None:
+                error = _capi.lib.moss_weight_scaler_step(
+                    self._handle, float(lr), ctypes.byref(spec),
+                    ctypes.byref(buffers), stream, ctypes.byref(out))
+            else:
+                # Both layouts' scale outputs are the one scale.
+                transposed = _capi.QuantizeBuffers(0, codes_t.data_ptr(), 0,
+                                                   scale.data_ptr(), 0)
+                error = _capi.lib.moss_weight_scaler_step_both_layouts(
+                    self._handle, float(lr), ctypes.byref(spec),
+                    ctypes.byref(buffers), ctypes.byref(transposed), stream,
+                    ctypes.byref(out))
+            _capi.check(error)
         return _REASONS[out.reason]
 
     def stats(self):
@@ -92,6 +104,38 @@ class WeightScaler:
             self._handle = None
 
     __del__ = close
+
+
+def _cast_per_tensor(data, need_transpose, scaler=None, lr=None,
+                     out=(None, None, None)):
+    """A weight's per-tensor E4M3 cast (the MOSS Linears' weights): the
+    codes of data [N, K], those of its transpose [K, N] at the same scale
+    when `need_transpose` (else None), the scale [1] and the reason. With a
+    WeightScaler and the learning rate of the step that updated the weight,
+    the auto-scaler's cast, both layouts from one read, into `out`'s
+    (codes, codes_t, scale) where given; otherwise the exact quantization
+    (both layouts from one quantize_both_layouts call)."""
+    if scaler is None:
+        if need_transpose:
+            q, q_t = quantize_both_layouts(data, "per-tensor", "e4m3")
+            return q.codes, q_t.codes, q.global_scales, "exact"
+        q = quantize(data, "per-tensor", "e4m3")
+        return q.codes, None, q.global_scales, "exact"
+    n, k = data.shape
+    codes, codes_t, scale = out
+
+    def empty(*shape, dtype=torch.uint8):
+        return torch.empty(shape, dtype=dtype, device=data.device)
+
+    codes = empty(n, k) if codes is None else codes
+    scale = empty(1, dtype=torch.float32) if scale is None else scale
+    if need_transpose and codes_t is None:
+        codes_t = empty(k, n)
+    reason = scaler.step(data, lr, codes, scale,
+                         codes_t if need_transpose else None)
+    fp8 = torch.float8_e4m3fn
+    return (codes.view(fp8), codes_t.view(fp8) if need_transpose else None,
+            scale, reason)
 
 
 def _both_layouts(t, config):
@@ -408,7 +452,7 @@ class Linear(torch.nn.Module):
                 raise TypeError(f"weight has dtype {w.dtype}; the MOSS Linear "
                                 "keeps float32 or bfloat16 master weights")
             with torch.no_grad():
-                self._cast_weight(w.detach().contiguous())
+                self._cast_weight(w.detach().contiguous(), need_transpose)
             self._w_version = w._version
         if need_transpose and self._w_t_codes is None:
             with torch.no_grad():
@@ -424,24 +468,20 @@ class Linear(torch.nn.Module):
                             torch.float8_e4m3fn)
         return self._w_codes, self._w_t_codes, self._w_scale
 
-    def _cast_weight(self, data):
+    def _cast_weight(self, data, need_transpose):
         w = self.weight
+        scaler = None
         if w.is_cuda and self._pending_lr is not None:
             if self._scaler is None or \
                     self._scaler.device_index != w.device.index:
                 self._scaler = WeightScaler(w.device.index,
                                             self.scaler_interval)
-            codes = torch.empty(w.shape, dtype=torch.uint8, device=w.device)
-            scale = torch.empty(1, dtype=torch.float32, device=w.device)
-            reason = self._scaler.step(data, self._pending_lr, codes, scale)
-            codes = codes.view(torch.float8_e4m3fn)
-        else:
-            q = quantize(data, "per-tensor", "e4m3")
-            codes, scale, reason = q.codes, q.global_scales, "exact"
+            scaler = self._scaler
+        codes, codes_t, scale, reason = _cast_per_tensor(
+            data, need_transpose, scaler, self._pending_lr)
         self.weight_casts[reason] += 1
         self._pending_lr = None
-        self._w_codes, self._w_scale = codes, scale
-        self._w_t_codes = None
+        self._w_codes, self._w_t_codes, self._w_scale = codes, codes_t, scale
 
     def forward(self, x):
         if x.shape[-1] != self.in_features:
@@ -478,21 +518,41 @@ class Linear(torch.nn.Module):
         return y.reshape(*x.shape[:-1], self.out_features)
 
 
-def _expert_weights(w, transposes=False):
-    """The experts' weights w [G, N, K] quantized per row (E4M3, one FP32
-    scale per row of each expert) and stacked for grouped_gemm; with
-    `transposes`, also their transposes (_regroup_transposed), both from
-    one quantize_both_layouts call (one read of w fewer on the GPU)."""
+def _expert_weights(w, transposes=False, scalers=None, lr=None):
+    """The experts' weights w [G, N, K] cast per tensor (E4M3, an FP32
+    scale per expert, as Linear's weight) and stacked for grouped_gemm, with
+    `transposes` also their transposes W_g^T [K, N] at the same scales, each
+    expert's two layouts from one read (_cast_per_tensor; per expert, with
+    `scalers` and the learning rate `lr`, the auto-scaler's casts). Returns
+    ((weights, transposes or None), each expert's cast reason)."""
     groups, n, k = w.shape
-    w2d = w.reshape(groups * n, k).contiguous()
-    if transposes:
-        q, q_t = quantize_both_layouts(w2d, "per-row")
+    if scalers is not None:
+        out_codes = torch.empty(groups, n, k, dtype=torch.uint8,
+                                device=w.device)
+        out_t = torch.empty(groups, k, n, dtype=torch.uint8,
+                            device=w.device) if transposes else None
+        scales = torch.empty(groups, dtype=torch.float32, device=w.device)
+        reasons = [_cast_per_tensor(
+            w[g], transposes, scalers[g], lr,
+            (out_codes[g], out_t[g] if transposes else None,
+             scales[g:g + 1]))[3] for g in range(groups)]
+        fp8 = torch.float8_e4m3fn
+        codes = out_codes.view(fp8)
+        codes_t = out_t.view(fp8) if transposes else None
     else:
-        q, q_t = quantize(w2d, "per-row"), None
-    stacked = ExpertWeights(q.codes, None, q.global_scales, q.scheme,
-                            q.format, q.block, q.global_scope, groups, n)
-    return stacked, (_regroup_transposed(q_t, groups, n, k)
-                     if q_t is not None else None)
+        casts = [_cast_per_tensor(w[g], transposes) for g in range(groups)]
+        codes = torch.stack([c[0] for c in casts])
+        codes_t = torch.stack([c[1] for c in casts]) if transposes else None
+        scales = torch.cat([c[2] for c in casts])
+        reasons = ["exact"] * groups
+
+    def stacked(t, rows, cols):
+        return ExpertWeights(t.reshape(groups * rows, cols), None, scales,
+                             "per-tensor", "e4m3", (1, 0), "tensor", groups,
+                             rows)
+
+    return ((stacked(codes, n, k),
+             stacked(codes_t, k, n) if transposes else None), reasons)
 
 
 def _padded_by_expert(t, offsets):
@@ -517,22 +577,6 @@ def _padded_by_expert(t, offsets):
     padded.view(torch.int64)[starts[expert] + index - bounds[expert]] = \
         t.view(torch.int64)
     return padded, starts.to(torch.int32), expert
-
-
-def _regroup_transposed(q_t, groups, n, k):
-    """The experts' transposes W_g^T [K, N] stacked for grouped_gemm, from
-    the transposed per-row quantization q_t [K, G * N] of all of w (an FP32
-    scale per input feature, shared by the experts): its codes regrouped by
-    expert. A transposing copy of w itself costs more than the quantization
-    (3.2 ms for 64 experts of 1536 x 4096 FP32 on an H100)."""
-    # [K, G * N] -> [G, K, N]: rows of N contiguous codes, moved whole, as
-    # 8-byte words (N is a multiple of 32) rather than one byte at a time.
-    words = q_t.codes.view(torch.int64).view(k, groups, n // 8)
-    codes = words.transpose(0, 1).reshape(groups * k, n // 8).view(
-        q_t.codes.dtype)
-    return ExpertWeights(codes, None, q_t.global_scales.repeat(groups),
-                         q_t.scheme, q_t.format, q_t.block, q_t.global_scope,
-                         groups, k)
 
 
 class _GroupedLinearFunction(torch.autograd.Function):
@@ -596,24 +640,23 @@ class GroupedLinear(torch.nn.Module):
 
     Forward and the input gradient are grouped GEMMs (grouped_gemm, one
     launch for all experts): X and dY quantized as in Linear (MOSS two-level,
-    folded by rows), the weights per row (E4M3, an FP32 scale per row of
-    each expert) and their transposes per input feature (one transposed
-    quantization of all experts, a scale shared by them), cast from the
-    weight whenever it changed (its version counter moved, or
-    attach_optimizer reported a step), both layouts by one
-    quantize_both_layouts call in the forward.
+    folded by rows), each expert's weight and its transpose per tensor
+    (E4M3, an FP32 scale per expert) from one read, cast again whenever the
+    weight changed (its version counter moved, or attach_optimizer reported
+    a step); with a reported learning rate, CUDA experts are cast by their
+    own auto-scalers (as Linear's weight), otherwise at their exact scales.
     The weight gradient is one k-grouped GEMM (k_grouped_gemm) over the
     experts' tokens, each expert's padded with zeros to a multiple of 128
     on the device and quantized transposed as in Linear (folded by rows
     over all tokens; X^T's codes made in the forward and kept instead of X):
     no synchronization. Keyword options as Linear's
-    (x_format, grad_format, block, global_scope, fold).
+    (x_format, grad_format, block, global_scope, fold, scaler_interval).
     """
 
     def __init__(self, num_experts, in_features, out_features, bias=False,
                  device=None, dtype=None, *, x_format="e4m3",
                  grad_format="e4m3", block=32, global_scope="row",
-                 fold="row"):
+                 fold="row", scaler_interval=500):
         super().__init__()
         if num_experts < 1:
             raise ValueError(f"num_experts={num_experts} must be at least 1")
@@ -636,16 +679,27 @@ class GroupedLinear(torch.nn.Module):
                 torch.nn.init.kaiming_uniform_(self.weight[g], a=5 ** 0.5)
             if self.bias is not None:
                 self.bias.uniform_(-bound, bound)
-        # The experts' FP8 codes, and what they were cast from.
+        self.scaler_interval = scaler_interval
+        # The experts' FP8 codes, what they were cast from, and the
+        # auto-scalers (one per expert).
         self._w_cached = self._w_source = None
-        self.weight_casts = 0
+        self._scalers = None
+        self._pending_lr = None
+        self.weight_casts = {reason: 0 for reason in _REASONS}
         _layers_by_weight[id(self.weight)] = self
 
     def set_learning_rate(self, lr):
-        """Reports an optimizer step that updated the weight
-        (attach_optimizer does it for you): a fused optimizer updates it
-        without moving its version counter. The stale codes go at once."""
+        """Reports an optimizer step that updated the weight with learning
+        rate `lr` (attach_optimizer does it for you): a fused optimizer
+        updates it without moving its version counter. The stale codes go
+        at once; the next cast of CUDA experts uses their auto-scalers."""
+        self._pending_lr = (self._pending_lr or 0.0) + float(lr)
         self._w_cached = None
+
+    def scaler_stats(self):
+        """Each expert's auto-scaler counters (None before the first CUDA
+        cast with a reported learning rate)."""
+        return [s.stats() for s in self._scalers] if self._scalers else None
 
     def _expert_codes(self, need_transposes):
         """_expert_weights(weight, need_transposes), cast again only when
@@ -653,14 +707,25 @@ class GroupedLinear(torch.nn.Module):
         the codes (eager only: torch.compile traces the cast)."""
         w = self.weight
         if _torch.compiling():
-            return _expert_weights(w.detach(), need_transposes)
+            return _expert_weights(w.detach(), need_transposes)[0]
         source = (w.data_ptr(), w.device, w.dtype, w.shape, w._version)
         if self._w_cached is None or self._w_source != source or \
                 (need_transposes and self._w_cached[1] is None):
+            scalers = None
+            if w.is_cuda and self._pending_lr is not None:
+                if self._scalers is None or \
+                        len(self._scalers) != w.shape[0] or \
+                        self._scalers[0].device_index != w.device.index:
+                    self._scalers = [
+                        WeightScaler(w.device.index, self.scaler_interval)
+                        for _ in range(w.shape[0])]
+                scalers = self._scalers
             with torch.no_grad():
-                self._w_cached = _expert_weights(w.detach(), need_transposes)
-            self._w_source = source
-            self.weight_casts += 1
+                self._w_cached, reasons = _expert_weights(
+                    w.detach(), need_transposes, scalers, self._pending_lr)
+            self._w_source, self._pending_lr = source, None
+            for reason in reasons:
+                self.weight_casts[reason] += 1
             # A weight replaced since __init__ gets the optimizer's reports.
             _layers_by_weight[id(w)] = self
         w_q, w_t = self._w_cached

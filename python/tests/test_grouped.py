@@ -245,18 +245,16 @@ def quantized_grouped_linear(layer, x, offsets, dy):
         columns.append((at, at + e - s))
         at += -(-(e - s) // 128) * 128
     dyq_t = moss(dy_pad, cfg.grad_format, True)
-    # The input gradient's weights: all experts' transposes quantized as
-    # one, a scale per input feature ([K, G * N], expert g's columns).
-    groups_w, n, k_in = w.shape
-    wq_t = dq(w.reshape(groups_w * n, k_in), "per-row", transpose=True)
     xq_t = moss(x_pad, cfg.x_format, True)
     for g, (s, e) in enumerate(zip(bounds, bounds[1:])):
         if s == e:
             continue
-        y[s:e] = xq[s:e] @ dq(w[g], "per-row").T
+        # Each expert's weight per tensor, its transpose at the same scale.
+        wq = dq(w[g], "per-tensor")
+        y[s:e] = xq[s:e] @ wq.T
         if layer.bias is not None:
             y[s:e] += layer.bias.detach()[g].double()
-        dx[s:e] = dyq[s:e] @ wq_t[:, g * n:(g + 1) * n].T
+        dx[s:e] = dyq[s:e] @ dq(w[g], "per-tensor", transpose=True).T
         c0, c1 = columns[g]
         dw[g] = dyq_t[:, c0:c1] @ xq_t[:, c0:c1].T
     return y, dx, dw
@@ -412,7 +410,8 @@ class GroupedLinearCpuTest(unittest.TestCase):
                 mock.patch.object(moss_jit.nn, "quantize_both_layouts") as both:
             with torch.no_grad():
                 y = layer(x, offsets)
-            self.assertEqual(transposes, [False, False])
+            # X's codes and each of the two experts' weights.
+            self.assertEqual(transposes, [False, False, False])
             both.assert_not_called()
         self.assertFalse(y.requires_grad)
 
@@ -435,21 +434,26 @@ class GroupedLinearCpuTest(unittest.TestCase):
                 fresh.weight.copy_(layer.weight)
                 return fresh(x, offsets)
 
+        def casts():  # of the layer's three experts, each exact on the CPU
+            self.assertEqual(sum(layer.weight_casts.values()),
+                             layer.weight_casts["exact"])
+            return layer.weight_casts["exact"] // 3
+
         with torch.no_grad():
             layer(x, offsets)
             layer(x, offsets)
-        self.assertEqual(layer.weight_casts, 1)
+        self.assertEqual(casts(), 1)
         with torch.no_grad():
             layer.weight.mul_(-0.5)
             after_change = layer(x, offsets)
-        self.assertEqual(layer.weight_casts, 2)
+        self.assertEqual(casts(), 2)
         self.assertTrue(torch.equal(after_change, fresh_layers_output()))
         # Training needs the transposes too: a third cast, then the step's.
         layer(x.clone().requires_grad_(), offsets).square().sum().backward()
         optimizer.step()
         with torch.no_grad():
             after_step = layer(x, offsets)
-        self.assertEqual(layer.weight_casts, 4)
+        self.assertEqual(casts(), 4)
         self.assertTrue(torch.equal(after_step, fresh_layers_output()))
         self.assertFalse(torch.equal(after_step, after_change))
 

@@ -652,6 +652,52 @@ moss_error_t convertScalerOptions(const moss_weight_scaler_options_t *options,
   return nullptr;
 }
 
+/// moss_weight_scaler_step, with the transposed layout's buffers or NULL.
+moss_error_t scalerStep(moss_weight_scaler_t scaler, double lr,
+                        const moss_quantize_spec_t *spec,
+                        const moss_quantize_buffers_t *buffers,
+                        const moss_quantize_buffers_t *transposed, void *stream,
+                        moss_weight_scale_step_t *out) {
+  if (!scaler)
+    return invalid("scaler is NULL");
+  const bool both = transposed != nullptr;
+  QuantizeSpec converted;
+  QuantizeBuffers devBuffers, devTransposed;
+  if (moss_error_t error = checkCall(scaler->context, spec, buffers, converted,
+                                     devBuffers, both))
+    return error;
+  if (converted.options.scheme.kind != ScalingKind::PerTensor)
+    return invalid("the weight scaler casts per-tensor, not spec->scheme=" +
+                   Twine(spec->scheme) + " (" + converted.options.scheme.str() +
+                   ")");
+  if (buffers->counters)
+    return invalid("buffers->counters must be 0: the weight scaler counts "
+                   "into its own");
+  if (both) {
+    if (moss_error_t error = checkTransposedBuffers(
+            transposed, buffers->x, converted.options.scheme, devTransposed))
+      return error;
+    if (transposed->counters)
+      return invalid("transposed->counters must be 0: the weight scaler "
+                     "counts into its own");
+  }
+  // The learning rate, and what else the scaler asks of its arguments.
+  if (Error error = checkWeightScalerStep(lr, converted, devBuffers,
+                                          both ? &devTransposed : nullptr))
+    return convert(std::move(error), MOSS_ERROR_INVALID_ARGUMENT);
+  if (Error error = scaler->context->device.makeCurrent())
+    return convert(std::move(error));
+  Expected<WeightScaleDecision> decision = scaler->scaler->castStep(
+      lr, converted, devBuffers, static_cast<CUstream>(stream),
+      both ? &devTransposed : nullptr);
+  if (!decision)
+    return convert(decision.takeError());
+  if (out)
+    *out = moss_weight_scale_step_t{decision->step, int32_t(decision->reason),
+                                    decision->scale};
+  return nullptr;
+}
+
 } // namespace
 
 extern "C" {
@@ -704,34 +750,17 @@ moss_error_t moss_weight_scaler_step(moss_weight_scaler_t scaler, double lr,
                                      const moss_quantize_buffers_t *buffers,
                                      void *stream,
                                      moss_weight_scale_step_t *out) {
-  if (!scaler)
-    return invalid("scaler is NULL");
-  QuantizeSpec converted;
-  QuantizeBuffers devBuffers;
-  if (moss_error_t error =
-          checkCall(scaler->context, spec, buffers, converted, devBuffers))
-    return error;
-  if (converted.options.scheme.kind != ScalingKind::PerTensor)
-    return invalid("the weight scaler casts per-tensor, not spec->scheme=" +
-                   Twine(spec->scheme) + " (" +
-                   converted.options.scheme.str() + ")");
-  if (buffers->counters)
-    return invalid("buffers->counters must be 0: the weight scaler counts "
-                   "into its own");
-  // The learning rate, and what else the scaler asks of its arguments.
-  if (Error error = checkWeightScalerStep(lr, converted, devBuffers))
-    return convert(std::move(error), MOSS_ERROR_INVALID_ARGUMENT);
-  if (Error error = scaler->context->device.makeCurrent())
-    return convert(std::move(error));
-  Expected<WeightScaleDecision> decision = scaler->scaler->castStep(
-      lr, converted, devBuffers, static_cast<CUstream>(stream));
-  if (!decision)
-    return convert(decision.takeError());
-  if (out)
-    *out = moss_weight_scale_step_t{decision->step,
-                                    int32_t(decision->reason),
-                                    decision->scale};
-  return nullptr;
+  return scalerStep(scaler, lr, spec, buffers, nullptr, stream, out);
+}
+
+moss_error_t moss_weight_scaler_step_both_layouts(
+    moss_weight_scaler_t scaler, double lr, const moss_quantize_spec_t *spec,
+    const moss_quantize_buffers_t *buffers,
+    const moss_quantize_buffers_t *transposed, void *stream,
+    moss_weight_scale_step_t *out) {
+  if (!transposed)
+    return invalid("transposed is NULL");
+  return scalerStep(scaler, lr, spec, buffers, transposed, stream, out);
 }
 
 moss_error_t moss_weight_scaler_stats(moss_weight_scaler_t scaler,

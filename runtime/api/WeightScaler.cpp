@@ -248,7 +248,8 @@ static int ringIndex(int oldest, int offset) {
 }
 
 Error checkWeightScalerStep(double lr, const QuantizeSpec &spec,
-                            const QuantizeBuffers &buffers) {
+                            const QuantizeBuffers &buffers,
+                            const QuantizeBuffers *transposed) {
   if (Error error = checkLearningRate(lr))
     return error;
   if (Error error = checkGpuQuantizeSpec(spec))
@@ -285,6 +286,28 @@ Error checkWeightScalerStep(double lr, const QuantizeSpec &spec,
     return invalidArgument(
         "buffers.amax must be 0: the weight scaler keeps the "
         "amax itself");
+  if (spec.bothLayouts != (transposed != nullptr))
+    return invalidArgument(
+        spec.bothLayouts
+            ? "a dual-layout spec needs the transposed layout's buffers"
+            : "the transposed layout's buffers need a dual-layout spec "
+              "(QuantizeSpec::bothLayouts)");
+  if (!transposed)
+    return Error::success();
+  if (transposed->x && transposed->x != buffers.x)
+    return invalidArgument("transposed.x differs from buffers.x: both "
+                           "layouts come from one read of the weight");
+  if (Error e = checkPointer(transposed->q, 16,
+                             "the transposed codes "
+                             "transposed.q"))
+    return e;
+  if (Error e = checkPointer(transposed->global, 4,
+                             "the scale output transposed.global"))
+    return e;
+  if (transposed->local || transposed->counters || transposed->amax)
+    return invalidArgument("transposed.local, .counters and .amax must be 0 "
+                           "(per-tensor scaling; the scaler counts and keeps "
+                           "the amax itself)");
   return Error::success();
 }
 
@@ -374,8 +397,9 @@ Error WeightScaler::poll() {
 
 Expected<WeightScaleDecision>
 WeightScaler::castStep(double lr, const QuantizeSpec &spec,
-                       const QuantizeBuffers &buffers, CUstream stream) {
-  if (Error error = checkWeightScalerStep(lr, spec, buffers))
+                       const QuantizeBuffers &buffers, CUstream stream,
+                       const QuantizeBuffers *transposed) {
+  if (Error error = checkWeightScalerStep(lr, spec, buffers, transposed))
     return std::move(error);
   Expected<const DriverApi &> api = getDriverApi();
   if (!api)
@@ -398,13 +422,19 @@ WeightScaler::castStep(double lr, const QuantizeSpec &spec,
   }
   QuantizeBuffers launch = buffers;
   launch.counters = deviceState;
+  // The transposed layout's counts, the same values as the row-major's, go
+  // to the quantizer's own words (counters 0).
+  QuantizeBuffers transposedLaunch =
+      transposed ? *transposed : QuantizeBuffers();
   if (decision->isRescale()) {
     // The JIT per-tensor quantize: the exact scale, and the exact amax for
     // the next anchor. (A_0 = scale * max would not be exact: the scale is
     // amax / max rounded to FP32, and the product rounds again, possibly
     // below the amax, which would make the first prediction undershoot.)
     launch.amax = deviceState + kAmaxOffset;
-    if (Error error = quantizer.quantize(spec, launch, stream))
+    if (Error error = transposed ? quantizer.quantizeBothLayouts(
+                                       spec, launch, transposedLaunch, stream)
+                                 : quantizer.quantize(spec, launch, stream))
       return std::move(error);
   } else {
     // The scale's bits travel in the call: unlike a copy from a page-locked
@@ -415,8 +445,11 @@ WeightScaler::castStep(double lr, const QuantizeSpec &spec,
             api->memsetD32Async(deviceState + kScaleOffset, bits, 1, stream),
             "cuMemsetD32Async(weight scaler scale)"))
       return std::move(error);
-    if (Error error = quantizer.castWithScale(spec, deviceState + kScaleOffset,
-                                              launch, stream))
+    const CUdeviceptr scale = deviceState + kScaleOffset;
+    if (Error error =
+            transposed ? quantizer.quantizeBothLayouts(
+                             spec, launch, transposedLaunch, stream, scale)
+                       : quantizer.castWithScale(spec, scale, launch, stream))
       return std::move(error);
   }
   planner.commit(*decision, lr);

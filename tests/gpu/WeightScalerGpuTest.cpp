@@ -196,6 +196,78 @@ TEST(WeightScalerGpuTest, DriftingWeightsMatchTheReference) {
   EXPECT_GE(stats.intervalRescales, (synchronousSteps - 1) / interval);
 }
 
+// Both layouts from one read (castStep with the transposed buffers), in
+// step with a second scaler that casts the row-major layout alone: the same
+// decisions and scales, the same row-major codes, and W^T's codes those of
+// the host's cast of W^T at the step's scale (the exact per-tensor
+// quantization of W^T on a rescale), bit for bit, poisoned first.
+TEST(WeightScalerGpuTest, BothLayoutsFromOneReadFollowTheRowMajorSteps) {
+  REQUIRE_GPU();
+  const int64_t rows = 160, cols = 768, interval = 4, steps = 12;
+  const Fp8Format format = Fp8Format::E4M3;
+  QuantizeSpec spec;
+  spec.rows = rows;
+  spec.cols = cols;
+  spec.options = {ScalingScheme::perTensor(), format, false};
+  QuantizeSpec dual = spec;
+  dual.bothLayouts = true;
+
+  std::mt19937_64 rng{std::random_device{}()};
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  std::vector<float> w = gaussianSample(rows, cols, rng());
+  std::unique_ptr<WeightScaler> apart = makeScaler(options(interval, 1.0));
+  std::unique_ptr<WeightScaler> both = makeScaler(options(interval, 1.0));
+  ASSERT_TRUE(apart && both);
+  Stream stream;
+  for (int64_t t = 0; t < steps; ++t) {
+    SCOPED_TRACE("step " + std::to_string(t));
+    const double lr = t == 0 ? 0.0 : 1e-3;
+    for (float &v : w)
+      v += float(lr) * unit(rng) * 0.999f;
+    StepBuffers one(w), two(w);
+    DeviceBuffer qt(w.size()), globalT(4);
+    qt.poison();
+    globalT.poison();
+    llvm::Expected<WeightScaleDecision> d1 = apart->castStep(
+        lr, spec, {one.x.get(), one.q.get(), 0, one.global.get(), 0},
+        stream.stream);
+    ASSERT_TRUE(bool(d1)) << llvm::toString(d1.takeError());
+    QuantizeBuffers transposed{0, qt.get(), 0, globalT.get(), 0};
+    llvm::Expected<WeightScaleDecision> d2 = both->castStep(
+        lr, dual, {two.x.get(), two.q.get(), 0, two.global.get(), 0},
+        stream.stream, &transposed);
+    ASSERT_TRUE(bool(d2)) << llvm::toString(d2.takeError());
+    ASSERT_EQ(api().streamSynchronize(stream.stream), CUDA_SUCCESS);
+    EXPECT_EQ(d1->reason, d2->reason);
+    EXPECT_EQ(d1->scale, d2->scale);
+    one.decision = *d1;
+    two.decision = *d2;
+    checkStep(one, rows, cols, format);
+    checkStep(two, rows, cols, format);
+
+    std::vector<float> wt(w.size());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        wt[size_t(c * rows + r)] = w[size_t(r * cols + c)];
+    const float scale = two.global.download<float>()[0];
+    llvm::Expected<QuantizedTensor> ref =
+        d2->isRescale() ? quantize(wt, cols, rows,
+                                   {ScalingScheme::perTensor(), format, false})
+                        : quantizeWithScale(wt, cols, rows, scale, format);
+    ASSERT_TRUE(bool(ref)) << llvm::toString(ref.takeError());
+    std::vector<uint8_t> codes = qt.download<uint8_t>();
+    int64_t mismatches = 0;
+    for (size_t i = 0; i < codes.size(); ++i)
+      if (codes[i] != ref->codes[i] && mismatches++ < 5)
+        ADD_FAILURE() << "transposed code " << i << ": gpu " << int(codes[i])
+                      << " reference " << int(ref->codes[i]);
+    EXPECT_EQ(mismatches, 0);
+    EXPECT_EQ(globalT.download<float>()[0], scale);
+  }
+  EXPECT_GT(both->stats().rescales, 1);
+  EXPECT_LT(both->stats().rescales, steps);
+}
+
 TEST(WeightScalerGpuTest, UndershootSaturatesAndTheNextStepRescales) {
   REQUIRE_GPU();
   const int64_t rows = 33, cols = 512;

@@ -504,6 +504,14 @@ TEST(CApiTest, WeightScalerBadArguments) {
   expectError(moss_weight_scaler_step(nullptr, 1e-3, &spec, &buffers, nullptr,
                                       nullptr),
               MOSS_ERROR_INVALID_ARGUMENT, "scaler is NULL");
+  moss_quantize_buffers_t transposed = {0, 16, 0, 16, 0};
+  expectError(moss_weight_scaler_step_both_layouts(nullptr, 1e-3, &spec,
+                                                   &buffers, &transposed,
+                                                   nullptr, nullptr),
+              MOSS_ERROR_INVALID_ARGUMENT, "scaler is NULL");
+  expectError(moss_weight_scaler_step_both_layouts(
+                  nullptr, 1e-3, &spec, &buffers, nullptr, nullptr, nullptr),
+              MOSS_ERROR_INVALID_ARGUMENT, "transposed is NULL");
   moss_weight_scaler_stats_t stats;
   stats.struct_size = sizeof(stats);
   expectError(moss_weight_scaler_stats(nullptr, &stats),
@@ -817,6 +825,41 @@ TEST(CApiTest, WeightScalerOnGpu) {
   expectError(moss_weight_scaler_step(scaler.get(), 1e-3, &perRow, &buffers,
                                       nullptr, nullptr),
               MOSS_ERROR_INVALID_ARGUMENT, "per-tensor");
+
+  // Both layouts from one read: W^T's codes at the step's scale.
+  DeviceBuffer dqt(x.size()), dglobalT(4);
+  moss_quantize_buffers_t transposed = {0, dqt.ptr, 0, dglobalT.ptr, 0};
+  {
+    moss_weight_scale_step_t step;
+    ErrorPtr error(moss_weight_scaler_step_both_layouts(
+        scaler.get(), 1e-3, &spec, &buffers, &transposed, nullptr, &step));
+    ASSERT_EQ(error, nullptr) << moss_error_message(error.get());
+    ASSERT_EQ(api.streamSynchronize(nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(step.step, 4);
+    float global, globalT;
+    ASSERT_EQ(api.memcpyDtoH(&global, dglobal.ptr, 4), CUDA_SUCCESS);
+    ASSERT_EQ(api.memcpyDtoH(&globalT, dglobalT.ptr, 4), CUDA_SUCCESS);
+    EXPECT_EQ(global, globalT);
+    std::vector<uint8_t> q(x.size()), qt(x.size());
+    ASSERT_EQ(api.memcpyDtoH(q.data(), dq.ptr, q.size()), CUDA_SUCCESS);
+    ASSERT_EQ(api.memcpyDtoH(qt.data(), dqt.ptr, qt.size()), CUDA_SUCCESS);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        ASSERT_EQ(qt[size_t(c * rows + r)], q[size_t(r * cols + c)])
+            << "row " << r << " column " << c;
+  }
+  moss_quantize_buffers_t elsewhere = transposed;
+  elsewhere.x = dq.ptr;
+  expectError(moss_weight_scaler_step_both_layouts(scaler.get(), 1e-3, &spec,
+                                                   &buffers, &elsewhere,
+                                                   nullptr, nullptr),
+              MOSS_ERROR_INVALID_ARGUMENT, "transposed->x differs");
+  moss_quantize_buffers_t countedT = transposed;
+  countedT.counters = dglobal.ptr;
+  expectError(moss_weight_scaler_step_both_layouts(scaler.get(), 1e-3, &spec,
+                                                   &buffers, &countedT, nullptr,
+                                                   nullptr),
+              MOSS_ERROR_INVALID_ARGUMENT, "transposed->counters must be 0");
   stats.struct_size = 16;
   expectError(moss_weight_scaler_stats(scaler.get(), &stats),
               MOSS_ERROR_INVALID_ARGUMENT, "out->struct_size=16");

@@ -215,9 +215,16 @@ public:
   /// per-tensor; buffers.local, .counters and .amax must be 0 (the scaler
   /// owns its counters). Everything is checked before anything changes or
   /// launches. Returns what the step did.
+  ///
+  /// With `transposed` (and spec.bothLayouts), W_t^T's codes at the same
+  /// scale go to transposed->q and the scale to transposed->global (which
+  /// may be buffers.global) from the same read of W_t
+  /// (GpuQuantizer::quantizeBothLayouts); transposed->x is 0 or buffers.x,
+  /// its .local, .counters and .amax 0.
   llvm::Expected<WeightScaleDecision>
   castStep(double lr, const compiler::QuantizeSpec &spec,
-           const QuantizeBuffers &buffers, CUstream stream);
+           const QuantizeBuffers &buffers, CUstream stream,
+           const QuantizeBuffers *transposed = nullptr);
 
   /// Takes whatever snapshots have arrived, without launching or waiting.
   llvm::Error poll();
@@ -250,7 +257,8 @@ private:
 /// Checks the arguments of WeightScaler::castStep without a GPU; the error
 /// names the bad argument and what was expected.
 llvm::Error checkWeightScalerStep(double lr, const compiler::QuantizeSpec &spec,
-                                  const QuantizeBuffers &buffers);
+                                  const QuantizeBuffers &buffers,
+                                  const QuantizeBuffers *transposed = nullptr);
 
 } // namespace moss::runtime
 
