@@ -69,6 +69,17 @@ struct StepBuffers {
   }
 };
 
+/// The device codes against the reference's, the first mismatches named.
+void expectCodesEqual(const std::vector<uint8_t> &codes,
+                      const std::vector<uint8_t> &want, const char *what) {
+  int64_t mismatches = 0;
+  for (size_t i = 0; i < codes.size(); ++i)
+    if (codes[i] != want[i] && mismatches++ < 5)
+      ADD_FAILURE() << what << " " << i << ": gpu " << int(codes[i])
+                    << " reference " << int(want[i]);
+  EXPECT_EQ(mismatches, 0);
+}
+
 /// Checks a finished step against the host reference for what it did.
 void checkStep(const StepBuffers &s, int64_t rows, int64_t cols,
                Fp8Format format) {
@@ -80,13 +91,7 @@ void checkStep(const StepBuffers &s, int64_t rows, int64_t cols,
                      {ScalingScheme::perTensor(), format, false})
           : quantizeWithScale(s.weight, rows, cols, s.decision.scale, format);
   ASSERT_TRUE(bool(ref)) << llvm::toString(ref.takeError());
-  std::vector<uint8_t> codes = s.q.download<uint8_t>();
-  int64_t mismatches = 0;
-  for (size_t i = 0; i < codes.size(); ++i)
-    if (codes[i] != ref->codes[i] && mismatches++ < 5)
-      ADD_FAILURE() << "code " << i << ": gpu " << int(codes[i])
-                    << " reference " << int(ref->codes[i]);
-  EXPECT_EQ(mismatches, 0);
+  expectCodesEqual(s.q.download<uint8_t>(), ref->codes, "code");
   float global = s.global.download<float>()[0];
   EXPECT_EQ(std::memcmp(&global, &ref->global[0], 4), 0)
       << "scale: gpu " << global << " reference " << ref->global[0];
@@ -255,13 +260,7 @@ TEST(WeightScalerGpuTest, BothLayoutsFromOneReadFollowTheRowMajorSteps) {
                                    {ScalingScheme::perTensor(), format, false})
                         : quantizeWithScale(wt, cols, rows, scale, format);
     ASSERT_TRUE(bool(ref)) << llvm::toString(ref.takeError());
-    std::vector<uint8_t> codes = qt.download<uint8_t>();
-    int64_t mismatches = 0;
-    for (size_t i = 0; i < codes.size(); ++i)
-      if (codes[i] != ref->codes[i] && mismatches++ < 5)
-        ADD_FAILURE() << "transposed code " << i << ": gpu " << int(codes[i])
-                      << " reference " << int(ref->codes[i]);
-    EXPECT_EQ(mismatches, 0);
+    expectCodesEqual(qt.download<uint8_t>(), ref->codes, "transposed code");
     EXPECT_EQ(globalT.download<float>()[0], scale);
   }
   EXPECT_GT(both->stats().rescales, 1);
