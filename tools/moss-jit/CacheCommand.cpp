@@ -74,8 +74,9 @@ struct StepQuantization {
 /// `in` -> `out` features: X and dY in both layouts (one dual-layout
 /// quantize each where the tokens are a multiple of the block, else the two
 /// apart over the tokens padded to it), the weight [out, in] cast exactly,
-/// with the scaler's scale, and transposed with it, and, compiled, both its
-/// layouts at once.
+/// with the scaler's scale, and transposed with it, and both its layouts
+/// at once, exactly (a rescale, and the compiled Linear's cast) and with
+/// the scaler's scale (a training step's).
 std::vector<StepQuantization>
 getLinearStepQuantizations(int64_t tokens, int64_t out, int64_t in,
                            compiler::InputType activation,
@@ -118,6 +119,7 @@ getLinearStepQuantizations(int64_t tokens, int64_t out, int64_t in,
       {make(out, in, weight, perTensor, true, BlockScaleFold::None), true});
   w.bothLayouts = true;
   steps.push_back({w});
+  steps.push_back({w, true});
   return steps;
 }
 
