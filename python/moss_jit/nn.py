@@ -707,7 +707,8 @@ class GroupedLinear(torch.nn.Module):
         the codes (eager only: torch.compile traces the cast)."""
         w = self.weight
         if _torch.compiling():
-            return _expert_weights(w.detach(), need_transposes)[0]
+            return _expert_weights(w.detach().contiguous(),
+                                   need_transposes)[0]
         source = (w.data_ptr(), w.device, w.dtype, w.shape, w._version)
         if self._w_cached is None or self._w_source != source or \
                 (need_transposes and self._w_cached[1] is None):
@@ -721,8 +722,10 @@ class GroupedLinear(torch.nn.Module):
                         for _ in range(w.shape[0])]
                 scalers = self._scalers
             with torch.no_grad():
+                # (Each expert's slice of a contiguous weight is one too.)
                 self._w_cached, reasons = _expert_weights(
-                    w.detach(), need_transposes, scalers, self._pending_lr)
+                    w.detach().contiguous(), need_transposes, scalers,
+                    self._pending_lr)
             self._w_source, self._pending_lr = source, None
             for reason in reasons:
                 self.weight_casts[reason] += 1

@@ -297,9 +297,7 @@ Error checkWeightScalerStep(double lr, const QuantizeSpec &spec,
   if (transposed->x && transposed->x != buffers.x)
     return invalidArgument("transposed.x differs from buffers.x: both "
                            "layouts come from one read of the weight");
-  if (Error e = checkPointer(transposed->q, 16,
-                             "the transposed codes "
-                             "transposed.q"))
+  if (Error e = checkPointer(transposed->q, 16, "the codes transposed.q"))
     return e;
   if (Error e = checkPointer(transposed->global, 4,
                              "the scale output transposed.global"))
