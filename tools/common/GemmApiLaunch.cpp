@@ -22,7 +22,8 @@ static llvm::Expected<GemmRunner &> getRunner() {
 
 static GemmOptions getOptions(const std::optional<compiler::TileConfig> &tiling,
                               bool quick, bool foldAInKernel) {
-  GemmOptions options{tiling};
+  GemmOptions options;
+  options.tiling = tiling;
   options.compileMode = quick ? GemmCompileMode::Quick : GemmCompileMode::Full;
   options.foldAInKernel = foldAInKernel;
   return options;
