@@ -519,6 +519,61 @@ class LinearCudaTest(unittest.TestCase):
         self.assertGreater(casts["predicted"], 0)
         self.assertEqual(layer.scaler_stats()["steps"], 8)
 
+    def test_the_scalers_two_layouts_are_one_cast(self):
+        # A training step (X needs its gradient, the optimizer reports the
+        # learning rate) casts W and W^T in one scaler call: both are the
+        # weight's cast at the step's one scale, bit for bit with the
+        # separate casts of cast_with_scale.
+        layer = moss_jit.nn.Linear(1024, 512, device=DEVICE)
+        optimizer = torch.optim.AdamW(layer.parameters(), lr=1e-4,
+                                      fused=True)
+        moss_jit.attach_optimizer(optimizer)
+        x = torch.randn(256, 1024, device=DEVICE, dtype=torch.bfloat16,
+                        requires_grad=True)
+        for _ in range(5):
+            layer(x).float().square().mean().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        layer(x).float().sum().backward()
+        self.assertGreater(layer.weight_casts["predicted"], 0)
+        w = layer.weight.detach()
+        scale = layer._w_scale
+        u8 = torch.uint8
+        self.assertTrue(torch.equal(
+            layer._w_codes.view(u8),
+            moss_jit.cast_with_scale(w, scale).view(u8)))
+        self.assertTrue(torch.equal(
+            layer._w_t_codes.view(u8),
+            moss_jit.cast_with_scale(w, scale, transpose=True).view(u8)))
+
+    def test_grouped_experts_have_their_own_scalers(self):
+        experts = moss_jit.nn.GroupedLinear(4, 512, 256, device=DEVICE)
+        optimizer = torch.optim.AdamW(experts.parameters(), lr=1e-4,
+                                      fused=True)
+        moss_jit.attach_optimizer(optimizer)
+        offsets = torch.tensor([0, 40, 40, 200, 256], dtype=torch.int32,
+                               device=DEVICE)
+        x = torch.randn(256, 512, device=DEVICE, dtype=torch.bfloat16,
+                        requires_grad=True)
+        for _ in range(4):
+            experts(x, offsets).float().square().mean().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        experts(x, offsets).float().sum().backward()
+        self.assertGreater(experts.weight_casts["predicted"], 0)
+        self.assertEqual(len(experts.scaler_stats()), 4)
+        w_q, w_t = experts._w_cached
+        u8 = torch.uint8
+        for g in range(4):
+            w = experts.weight.detach()[g]
+            scale = w_q.global_scales[g:g + 1]
+            self.assertTrue(torch.equal(
+                w_q.expert(g).codes.view(u8),
+                moss_jit.cast_with_scale(w, scale).view(u8)))
+            self.assertTrue(torch.equal(
+                w_t.expert(g).codes.view(u8),
+                moss_jit.cast_with_scale(w, scale, transpose=True).view(u8)))
+
     def test_torch_compile_matches_eager(self):
         torch.manual_seed(0)
         model = torch.nn.Sequential(torch.nn.Linear(512, 1024),
