@@ -281,7 +281,7 @@ Expected<QuantizerSource> generateQuantizerSource(const QuantizeSpec &spec,
     break;
   }
 
-  std::string source =
+  const std::string prefix =
       "#include \"" + header + "\"\n\nusing Config = " + config + ";\n";
   // The row-wise kernel keeps at least 768 threads per SM (at most 85
   // registers for up to 256 threads, 64 for more), the transposed one 5
@@ -292,23 +292,25 @@ Expected<QuantizerSource> generateQuantizerSource(const QuantizeSpec &spec,
       v.family == Family::Rowwise      ? int(llvm::divideCeil(768, v.threads))
       : v.family == Family::Columnwise ? (v.bothLayouts ? 4 : 5)
                                        : 1;
-  auto addKernel = [&](StringRef name, StringRef pass) {
-    source +=
-        formatv("\nextern \"C\" __global__ void __launch_bounds__({0}, "
-                "{3})\n"
-                "{1}(const moss::quantize::Args args) {{\n  {2};\n}\n",
-                v.threads, name, formatv(call.c_str(), pass).str(), minBlocks);
+  auto kernel = [&](StringRef name, StringRef pass) {
+    return formatv("\nextern \"C\" __global__ void __launch_bounds__({0}, "
+                   "{3})\n"
+                   "{1}(const moss::quantize::Args args) {{\n  {2};\n}\n",
+                   v.threads, name, formatv(call.c_str(), pass).str(),
+                   minBlocks)
+        .str();
   };
+  std::string reduce, rest;
   if (v.hasReducePass()) {
     result.reduceKernel = (kernelName + "_reduce").str();
-    addKernel(result.reduceKernel, "kReducePass");
+    reduce = kernel(result.reduceKernel, "kReducePass");
   }
   result.quantizeKernel = kernelName.str();
-  addKernel(result.quantizeKernel, "kQuantizePass");
+  rest = kernel(result.quantizeKernel, "kQuantizePass");
   if (v.columnMax) {
     // The transposed layout's blocks run down the columns, Block rows each.
     result.columnKernel = (kernelName + "_columns").str();
-    source +=
+    rest +=
         formatv("\n#include \"moss/quantize/columnmax.cuh\"\n\n"
                 "extern \"C\" __global__ void __launch_bounds__({0}, "
                 "1)\n{1}(const moss::quantize::Args args) {{\n"
@@ -317,7 +319,10 @@ Expected<QuantizerSource> generateQuantizerSource(const QuantizeSpec &spec,
                 chooseQuantizerVariant(getTransposedSpec(spec), false).block)
             .str();
   }
-  result.source = std::move(source);
+  result.source = prefix + reduce + rest;
+  if (!reduce.empty())
+    result.reduceSource = prefix + reduce;
+  result.quantizeSource = prefix + rest;
   return result;
 }
 

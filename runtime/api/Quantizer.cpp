@@ -35,7 +35,8 @@ constexpr int64_t kMaxGridY = 65535;
 //===----------------------------------------------------------------------===//
 
 struct GpuQuantizer::Plan {
-  std::shared_ptr<const KernelEntry> entry;
+  /// The quantize pass's program, and the reduce pass's (null without one).
+  std::shared_ptr<const KernelEntry> entry, reduceEntry;
   CUfunction reduce = nullptr;
   CUfunction quantize = nullptr;
   /// The column pass (QuantizerVariant::columnMax).
@@ -104,28 +105,40 @@ compileQuantizer(KernelCache &cache, const QuantizeSpec &spec, bool withScale) {
   Expected<QuantizerSource> source = generateQuantizerSource(spec, withScale);
   if (!source)
     return source.takeError();
-  // (NVRTC compiles the two sources in parallel: a first dual-layout call
-  // waits for the longer of them, not for both.)
+  // NVRTC compiles the reduce pass's program, the quantize pass's and, for
+  // a dual layout in two kernels, the transposed spec's in parallel: a
+  // first call waits for the longest of them, not for their sum.
   std::future<Error> transposed;
   if (chooseQuantizerVariant(spec, withScale).columnMax)
     transposed =
         std::async(std::launch::async, [&cache, t = getTransposedSpec(spec)] {
           return compileQuantizer(cache, t, false).takeError();
         });
-  Expected<std::shared_ptr<const KernelEntry>> entry =
-      cache.getOrCompile(source->source, CompileOptions());
-  if (transposed.valid()) {
-    Error error = transposed.get();
-    if (!entry) {
-      consumeError(std::move(error));
-      return entry.takeError();
-    }
-    if (error)
-      return std::move(error);
+  using EntryOrError = Expected<std::shared_ptr<const KernelEntry>>;
+  std::future<EntryOrError> reduce;
+  if (!source->reduceSource.empty())
+    reduce =
+        std::async(std::launch::async, [&cache, &text = source->reduceSource] {
+          return cache.getOrCompile(text, CompileOptions());
+        });
+  EntryOrError entry =
+      cache.getOrCompile(source->quantizeSource, CompileOptions());
+  // Every compile finished (they read `source`) before any return.
+  Error errors = entry ? Error::success() : entry.takeError();
+  std::shared_ptr<const KernelEntry> reduceEntry;
+  if (reduce.valid()) {
+    EntryOrError reduced = reduce.get();
+    if (reduced)
+      reduceEntry = std::move(*reduced);
+    else
+      errors = joinErrors(std::move(errors), reduced.takeError());
   }
-  if (!entry)
-    return entry.takeError();
-  return CompiledQuantizer{std::move(*source), std::move(*entry)};
+  if (transposed.valid())
+    errors = joinErrors(std::move(errors), transposed.get());
+  if (errors)
+    return std::move(errors);
+  return CompiledQuantizer{std::move(*source), std::move(*entry),
+                           std::move(reduceEntry)};
 }
 
 /// The plan key packs everything but K into one word, so a launch looks up a
@@ -163,6 +176,7 @@ GpuQuantizer::getPlan(const QuantizeSpec &spec, bool withScale) {
   const QuantizerSource &source = compiled->source;
   auto plan = std::make_unique<Plan>();
   plan->entry = compiled->entry;
+  plan->reduceEntry = compiled->reduceEntry;
   plan->variant = chooseQuantizerVariant(spec, withScale);
   Expected<CUfunction> quantize =
       plan->entry->getFunction(source.quantizeKernel);
@@ -170,7 +184,8 @@ GpuQuantizer::getPlan(const QuantizeSpec &spec, bool withScale) {
     return quantize.takeError();
   plan->quantize = *quantize;
   if (!source.reduceKernel.empty()) {
-    Expected<CUfunction> reduce = plan->entry->getFunction(source.reduceKernel);
+    Expected<CUfunction> reduce =
+        plan->reduceEntry->getFunction(source.reduceKernel);
     if (!reduce)
       return reduce.takeError();
     plan->reduce = *reduce;

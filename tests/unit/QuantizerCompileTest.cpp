@@ -190,7 +190,8 @@ TEST(QuantizerCompileTest,
 TEST(QuantizerCompileTest, ADualLayoutCompileBuildsItsTransposedPassToo) {
   // compileQuantizer of a dual-layout spec in two kernels leaves the
   // transposed spec's kernels in the cache as well (compiled beside its
-  // own); a dual-layout spec in one kernel compiles only its own source.
+  // own: its quantize pass's program and its reduce pass's); a dual-layout
+  // spec in one kernel compiles only its own programs.
   if (!isNvrtcAvailable())
     GTEST_SKIP() << "NVRTC (libnvrtc.so.13) is not available";
   KernelCacheOptions options;
@@ -206,12 +207,14 @@ TEST(QuantizerCompileTest, ADualLayoutCompileBuildsItsTransposedPassToo) {
   llvm::Expected<CompiledQuantizer> dual = compileQuantizer(cache, spec, false);
   ASSERT_TRUE(bool(dual)) << llvm::toString(dual.takeError());
   EXPECT_FALSE(dual->source.columnKernel.empty());
-  EXPECT_EQ(cache.stats().compiles, 2u);
+  EXPECT_EQ(dual->reduceEntry, nullptr);
+  EXPECT_EQ(cache.stats().compiles, 3u);
   llvm::Expected<CompiledQuantizer> transposed =
       compileQuantizer(cache, getTransposedSpec(spec), false);
   ASSERT_TRUE(bool(transposed)) << llvm::toString(transposed.takeError());
-  EXPECT_EQ(cache.stats().compiles, 2u);
-  EXPECT_EQ(cache.stats().memoryHits, 1u);
+  EXPECT_NE(transposed->reduceEntry, nullptr);
+  EXPECT_EQ(cache.stats().compiles, 3u);
+  EXPECT_EQ(cache.stats().memoryHits, 2u);
 
   spec.options.scheme = ScalingScheme::mxfp8();
   spec.options.fold = BlockScaleFold::None;
@@ -219,7 +222,38 @@ TEST(QuantizerCompileTest, ADualLayoutCompileBuildsItsTransposedPassToo) {
       compileQuantizer(cache, spec, false);
   ASSERT_TRUE(bool(oneKernel)) << llvm::toString(oneKernel.takeError());
   EXPECT_TRUE(oneKernel->source.columnKernel.empty());
-  EXPECT_EQ(cache.stats().compiles, 3u);
+  EXPECT_EQ(cache.stats().compiles, 4u);
+}
+
+TEST(QuantizerCompileTest, TheReducePassIsAProgramOfItsOwn) {
+  // Two programs the runtime compiles in parallel, and the one translation
+  // unit the compiler lowers to, which holds both.
+  QuantizeSpec spec;
+  spec.rows = 4096;
+  spec.cols = 4096;
+  spec.input = InputType::BF16;
+  spec.options = {ScalingScheme::twoLevel(GlobalScope::Tensor, 32),
+                  Fp8Format::E4M3, true, BlockScaleFold::Row};
+  llvm::Expected<QuantizerSource> source = generateQuantizerSource(spec);
+  ASSERT_TRUE(bool(source)) << llvm::toString(source.takeError());
+  ASSERT_FALSE(source->reduceKernel.empty());
+  auto defines = [](const std::string &text, const std::string &kernel) {
+    return llvm::StringRef(text).contains("\n" + kernel + "(");
+  };
+  EXPECT_TRUE(defines(source->reduceSource, source->reduceKernel));
+  EXPECT_FALSE(defines(source->reduceSource, source->quantizeKernel));
+  EXPECT_TRUE(defines(source->quantizeSource, source->quantizeKernel));
+  EXPECT_FALSE(defines(source->quantizeSource, source->reduceKernel));
+  EXPECT_TRUE(defines(source->source, source->reduceKernel));
+  EXPECT_TRUE(defines(source->source, source->quantizeKernel));
+
+  spec.options.scheme = ScalingScheme::perRow();
+  spec.options.transpose = false;
+  spec.options.fold = BlockScaleFold::None;
+  source = generateQuantizerSource(spec);
+  ASSERT_TRUE(bool(source)) << llvm::toString(source.takeError());
+  EXPECT_TRUE(source->reduceSource.empty()) << "one pass: a row fits a CTA";
+  EXPECT_EQ(source->quantizeSource, source->source);
 }
 
 TEST(QuantizerCompileTest, DualLayoutRejectsWhatOneReadCannotWrite) {

@@ -64,7 +64,14 @@ QuantizeLayout getQuantizeLayout(const QuantizeSpec &spec);
 
 /// The generated source of the kernels for one spec, and how to launch them.
 struct QuantizerSource {
+  /// Every kernel of the spec, one translation unit (what `moss.quantize`
+  /// lowers to).
   std::string source;
+  /// The same kernels as two programs, which the runtime compiles in
+  /// parallel: the reduce pass alone (empty when there is none), and the
+  /// rest (the quantize pass and a column pass).
+  std::string reduceSource;
+  std::string quantizeSource;
   /// Empty when the spec needs no reduce pass.
   std::string reduceKernel;
   std::string quantizeKernel;

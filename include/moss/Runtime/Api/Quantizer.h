@@ -61,14 +61,18 @@ struct QuantizeBuffers {
 };
 
 /// The kernels of one quantization, compiled (or found in `cache`) as
-/// GpuQuantizer compiles them, so under the same cache key: what `moss-jit
-/// cache warm --quantizers` puts in the disk cache without a GPU. A
-/// dual-layout spec in two kernels (QuantizerVariant::columnMax) also runs
-/// the transposed spec's quantize pass: that source is compiled on a second
-/// thread meanwhile, and cached on its own.
+/// GpuQuantizer compiles them, so under the same cache keys: what `moss-jit
+/// cache warm --quantizers` puts in the disk cache without a GPU. The
+/// reduce pass is a program of its own (QuantizerSource::reduceSource),
+/// compiled on a second thread beside the quantize pass's. A dual-layout
+/// spec in two kernels (QuantizerVariant::columnMax) also runs the
+/// transposed spec's quantize pass: those programs are compiled meanwhile
+/// too, and cached on their own.
 struct CompiledQuantizer {
   compiler::QuantizerSource source;
-  std::shared_ptr<const KernelEntry> entry;
+  /// QuantizerSource::quantizeSource's program, and reduceSource's (null
+  /// without a reduce pass).
+  std::shared_ptr<const KernelEntry> entry, reduceEntry;
 };
 llvm::Expected<CompiledQuantizer>
 compileQuantizer(KernelCache &cache, const compiler::QuantizeSpec &spec,
