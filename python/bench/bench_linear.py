@@ -69,7 +69,6 @@ def variants(tokens, fin, fout):
     def recast():
         # As after an optimizer step: the weight changed, the hook passed
         # the learning rate.
-        moss._w_version = None
         moss.set_learning_rate(1e-5)
 
     result["moss eager"] = (moss, recast)
@@ -80,7 +79,6 @@ def variants(tokens, fin, fout):
                                            both_layouts=False)
 
     def recast_apart():
-        apart._w_version = None
         apart.set_learning_rate(1e-5)
 
     result["moss eager, layouts apart"] = (apart, recast_apart)

@@ -43,7 +43,6 @@ def main():
                                    dtype=torch.bfloat16)
 
         def step():
-            layer._w_version = None
             layer.set_learning_rate(1e-5)
             x.grad = None
             layer.weight.grad = None

@@ -106,6 +106,21 @@ class WeightScaler:
     __del__ = close
 
 
+def _weight_source(w):
+    """What a weight's cached FP8 codes were cast from: a change of any of
+    these (its version counter included) makes them stale. A fused
+    optimizer's step moves none of them; it is reported instead
+    (attach_optimizer)."""
+    return (w.data_ptr(), w.device, w.dtype, w.shape, w._version)
+
+
+def _scaler_on(scaler, device_index, interval):
+    """`scaler` where it is a WeightScaler of that device, else a new one."""
+    if scaler is None or scaler.device_index != device_index:
+        return WeightScaler(device_index, interval)
+    return scaler
+
+
 def _cast_per_tensor(data, need_transpose, scaler=None, lr=None,
                      out=(None, None, None)):
     """A weight's per-tensor E4M3 cast (the MOSS Linears' weights): the
@@ -403,7 +418,7 @@ class Linear(torch.nn.Module):
         self.scaler_interval = scaler_interval
         self._scaler = None
         self._w_codes = self._w_t_codes = self._w_scale = None
-        self._w_version = None
+        self._w_source = None
         self._pending_lr = None
         self.weight_casts = {reason: 0 for reason in _REASONS}
         _layers_by_weight[id(self.weight)] = self
@@ -441,19 +456,19 @@ class Linear(torch.nn.Module):
     def _weight_codes(self, need_transpose):
         """The weight's FP8 codes [out, in], those of its transpose
         [in, out] when `need_transpose` (None otherwise), and their scale:
-        cast again when the weight changed (its version counter moved)."""
+        cast again when the weight changed (_weight_source)."""
         w = self.weight
         # A step reported by the optimizer hook counts as a change too: a
         # fused optimizer updates the weight without moving its version.
-        if self._w_codes is None or self._w_version != w._version or \
-                self._pending_lr is not None or \
-                self._w_codes.device != w.device:
+        source = _weight_source(w)
+        if self._w_codes is None or self._w_source != source or \
+                self._pending_lr is not None:
             if w.dtype not in (torch.float32, torch.bfloat16):
                 raise TypeError(f"weight has dtype {w.dtype}; the MOSS Linear "
                                 "keeps float32 or bfloat16 master weights")
             with torch.no_grad():
                 self._cast_weight(w.detach().contiguous(), need_transpose)
-            self._w_version = w._version
+            self._w_source = source
         if need_transpose and self._w_t_codes is None:
             with torch.no_grad():
                 if w.is_cuda:
@@ -472,11 +487,8 @@ class Linear(torch.nn.Module):
         w = self.weight
         scaler = None
         if w.is_cuda and self._pending_lr is not None:
-            if self._scaler is None or \
-                    self._scaler.device_index != w.device.index:
-                self._scaler = WeightScaler(w.device.index,
-                                            self.scaler_interval)
-            scaler = self._scaler
+            self._scaler = scaler = _scaler_on(
+                self._scaler, w.device.index, self.scaler_interval)
         codes, codes_t, scale, reason = _cast_per_tensor(
             data, need_transpose, scaler, self._pending_lr)
         self.weight_casts[reason] += 1
@@ -709,18 +721,17 @@ class GroupedLinear(torch.nn.Module):
         if _torch.compiling():
             return _expert_weights(w.detach().contiguous(),
                                    need_transposes)[0]
-        source = (w.data_ptr(), w.device, w.dtype, w.shape, w._version)
+        source = _weight_source(w)
         if self._w_cached is None or self._w_source != source or \
                 (need_transposes and self._w_cached[1] is None):
             scalers = None
             if w.is_cuda and self._pending_lr is not None:
                 if self._scalers is None or \
-                        len(self._scalers) != w.shape[0] or \
-                        self._scalers[0].device_index != w.device.index:
-                    self._scalers = [
-                        WeightScaler(w.device.index, self.scaler_interval)
-                        for _ in range(w.shape[0])]
-                scalers = self._scalers
+                        len(self._scalers) != w.shape[0]:
+                    self._scalers = [None] * w.shape[0]
+                self._scalers = scalers = [
+                    _scaler_on(s, w.device.index, self.scaler_interval)
+                    for s in self._scalers]
             with torch.no_grad():
                 # (Each expert's slice of a contiguous weight is one too.)
                 self._w_cached, reasons = _expert_weights(
