@@ -99,9 +99,9 @@ getLinearStepQuantizations(int64_t tokens, int64_t out, int64_t in,
     compiler::QuantizeSpec x =
         make(tokens, features, activation, moss, false, BlockScaleFold::Row);
     if (tokens % 32 == 0) {
+      // (Its compile builds the transposed quantize pass it runs too.)
       x.bothLayouts = true;
       steps.push_back({x});
-      steps.push_back({compiler::getTransposedSpec(x)});
       continue;
     }
     // The weight gradient pads the tokens to the block.
