@@ -187,13 +187,12 @@ Error checkGpuQuantizeSpec(const QuantizeSpec &spec) {
         "the shape [" + Twine(spec.rows) + ", " + Twine(spec.cols) +
         "] exceeds the GPU quantizers' limit of 2^31-1 per axis");
   const ScalingScheme &scheme = spec.options.scheme;
-  if (spec.gather &&
-      (spec.bothLayouts || spec.options.transpose || isSquareGroup(scheme)))
+  if (spec.gather && (spec.bothLayouts || isSquareGroup(scheme)))
     return invalidArgument(
-        "gathered rows are quantized by the row-wise kernel only, not " +
-        Twine(spec.bothLayouts         ? "both layouts at once"
-              : spec.options.transpose ? "transposed"
-                                       : "square blocks of " + scheme.str()));
+        "gathered rows are quantized by the row-wise and transposed "
+        "kernels, not " +
+        Twine(spec.bothLayouts ? "both layouts at once"
+                               : "square blocks of " + scheme.str()));
   if (spec.bothLayouts)
     return checkBothLayouts(spec);
   if (isSquareGroup(scheme)) {
@@ -263,12 +262,14 @@ Expected<QuantizerSource> generateQuantizerSource(const QuantizeSpec &spec,
     break;
   case Family::Columnwise:
     header = "moss/quantize/columnwise.cuh";
-    // (Dual, the last parameter, defaults to off.)
+    // (Dual and Gather, the last parameters, default to off.)
     config =
         formatv("moss::quantize::ColumnwiseConfig<{0}, {1}, {2}, {3}, {4}, "
                 "{5}{6}>",
                 in, kind, fmt, v.block, int(v.source), int(options.fold),
-                v.bothLayouts ? ", true" : "");
+                v.bothLayouts ? ", true"
+                : spec.gather ? ", false, true"
+                              : "");
     call = std::string("moss::quantize::columnwise<Config>(args, "
                        "moss::quantize::{0}, ") +
            (v.globalPerRow ? "true)" : "false)");

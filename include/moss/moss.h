@@ -245,13 +245,16 @@ moss_error_t moss_quantize(moss_context_t context,
                            void *stream);
 
 /* moss_quantize of gathered rows (a mixture-of-experts dispatch: the tokens
- * in expert order, each as often as it is routed): output row r is the
- * quantization of row gather_rows[r] of the [source_rows, spec->cols] input
- * at buffers->x, with the bits of quantizing the gathered rows.
- * `gather_rows` is the device address of spec->rows int32 indices (4-byte
- * aligned), read on the device and kept in [0, source_rows). Row-major
- * quantizations by the row-wise kernel only: not transposed, not blocks
- * spanning several rows. */
+ * in expert order, each as often as it is routed): the quantized
+ * [spec->rows, spec->cols] matrix's row r is row gather_rows[r] of the
+ * [source_rows, spec->cols] input at buffers->x, with the bits of
+ * quantizing the gathered rows. `gather_rows` is the device address of
+ * spec->rows int32 indices (4-byte aligned), read on the device. Row-major
+ * quantizations keep them in [0, source_rows). Transposed ones (K-major
+ * over the gathered rows, a k-grouped GEMM's operands) read an index
+ * outside that range, -1 say, as a row of zeros: each expert's tokens
+ * padded to whole blocks without a padded copy. Not for blocks spanning
+ * several rows and columns (square per-group), not both layouts. */
 moss_error_t moss_quantize_gathered(moss_context_t context,
                                     const moss_quantize_spec_t *spec,
                                     const moss_quantize_buffers_t *buffers,

@@ -36,14 +36,22 @@ def route(expert_ids, num_experts):
 
 
 def dispatch_quantize(x, token_index, scheme="moss", format="e4m3",
-                      block=None, global_scope="row", fold="row"):
+                      block=None, global_scope="row", fold="row",
+                      transpose=False):
     """quantize(x[token_index], ...) without the gathered copy: on a GPU the
-    row-wise quantizer reads row token_index[r] of x for its output row r
-    (moss_quantize_gathered), the same bits. x: [T, K] float32 or bfloat16;
-    token_index: int32 [R] on x's device, each in [0, T) (on the GPU values
-    out of range are clamped, on the CPU refused). The schemes are those
-    quantizing row by row: moss (its default here: a global per row, folded
-    by rows, grouped_gemm's A), per-tensor, per-row, per-group 1xN, mxfp8."""
+    quantizer reads row token_index[r] of x for row r of the gathered
+    matrix (moss_quantize_gathered), the same bits. x: [T, K] float32 or
+    bfloat16; token_index: int32 [R] on x's device, each in [0, T) (on the
+    GPU values out of range are clamped, on the CPU refused). The schemes
+    are those quantizing row by row: moss (its default here: a global per
+    row, folded by rows, grouped_gemm's A), per-tensor, per-row, per-group
+    1xN, mxfp8.
+
+    transpose=True quantizes the gathered matrix's transpose (codes [K, R],
+    K-major over the rows: a k-grouped GEMM's operands), and an index of -1
+    is a row of zeros (each expert's tokens padded to whole blocks, as
+    k_grouped_gemm takes them; on the GPU every index outside [0, T) is
+    one)."""
     _quantize._check_matrix(x, "x")
     if not isinstance(x, torch.Tensor):
         raise TypeError("x must be a torch tensor")
@@ -56,16 +64,24 @@ def dispatch_quantize(x, token_index, scheme="moss", format="e4m3",
                          f"{x.device}")
     if token_index.numel() == 0:
         raise ValueError("token_index is empty: nothing to quantize")
+    if transpose not in (False, True):
+        raise ValueError(f"transpose={transpose!r} is not True or False")
     if not x.is_cuda:
-        if int(token_index.min()) < 0 or int(token_index.max()) >= x.shape[0]:
-            raise ValueError(f"token_index values must lie in [0, "
+        lowest = -1 if transpose else 0
+        if int(token_index.min()) < lowest or \
+                int(token_index.max()) >= x.shape[0]:
+            raise ValueError(f"token_index values must lie in [{lowest}, "
                              f"{x.shape[0]})")
-        return _quantize.quantize(x[token_index.long()], scheme, format, block,
-                                  global_scope, fold=fold)
+        index = token_index.long()
+        gathered = x[index.clamp(min=0)]
+        if transpose:
+            gathered[index < 0] = 0
+        return _quantize.quantize(gathered, scheme, format, block,
+                                  global_scope, transpose=transpose, fold=fold)
     input_type = _quantize._input_type(x)
     rows, cols = int(token_index.numel()), int(x.shape[1])
     block_rows, block_cols, fold = schemes.check_quantize_args(
-        rows, cols, scheme, format, block, global_scope, False, fold)
+        rows, cols, scheme, format, block, global_scope, transpose, fold)
     if block_rows != 1:
         raise ValueError(f"blocks of {block_rows} rows span several tokens; "
                          "dispatch_quantize quantizes row by row")
@@ -73,7 +89,7 @@ def dispatch_quantize(x, token_index, scheme="moss", format="e4m3",
     _torch._aligned(x, "x")
     spec, layout = schemes.quantize_spec(rows, cols, input_type, scheme,
                                          format, block_rows, block_cols,
-                                         global_scope, False, fold)
+                                         global_scope, transpose, fold)
     q, local, glob = _torch._empty_outputs(layout, x.device,
                                            _torch.FP8_DTYPES[format])
     buffers = _capi.QuantizeBuffers(
@@ -83,7 +99,7 @@ def dispatch_quantize(x, token_index, scheme="moss", format="e4m3",
     _torch._call_on_device(index, _capi.lib.moss_quantize_gathered, spec,
                            buffers, token_index.data_ptr(), int(x.shape[0]))
     return _quantize.result(q, local, glob, scheme, format, block_rows,
-                            block_cols, global_scope, False, fold)
+                            block_cols, global_scope, transpose, fold)
 
 
 def combine(y, token_index, tokens, weights=None, order=None):

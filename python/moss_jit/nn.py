@@ -28,6 +28,7 @@ import weakref
 import torch
 
 from . import _capi, _torch, schemes
+from ._dispatch import dispatch_quantize
 from ._grouped import ExpertWeights, grouped_gemm, k_grouped_gemm
 from ._quantize import quantize, quantize_both_layouts
 from .tensor import MossTensor
@@ -356,10 +357,22 @@ class LinearConfig:
         self.activation_key = (x_format, block, global_scope, fold,
                                self.both_layouts)
 
-    def quantize(self, t, fmt, transpose=False):
+    def quantize(self, t, fmt, transpose=False, gather=None):
         """`t` quantized the MOSS way with this configuration: `fmt`
         (x_format or grad_format), its block and global scope, folded as
-        configured; transposed (K-major over the rows) when asked."""
+        configured; transposed (K-major over the rows) when asked. With
+        `gather` (int32 row indices, -1 for a row of zeros), t's gathered
+        rows, transposed (dispatch_quantize)."""
+        if gather is not None:
+            if not _torch.compiling():
+                return dispatch_quantize(t, gather, "moss", fmt, self.block,
+                                         self.global_scope, self.fold,
+                                         transpose=True)
+            # torch.compile traces quantize's op over the gathered copy.
+            index = gather.long()
+            t = torch.where((index >= 0).unsqueeze(1),
+                            t[index.clamp(min=0)], 0)
+            transpose = True
         return quantize(t, "moss", fmt, self.block, self.global_scope,
                         transpose=transpose, fold=self.fold)
 
@@ -567,28 +580,27 @@ def _expert_weights(w, transposes=False, scalers=None, lr=None):
              stacked(codes_t, k, n) if transposes else None), reasons)
 
 
-def _padded_by_expert(t, offsets):
-    """The rows t [T, C] sorted by expert (int32 offsets [G + 1]) with each
-    expert's rows padded with zeros to a multiple of 128, as [K, C], and
-    the padded int32 offsets [G + 1]; all on t's device with no
-    synchronization: K is the most the padding can take, T + 127 G rounded
-    up to 128, and its rows past the last expert's end are zeros too.
-    Also each row's expert [T] (int64)."""
-    rows, groups = t.shape[0], offsets.numel() - 1
+def _expert_padding(offsets, rows):
+    """The `rows` tokens sorted by expert (int32 offsets [G + 1]) with each
+    expert's padded by rows of zeros to a multiple of 128, as
+    LinearConfig.quantize's `gather` takes them: int32 [K] each padded
+    row's token (-1 for a zero row), K the most the padding can take
+    (T + 127 G rounded up to 128; rows past the last expert's end are
+    zeros too); the padded int32 offsets [G + 1]; each token's expert [T]
+    (int64). All on the offsets' device with no synchronization."""
+    groups = offsets.numel() - 1
+    device = offsets.device
     bounds = offsets.long()
     counts = (bounds[1:] - bounds[:-1]).clamp(min=0)
-    starts = torch.zeros(groups + 1, dtype=torch.long, device=t.device)
+    starts = torch.zeros(groups + 1, dtype=torch.long, device=device)
     starts[1:] = torch.cumsum((counts + 127) // 128 * 128, 0)
-    index = torch.arange(rows, device=t.device)
+    index = torch.arange(rows, device=device)
     expert = torch.searchsorted(bounds[1:], index, right=True).clamp(
         max=groups - 1)
     k = (rows + 127 * groups + 127) // 128 * 128
-    padded = t.new_zeros(k, t.shape[1])
-    # The rows move as 8-byte words (whole ones: C is a multiple of 32), a
-    # quarter or an eighth of the elements to index.
-    padded.view(torch.int64)[starts[expert] + index - bounds[expert]] = \
-        t.view(torch.int64)
-    return padded, starts.to(torch.int32), expert
+    source = torch.full((k,), -1, dtype=torch.int32, device=device)
+    source[starts[expert] + index - bounds[expert]] = index.to(torch.int32)
+    return source, starts.to(torch.int32), expert
 
 
 class _GroupedLinearFunction(torch.autograd.Function):
@@ -598,11 +610,14 @@ class _GroupedLinearFunction(torch.autograd.Function):
         x_q = config.quantize(x, config.x_format)
         y = grouped_gemm(x_q, w_q, offsets, out_dtype=config.out_dtype(x),
                          bias=bias)
-        # X^T's codes over the tokens padded by expert, not X, wait for dW.
-        x_t = config.quantize(_padded_by_expert(x, offsets)[0],
-                              config.x_format, transpose=True) \
+        # X^T's codes over the tokens padded by expert (read in place), not
+        # X, wait for dW.
+        padding = _expert_padding(offsets, x.shape[0]) if need_wgrad \
+            else (None, None, None)
+        x_t = config.quantize(x, config.x_format, gather=padding[0]) \
             if need_wgrad else None
-        ctx.save_for_backward(offsets, weight, *_parts(w_t), *_parts(x_t))
+        ctx.save_for_backward(offsets, weight, *_parts(w_t), *_parts(x_t),
+                              *padding)
         ctx.w_t, ctx.x_t = _without_parts(w_t), _without_parts(x_t)
         ctx.x_dtype = x.dtype
         ctx.config = config
@@ -613,7 +628,8 @@ class _GroupedLinearFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dy):
         offsets, weight, *parts = ctx.saved_tensors
-        w_t_parts, x_t_parts = parts[:3], parts[3:]
+        w_t_parts, x_t_parts = parts[:3], parts[3:6]
+        source, padded_offsets, expert = parts[6:]
         config = ctx.config
         dy = _gradient_operand(dy)
         dx = dw = db = None
@@ -628,15 +644,17 @@ class _GroupedLinearFunction(torch.autograd.Function):
             # dW_g = dY_g^T X_g over each expert's tokens: one k-grouped
             # GEMM of the tokens padded per expert to 128 (zeros), with no
             # synchronization.
-            dy_pad, padded_offsets, expert = _padded_by_expert(dy, offsets)
+            if source is None:
+                source, padded_offsets, expert = _expert_padding(
+                    offsets, dy.shape[0])
             if need_db:
                 db = torch.zeros(weight.shape[0], weight.shape[1],
                                  dtype=torch.float32, device=dy.device)
                 db.index_add_(0, expert, dy.float())
                 db = db.to(ctx.bias_dtype)
             if need_dw:
-                dy_t = config.quantize(dy_pad, config.grad_format,
-                                       transpose=True)
+                dy_t = config.quantize(dy, config.grad_format,
+                                       gather=source)
                 dw = k_grouped_gemm(dy_t, _with_parts(ctx.x_t, x_t_parts),
                                     padded_offsets, out_dtype=weight.dtype,
                                     mma="fp8")

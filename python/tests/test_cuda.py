@@ -449,6 +449,35 @@ class DispatchQuantizeCudaTest(unittest.TestCase):
                             name)
 
 
+    def test_transposed_gathers_match_the_host_bit_for_bit(self):
+        # The k-grouped GEMM's operands: the tokens in expert order, each
+        # expert's padded with -1 (rows of zeros) to 128, transposed.
+        from moss_jit.nn import _expert_padding
+        rng = np.random.default_rng()
+        for tokens, k, dtype, scope in ((700, 1024, torch.bfloat16, "row"),
+                                        (129, 96, torch.float32, "tensor")):
+            with self.subTest(tokens=tokens, k=k, scope=scope):
+                x = torch.from_numpy(llm_like(rng, tokens, k)).to(
+                    DEVICE, dtype)
+                counts = rng.multinomial(tokens, np.ones(6) / 6)
+                counts[1], counts[0] = counts[1] + counts[0], 0
+                offsets = torch.tensor(np.concatenate([[0], np.cumsum(
+                    counts)]), dtype=torch.int32, device=DEVICE)
+                index = _expert_padding(offsets, tokens)[0]
+                got = moss_jit.dispatch_quantize(
+                    x, index, global_scope=scope, transpose=True)
+                want = moss_jit.dispatch_quantize(
+                    x.cpu(), index.cpu(), global_scope=scope,
+                    transpose=True)
+                for name in ("codes", "local_scales", "global_scales"):
+                    a, b = getattr(got, name), getattr(want, name)
+                    self.assertEqual(a is None, b is None, name)
+                    if a is not None:
+                        self.assertTrue(torch.equal(
+                            a.cpu().view(torch.uint8), b.view(torch.uint8)),
+                            name)
+
+
 class GroupedLinearCudaTest(unittest.TestCase):
     def test_forward_and_gradients_against_the_quantized_products(self):
         # The host quantizers give the GPU's bits, so the FP64 products of

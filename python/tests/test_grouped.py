@@ -584,6 +584,38 @@ class DispatchCpuTest(unittest.TestCase):
         with self.assertRaisesRegex(TypeError, "int32"):
             moss_jit.dispatch_quantize(x, torch.tensor([0, 1]))
 
+    def test_transposed_dispatch_reads_minus_one_as_a_row_of_zeros(self):
+        # The k-grouped GEMM's operands: each expert's tokens padded with
+        # zero rows to 128, quantized K-major over them, from x itself.
+        rng = np.random.default_rng()
+        x = torch.from_numpy(llm_like(rng, 50, 96)).to(torch.bfloat16)
+        index = torch.full((256,), -1, dtype=torch.int32)
+        index[:30] = torch.from_numpy(rng.integers(0, 50, size=30))
+        index[128:128 + 77] = torch.from_numpy(rng.integers(0, 50, size=77))
+        padded = torch.zeros(256, 96, dtype=torch.bfloat16)
+        padded[index >= 0] = x[index[index >= 0].long()]
+        for fmt, scope in (("e4m3", "row"), ("e5m2", "tensor")):
+            got = moss_jit.dispatch_quantize(x, index, format=fmt,
+                                             global_scope=scope,
+                                             transpose=True)
+            want = moss_jit.quantize(padded, "moss", fmt, global_scope=scope,
+                                     transpose=True, fold="row")
+            self.assertEqual(tuple(got.codes.shape), (96, 256))
+            self.assertTrue(torch.equal(got.codes.view(torch.uint8),
+                                        want.codes.view(torch.uint8)))
+            self.assertTrue(torch.equal(got.global_scales,
+                                        want.global_scales))
+            self.assertEqual(got[3:], want[3:])
+        with self.assertRaisesRegex(ValueError, r"\[-1, 50\)"):
+            moss_jit.dispatch_quantize(x, torch.tensor([-2] * 32,
+                                                       dtype=torch.int32),
+                                       transpose=True)
+        with self.assertRaisesRegex(ValueError, r"\[0, 50\)"):
+            moss_jit.dispatch_quantize(x, torch.tensor([-1, 0],
+                                                       dtype=torch.int32))
+        with self.assertRaisesRegex(ValueError, "transpose"):
+            moss_jit.dispatch_quantize(x, index, transpose="yes")
+
     def test_a_moe_layer_through_route_dispatch_and_combine(self):
         # route -> dispatch_quantize -> grouped_gemm -> combine against each
         # token's weighted sum over its experts in float64.

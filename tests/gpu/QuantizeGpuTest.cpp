@@ -736,4 +736,75 @@ TEST(QuantizeGpuTest, CastWithAGivenScaleInBothLayouts) {
   }
 }
 
+/// A mixture-of-experts layer's gather: each of `experts` experts takes a
+/// random number of random rows of `sourceRows` (none, one, a few hundred),
+/// in expert order. With `padding`, each expert's rows are padded to a
+/// multiple of 128 by indices outside the source: mostly -1, some past its
+/// end or far below zero (all rows of zeros to the transposed kernel).
+std::vector<int32_t> makeGather(int64_t sourceRows, int experts, bool padding,
+                                uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<int32_t> index;
+  for (int g = 0; g < experts; ++g) {
+    const int rows = g == 0 ? 0 : g == 1 ? 1 : int(rng() % 300);
+    for (int r = 0; r < rows; ++r)
+      index.push_back(int32_t(rng() % uint64_t(sourceRows)));
+    while (padding && index.size() % 128 != 0) {
+      const uint64_t kind = rng() % 8;
+      index.push_back(kind == 0   ? int32_t(sourceRows)
+                      : kind == 1 ? INT32_MIN
+                                  : -1);
+    }
+  }
+  return index;
+}
+
+// A gathered quantization against the host's quantization of the gathered
+// copy, bit for bit: row-major (the experts' rows, every index valid) and
+// transposed (K-major over the experts' rows, each expert's padded to whole
+// 128-row tiles by indices outside the input, which read as zeros), with
+// every scheme either kernel takes, folded where its factors fold.
+TEST(QuantizeGpuTest, GatheredRowsMatchTheHostReferenceOfTheGatheredCopy) {
+  REQUIRE_GPU();
+  uint64_t seed = freshSeed();
+  const int64_t sourceRows = 700;
+  for (const ScalingScheme &scheme : allSchemes())
+    for (InputType input : {InputType::F32, InputType::BF16})
+      for (bool transpose : {false, true}) {
+        if (isSquareGroup(scheme))
+          continue;
+        QuantizeSpec source;
+        source.rows = sourceRows;
+        source.cols = transpose ? 1000 : 2048;
+        source.input = input;
+        Input in(source, Data::Outliers, seed);
+        std::vector<int32_t> index = makeGather(sourceRows, 9, transpose, seed);
+        QuantizeSpec spec = source;
+        spec.rows = int64_t(index.size());
+        spec.gather = true;
+        spec.options = {scheme, Fp8Format::E4M3, transpose,
+                        scheme.localScalesAreE8M0() ? BlockScaleFold::Row
+                                                    : BlockScaleFold::None};
+        SCOPED_TRACE(describe(spec, Data::Outliers, seed++) + " gathered");
+        std::vector<float> gathered(size_t(spec.rows * spec.cols), 0.0f);
+        for (int64_t r = 0; r < spec.rows; ++r)
+          if (index[r] >= 0 && index[r] < sourceRows)
+            std::copy_n(in.x.begin() + index[r] * spec.cols, spec.cols,
+                        gathered.begin() + r * spec.cols);
+        llvm::Expected<QuantizedTensor> ref =
+            quantize(gathered, spec.rows, spec.cols, spec.options);
+        ASSERT_TRUE(bool(ref)) << llvm::toString(ref.takeError());
+        DeviceBuffer deviceIndex(index.size() * 4);
+        deviceIndex.upload(index.data());
+        DeviceOutputs out(getQuantizeLayout(spec));
+        QuantizeBuffers buffers = out.buffers(in.device.get());
+        buffers.gatherRows = deviceIndex.get();
+        buffers.gatherSourceRows = sourceRows;
+        llvm::Error error = gpu().quantizer->quantize(spec, buffers, nullptr);
+        ASSERT_FALSE(bool(error)) << llvm::toString(std::move(error));
+        ASSERT_EQ(DeviceBuffer::api().streamSynchronize(nullptr), CUDA_SUCCESS);
+        out.expectEqual(*ref);
+      }
+}
+
 } // namespace

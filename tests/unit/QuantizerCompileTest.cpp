@@ -410,9 +410,10 @@ TEST(QuantizerCompileTest, SegmentedRowsCompileWithoutLocalMemory) {
   }
 }
 
-// A gather (a mixture-of-experts dispatch) is a row-wise variant of its
-// own, in whole rows and in segments; the other kernels take none.
-TEST(QuantizerCompileTest, GatheredRowsCompileAsTheirOwnRowwiseVariant) {
+// A gather (a mixture-of-experts dispatch) is a variant of its own of the
+// row-wise kernel, in whole rows and in segments, and of the transposed
+// one; square blocks and both layouts take none.
+TEST(QuantizerCompileTest, GatheredRowsCompileAsTheirOwnVariants) {
   if (!isNvrtcAvailable())
     GTEST_SKIP() << "NVRTC (libnvrtc.so.13) is not available";
   for (const Variant &variant : allSchemes()) {
@@ -433,25 +434,41 @@ TEST(QuantizerCompileTest, GatheredRowsCompileAsTheirOwnRowwiseVariant) {
       expectCompiles(spec, variant.withScale, "sm_90a",
                      /*checkResources=*/true);
     }
+    if (variant.withScale)
+      continue;
+    QuantizeSpec transposed;
+    transposed.rows = 384;
+    transposed.cols = 1024;
+    transposed.input = InputType::BF16;
+    transposed.options = {variant.scheme, Fp8Format::E4M3, true,
+                          variant.scheme.kind == ScalingKind::TwoLevel
+                              ? BlockScaleFold::Row
+                              : BlockScaleFold::None};
+    transposed.gather = true;
+    llvm::Expected<QuantizerSource> source =
+        generateQuantizerSource(transposed, false);
+    ASSERT_TRUE(bool(source)) << llvm::toString(source.takeError());
+    EXPECT_NE(source->source.find(", false, true>;"), std::string::npos)
+        << source->source;
+    expectCompiles(transposed, false, "sm_90a", /*checkResources=*/true);
   }
   QuantizeSpec spec;
   spec.rows = 256;
   spec.cols = 512;
   spec.options = {ScalingScheme::perGroup(128, 128), Fp8Format::E4M3, false};
   spec.gather = true;
-  for (int i = 0; i < 3; ++i) {
-    if (i == 1) {
+  for (bool bothLayouts : {false, true}) {
+    if (bothLayouts) {
       spec.options.scheme = ScalingScheme::perRow();
-      spec.options.transpose = true;
-    } else if (i == 2) {
-      spec.options.transpose = false;
       spec.bothLayouts = true;
     }
     llvm::Error error = checkGpuQuantizeSpec(spec);
-    ASSERT_TRUE(bool(error)) << i;
-    EXPECT_NE(llvm::toString(std::move(error)).find("row-wise kernel only"),
+    ASSERT_TRUE(bool(error)) << bothLayouts;
+    EXPECT_NE(llvm::toString(std::move(error))
+                  .find(bothLayouts ? "not both layouts at once"
+                                    : "not square blocks"),
               std::string::npos)
-        << i;
+        << bothLayouts;
   }
 }
 

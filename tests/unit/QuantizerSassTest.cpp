@@ -223,6 +223,12 @@ std::vector<Case> getTrainingStepCases() {
   gathered.gather = true;
   add("moss_gather_k4096", "MOSS row-major, gathered rows", gathered, false,
       {70, 76.0});
+  // The weight gradient's operand of a mixture-of-experts layer: the
+  // experts' tokens, each expert's padded by zero rows, transposed.
+  QuantizeSpec gatheredT = makeSpec(16384, 4096, bf16, moss, true, row);
+  gatheredT.gather = true;
+  add("moss_t_gather_k4096", "MOSS transposed, gathered rows", gatheredT,
+      false, {106, 47.5}, {80, 9.0});
   return cases;
 }
 

@@ -34,8 +34,8 @@ struct QuantizeSpec {
   /// these options describe (options.transpose off) and the transposed one
   /// (getTransposedSpec), as GpuQuantizer::quantizeBothLayouts writes them.
   bool bothLayouts = false;
-  /// Output row r quantizes input row gatherRows[r] (an index on the
-  /// device; Args::gatherRows): row-wise quantizations only, not transposed,
+  /// The quantized matrix's row r is input row gatherRows[r] (an index on
+  /// the device; Args::gatherRows): row-wise and transposed quantizations,
   /// not square blocks, not both layouts.
   bool gather = false;
 };

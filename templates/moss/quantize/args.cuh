@@ -57,7 +57,9 @@ struct Args {
   /// Row-wise kernel, optional (null: output row r quantizes input row r):
   /// output row r quantizes input row gatherRows[r] of the
   /// gatherSourceRows rows at x, kept in [0, gatherSourceRows) (a
-  /// mixture-of-experts dispatch: the tokens in expert order).
+  /// mixture-of-experts dispatch: the tokens in expert order). Transposed
+  /// kernel, likewise optional: X's row r is that input row, or zeros for
+  /// an index outside [0, gatherSourceRows).
   const int *gatherRows;
   int gatherSourceRows;
   /// A dual-layout quantize in two kernels: the row-wise kernel leaves each

@@ -34,6 +34,11 @@
 // Dual layout (Config::Dual): each staged tile is also encoded along its
 // rows (row_layout.cuh), so one read of X writes the row-major
 // quantization to Args::row as well.
+//
+// Gather (Config::Gather): X's row r is row Args::gatherRows[r] of the
+// input, or zeros for an index outside it: the tokens of a mixture-of-experts
+// layer, each expert's padded to whole blocks, quantized K-major over the
+// tokens for its k-grouped weight gradient without a padded copy.
 #pragma once
 
 #include "moss/ptx/async_copy.cuh"
@@ -45,12 +50,16 @@
 namespace moss::quantize {
 
 template <int In_, int Kind_, int Fmt_, int Block_, int Source_, int Fold_ = 0,
-          bool Dual_ = false>
+          bool Dual_ = false, bool Gather_ = false>
 struct ColumnwiseConfig {
   static constexpr int In = In_, Kind = Kind_, Fmt = Fmt_, Block = Block_,
                        Source = Source_, Fold = Fold_;
   /// Whether the row-major layout is written too (Args::row).
   static constexpr bool Dual = Dual_;
+  /// Whether X's rows are gathered (sourceRow).
+  static constexpr bool Gather = Gather_;
+  static_assert(!(Dual && Gather),
+                "a gather writes the transposed layout only");
   static constexpr bool kBlocks =
       Kind == kPerGroup || Kind == kMXFP8 || Kind == kTwoLevel;
   static constexpr int Threads = kColumnwiseThreads;
@@ -86,14 +95,30 @@ struct ColumnwiseConfig {
                 "a row-major 128 fold group spans several column strips");
 };
 
+/// The row of the input at args.x that X's row `row` reads, or -1 for a
+/// row of zeros: rows past X's; with a gather (Args::gatherRows), every
+/// index outside [0, gatherSourceRows), -1 for the padding of an expert's
+/// tokens to a whole block.
+template <bool Gather>
+__device__ __forceinline__ int sourceRow(const Args &args, int row) {
+  if (row >= args.rows)
+    return -1;
+  if constexpr (Gather) {
+    const int source = __ldg(args.gatherRows + row);
+    return source >= 0 && source < args.gatherSourceRows ? source : -1;
+  }
+  return row;
+}
+
 /// The 16 bytes of X at (row, col .. col + 16 / bytes - 1), zero outside X,
 /// loaded element by element: for X whose rows are not whole 16-byte vectors.
-template <int In>
+template <int In, bool Gather>
 __device__ __forceinline__ Vec16 loadTileElements(const Args &args, int row,
                                                   int col) {
   constexpr int kBytes = InputTraits<In>::kBytes, kElems = 16 / kBytes;
   Vec16 v{{0u, 0u, 0u, 0u}};
-  if (row >= args.rows)
+  row = sourceRow<Gather>(args, row);
+  if (row < 0)
     return v;
   const char *base = static_cast<const char *>(args.x) +
                      (size_t(row) * args.cols + col) * kBytes;
@@ -118,8 +143,9 @@ __device__ __forceinline__ Vec16 loadTileElements(const Args &args, int row,
 /// memory at `tile` (row-major), zeros outside X. `vectors`: whether X's
 /// rows are whole 16-byte vectors (cols a multiple of 16 / bytes); then
 /// every thread's copies are asynchronous and complete with its next commit
-/// group, else they are plain loads, done when this returns.
-template <int In, int Rows, int RowBytes, int Threads>
+/// group, else they are plain loads, done when this returns. `Gather`:
+/// X's rows are read through Args::gatherRows (sourceRow).
+template <int In, int Rows, int RowBytes, int Threads, bool Gather = false>
 __device__ __forceinline__ void stageTile(const Args &args, int r0, int c0,
                                           unsigned char *tile, bool vectors) {
   constexpr int kElems = 16 / InputTraits<In>::kBytes;
@@ -131,8 +157,9 @@ __device__ __forceinline__ void stageTile(const Args &args, int r0, int c0,
       const int q = threadIdx.x + i * Threads;
       if (kVecs % Threads != 0 && q >= kVecs)
         break;
-      const int row = r0 + q / kRowVecs, col = c0 + q % kRowVecs * kElems;
-      const bool inside = row < args.rows && col < args.cols;
+      const int row = sourceRow<Gather>(args, r0 + q / kRowVecs);
+      const int col = c0 + q % kRowVecs * kElems;
+      const bool inside = row >= 0 && col < args.cols;
       const char *src =
           inside ? static_cast<const char *>(args.x) +
                        (size_t(row) * args.cols + col) *
@@ -143,7 +170,7 @@ __device__ __forceinline__ void stageTile(const Args &args, int r0, int c0,
     return;
   }
   for (int q = threadIdx.x; q < kVecs; q += Threads)
-    *reinterpret_cast<Vec16 *>(tile + 16 * q) = loadTileElements<In>(
+    *reinterpret_cast<Vec16 *>(tile + 16 * q) = loadTileElements<In, Gather>(
         args, r0 + q / kRowVecs, c0 + q % kRowVecs * kElems);
 }
 
@@ -195,10 +222,9 @@ __device__ void columnwise(const Args &args, int pass, bool globalPerRow) {
   const bool vectors = args.cols % (16 / InputTraits<In>::kBytes) == 0;
   auto stage = [&](int j) {
     if (j < myTiles)
-      stageTile<In, TileR, 128, Config::Threads>(
+      stageTile<In, TileR, 128, Config::Threads, Config::Gather>(
           args, tileRow(j), c0,
-          reinterpret_cast<unsigned char *>(&tiles[j % Stages][0][0]),
-          vectors);
+          reinterpret_cast<unsigned char *>(&tiles[j % Stages][0][0]), vectors);
     // (Always a group, so that waiting for all but the newest is uniform.)
     ptx::copyAsyncCommit();
   };

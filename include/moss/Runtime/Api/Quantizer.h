@@ -50,12 +50,14 @@ struct QuantizeBuffers {
   /// (NaN or Inf when x holds NaN or Inf), copied on the stream after the
   /// cast. 4-byte aligned. The weight scaler anchors its prediction on it.
   CUdeviceptr amax = 0;
-  /// Optional, row-major quantizations with the row-wise kernel only (not
-  /// transposed, not 2-D blocks, not both layouts): int32 [spec.rows] on the
-  /// device, 4-byte aligned; output row r is the quantization of input row
-  /// gatherRows[r] of the gatherSourceRows rows at x (kept in
-  /// [0, gatherSourceRows)). The bits are those of quantizing the gathered
-  /// rows.
+  /// Optional, row-major and transposed quantizations (not 2-D blocks, not
+  /// both layouts): int32 [spec.rows] on the device, 4-byte aligned; the
+  /// quantized matrix's row r is input row gatherRows[r] of the
+  /// gatherSourceRows rows at x. Row-major: indices are kept in
+  /// [0, gatherSourceRows). Transposed: an index outside that range (-1,
+  /// say) is a row of zeros (a mixture-of-experts layer's tokens with each
+  /// expert's padded to whole blocks). The bits are those of quantizing the
+  /// gathered rows.
   CUdeviceptr gatherRows = 0;
   int64_t gatherSourceRows = 0;
 };
