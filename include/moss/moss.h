@@ -411,6 +411,22 @@ moss_error_t moss_weight_scaler_step_both_layouts(
     const moss_quantize_buffers_t *transposed, void *stream,
     moss_weight_scale_step_t *out);
 
+/* One optimizer step of the experts of a mixture-of-experts layer, each
+ * weight with its own scaler, in one call: for g in [0, count), the step of
+ * scalers[g] (moss_weight_scaler_step_both_layouts where `transposed` is
+ * not NULL, else moss_weight_scaler_step) on expert g of stacked weights.
+ * `spec` is one expert's [rows, cols]; expert g's buffers are `buffers`'
+ * (and `transposed`'s) moved by g experts: x by rows * cols input
+ * elements, q by rows * cols bytes, global by one FP32 (a scale per
+ * expert). The scalers are distinct and share one context. Every expert's
+ * arguments are checked before anything launches; an error names the
+ * expert. `out`: NULL or `count` results. */
+moss_error_t moss_weight_scaler_step_experts(
+    const moss_weight_scaler_t *scalers, size_t count, double lr,
+    const moss_quantize_spec_t *spec, const moss_quantize_buffers_t *buffers,
+    const moss_quantize_buffers_t *transposed, void *stream,
+    moss_weight_scale_step_t *out);
+
 /* What a scaler did and learned, counted since its creation. */
 typedef struct moss_weight_scaler_stats_t {
   /* Set to sizeof(moss_weight_scaler_stats_t) before the call. */

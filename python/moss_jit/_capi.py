@@ -230,6 +230,10 @@ def _load():
             c_void_p, c_double, POINTER(QuantizeSpec),
             POINTER(QuantizeBuffers), POINTER(QuantizeBuffers), c_void_p,
             POINTER(WeightScaleStep)]),
+        "moss_weight_scaler_step_experts": (error_t, [
+            POINTER(c_void_p), ctypes.c_size_t, c_double,
+            POINTER(QuantizeSpec), POINTER(QuantizeBuffers),
+            POINTER(QuantizeBuffers), c_void_p, POINTER(WeightScaleStep)]),
         "moss_weight_scaler_stats": (error_t, [
             c_void_p, POINTER(WeightScalerStats)]),
         "moss_gemm_spec_init": (None, [POINTER(GemmSpec)]),

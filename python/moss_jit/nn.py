@@ -90,6 +90,34 @@ class WeightScaler:
             _capi.check(error)
         return _REASONS[out.reason]
 
+    @staticmethod
+    def step_experts(scalers, weights, lr, codes, scales, codes_t=None):
+        """WeightScaler.step of each expert g of `weights` [G, N, K] with
+        scalers[g] (distinct, of one device), in one C call
+        (moss_weight_scaler_step_experts): its codes into codes[g], its
+        scale into scales[g] and, given `codes_t` [G, K, N], its
+        transpose's codes into codes_t[g]. Returns the reasons."""
+        groups, n, k = weights.shape
+        device_index = scalers[0].device_index
+        spec, _ = schemes.quantize_spec(
+            n, k, "bf16" if weights.dtype == torch.bfloat16 else "f32",
+            "per-tensor", "e4m3", 1, 0, "tensor", False, "none")
+        buffers = _capi.QuantizeBuffers(weights.data_ptr(), codes.data_ptr(),
+                                        0, scales.data_ptr(), 0)
+        transposed = _capi.QuantizeBuffers(
+            0, codes_t.data_ptr(), 0, scales.data_ptr(), 0) \
+            if codes_t is not None else None
+        handles = (ctypes.c_void_p * groups)(*(s._handle for s in scalers))
+        out = (_capi.WeightScaleStep * groups)()
+        stream = _torch._raw_stream(device_index)
+        with _torch._DeviceGuard(device_index):
+            _capi.check(_capi.lib.moss_weight_scaler_step_experts(
+                handles, groups, float(lr), ctypes.byref(spec),
+                ctypes.byref(buffers),
+                ctypes.byref(transposed) if transposed is not None else None,
+                stream, out))
+        return [_REASONS[o.reason] for o in out]
+
     def stats(self):
         """The scaler's counters (moss_weight_scaler_stats_t) as a dict."""
         stats = _capi.WeightScalerStats()
@@ -547,8 +575,9 @@ def _expert_weights(w, transposes=False, scalers=None, lr=None):
     """The experts' weights w [G, N, K] cast per tensor (E4M3, an FP32
     scale per expert, as Linear's weight) and stacked for grouped_gemm, with
     `transposes` also their transposes W_g^T [K, N] at the same scales, each
-    expert's two layouts from one read (_cast_per_tensor; per expert, with
-    `scalers` and the learning rate `lr`, the auto-scaler's casts). Returns
+    expert's two layouts from one read (_cast_per_tensor; with `scalers`,
+    one per expert, and the learning rate `lr`, the auto-scalers' casts in
+    one call). Returns
     ((weights, transposes or None), each expert's cast reason)."""
     groups, n, k = w.shape
     if scalers is not None:
@@ -557,10 +586,8 @@ def _expert_weights(w, transposes=False, scalers=None, lr=None):
         out_t = torch.empty(groups, k, n, dtype=torch.uint8,
                             device=w.device) if transposes else None
         scales = torch.empty(groups, dtype=torch.float32, device=w.device)
-        reasons = [_cast_per_tensor(
-            w[g], transposes, scalers[g], lr,
-            (out_codes[g], out_t[g] if transposes else None,
-             scales[g:g + 1]))[3] for g in range(groups)]
+        reasons = WeightScaler.step_experts(scalers, w, lr, out_codes, scales,
+                                            out_t)
         fp8 = torch.float8_e4m3fn
         codes = out_codes.view(fp8)
         codes_t = out_t.view(fp8) if transposes else None

@@ -652,50 +652,100 @@ moss_error_t convertScalerOptions(const moss_weight_scaler_options_t *options,
   return nullptr;
 }
 
-/// moss_weight_scaler_step, with the transposed layout's buffers or NULL.
-moss_error_t scalerStep(moss_weight_scaler_t scaler, double lr,
-                        const moss_quantize_spec_t *spec,
-                        const moss_quantize_buffers_t *buffers,
-                        const moss_quantize_buffers_t *transposed, void *stream,
-                        moss_weight_scale_step_t *out) {
+/// A scaler step's arguments, converted and checked.
+struct ScalerStep {
+  QuantizeSpec spec;
+  QuantizeBuffers buffers, transposed;
+  bool both = false;
+};
+
+/// Checks the arguments of moss_weight_scaler_step (`transposed` NULL) or
+/// moss_weight_scaler_step_both_layouts, without a GPU.
+moss_error_t checkScalerStep(moss_weight_scaler_t scaler, double lr,
+                             const moss_quantize_spec_t *spec,
+                             const moss_quantize_buffers_t *buffers,
+                             const moss_quantize_buffers_t *transposed,
+                             ScalerStep &step) {
   if (!scaler)
     return invalid("scaler is NULL");
-  const bool both = transposed != nullptr;
-  QuantizeSpec converted;
-  QuantizeBuffers devBuffers, devTransposed;
-  if (moss_error_t error = checkCall(scaler->context, spec, buffers, converted,
-                                     devBuffers, both))
+  step.both = transposed != nullptr;
+  if (moss_error_t error = checkCall(scaler->context, spec, buffers, step.spec,
+                                     step.buffers, step.both))
     return error;
-  if (converted.options.scheme.kind != ScalingKind::PerTensor)
+  if (step.spec.options.scheme.kind != ScalingKind::PerTensor)
     return invalid("the weight scaler casts per-tensor, not spec->scheme=" +
-                   Twine(spec->scheme) + " (" + converted.options.scheme.str() +
+                   Twine(spec->scheme) + " (" + step.spec.options.scheme.str() +
                    ")");
   if (buffers->counters)
     return invalid("buffers->counters must be 0: the weight scaler counts "
                    "into its own");
-  if (both) {
+  if (step.both) {
     if (moss_error_t error = checkTransposedBuffers(
-            transposed, buffers->x, converted.options.scheme, devTransposed))
+            transposed, buffers->x, step.spec.options.scheme, step.transposed))
       return error;
     if (transposed->counters)
       return invalid("transposed->counters must be 0: the weight scaler "
                      "counts into its own");
   }
   // The learning rate, and what else the scaler asks of its arguments.
-  if (Error error = checkWeightScalerStep(lr, converted, devBuffers,
-                                          both ? &devTransposed : nullptr))
+  if (Error error = checkWeightScalerStep(
+          lr, step.spec, step.buffers, step.both ? &step.transposed : nullptr))
     return convert(std::move(error), MOSS_ERROR_INVALID_ARGUMENT);
-  if (Error error = scaler->context->device.makeCurrent())
-    return convert(std::move(error));
+  return nullptr;
+}
+
+/// Launches a checked step (its scaler's context current).
+moss_error_t launchScalerStep(moss_weight_scaler_t scaler, double lr,
+                              const ScalerStep &step, void *stream,
+                              moss_weight_scale_step_t *out) {
   Expected<WeightScaleDecision> decision = scaler->scaler->castStep(
-      lr, converted, devBuffers, static_cast<CUstream>(stream),
-      both ? &devTransposed : nullptr);
+      lr, step.spec, step.buffers, static_cast<CUstream>(stream),
+      step.both ? &step.transposed : nullptr);
   if (!decision)
     return convert(decision.takeError());
   if (out)
     *out = moss_weight_scale_step_t{decision->step, int32_t(decision->reason),
                                     decision->scale};
   return nullptr;
+}
+
+/// moss_weight_scaler_step, with the transposed layout's buffers or NULL.
+moss_error_t scalerStep(moss_weight_scaler_t scaler, double lr,
+                        const moss_quantize_spec_t *spec,
+                        const moss_quantize_buffers_t *buffers,
+                        const moss_quantize_buffers_t *transposed, void *stream,
+                        moss_weight_scale_step_t *out) {
+  ScalerStep step;
+  if (moss_error_t error =
+          checkScalerStep(scaler, lr, spec, buffers, transposed, step))
+    return error;
+  if (Error error = scaler->context->device.makeCurrent())
+    return convert(std::move(error));
+  return launchScalerStep(scaler, lr, step, stream, out);
+}
+
+/// `error` (not NULL) with `prefix` before its message.
+moss_error_t prefixed(moss_error_t error, const Twine &prefix) {
+  error->message = (prefix + error->message).str();
+  return error;
+}
+
+/// `buffers` moved to expert `g` of stacked experts of `spec`'s shape:
+/// the input by its elements, the codes by their bytes, the scale by one
+/// FP32 (0 stays 0).
+moss_quantize_buffers_t expertBuffers(const moss_quantize_buffers_t &buffers,
+                                      const moss_quantize_spec_t &spec,
+                                      size_t g) {
+  const uint64_t elements = uint64_t(spec.rows) * uint64_t(spec.cols);
+  const uint64_t inputBytes = spec.input == MOSS_INPUT_F32 ? 4 : 2;
+  auto at = [&](uint64_t base, uint64_t stride) {
+    return base ? base + g * stride : 0;
+  };
+  moss_quantize_buffers_t expert = buffers;
+  expert.x = at(buffers.x, elements * inputBytes);
+  expert.q = at(buffers.q, elements);
+  expert.global = at(buffers.global, 4);
+  return expert;
 }
 
 } // namespace
@@ -761,6 +811,52 @@ moss_error_t moss_weight_scaler_step_both_layouts(
   if (!transposed)
     return invalid("transposed is NULL");
   return scalerStep(scaler, lr, spec, buffers, transposed, stream, out);
+}
+
+moss_error_t moss_weight_scaler_step_experts(
+    const moss_weight_scaler_t *scalers, size_t count, double lr,
+    const moss_quantize_spec_t *spec, const moss_quantize_buffers_t *buffers,
+    const moss_quantize_buffers_t *transposed, void *stream,
+    moss_weight_scale_step_t *out) {
+  if (!scalers)
+    return invalid("scalers is NULL");
+  if (count == 0)
+    return invalid("count is 0: no experts to step");
+  if (!spec)
+    return invalid("spec is NULL");
+  if (!buffers)
+    return invalid("buffers is NULL");
+  if (spec->rows < 1 || spec->cols < 1)
+    return invalid("spec is [" + Twine(spec->rows) + ", " + Twine(spec->cols) +
+                   "]; each expert needs at least one value");
+  // Every expert's step is checked before any launches.
+  std::vector<ScalerStep> steps(count);
+  std::vector<moss_quantize_buffers_t> expert(count), expertT(count);
+  for (size_t g = 0; g < count; ++g) {
+    if (!scalers[g])
+      return invalid("scalers[" + Twine(uint64_t(g)) + "] is NULL");
+    if (scalers[g]->context != scalers[0]->context)
+      return invalid("scalers[" + Twine(uint64_t(g)) +
+                     "] belongs to another context than scalers[0]");
+    for (size_t h = 0; h < g; ++h)
+      if (scalers[h] == scalers[g])
+        return invalid("scalers[" + Twine(uint64_t(h)) + "] and scalers[" +
+                       Twine(uint64_t(g)) + "] are one scaler");
+    expert[g] = expertBuffers(*buffers, *spec, g);
+    if (transposed)
+      expertT[g] = expertBuffers(*transposed, *spec, g);
+    if (moss_error_t error =
+            checkScalerStep(scalers[g], lr, spec, &expert[g],
+                            transposed ? &expertT[g] : nullptr, steps[g]))
+      return prefixed(error, "expert " + Twine(uint64_t(g)) + ": ");
+  }
+  if (Error error = scalers[0]->context->device.makeCurrent())
+    return convert(std::move(error));
+  for (size_t g = 0; g < count; ++g)
+    if (moss_error_t error = launchScalerStep(scalers[g], lr, steps[g], stream,
+                                              out ? out + g : nullptr))
+      return prefixed(error, "expert " + Twine(uint64_t(g)) + ": ");
+  return nullptr;
 }
 
 moss_error_t moss_weight_scaler_stats(moss_weight_scaler_t scaler,

@@ -16,6 +16,7 @@
 
 #include "gtest/gtest.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -512,6 +513,22 @@ TEST(CApiTest, WeightScalerBadArguments) {
   expectError(moss_weight_scaler_step_both_layouts(
                   nullptr, 1e-3, &spec, &buffers, nullptr, nullptr, nullptr),
               MOSS_ERROR_INVALID_ARGUMENT, "transposed is NULL");
+  moss_weight_scaler_t none[2] = {nullptr, nullptr};
+  expectError(moss_weight_scaler_step_experts(nullptr, 2, 1e-3, &spec, &buffers,
+                                              nullptr, nullptr, nullptr),
+              MOSS_ERROR_INVALID_ARGUMENT, "scalers is NULL");
+  expectError(moss_weight_scaler_step_experts(none, 0, 1e-3, &spec, &buffers,
+                                              nullptr, nullptr, nullptr),
+              MOSS_ERROR_INVALID_ARGUMENT, "count is 0");
+  expectError(moss_weight_scaler_step_experts(none, 2, 1e-3, nullptr, &buffers,
+                                              nullptr, nullptr, nullptr),
+              MOSS_ERROR_INVALID_ARGUMENT, "spec is NULL");
+  expectError(moss_weight_scaler_step_experts(none, 2, 1e-3, &spec, nullptr,
+                                              nullptr, nullptr, nullptr),
+              MOSS_ERROR_INVALID_ARGUMENT, "buffers is NULL");
+  expectError(moss_weight_scaler_step_experts(none, 2, 1e-3, &spec, &buffers,
+                                              nullptr, nullptr, nullptr),
+              MOSS_ERROR_INVALID_ARGUMENT, "scalers[0] is NULL");
   moss_weight_scaler_stats_t stats;
   stats.struct_size = sizeof(stats);
   expectError(moss_weight_scaler_stats(nullptr, &stats),
@@ -552,7 +569,8 @@ ContextPtr makeContext() {
 /// Device memory freed at scope exit.
 struct DeviceBuffer {
   CUdeviceptr ptr = 0;
-  explicit DeviceBuffer(size_t bytes) {
+  size_t bytes = 0;
+  explicit DeviceBuffer(size_t bytes) : bytes(bytes) {
     const moss::runtime::DriverApi &api = *moss::runtime::getDriverApi();
     if (bytes) {
       EXPECT_EQ(api.memAlloc(&ptr, bytes), CUDA_SUCCESS);
@@ -863,6 +881,114 @@ TEST(CApiTest, WeightScalerOnGpu) {
   stats.struct_size = 16;
   expectError(moss_weight_scaler_stats(scaler.get(), &stats),
               MOSS_ERROR_INVALID_ARGUMENT, "out->struct_size=16");
+}
+
+// Three experts stacked [3, rows, cols], stepped in one call with a scaler
+// each: every expert's codes, transposed codes and scale equal those of the
+// same steps one expert at a time (moss_weight_scaler_step_both_layouts
+// with scalers of their own), and so do the decisions, step by step through
+// an interval rescale. Outputs are poisoned before each step.
+TEST(CApiTest, WeightScalerStepsExpertsAsOneAtATime) {
+  if (!haveGpu())
+    GTEST_SKIP() << "needs a CUDA driver and GPU";
+  ContextPtr owned = makeContext();
+  ASSERT_NE(owned, nullptr);
+  moss_context_t context = owned.get();
+  const moss::runtime::DriverApi &api = *moss::runtime::getDriverApi();
+  using ScalerPtr =
+      std::unique_ptr<moss_weight_scaler, void (*)(moss_weight_scaler_t)>;
+  moss_weight_scaler_options_t options;
+  moss_weight_scaler_options_init(&options);
+  options.interval = 3;
+  auto makeScaler = [&] {
+    moss_weight_scaler_t raw = nullptr;
+    ErrorPtr error(moss_weight_scaler_create(context, &options, &raw));
+    EXPECT_EQ(error, nullptr) << moss_error_message(error.get());
+    return ScalerPtr(raw, moss_weight_scaler_destroy);
+  };
+  const int groups = 3;
+  const int64_t rows = 32, cols = 96, n = rows * cols;
+  std::vector<ScalerPtr> together, apart;
+  for (int g = 0; g < groups; ++g) {
+    together.push_back(makeScaler());
+    apart.push_back(makeScaler());
+  }
+  moss_weight_scaler_t handles[groups] = {together[0].get(), together[1].get(),
+                                          together[2].get()};
+  std::mt19937 rng(std::random_device{}());
+  std::normal_distribution<float> normal;
+  // Experts of different magnitudes: their scales differ.
+  std::vector<float> x(groups * n);
+  for (int g = 0; g < groups; ++g)
+    for (int64_t i = 0; i < n; ++i)
+      x[g * n + i] = normal(rng) * float(1 << (4 * g));
+  moss_quantize_spec_t spec = makeSpec(rows, cols, MOSS_SCHEME_PER_TENSOR);
+  DeviceBuffer dx(x.size() * 4), dq(x.size()), dqt(x.size()),
+      dscale(groups * 4), dq1(n), dqt1(n), dscale1(4);
+  ASSERT_EQ(api.memcpyHtoD(dx.ptr, x.data(), x.size() * 4), CUDA_SUCCESS);
+  const moss_quantize_buffers_t buffers = {dx.ptr, dq.ptr, 0, dscale.ptr, 0};
+  const moss_quantize_buffers_t transposed = {0, dqt.ptr, 0, dscale.ptr, 0};
+  for (int t = 0; t < 4; ++t) {
+    SCOPED_TRACE("step " + std::to_string(t));
+    for (const DeviceBuffer *b : {&dq, &dqt, &dscale})
+      ASSERT_EQ(api.memsetD8(b->ptr, 0xA5, b->bytes), CUDA_SUCCESS);
+    moss_weight_scale_step_t steps[groups];
+    {
+      ErrorPtr error(moss_weight_scaler_step_experts(
+          handles, groups, 1e-3, &spec, &buffers, &transposed, nullptr, steps));
+      ASSERT_EQ(error, nullptr) << moss_error_message(error.get());
+    }
+    ASSERT_EQ(api.streamSynchronize(nullptr), CUDA_SUCCESS);
+    std::vector<uint8_t> q(x.size()), qt(x.size());
+    std::vector<float> scales(groups);
+    ASSERT_EQ(api.memcpyDtoH(q.data(), dq.ptr, q.size()), CUDA_SUCCESS);
+    ASSERT_EQ(api.memcpyDtoH(qt.data(), dqt.ptr, qt.size()), CUDA_SUCCESS);
+    ASSERT_EQ(api.memcpyDtoH(scales.data(), dscale.ptr, groups * 4),
+              CUDA_SUCCESS);
+    for (int g = 0; g < groups; ++g) {
+      SCOPED_TRACE("expert " + std::to_string(g));
+      for (const DeviceBuffer *b : {&dq1, &dqt1, &dscale1})
+        ASSERT_EQ(api.memsetD8(b->ptr, 0x5A, b->bytes), CUDA_SUCCESS);
+      const moss_quantize_buffers_t one = {dx.ptr + uint64_t(g * n) * 4,
+                                           dq1.ptr, 0, dscale1.ptr, 0};
+      const moss_quantize_buffers_t oneT = {0, dqt1.ptr, 0, dscale1.ptr, 0};
+      moss_weight_scale_step_t want;
+      ErrorPtr error(moss_weight_scaler_step_both_layouts(
+          apart[g].get(), 1e-3, &spec, &one, &oneT, nullptr, &want));
+      ASSERT_EQ(error, nullptr) << moss_error_message(error.get());
+      ASSERT_EQ(api.streamSynchronize(nullptr), CUDA_SUCCESS);
+      EXPECT_EQ(steps[g].step, want.step);
+      EXPECT_EQ(steps[g].reason, want.reason);
+      EXPECT_EQ(steps[g].scale, want.scale);
+      std::vector<uint8_t> q1(n), qt1(n);
+      float scale1;
+      ASSERT_EQ(api.memcpyDtoH(q1.data(), dq1.ptr, n), CUDA_SUCCESS);
+      ASSERT_EQ(api.memcpyDtoH(qt1.data(), dqt1.ptr, n), CUDA_SUCCESS);
+      ASSERT_EQ(api.memcpyDtoH(&scale1, dscale1.ptr, 4), CUDA_SUCCESS);
+      EXPECT_EQ(scales[g], scale1);
+      EXPECT_TRUE(std::equal(q1.begin(), q1.end(), q.begin() + g * n));
+      EXPECT_TRUE(std::equal(qt1.begin(), qt1.end(), qt.begin() + g * n));
+    }
+    if (t > 0)
+      EXPECT_NE(scales[0], scales[2]);
+  }
+  // Argument errors name the expert and launch nothing.
+  moss_weight_scaler_t twice[2] = {handles[0], handles[0]};
+  expectError(moss_weight_scaler_step_experts(twice, 2, 1e-3, &spec, &buffers,
+                                              nullptr, nullptr, nullptr),
+              MOSS_ERROR_INVALID_ARGUMENT, "are one scaler");
+  // 33 x 100 codes per expert: expert 1's are not 16-byte aligned.
+  moss_quantize_spec_t odd = makeSpec(33, 100, MOSS_SCHEME_PER_TENSOR);
+  expectError(moss_weight_scaler_step_experts(handles, 2, 1e-3, &odd, &buffers,
+                                              nullptr, nullptr, nullptr),
+              MOSS_ERROR_INVALID_ARGUMENT, "expert 1: ");
+  moss_weight_scaler_stats_t stats;
+  stats.struct_size = sizeof(stats);
+  {
+    ErrorPtr error(moss_weight_scaler_stats(handles[0], &stats));
+    ASSERT_EQ(error, nullptr) << moss_error_message(error.get());
+  }
+  EXPECT_EQ(stats.steps, 4);
 }
 
 } // namespace
