@@ -626,7 +626,10 @@ def _expert_padding(offsets, rows):
         max=groups - 1)
     k = (rows + 127 * groups + 127) // 128 * 128
     source = torch.full((k,), -1, dtype=torch.int32, device=device)
-    source[starts[expert] + index - bounds[expert]] = index.to(torch.int32)
+    # (Clamped: offsets out of order give wrong rows, never an access
+    # outside `source`, which would end the CUDA context.)
+    position = (starts[expert] + index - bounds[expert]).clamp(0, k - 1)
+    source[position] = index.to(torch.int32)
     return source, starts.to(torch.int32), expert
 
 

@@ -376,6 +376,29 @@ class GroupedLinearCpuTest(unittest.TestCase):
         self.assertTrue(torch.equal(layer.weight.grad[1],
                                     torch.zeros_like(layer.weight.grad[1])))
 
+    def test_the_expert_padding_maps_each_token_once(self):
+        # Each expert's tokens in order from a multiple of 128, -1 between;
+        # offsets out of order give some map, never an index error.
+        from moss_jit.nn import _expert_padding
+        rng = np.random.default_rng()
+        rows = [int(r) for r in rng.integers(0, 300, size=5)]
+        rows[1] = 0
+        source, padded, expert = _expert_padding(offsets_of(rows), sum(rows))
+        want, starts = [], [0]
+        for g, r in enumerate(rows):
+            want += list(range(sum(rows[:g]), sum(rows[:g + 1])))
+            want += [-1] * (-r % 128)
+            starts.append(len(want))
+        k = (sum(rows) + 127 * 5 + 127) // 128 * 128
+        self.assertEqual(source.tolist(), want + [-1] * (k - len(want)))
+        self.assertEqual(padded.tolist(), starts)
+        self.assertEqual(expert.tolist(),
+                         [g for g, r in enumerate(rows) for _ in range(r)])
+        # (Unclamped, tokens 12 to 39 would land past the map's end.)
+        bad = torch.tensor([0, -500, -500, -500], dtype=torch.int32)
+        source, _, _ = _expert_padding(bad, 40)
+        self.assertEqual(source.numel(), (40 + 127 * 3 + 127) // 128 * 128)
+
     def test_the_forward_keeps_fp8_codes_not_x(self):
         # X^T over the tokens padded by expert and the experts' W^T wait for
         # the backward as FP8 codes; X itself is not kept.
