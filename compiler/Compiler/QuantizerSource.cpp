@@ -76,7 +76,8 @@ QuantizerVariant chooseQuantizerVariant(const QuantizeSpec &spec,
     QuantizerVariant row = chooseQuantizerVariant(rowMajor, false);
     QuantizerVariant transposed =
         chooseQuantizerVariant(getTransposedSpec(spec), false);
-    if (row.family == Family::Rowwise && row.segment == spec.cols &&
+    if (row.family == Family::Rowwise &&
+        (row.anyK || row.segment == spec.cols) &&
         spec.cols % vecElements(spec.input) == 0 && !row.hasReducePass() &&
         transposed.hasReducePass()) {
       row.columnMax = true;
@@ -114,8 +115,6 @@ QuantizerVariant chooseQuantizerVariant(const QuantizeSpec &spec,
     return v;
   }
   v.family = Family::Rowwise;
-  if (!scheme.hasLocalScales())
-    v.block = int(spec.cols);
   v.segment = getRowSegment(spec);
   if (v.segment < spec.cols) {
     // What spans a row cut into segments comes from a reduce pass.
@@ -129,6 +128,14 @@ QuantizerVariant chooseQuantizerVariant(const QuantizeSpec &spec,
   int64_t threads = llvm::PowerOf2Ceil(
       std::max<int64_t>(1, llvm::divideCeil(vecs, kMaxVecsPerThread)));
   v.threads = int(std::clamp<int64_t>(threads, 64, 1024));
+  if (spec.anyK && v.segment == spec.cols && !spec.bothLayouts) {
+    // The segment is all that the threads hold: every K up to it.
+    v.anyK = true;
+    v.segment =
+        int64_t(v.threads) * kMaxVecsPerThread * vecElements(spec.input);
+  }
+  if (!scheme.hasLocalScales())
+    v.block = int(v.anyK ? v.segment : spec.cols);
   return v;
 }
 
@@ -253,7 +260,7 @@ Expected<QuantizerSource> generateQuantizerSource(const QuantizeSpec &spec,
     // (Gather and ColumnMax, the last parameters, default to off.)
     config = formatv("moss::quantize::RowwiseConfig<{0}, {1}, {2}, {3}, {4}, "
                      "{5}, {6}, {7}, {8}{9}>",
-                     in, kind, fmt, v.block, spec.cols, v.threads,
+                     in, kind, fmt, v.block, v.anyK ? 0 : spec.cols, v.threads,
                      int(v.source), int(options.fold), v.segment,
                      v.columnMax   ? ", false, true"
                      : spec.gather ? ", true"

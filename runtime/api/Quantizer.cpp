@@ -151,10 +151,13 @@ static GpuQuantizer::PlanKey makePlanKey(const QuantizeSpec &spec,
       uint64_t(spec.options.format) << 5 | uint64_t(spec.input) << 6 |
       uint64_t(spec.options.transpose) << 7 | uint64_t(withScale) << 8 |
       uint64_t(spec.options.fold) << 9 | uint64_t(spec.bothLayouts) << 12 |
-      uint64_t(spec.gather) << 13 | uint64_t(scheme.blockRows & 0xFFFF) << 16 |
+      uint64_t(spec.gather) << 13 | uint64_t(spec.anyK) << 14 |
+      uint64_t(scheme.blockRows & 0xFFFF) << 16 |
       uint64_t(scheme.blockCols & 0xFFFF) << 32;
   // Only the row-wise kernel has K compiled in (a dual-layout spec's too,
-  // where it takes that kernel: QuantizerVariant::columnMax).
+  // where it takes that kernel: QuantizerVariant::columnMax). An any-K
+  // kernel's plans differ by K in their stages, not their source, which
+  // the kernel cache holds once.
   bool rowwise = !spec.options.transpose && !isSquareGroup(scheme);
   return {bits, rowwise ? spec.cols : 0};
 }

@@ -736,6 +736,50 @@ TEST(QuantizeGpuTest, CastWithAGivenScaleInBothLayouts) {
   }
 }
 
+// Kernels for any K (QuantizeSpec::anyK): one kernel per thread count
+// (128 here) serves K from just past the next smaller count's reach to its
+// own, with the bits of the host reference, for every row-wise scheme and
+// fold.
+TEST(QuantizeGpuTest, AnyKKernelsMatchTheHostReference) {
+  REQUIRE_GPU();
+  uint64_t seed = freshSeed();
+  for (const ScalingScheme &scheme : allSchemes())
+    for (InputType input : {InputType::F32, InputType::BF16})
+      for (int64_t bf16Cols : {2176, 3072, 4096}) {
+        if (isSquareGroup(scheme))
+          continue;
+        for (BlockScaleFold fold : {BlockScaleFold::None, BlockScaleFold::Row,
+                                    BlockScaleFold::K128}) {
+          if (fold != BlockScaleFold::None && !scheme.localScalesAreE8M0())
+            continue;
+          QuantizeSpec spec;
+          spec.rows = 300;
+          // FP32: 1152, 1536 and 2048 (128 threads take 1025 to 2048).
+          spec.cols = input == InputType::F32
+                          ? (bf16Cols == 2176 ? 1152 : bf16Cols / 2)
+                          : bf16Cols;
+          spec.input = input;
+          spec.options = {scheme, Fp8Format::E4M3, false, fold};
+          spec.anyK = true;
+          ASSERT_TRUE(chooseQuantizerVariant(spec, false).anyK);
+          checkAgainstReference(spec, Data::Outliers, seed++);
+        }
+      }
+  // Both layouts in two kernels: the row-wise one with column maxima.
+  for (int64_t cols : {2176, 4096}) {
+    QuantizeSpec spec;
+    spec.rows = 256;
+    spec.cols = cols;
+    spec.input = InputType::BF16;
+    spec.options = {ScalingScheme::twoLevel(GlobalScope::Row), Fp8Format::E4M3,
+                    false, BlockScaleFold::Row};
+    spec.bothLayouts = true;
+    spec.anyK = true;
+    ASSERT_TRUE(chooseQuantizerVariant(spec, false).anyK);
+    checkBothLayoutsAgainstReference(spec, Data::Outliers, seed++);
+  }
+}
+
 /// A mixture-of-experts layer's gather: each of `experts` experts takes a
 /// random number of random rows of `sourceRows` (none, one, a few hundred),
 /// in expert order. With `padding`, each expert's rows are padded to a

@@ -472,6 +472,65 @@ TEST(QuantizerCompileTest, GatheredRowsCompileAsTheirOwnVariants) {
   }
 }
 
+// A kernel for any K (QuantizeSpec::anyK) is one source per thread count:
+// every K that needs those threads gets the same text, which compiles for
+// every row-wise scheme without local memory, and so does the row-wise
+// kernel with column maxima of a dual layout; rows that need segments keep
+// their K-specialized kernels.
+TEST(QuantizerCompileTest, AnyKKernelsServeEveryKOfTheirThreadCount) {
+  if (!isNvrtcAvailable())
+    GTEST_SKIP() << "NVRTC (libnvrtc.so.13) is not available";
+  auto makeSpec = [](const ScalingScheme &scheme, int64_t cols,
+                     InputType input) {
+    QuantizeSpec spec;
+    spec.rows = 64;
+    spec.cols = cols;
+    spec.input = input;
+    spec.options = {scheme, Fp8Format::E4M3, false,
+                    scheme.localScalesAreE8M0() ? BlockScaleFold::Row
+                                                : BlockScaleFold::None};
+    spec.anyK = true;
+    return spec;
+  };
+  for (const Variant &variant : allSchemes()) {
+    if (isSquareGroup(variant.scheme))
+      continue;
+    // BF16: 128 threads take K of 2049 to 4096, 1024 threads 16385 to 32768.
+    for (auto [small, large] : {std::pair<int64_t, int64_t>{2176, 4096},
+                                std::pair<int64_t, int64_t>{16512, 32768}}) {
+      QuantizeSpec a = makeSpec(variant.scheme, small, InputType::BF16);
+      QuantizeSpec b = makeSpec(variant.scheme, large, InputType::BF16);
+      QuantizerVariant v = chooseQuantizerVariant(a, variant.withScale);
+      EXPECT_TRUE(v.anyK) << variant.scheme.str();
+      EXPECT_EQ(v.segment, large);
+      llvm::Expected<QuantizerSource> sa =
+          generateQuantizerSource(a, variant.withScale);
+      llvm::Expected<QuantizerSource> sb =
+          generateQuantizerSource(b, variant.withScale);
+      ASSERT_TRUE(sa && sb);
+      EXPECT_EQ(sa->source, sb->source) << variant.scheme.str();
+      expectCompiles(b, variant.withScale, "sm_90a", /*checkResources=*/true);
+    }
+  }
+  QuantizeSpec segmented = makeSpec(ScalingScheme::twoLevel(GlobalScope::Row),
+                                    65536, InputType::BF16);
+  EXPECT_FALSE(chooseQuantizerVariant(segmented, false).anyK);
+  QuantizeSpec dual = makeSpec(ScalingScheme::twoLevel(GlobalScope::Row), 4096,
+                               InputType::BF16);
+  dual.bothLayouts = true;
+  QuantizerVariant dualVariant = chooseQuantizerVariant(dual, false);
+  EXPECT_TRUE(dualVariant.columnMax);
+  EXPECT_TRUE(dualVariant.anyK);
+  QuantizeSpec dualSmaller = dual;
+  dualSmaller.cols = 2176;
+  llvm::Expected<QuantizerSource> a = generateQuantizerSource(dual, false);
+  llvm::Expected<QuantizerSource> b =
+      generateQuantizerSource(dualSmaller, false);
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(a->source, b->source);
+  expectCompiles(dual, false, "sm_90a", /*checkResources=*/true);
+}
+
 TEST(QuantizerCompileTest, RejectsUnsupportedShapesWithTheValue) {
   struct Case {
     QuantizeSpec spec;

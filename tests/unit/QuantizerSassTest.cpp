@@ -223,6 +223,11 @@ std::vector<Case> getTrainingStepCases() {
   gathered.gather = true;
   add("moss_gather_k4096", "MOSS row-major, gathered rows", gathered, false,
       {70, 76.0});
+  // The kernel for any K of 2049 to 4096 BF16 values, at K = 4096: the
+  // row-major MOSS quantizer's (moss_k4096) with K read at run time.
+  QuantizeSpec anyK = makeSpec(16384, 4096, bf16, moss, false, row);
+  anyK.anyK = true;
+  add("moss_anyk_k4096", "MOSS row-major, any K", anyK, false, {70, 78.5});
   // The weight gradient's operand of a mixture-of-experts layer: the
   // experts' tokens, each expert's padded by zero rows, transposed.
   QuantizeSpec gatheredT = makeSpec(16384, 4096, bf16, moss, true, row);

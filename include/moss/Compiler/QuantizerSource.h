@@ -38,6 +38,12 @@ struct QuantizeSpec {
   /// the device; Args::gatherRows): row-wise and transposed quantizations,
   /// not square blocks, not both layouts.
   bool gather = false;
+  /// Row-wise quantizations of rows of one segment (and the row-wise kernel
+  /// of a dual layout in two kernels): a kernel that reads K at run time
+  /// (QuantizerVariant::anyK), one per thread count, which serves every K
+  /// needing that many threads; ignored where the row-wise kernel does not
+  /// take the spec or cuts its rows.
+  bool anyK = false;
 };
 
 /// The transposed half of a dual-layout spec: the same options with
@@ -126,6 +132,8 @@ struct QuantizerVariant {
   /// reduce pass of its own and the transposed one does (a global or a row
   /// fold per column).
   bool columnMax = false;
+  /// Row-wise: K is read at run time, up to `segment` (QuantizeSpec::anyK).
+  bool anyK = false;
   int block = 0;
   int threads = 256;
   /// Row-wise: the values of a row segment (a CTA holds one at a time); K

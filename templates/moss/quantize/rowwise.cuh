@@ -28,6 +28,12 @@
 // takes, so it keeps their largest magnitudes in registers and writes them
 // once, as its CTA's row of Args::columnMax.
 //
+// K = 0 compiles a kernel for any K (Args::cols) up to Seg, a whole
+// number of vectors: one variant per (threads, scheme) serves every K that
+// needs that many threads, so it can be compiled before K is known (the
+// first call of a new K loads it instead of compiling). Its rows are one
+// segment, the vectors past K masked as a short last segment's are.
+//
 // Rows longer than a CTA holds in registers are cut into segments of Seg
 // values (the last one may be shorter), each a whole number of blocks and
 // 128 fold groups, and a CTA takes segments as it takes rows. What spans the
@@ -45,7 +51,8 @@
 namespace moss::quantize {
 
 /// The row-wise kernel's compile-time shape. `Block` is the block length
-/// along K for block schemes and ignored (pass K) for per-tensor/per-row.
+/// along K for block schemes and ignored (pass K, or Seg) for
+/// per-tensor/per-row. K = 0: any K up to Seg, read from Args::cols.
 template <int In_, int Kind_, int Fmt_, int Block_, int K_, int Threads_,
           int Source_, int Fold_ = 0, int Seg_ = K_, bool Gather_ = false,
           bool ColumnMax_ = false>
@@ -53,6 +60,8 @@ struct RowwiseConfig {
   static constexpr int In = In_, Kind = Kind_, Fmt = Fmt_, Block = Block_,
                        K = K_, Threads = Threads_, Source = Source_,
                        Fold = Fold_, Seg = Seg_;
+  /// Whether K is only known at run time (one segment of at most Seg).
+  static constexpr bool kAnyK = K == 0;
   /// Whether output rows read input rows by Args::gatherRows (a variant of
   /// its own: the index costs the other kernels registers).
   static constexpr bool Gather = Gather_;
@@ -61,14 +70,15 @@ struct RowwiseConfig {
   /// Lanes that hold one 128-wide K group of the 128 fold.
   static constexpr int kGroupLanes = kFoldGroupCols / kVecElements<In>;
   static constexpr int kVecElems = kVecElements<In>;
-  /// Segments per row, and the values of the last one.
-  static constexpr int kSegments = (K + Seg - 1) / Seg;
-  static constexpr int kLastSeg = K - (kSegments - 1) * Seg;
+  /// Segments per row, and the values of the last one (any K: at most).
+  static constexpr int kSegments = kAnyK ? 1 : (K + Seg - 1) / Seg;
+  static constexpr int kLastSeg = kAnyK ? Seg : K - (kSegments - 1) * Seg;
   /// Vectors of a (whole) segment.
   static constexpr int kVecs = Seg / kVecElems;
   static constexpr int kVecsPerThread = (kVecs + Threads - 1) / Threads;
   /// Whether every thread's vectors all lie in every segment.
-  static constexpr bool kWholeRows = kVecs % Threads == 0 && kLastSeg == Seg;
+  static constexpr bool kWholeRows =
+      !kAnyK && kVecs % Threads == 0 && kLastSeg == Seg;
   static constexpr bool kBlocks =
       Kind == kPerGroup || Kind == kMXFP8 || Kind == kTwoLevel;
   /// Whether a reduce pass leaves one word per row: the row's global, or a
@@ -82,7 +92,8 @@ struct RowwiseConfig {
       (Kind == kPerGroup || Kind == kMXFP8 || Kind == kTwoLevel)
           ? Block / kVecElems
           : 32;
-  static_assert(K % kVecElems == 0 && Seg % kVecElems == 0 && Seg <= K,
+  static_assert(K % kVecElems == 0 && Seg % kVecElems == 0 &&
+                    (kAnyK || Seg <= K),
                 "K and its segments must be whole numbers of vectors");
   static_assert(kSegments == 1 ||
                     ((!kBlocks || Seg % Block == 0) &&
@@ -163,9 +174,18 @@ template <class Config> __device__ void rowwise(const Args &args, int pass) {
     int step = int(blockIdx.x) + j * int(gridDim.x);
     return reversed ? units - 1 - step : step;
   };
+  // The row's values, and the vectors of a segment (a short last one
+  // fewer), whose bytes a stage copies.
+  const int rowValues = Config::kAnyK ? args.cols : Config::K;
+  auto vecsOf = [&](int seg) {
+    return Config::kAnyK ? args.cols / Config::kVecElems
+           : Segments > 1 && seg == Segments - 1
+               ? Config::kLastSeg / Config::kVecElems
+               : Config::kVecs;
+  };
   // Where segment `seg` of `row` starts, in values.
-  auto startOf = [](int row, int seg) {
-    return size_t(row) * Config::K + size_t(seg) * Config::Seg;
+  auto startOf = [&](int row, int seg) {
+    return size_t(row) * rowValues + size_t(seg) * Config::Seg;
   };
   // Thread 0 fills stage `stage` with the CTA's row j. A reduce pass leaves
   // what it read in L2 for the quantize pass; other reads are the last of
@@ -175,8 +195,7 @@ template <class Config> __device__ void rowwise(const Args &args, int pass) {
     const uint32_t full = fullBase + 8u * uint32_t(stage);
     const uint32_t dst = stageBase + uint32_t(stage) * kSegBytes;
     const int unit = unitOf(j), seg = unit % Segments;
-    const uint32_t bytes =
-        seg == Segments - 1 ? Config::kLastSeg * kElemBytes : kSegBytes;
+    const uint32_t bytes = uint32_t(vecsOf(seg)) * 16u;
     // The input row of this output row (a gather reads it from the index).
     int source = unit / Segments;
     if constexpr (Config::Gather) {
@@ -221,10 +240,7 @@ template <class Config> __device__ void rowwise(const Args &args, int pass) {
     const int unit = unitOf(j);
     const int row = unit / Segments, seg = unit % Segments;
     const size_t start = startOf(row, seg);
-    // The vectors of this segment: fewer in a short last one.
-    const int segVecs = Segments > 1 && seg == Segments - 1
-                            ? Config::kLastSeg / Config::kVecElems
-                            : Config::kVecs;
+    const int segVecs = vecsOf(seg);
     auto inSegment = [&](int vec) {
       return Config::kWholeRows || vec < segVecs;
     };
@@ -433,11 +449,11 @@ template <class Config> __device__ void rowwise(const Args &args, int pass) {
   }
   if constexpr (Config::ColumnMax) {
     uint32_t *part =
-        args.columnMax + size_t(blockIdx.x) * (Config::K * kElemBytes / 4);
+        args.columnMax + size_t(blockIdx.x) * (rowValues * kElemBytes / 4);
 #pragma unroll
     for (int i = 0; i < VPT; ++i) {
       const int vec = threadIdx.x + i * Threads;
-      if (Config::kWholeRows || vec < Config::kVecs)
+      if (Config::kWholeRows || vec < vecsOf(0))
         asm volatile(
             "st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(part + 4 * vec),
             "r"(columnBits[i][0]), "r"(columnBits[i][1]), "r"(columnBits[i][2]),
