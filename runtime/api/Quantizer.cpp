@@ -141,6 +141,44 @@ compileQuantizer(KernelCache &cache, const QuantizeSpec &spec, bool withScale) {
                            std::move(reduceEntry)};
 }
 
+/// Whether `cache` holds every program of `spec`'s own source.
+static Expected<bool> isCached(KernelCache &cache, const QuantizeSpec &spec,
+                               bool withScale) {
+  Expected<QuantizerSource> source = generateQuantizerSource(spec, withScale);
+  if (!source)
+    return source.takeError();
+  for (const std::string *program :
+       {&source->quantizeSource, &source->reduceSource}) {
+    if (program->empty())
+      continue;
+    Expected<std::shared_ptr<const KernelEntry>> entry =
+        cache.find(*program, CompileOptions());
+    if (!entry)
+      return entry.takeError();
+    if (!*entry)
+      return false;
+  }
+  return true;
+}
+
+Expected<QuantizeSpec> selectCompiledSpec(KernelCache &cache,
+                                          const QuantizeSpec &spec,
+                                          bool withScale) {
+  QuantizeSpec anyK = spec;
+  anyK.anyK = true;
+  if (spec.anyK || !chooseQuantizerVariant(anyK, withScale).anyK)
+    return spec;
+  Expected<bool> own = isCached(cache, spec, withScale);
+  if (!own)
+    return own.takeError();
+  if (*own)
+    return spec;
+  Expected<bool> twin = isCached(cache, anyK, withScale);
+  if (!twin)
+    return twin.takeError();
+  return *twin ? anyK : spec;
+}
+
 /// The plan key packs everything but K into one word, so a launch looks up a
 /// small struct instead of hashing source text.
 static GpuQuantizer::PlanKey makePlanKey(const QuantizeSpec &spec,
@@ -172,15 +210,18 @@ GpuQuantizer::getPlan(const QuantizeSpec &spec, bool withScale) {
   if (it != plans.end())
     return it->second.get();
 
+  Expected<QuantizeSpec> chosen = selectCompiledSpec(cache, spec, withScale);
+  if (!chosen)
+    return chosen.takeError();
   Expected<CompiledQuantizer> compiled =
-      compileQuantizer(cache, spec, withScale);
+      compileQuantizer(cache, *chosen, withScale);
   if (!compiled)
     return compiled.takeError();
   const QuantizerSource &source = compiled->source;
   auto plan = std::make_unique<Plan>();
   plan->entry = compiled->entry;
   plan->reduceEntry = compiled->reduceEntry;
-  plan->variant = chooseQuantizerVariant(spec, withScale);
+  plan->variant = chooseQuantizerVariant(*chosen, withScale);
   Expected<CUfunction> quantize =
       plan->entry->getFunction(source.quantizeKernel);
   if (!quantize)

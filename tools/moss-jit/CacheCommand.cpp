@@ -42,7 +42,9 @@ cl::opt<bool> quantizers(
     cl::desc("warm: also the quantizers of moss_jit.nn.Linear's training "
              "step for each shape M N K (tokens, out, in): X and dY in both "
              "layouts (MOSS, global per row, row fold), and the weight's "
-             "per-tensor casts"),
+             "per-tensor casts; with the row-wise kernels' any-K twins, "
+             "which serve a first call of another K that needs as many "
+             "threads without a compile"),
     cl::sub(cacheCommand));
 cl::opt<std::string>
     activations("activations",
@@ -188,14 +190,19 @@ int runWarm(runtime::KernelCache &cache) {
     if (quantizers) {
       // The quantizers compile through the same cache: count its compiles.
       const uint64_t before = cache.stats().compiles;
-      for (const StepQuantization &q :
+      for (StepQuantization q :
            getLinearStepQuantizations(shape.m, shape.spec.n, shape.spec.k,
                                       *activationType, *weightType))
-        if (Error e = runtime::compileQuantizer(cache, q.spec, q.withScale)
-                          .takeError())
-          return warmError(shape.origin + ": quantizer of " +
-                           Twine(q.spec.rows) + "x" + Twine(q.spec.cols) +
-                           ": " + toString(std::move(e)));
+        for (bool anyK : {false, true}) {
+          // (The twin's source is K's only where its kernel takes any K;
+          // the cache compiles equal sources once.)
+          q.spec.anyK = anyK;
+          if (Error e = runtime::compileQuantizer(cache, q.spec, q.withScale)
+                            .takeError())
+            return warmError(shape.origin + ": quantizer of " +
+                             Twine(q.spec.rows) + "x" + Twine(q.spec.cols) +
+                             ": " + toString(std::move(e)));
+        }
       *count += unsigned(cache.stats().compiles - before);
       compiled += unsigned(cache.stats().compiles - before);
     }

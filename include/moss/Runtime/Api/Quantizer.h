@@ -80,6 +80,15 @@ llvm::Expected<CompiledQuantizer>
 compileQuantizer(KernelCache &cache, const compiler::QuantizeSpec &spec,
                  bool withScale);
 
+/// The spec whose kernels run `spec`: `spec` itself, or its any-K twin
+/// (QuantizeSpec::anyK) where `cache` (memory or disk) holds the twin's
+/// programs and not all of spec's own: a first call of a new K then loads
+/// kernels instead of compiling them (`moss-jit cache warm --quantizers`
+/// puts the twins on disk). Compiles nothing.
+llvm::Expected<compiler::QuantizeSpec>
+selectCompiledSpec(KernelCache &cache, const compiler::QuantizeSpec &spec,
+                   bool withScale);
+
 /// Runs quantizations in one CUDA context: the one current at its first
 /// call (a call from another context is an error). Not thread-safe: use one
 /// per thread.
