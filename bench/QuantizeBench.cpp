@@ -128,6 +128,11 @@ cl::opt<int> repeatOpt("repeat", cl::desc("Launches timed per case (>= 3)"),
 cl::opt<bool> firstCallsOnlyOpt(
     "first-calls-only",
     cl::desc("Only the first calls (compile or cache load) of each case"));
+cl::opt<bool> anyKOpt(
+    "any-k",
+    cl::desc("Also time each row-wise case on its any-K kernel (K read at "
+             "run time, QuantizeSpec::anyK), in the same process, with its "
+             "speed relative to the K-specialized kernel's"));
 cl::list<std::string>
     onlyOpt("only",
             cl::desc("Only the cases whose \"scheme in shape\" line contains "
@@ -274,14 +279,15 @@ int main(int argc, char **argv) {
     const QuantizeBuffers buffers = outputs(spec);
     const QuantizeBuffers transposed =
         c.both ? outputs(getTransposedSpec(spec)) : QuantizeBuffers{};
+    QuantizeSpec timed = spec;
     auto run = [&] {
       Error error =
           c.both
-              ? quantizer.quantizeBothLayouts(spec, buffers, transposed,
+              ? quantizer.quantizeBothLayouts(timed, buffers, transposed,
                                               nullptr, c.autoScaled ? scale : 0)
           : c.autoScaled
-              ? quantizer.castWithScale(spec, scale, buffers, nullptr)
-              : quantizer.quantize(spec, buffers, nullptr);
+              ? quantizer.castWithScale(timed, scale, buffers, nullptr)
+              : quantizer.quantize(timed, buffers, nullptr);
       if (error)
         die(std::move(error));
     };
@@ -302,6 +308,18 @@ int main(int argc, char **argv) {
       outs() << format("%-24s %-5s %-14s %9.1f %9.1f %8.0f %9.1f%%\n", c.name,
                        inputName(c.input), shape.c_str(), firstMs, ms * 1e3,
                        gbs, 100.0 * gbs / copyGBs);
+    timed.anyK = true;
+    if (anyKOpt && !firstCallsOnly &&
+        chooseQuantizerVariant(timed, c.autoScaled).anyK) {
+      run(); // (compiles it)
+      double anyMs = medianMs(run);
+      outs() << format("%-24s %-5s %-14s %9s %9.1f %8.0f %9.1f%%  any K, "
+                       "%.3fx the K-specialized kernel's speed\n",
+                       c.name, inputName(c.input), shape.c_str(), "",
+                       anyMs * 1e3, bytes / (anyMs * 1e-3) / 1e9,
+                       100.0 * bytes / (anyMs * 1e-3) / 1e9 / copyGBs,
+                       ms / anyMs);
+    }
     for (CUdeviceptr p : allocations)
       if (p)
         api->memFree(p);
