@@ -17,10 +17,12 @@ in sorted order up to --corpus-bytes, as bytes (vocabulary 256); the last 5%
 is held out. Every run draws the same batches from --seed. Needs torch 2.5
 or later (enable_gqa).
 
-Runs (--runs; all that apply by default):
+Runs (--runs; all that apply but moss-fast-wgrad by default):
   bf16                the model as it is, under bf16 autocast
   moss                moss_jit.convert(model), E4M3 gradients
   moss-e5m2           moss_jit.convert(model, grad_format="e5m2")
+  moss-fast-wgrad     moss_jit.convert(model, wgrad_promote_k=0): the
+                      weight gradient in the tensor cores' accumulation
   torchao-tensorwise  torchao.float8, recipe "tensorwise" (CUDA, torchao)
   torchao-rowwise     torchao.float8, recipe "rowwise" (CUDA, torchao)
 The FP8 runs convert the Linears of the blocks; the embeddings and the LM
@@ -51,7 +53,10 @@ import torch.nn.functional as F
 
 import moss_jit
 
-RUNS = ("bf16", "moss", "moss-e5m2", "torchao-tensorwise", "torchao-rowwise")
+RUNS = ("bf16", "moss", "moss-e5m2", "moss-fast-wgrad", "torchao-tensorwise",
+        "torchao-rowwise")
+# (moss-fast-wgrad is a study: asked for by name only.)
+DEFAULT_RUNS = tuple(r for r in RUNS if r != "moss-fast-wgrad")
 
 # Every Linear's in and out features are multiples of 32 (the MOSS scaling
 # block). The names follow the block shapes of the models of those sizes;
@@ -237,10 +242,12 @@ def keep_in_bf16(name):
 
 def convert_for_run(model, run):
     """Swaps the model's Linears for the run's FP8 ones, in place."""
-    if run in ("moss", "moss-e5m2"):
+    if run.startswith("moss"):
         grad_format = "e5m2" if run == "moss-e5m2" else "e4m3"
+        promote = 0 if run == "moss-fast-wgrad" else 128
         moss_jit.convert(model, filter_fn=lambda n, m: not keep_in_bf16(n),
-                         verbose=False, grad_format=grad_format)
+                         verbose=False, grad_format=grad_format,
+                         wgrad_promote_k=promote)
         # convert skips the layers it cannot take (a non-Hopper GPU among
         # them) instead of failing: a run with any of them left would time
         # bf16 under the MOSS label.
@@ -584,7 +591,7 @@ def parse_args(argv):
 def run_labels(args, device):
     """The labels of the runs to make, after printing the skipped ones."""
     labels = []
-    for run in args.runs or RUNS:
+    for run in args.runs or DEFAULT_RUNS:
         reason = skip_reason(run, device)
         if reason:
             print(f"{run}: skipped: {reason}")

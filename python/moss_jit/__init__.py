@@ -31,17 +31,20 @@ if _torch_module is not None:
     from .nn import attach_optimizer
 
     def gemm(a, b, out_dtype=None, bias=None, c=None, beta=1.0, amax=False,
-             mma="auto", fold="auto"):
+             mma="auto", fold="auto", promote_k=0):
         """D = a @ b^T for MossTensors a [M, K] and b [N, K], plus `bias`
         [N] and beta * `c` [M, N] when given, in `out_dtype` (default
         torch.bfloat16). With amax=True, returns (D, max |D| as a float32
         tensor [1]). CUDA operands run the JIT kernel on the current stream
         (a Hopper GPU); CPU operands the exact FP64 reference.
         mma: 'auto', 'fp8' or 'f16' (moss_mma_type_t); fold: 'auto',
-        'none', '128' or 'row' (moss_fold_t)."""
+        'none', '128' or 'row' (moss_fold_t); promote_k: 0, or promote
+        the tensor cores' partial sums to FP32 every 32, 64 or 128 of K
+        where the schemes need no promotion (more accurate over long K,
+        somewhat slower)."""
         return _torch.gemm(a, b, _torch_module.bfloat16
                            if out_dtype is None else out_dtype,
-                           bias, c, beta, amax, mma, fold)
+                           bias, c, beta, amax, mma, fold, promote_k)
 
     from ._dispatch import combine, dispatch_quantize, route
     from ._grouped import ExpertWeights, stack_experts

@@ -307,7 +307,7 @@ def _operand_spec(scheme, fmt, block, global_scope):
 
 @functools.lru_cache(maxsize=4096)
 def _gemm_spec(m, n, k, a, b, out, bias, c, amax, beta, mma, fold, groups=0,
-               layout=0):
+               layout=0, promote_k=0):
     """The moss_gemm_spec_t of a call; `a` and `b` are the operands'
     (scheme, format, block, global_scope); `groups` the experts of a
     grouped GEMM (0: a plain one), `layout` its moss_group_layout_t."""
@@ -325,10 +325,11 @@ def _gemm_spec(m, n, k, a, b, out, bias, c, amax, beta, mma, fold, groups=0,
     spec.fold = _capi.FOLDS[fold]
     spec.groups = groups
     spec.group_layout = layout
+    spec.promote_k = promote_k
     return spec
 
 
-def check_gemm_args(a, b, out_dtype, bias, c, beta, mma, fold):
+def check_gemm_args(a, b, out_dtype, bias, c, beta, mma, fold, promote_k=0):
     m, k, device = _check_operand(a, "a")
     n, kb, device_b = _check_operand(b, "b")
     if k != kb:
@@ -352,6 +353,8 @@ def check_gemm_args(a, b, out_dtype, bias, c, beta, mma, fold):
         schemes._choice(mma, tuple(_capi.MMA_TYPES), "mma")
     if fold not in _capi.FOLDS:
         schemes._choice(fold, tuple(_capi.FOLDS), "fold")
+    if type(promote_k) is not int or promote_k not in (0, 32, 64, 128):
+        raise ValueError(f"promote_k={promote_k!r} is not 0, 32, 64 or 128")
     return m, n, k, device, bias_type, c_type
 
 
@@ -382,7 +385,7 @@ def _scales_key(t):
     return t.dtype, t.shape, t.is_contiguous(), t.device
 
 
-def _gemm_key(a, b, out_dtype, bias, c, beta, amax, mma, fold):
+def _gemm_key(a, b, out_dtype, bias, c, beta, amax, mma, fold, promote_k):
     """The key of a call's plan in _gemm_plans (unhashable where it has
     none)."""
     if type(a) is not MossTensor or type(b) is not MossTensor or \
@@ -404,14 +407,15 @@ def _gemm_key(a, b, out_dtype, bias, c, beta, amax, mma, fold):
             None if b_global is None else _scales_key(b_global),
             b_scheme, b_fmt, b_block, b_scope, out_dtype,
             None if bias is None else _tensor_key(bias),
-            None if c is None else _tensor_key(c), beta, amax, mma, fold)
+            None if c is None else _tensor_key(c), beta, amax, mma, fold,
+            promote_k)
 
 
-def _gemm_plan(a, b, out_dtype, bias, c, beta, amax, mma, fold):
+def _gemm_plan(a, b, out_dtype, bias, c, beta, amax, mma, fold, promote_k):
     """Checks a GEMM call; returns its plan for CUDA operands, None for CPU
     ones."""
     m, n, k, device, bias_type, c_type = check_gemm_args(
-        a, b, out_dtype, bias, c, beta, mma, fold)
+        a, b, out_dtype, bias, c, beta, mma, fold, promote_k)
     if device.type == "cpu":
         return None
     if device.type != "cuda":
@@ -419,7 +423,8 @@ def _gemm_plan(a, b, out_dtype, bias, c, beta, amax, mma, fold):
                          "CPU tensors")
     index = _check_cuda_device(a.codes, "a", hopper=True)
     spec = _gemm_spec(m, n, k, a[3:7], b[3:7], OUT_TYPES[out_dtype],
-                      bias_type, c_type, bool(amax), float(beta), mma, fold)
+                      bias_type, c_type, bool(amax), float(beta), mma, fold,
+                      promote_k=promote_k)
     counts = tuple(t.numel() if t is not None else 0
                    for t in a[1:3] + b[1:3])
     return spec, m, n, device, index, counts
@@ -442,15 +447,17 @@ def gemm_buffers(a, b, d, bias, c, amax, counts):
         amax.data_ptr() if amax is not None else 0)
 
 
-def gemm_raw(a, b, out_dtype, bias, c, beta, amax, mma, fold):
+def gemm_raw(a, b, out_dtype, bias, c, beta, amax, mma, fold, promote_k=0):
     """D = a @ b^T with the epilogue; returns (D, amax or None)."""
-    key = _gemm_key(a, b, out_dtype, bias, c, beta, amax, mma, fold)
+    key = _gemm_key(a, b, out_dtype, bias, c, beta, amax, mma, fold,
+                    promote_k)
     try:
         plan = _gemm_plans.get(key)
     except TypeError:  # an _UNPLANNED part, or an unhashable argument
         plan = key = None
     if plan is None:
-        plan = _gemm_plan(a, b, out_dtype, bias, c, beta, amax, mma, fold)
+        plan = _gemm_plan(a, b, out_dtype, bias, c, beta, amax, mma, fold,
+                          promote_k)
         if plan is None:
             d = torch.from_numpy(reference.gemm_numpy(a, b, bias, c, beta))
             # max |D| of an empty D is 0, as the GPU's zeroed amax.
@@ -479,13 +486,14 @@ def gemm_raw(a, b, out_dtype, bias, c, beta, amax, mma, fold):
 
 
 def gemm(a, b, out_dtype=torch.bfloat16, bias=None, c=None, beta=1.0,
-         amax=False, mma="auto", fold="auto"):
+         amax=False, mma="auto", fold="auto", promote_k=0):
     if compiling():
         d, amax_out = torch.ops.moss_jit.gemm(
             *_op_operand(a), a.descriptor(), *_op_operand(b), b.descriptor(),
-            out_dtype, bias, c, float(beta), bool(amax), mma, fold)
+            out_dtype, bias, c, float(beta), bool(amax), mma, fold, promote_k)
         return (d, amax_out) if amax else d
-    d, amax_out = gemm_raw(a, b, out_dtype, bias, c, beta, amax, mma, fold)
+    d, amax_out = gemm_raw(a, b, out_dtype, bias, c, beta, amax, mma, fold,
+                           promote_k)
     return (d, amax_out) if amax else d
 
 
@@ -592,17 +600,20 @@ def _gemm_op(a_codes: torch.Tensor, a_local: torch.Tensor,
              b_local: torch.Tensor, b_global: torch.Tensor, b_desc: str,
              out_dtype: torch.dtype, bias: Optional[torch.Tensor],
              c: Optional[torch.Tensor], beta: float, amax: bool, mma: str,
-             fold: str) -> tuple[torch.Tensor, torch.Tensor]:
+             fold: str, promote_k: int = 0) -> tuple[torch.Tensor,
+                                                     torch.Tensor]:
     a = _from_descriptor(a_codes, a_local, a_global, a_desc)
     b = _from_descriptor(b_codes, b_local, b_global, b_desc)
-    d, amax_out = gemm_raw(a, b, out_dtype, bias, c, beta, amax, mma, fold)
+    d, amax_out = gemm_raw(a, b, out_dtype, bias, c, beta, amax, mma, fold,
+                           promote_k)
     return d, (amax_out if amax_out is not None
                else _empty(d.device, torch.float32))
 
 
 @_gemm_op.register_fake
 def _gemm_fake(a_codes, a_local, a_global, a_desc, b_codes, b_local,
-               b_global, b_desc, out_dtype, bias, c, beta, amax, mma, fold):
+               b_global, b_desc, out_dtype, bias, c, beta, amax, mma, fold,
+               promote_k=0):
     d = a_codes.new_empty((a_codes.shape[0], b_codes.shape[0]),
                           dtype=out_dtype)
     return d, a_codes.new_empty(1 if amax else 0, dtype=torch.float32)

@@ -355,7 +355,9 @@ class _LinearFunction(torch.autograd.Function):
                                    "which the forward did not keep: the "
                                    "weight did not require grad then")
             dw = _torch.gemm(dy_t, _with_parts(ctx.x_t, x_t_parts),
-                             out_dtype=weight.dtype, mma="fp8")
+                             out_dtype=weight.dtype, mma="fp8",
+                             promote_k=config.wgrad_promotion(
+                                 dy_t.codes.shape[1]))
         if ctx.has_bias and ctx.needs_input_grad[2]:
             db = dy.sum(0, dtype=torch.float32).to(ctx.bias_dtype)
         return dx, dw, db, None, None, None, None, None, None
@@ -365,7 +367,8 @@ class LinearConfig:
     """The quantization of one Linear (see Linear)."""
 
     def __init__(self, x_format="e4m3", grad_format="e4m3", block=32,
-                 global_scope="row", fold="row", both_layouts=True):
+                 global_scope="row", fold="row", both_layouts=True,
+                 wgrad_promote_k=128):
         schemes._choice(x_format, schemes.FORMATS, "x_format")
         schemes._choice(grad_format, schemes.FORMATS, "grad_format")
         schemes._choice(global_scope, ("tensor", "row"), "global_scope")
@@ -381,9 +384,25 @@ class LinearConfig:
             raise ValueError(f"both_layouts={both_layouts!r} is not True or "
                              "False")
         self.both_layouts = both_layouts
+        if wgrad_promote_k not in (0, 32, 64, 128):
+            raise ValueError(f"wgrad_promote_k={wgrad_promote_k!r} is not 0, "
+                             "32, 64 or 128")
+        # The weight gradient sums over the tokens, the longest K of the
+        # three GEMMs, where the tensor cores' own accumulation loses most
+        # (docs/PYTHON.md). Unfolded operands promote every 32 already.
+        self.wgrad_promote_k = wgrad_promote_k if fold == "row" else 0
         # What X's codes depend on (grad_format is dY's).
         self.activation_key = (x_format, block, global_scope, fold,
                                self.both_layouts)
+
+    def wgrad_promotion(self, tokens):
+        """The weight gradient GEMM's promote_k for K = `tokens`: the
+        configured one, halved until it divides K (the GEMM's rule), 0
+        below 32."""
+        promote = self.wgrad_promote_k
+        while promote >= 32 and tokens % promote:
+            promote //= 2
+        return promote if promote >= 32 else 0
 
     def quantize(self, t, fmt, transpose=False, gather=None):
         """`t` quantized the MOSS way with this configuration: `fmt`
@@ -432,7 +451,10 @@ class Linear(torch.nn.Module):
     scaler_interval (500 steps between exact weight rescales),
     both_layouts (True: X's and dY's two layouts from one
     quantize_both_layouts call each where the shapes allow; False: one
-    quantization per layout; the same bits either way).
+    quantization per layout; the same bits either way), wgrad_promote_k
+    (128: the weight gradient's GEMM promotes its partial sums to FP32
+    every 128 tokens; 0: the tensor cores' own accumulation; folded
+    operands only).
 
     The weight's FP8 cast is redone whenever the weight changes: its
     version counter moves, or a step is reported (attach_optimizer, or
@@ -445,13 +467,13 @@ class Linear(torch.nn.Module):
     def __init__(self, in_features, out_features, bias=True, device=None,
                  dtype=None, *, x_format="e4m3", grad_format="e4m3",
                  block=32, global_scope="row", fold="row",
-                 both_layouts=True, scaler_interval=500):
+                 both_layouts=True, scaler_interval=500, wgrad_promote_k=128):
         super().__init__()
         _check_features(in_features, out_features)
         self.in_features = in_features
         self.out_features = out_features
         self.config = LinearConfig(x_format, grad_format, block, global_scope,
-                                   fold, both_layouts)
+                                   fold, both_layouts, wgrad_promote_k)
         reference = torch.nn.Linear(in_features, out_features, bias, device,
                                     dtype)
         self.weight = reference.weight

@@ -190,6 +190,23 @@ class GemmCudaTest(unittest.TestCase):
                     self.check_gemm(quantized(m, 4064, a_op),
                                     quantized(2049, 4064, b_op))
 
+    def test_promotion_cuts_a_long_ks_error(self):
+        # A weight gradient's K (the tokens), per-row x per-row, f32 out
+        # from the FP8 MMA (the Linear's dW):
+        # promoted to FP32 every 128 of K, the error against FP64 is the
+        # promote-128 class's (docs/PERFORMANCE.md: 1.5e-4 at K = 4096),
+        # and under half of the tensor cores' own accumulation's.
+        rng = np.random.default_rng()
+        k = 16384
+        a = moss_jit.quantize(torch.from_numpy(llm_like(rng, 256, k)).to(
+            DEVICE), "per-row")
+        b = moss_jit.quantize(torch.from_numpy(llm_like(rng, 512, k)).to(
+            DEVICE), "per-row")
+        d, want = self.check_gemm(a, b, torch.float32, tolerance=5e-4,
+                                  mma="fp8", promote_k=128)
+        fast = moss_jit.gemm(a, b, out_dtype=torch.float32, mma="fp8")
+        self.assertLess(rel_error(d, want), rel_error(fast, want) / 2)
+
     def test_e5m2_gradients_against_e4m3_weights(self):
         a = quantized(333, 4064, A_OPERANDS[6], fmt="e5m2")
         self.check_gemm(a, quantized(2049, 4064, B_OPERANDS[0]))

@@ -79,6 +79,23 @@ class QuantizeTorchCpuTest(unittest.TestCase):
                 b.descriptor(), torch.bfloat16, None, None, 1.0, True,
                 "auto", "auto")
         torch.library.opcheck(torch.ops.moss_jit.gemm.default, args)
+        torch.library.opcheck(torch.ops.moss_jit.gemm.default,
+                              (*args, 128))
+
+
+class LinearConfigTest(unittest.TestCase):
+    def test_the_weight_gradients_promotion_divides_the_tokens(self):
+        config = moss_jit.nn.LinearConfig()
+        self.assertEqual([config.wgrad_promotion(k) for k in
+                          (16384, 4160, 4128, 4112, 96)],
+                         [128, 64, 32, 0, 32])
+        self.assertEqual(moss_jit.nn.LinearConfig(
+            wgrad_promote_k=0).wgrad_promotion(16384), 0)
+        # Unfolded operands promote every 32 already.
+        self.assertEqual(moss_jit.nn.LinearConfig(
+            fold="none").wgrad_promotion(16384), 0)
+        with self.assertRaisesRegex(ValueError, "wgrad_promote_k=100"):
+            moss_jit.nn.LinearConfig(wgrad_promote_k=100)
 
 
 class GemmTorchCpuTest(unittest.TestCase):
@@ -123,6 +140,10 @@ class GemmTorchCpuTest(unittest.TestCase):
             # Unhashable: named, not a TypeError from a dictionary lookup.
             ((a._replace(format=[1, 32]), b), {}, ValueError,
              "a.format=[1, 32] is not one of"),
+            ((a, b), {"promote_k": 96}, ValueError,
+             "promote_k=96 is not 0, 32, 64 or 128"),
+            ((a, b), {"promote_k": 128.0}, ValueError,
+             "promote_k=128.0 is not 0, 32, 64 or 128"),
         ]
         for args, kwargs, exception, text in cases:
             with self.subTest(text=text):
