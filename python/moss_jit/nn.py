@@ -384,7 +384,8 @@ class LinearConfig:
             raise ValueError(f"both_layouts={both_layouts!r} is not True or "
                              "False")
         self.both_layouts = both_layouts
-        if wgrad_promote_k not in (0, 32, 64, 128):
+        if type(wgrad_promote_k) is not int or \
+                wgrad_promote_k not in (0, 32, 64, 128):
             raise ValueError(f"wgrad_promote_k={wgrad_promote_k!r} is not 0, "
                              "32, 64 or 128")
         # The weight gradient sums over the tokens, the longest K of the

@@ -94,8 +94,10 @@ class LinearConfigTest(unittest.TestCase):
         # Unfolded operands promote every 32 already.
         self.assertEqual(moss_jit.nn.LinearConfig(
             fold="none").wgrad_promotion(16384), 0)
-        with self.assertRaisesRegex(ValueError, "wgrad_promote_k=100"):
-            moss_jit.nn.LinearConfig(wgrad_promote_k=100)
+        for bad in (100, 128.0, True):
+            with self.assertRaisesRegex(ValueError,
+                                        f"wgrad_promote_k={bad!r}"):
+                moss_jit.nn.LinearConfig(wgrad_promote_k=bad)
 
 
 class GemmTorchCpuTest(unittest.TestCase):
