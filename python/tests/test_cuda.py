@@ -439,6 +439,15 @@ class GroupedGemmCudaTest(unittest.TestCase):
 
 
 class DispatchQuantizeCudaTest(unittest.TestCase):
+    def assert_same_bits(self, got, want):
+        """The GPU's MossTensor `got` holds the host's `want`, bit for bit."""
+        for name in ("codes", "local_scales", "global_scales"):
+            a, b = getattr(got, name), getattr(want, name)
+            self.assertEqual(a is None, b is None, name)
+            if a is not None:
+                self.assertTrue(torch.equal(a.cpu().view(torch.uint8),
+                                            b.view(torch.uint8)), name)
+
     def test_gathered_rows_match_the_host_bit_for_bit(self):
         # Each token read once per routed row, in expert order, against the
         # host reference of the gathered copy; K long enough for segments.
@@ -457,14 +466,7 @@ class DispatchQuantizeCudaTest(unittest.TestCase):
                     x, token_index.to(DEVICE), scheme, **kwargs)
                 want = moss_jit.dispatch_quantize(x.cpu(), token_index,
                                                   scheme, **kwargs)
-                for name in ("codes", "local_scales", "global_scales"):
-                    a, b = getattr(got, name), getattr(want, name)
-                    self.assertEqual(a is None, b is None, name)
-                    if a is not None:
-                        self.assertTrue(torch.equal(
-                            a.cpu().view(torch.uint8), b.view(torch.uint8)),
-                            name)
-
+                self.assert_same_bits(got, want)
 
     def test_transposed_gathers_match_the_host_bit_for_bit(self):
         # The k-grouped GEMM's operands: the tokens in expert order, each
@@ -486,13 +488,7 @@ class DispatchQuantizeCudaTest(unittest.TestCase):
                 want = moss_jit.dispatch_quantize(
                     x.cpu(), index.cpu(), global_scope=scope,
                     transpose=True)
-                for name in ("codes", "local_scales", "global_scales"):
-                    a, b = getattr(got, name), getattr(want, name)
-                    self.assertEqual(a is None, b is None, name)
-                    if a is not None:
-                        self.assertTrue(torch.equal(
-                            a.cpu().view(torch.uint8), b.view(torch.uint8)),
-                            name)
+                self.assert_same_bits(got, want)
 
 
 class GroupedLinearCudaTest(unittest.TestCase):

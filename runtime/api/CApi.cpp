@@ -698,7 +698,8 @@ moss_error_t checkScalerStep(moss_weight_scaler_t scaler, double lr,
 moss_error_t launchScalerStep(moss_weight_scaler_t scaler, double lr,
                               const ScalerStep &step, void *stream,
                               moss_weight_scale_step_t *out) {
-  Expected<WeightScaleDecision> decision = scaler->scaler->castStep(
+  // (checkScalerStep ran checkWeightScalerStep.)
+  Expected<WeightScaleDecision> decision = scaler->scaler->castStepChecked(
       lr, step.spec, step.buffers, static_cast<CUstream>(stream),
       step.both ? &step.transposed : nullptr);
   if (!decision)

@@ -399,6 +399,13 @@ WeightScaler::castStep(double lr, const QuantizeSpec &spec,
                        const QuantizeBuffers *transposed) {
   if (Error error = checkWeightScalerStep(lr, spec, buffers, transposed))
     return std::move(error);
+  return castStepChecked(lr, spec, buffers, stream, transposed);
+}
+
+Expected<WeightScaleDecision>
+WeightScaler::castStepChecked(double lr, const QuantizeSpec &spec,
+                              const QuantizeBuffers &buffers, CUstream stream,
+                              const QuantizeBuffers *transposed) {
   Expected<const DriverApi &> api = getDriverApi();
   if (!api)
     return api.takeError();

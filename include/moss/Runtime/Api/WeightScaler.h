@@ -226,6 +226,14 @@ public:
            const QuantizeBuffers &buffers, CUstream stream,
            const QuantizeBuffers *transposed = nullptr);
 
+  /// castStep() for arguments checkWeightScalerStep has accepted (the C
+  /// API checks before it converts its errors), without checking them
+  /// again.
+  llvm::Expected<WeightScaleDecision>
+  castStepChecked(double lr, const compiler::QuantizeSpec &spec,
+                  const QuantizeBuffers &buffers, CUstream stream,
+                  const QuantizeBuffers *transposed = nullptr);
+
   /// Takes whatever snapshots have arrived, without launching or waiting.
   llvm::Error poll();
 
