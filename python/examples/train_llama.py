@@ -17,12 +17,16 @@ in sorted order up to --corpus-bytes, as bytes (vocabulary 256); the last 5%
 is held out. Every run draws the same batches from --seed. Needs torch 2.5
 or later (enable_gqa).
 
-Runs (--runs; all that apply but moss-fast-wgrad by default):
+Runs (--runs; all that apply but the three studies by default):
   bf16                the model as it is, under bf16 autocast
   moss                moss_jit.convert(model), E4M3 gradients
   moss-e5m2           moss_jit.convert(model, grad_format="e5m2")
   moss-fast-wgrad     moss_jit.convert(model, wgrad_promote_k=0): the
                       weight gradient in the tensor cores' accumulation
+  moss-promoted       moss_jit.convert(model, dgrad_promote_k=128): the
+                      input gradient promoted every 128 too (as torchao's)
+  moss-exact          moss_jit.convert(model, fold="none"): every GEMM
+                      promotes every 32 (the exact MOSS product, slower)
   torchao-tensorwise  torchao.float8, recipe "tensorwise" (CUDA, torchao)
   torchao-rowwise     torchao.float8, recipe "rowwise" (CUDA, torchao)
 The FP8 runs convert the Linears of the blocks; the embeddings and the LM
@@ -53,10 +57,11 @@ import torch.nn.functional as F
 
 import moss_jit
 
-RUNS = ("bf16", "moss", "moss-e5m2", "moss-fast-wgrad", "torchao-tensorwise",
-        "torchao-rowwise")
-# (moss-fast-wgrad is a study: asked for by name only.)
-DEFAULT_RUNS = tuple(r for r in RUNS if r != "moss-fast-wgrad")
+RUNS = ("bf16", "moss", "moss-e5m2", "moss-fast-wgrad", "moss-promoted",
+        "moss-exact", "torchao-tensorwise", "torchao-rowwise")
+# Studies of the GEMMs' accumulation, asked for by name only.
+STUDY_RUNS = ("moss-fast-wgrad", "moss-promoted", "moss-exact")
+DEFAULT_RUNS = tuple(r for r in RUNS if r not in STUDY_RUNS)
 
 # Every Linear's in and out features are multiples of 32 (the MOSS scaling
 # block). The names follow the block shapes of the models of those sizes;
@@ -243,11 +248,12 @@ def keep_in_bf16(name):
 def convert_for_run(model, run):
     """Swaps the model's Linears for the run's FP8 ones, in place."""
     if run.startswith("moss"):
-        grad_format = "e5m2" if run == "moss-e5m2" else "e4m3"
-        promote = 0 if run == "moss-fast-wgrad" else 128
+        options = {"moss-e5m2": dict(grad_format="e5m2"),
+                   "moss-fast-wgrad": dict(wgrad_promote_k=0),
+                   "moss-promoted": dict(dgrad_promote_k=128),
+                   "moss-exact": dict(fold="none")}.get(run, {})
         moss_jit.convert(model, filter_fn=lambda n, m: not keep_in_bf16(n),
-                         verbose=False, grad_format=grad_format,
-                         wgrad_promote_k=promote)
+                         verbose=False, **options)
         # convert skips the layers it cannot take (a non-Hopper GPU among
         # them) instead of failing: a run with any of them left would time
         # bf16 under the MOSS label.
@@ -360,6 +366,13 @@ def train(label, model, data, args, device):
     seconds = time.perf_counter() - start
     timed = args.steps - timed_from
     tail = [v for v in losses[-max(1, args.steps // 10):] if math.isfinite(v)]
+    held_out = held_out_loss(model, data["val"], data["val_starts"], seq,
+                             device)
+    # Each run's result as it ends, before the table: a long comparison
+    # that is cut short keeps the runs it finished.
+    print(f"{label:>26} done: {timed * tokens_per_step / seconds:,.0f} "
+          f"tokens/s, held-out loss {held_out:.4f}, {bad_steps} bad steps",
+          flush=True)
     return {
         "tokens_per_s": timed * tokens_per_step / seconds,
         "timed_steps": timed,
@@ -367,8 +380,7 @@ def train(label, model, data, args, device):
                               if device.type == "cuda" else None),
         "initial_loss": losses[0],
         "final_train_loss": sum(tail) / len(tail) if tail else math.nan,
-        "held_out_loss": held_out_loss(model, data["val"], data["val_starts"],
-                                       seq, device),
+        "held_out_loss": held_out,
         "nonfinite_steps": bad_steps,
         "losses": losses,
     }

@@ -348,7 +348,9 @@ class _LinearFunction(torch.autograd.Function):
         if need_dx:
             w_t = MossTensor(w_t_codes, None, w_scale, "per-tensor", "e4m3")
             # The gradient has its input's dtype, whatever autocast did.
-            dx = _torch.gemm(dy_q, w_t, out_dtype=ctx.x_dtype, mma="fp8")
+            dx = _torch.gemm(dy_q, w_t, out_dtype=ctx.x_dtype, mma="fp8",
+                             promote_k=config.dgrad_promotion(
+                                 dy_q.codes.shape[1]))
         if need_dw:
             if ctx.x_t is None:
                 raise RuntimeError("the weight gradient needs X^T's codes, "
@@ -368,7 +370,7 @@ class LinearConfig:
 
     def __init__(self, x_format="e4m3", grad_format="e4m3", block=32,
                  global_scope="row", fold="row", both_layouts=True,
-                 wgrad_promote_k=128):
+                 wgrad_promote_k=128, dgrad_promote_k=0):
         schemes._choice(x_format, schemes.FORMATS, "x_format")
         schemes._choice(grad_format, schemes.FORMATS, "grad_format")
         schemes._choice(global_scope, ("tensor", "row"), "global_scope")
@@ -384,26 +386,36 @@ class LinearConfig:
             raise ValueError(f"both_layouts={both_layouts!r} is not True or "
                              "False")
         self.both_layouts = both_layouts
-        if type(wgrad_promote_k) is not int or \
-                wgrad_promote_k not in (0, 32, 64, 128):
-            raise ValueError(f"wgrad_promote_k={wgrad_promote_k!r} is not 0, "
-                             "32, 64 or 128")
+        for name, value in (("wgrad_promote_k", wgrad_promote_k),
+                            ("dgrad_promote_k", dgrad_promote_k)):
+            if type(value) is not int or value not in (0, 32, 64, 128):
+                raise ValueError(f"{name}={value!r} is not 0, 32, 64 or 128")
         # The weight gradient sums over the tokens, the longest K of the
         # three GEMMs, where the tensor cores' own accumulation loses most
         # (docs/PYTHON.md). Unfolded operands promote every 32 already.
-        self.wgrad_promote_k = wgrad_promote_k if fold == "row" else 0
+        folded = fold == "row"
+        self.wgrad_promote_k = wgrad_promote_k if folded else 0
+        self.dgrad_promote_k = dgrad_promote_k if folded else 0
         # What X's codes depend on (grad_format is dY's).
         self.activation_key = (x_format, block, global_scope, fold,
                                self.both_layouts)
 
-    def wgrad_promotion(self, tokens):
-        """The weight gradient GEMM's promote_k for K = `tokens`: the
-        configured one, halved until it divides K (the GEMM's rule), 0
-        below 32."""
-        promote = self.wgrad_promote_k
-        while promote >= 32 and tokens % promote:
+    @staticmethod
+    def _dividing(promote, k):
+        """`promote` halved until it divides `k` (the GEMM's rule), 0 below
+        32."""
+        while promote >= 32 and k % promote:
             promote //= 2
         return promote if promote >= 32 else 0
+
+    def wgrad_promotion(self, tokens):
+        """The weight gradient GEMM's promote_k for K = `tokens`: the
+        configured one, halved until it divides K."""
+        return self._dividing(self.wgrad_promote_k, tokens)
+
+    def dgrad_promotion(self, out_features):
+        """The input gradient GEMM's promote_k for K = `out_features`."""
+        return self._dividing(self.dgrad_promote_k, out_features)
 
     def quantize(self, t, fmt, transpose=False, gather=None):
         """`t` quantized the MOSS way with this configuration: `fmt`
@@ -455,7 +467,8 @@ class Linear(torch.nn.Module):
     quantization per layout; the same bits either way), wgrad_promote_k
     (128: the weight gradient's GEMM promotes its partial sums to FP32
     every 128 tokens; 0: the tensor cores' own accumulation; folded
-    operands only).
+    operands only), dgrad_promote_k (0: the same for the input gradient's
+    GEMM, over the out_features).
 
     The weight's FP8 cast is redone whenever the weight changes: its
     version counter moves, or a step is reported (attach_optimizer, or
@@ -468,13 +481,15 @@ class Linear(torch.nn.Module):
     def __init__(self, in_features, out_features, bias=True, device=None,
                  dtype=None, *, x_format="e4m3", grad_format="e4m3",
                  block=32, global_scope="row", fold="row",
-                 both_layouts=True, scaler_interval=500, wgrad_promote_k=128):
+                 both_layouts=True, scaler_interval=500, wgrad_promote_k=128,
+                 dgrad_promote_k=0):
         super().__init__()
         _check_features(in_features, out_features)
         self.in_features = in_features
         self.out_features = out_features
         self.config = LinearConfig(x_format, grad_format, block, global_scope,
-                                   fold, both_layouts, wgrad_promote_k)
+                                   fold, both_layouts, wgrad_promote_k,
+                                   dgrad_promote_k)
         reference = torch.nn.Linear(in_features, out_features, bias, device,
                                     dtype)
         self.weight = reference.weight

@@ -99,6 +99,18 @@ class LinearConfigTest(unittest.TestCase):
                                         f"wgrad_promote_k={bad!r}"):
                 moss_jit.nn.LinearConfig(wgrad_promote_k=bad)
 
+    def test_the_input_gradients_promotion_is_asked_for(self):
+        self.assertEqual(moss_jit.nn.LinearConfig().dgrad_promotion(4096), 0)
+        config = moss_jit.nn.LinearConfig(dgrad_promote_k=128)
+        self.assertEqual([config.dgrad_promotion(k) for k in
+                          (5632, 4096, 480, 96)], [128, 128, 32, 32])
+        self.assertEqual(moss_jit.nn.LinearConfig(
+            fold="none", dgrad_promote_k=128).dgrad_promotion(4096), 0)
+        for bad in (48, "128", None):
+            with self.assertRaisesRegex(ValueError,
+                                        f"dgrad_promote_k={bad!r}"):
+                moss_jit.nn.LinearConfig(dgrad_promote_k=bad)
+
 
 class GemmTorchCpuTest(unittest.TestCase):
     def test_gemm_is_the_fp64_product_with_its_epilogue(self):

@@ -22,6 +22,7 @@ if not have_torch():
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "examples"))
+import moss_jit  # noqa: E402
 import train_llama  # noqa: E402
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -85,8 +86,29 @@ class TrainLlamaCpuTest(unittest.TestCase):
     def test_progress_and_table_are_printed(self):
         text = self.stdout.getvalue()
         self.assertIn("moss step     3", text)
+        held_out = self.report["runs"]["moss"]["held_out_loss"]
+        self.assertIn("moss done: ", text)
+        self.assertIn(f"held-out loss {held_out:.4f}, 0 bad steps", text)
         self.assertIn("tokens/s", text)
         self.assertRegex(text, r"\nmoss +[\d,]+ +[\d.]+ +n/a ")
+
+    def test_each_moss_run_converts_with_its_options(self):
+        expected = {"moss": ("e4m3", "row", 128, 0),
+                    "moss-e5m2": ("e5m2", "row", 128, 0),
+                    "moss-fast-wgrad": ("e4m3", "row", 0, 0),
+                    "moss-promoted": ("e4m3", "row", 128, 128),
+                    "moss-exact": ("e4m3", "none", 0, 0)}
+        for run, options in expected.items():
+            with self.subTest(run=run):
+                model = train_llama.build_model("tiny", seed=0)
+                train_llama.convert_for_run(model, run)
+                configs = [m.config for m in model.modules()
+                           if isinstance(m, moss_jit.nn.Linear)]
+                self.assertEqual(len(configs), 2 * 7)
+                for c in configs:
+                    self.assertEqual((c.grad_format, c.fold,
+                                      c.wgrad_promote_k, c.dgrad_promote_k),
+                                     options)
 
     def test_the_1b_model_is_refused_on_the_cpu(self):
         stderr = io.StringIO()
