@@ -110,6 +110,12 @@ class TrainLlamaCpuTest(unittest.TestCase):
                                       c.wgrad_promote_k, c.dgrad_promote_k),
                                      options)
 
+    def test_the_learning_rate_warms_up_over_at_least_10_steps(self):
+        for steps, warmup in ((4, 4), (30, 10), (1000, 50), (5000, 100)):
+            args = train_llama.parse_args(["--size", "tiny", "--device",
+                                           "cpu", "--steps", str(steps)])
+            self.assertEqual(args.lr_warmup, warmup, f"{steps} steps")
+
     def test_the_1b_model_is_refused_on_the_cpu(self):
         stderr = io.StringIO()
         with self.assertRaises(SystemExit), redirect_stderr(stderr):
