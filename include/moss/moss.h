@@ -461,6 +461,43 @@ typedef struct moss_weight_scaler_stats_t {
 moss_error_t moss_weight_scaler_stats(moss_weight_scaler_t scaler,
                                       moss_weight_scaler_stats_t *out);
 
+/* The weight scalers of a mixture-of-experts layer's experts, one per
+ * expert, stepped together. Each expert decides its casts and rescales as a
+ * moss_weight_scaler_t of its own would, from its own amax; their device
+ * state is one buffer, so a step makes a fixed number of driver calls and
+ * one launch per expert where moss_weight_scaler_step_experts makes about
+ * five calls per expert. Destroy before the context. Not thread-safe. */
+typedef struct moss_expert_scalers *moss_expert_scalers_t;
+
+/* Creates `experts` (>= 1) scalers with `options` on `context`'s device
+ * into `*out` (set to NULL on failure). */
+moss_error_t
+moss_expert_scalers_create(moss_context_t context,
+                           const moss_weight_scaler_options_t *options,
+                           size_t experts, moss_expert_scalers_t *out);
+
+/* Waits for the scalers' pending copies and frees them; NULL is ignored. */
+void moss_expert_scalers_destroy(moss_expert_scalers_t scalers);
+
+/* One optimizer step of every expert, as moss_weight_scaler_step_experts
+ * lays them out: `spec` is one expert's [rows, cols]; expert g's buffers
+ * are `buffers`' (and, where not NULL, `transposed`'s, for W_g^T's codes
+ * from the same read) moved by g experts. Every expert's arguments are
+ * checked before anything launches; an error names the expert. `out`: NULL
+ * or one result per expert. The host waits only when the GPU lags 8 steps
+ * behind it (the predicted scales travel through page-locked slots). */
+moss_error_t moss_expert_scalers_step(moss_expert_scalers_t scalers, double lr,
+                                      const moss_quantize_spec_t *spec,
+                                      const moss_quantize_buffers_t *buffers,
+                                      const moss_quantize_buffers_t *transposed,
+                                      void *stream,
+                                      moss_weight_scale_step_t *out);
+
+/* moss_weight_scaler_stats of expert `expert`. */
+moss_error_t moss_expert_scalers_stats(moss_expert_scalers_t scalers,
+                                       size_t expert,
+                                       moss_weight_scaler_stats_t *out);
+
 /*===--- GEMM --------------------------------------------------------------===*/
 /* The GEMM functions live in the MOSSGemm library (it links the compiler);
  * the rest of this header needs only MOSSRuntime. */

@@ -236,6 +236,16 @@ def _load():
             POINTER(QuantizeBuffers), c_void_p, POINTER(WeightScaleStep)]),
         "moss_weight_scaler_stats": (error_t, [
             c_void_p, POINTER(WeightScalerStats)]),
+        "moss_expert_scalers_create": (error_t, [
+            c_void_p, POINTER(WeightScalerOptions), ctypes.c_size_t,
+            POINTER(c_void_p)]),
+        "moss_expert_scalers_destroy": (None, [c_void_p]),
+        "moss_expert_scalers_step": (error_t, [
+            c_void_p, c_double, POINTER(QuantizeSpec),
+            POINTER(QuantizeBuffers), POINTER(QuantizeBuffers), c_void_p,
+            POINTER(WeightScaleStep)]),
+        "moss_expert_scalers_stats": (error_t, [
+            c_void_p, ctypes.c_size_t, POINTER(WeightScalerStats)]),
         "moss_gemm_spec_init": (None, [POINTER(GemmSpec)]),
         "moss_gemm_check": (error_t, [POINTER(GemmSpec), c_int64,
                                       POINTER(GemmBuffers)]),

@@ -45,11 +45,7 @@ class WeightScaler:
 
     def __init__(self, device_index, interval=500, bound="paper",
                  betas=(0.9, 0.999)):
-        options = _capi.WeightScalerOptions()
-        _capi.lib.moss_weight_scaler_options_init(ctypes.byref(options))
-        options.interval = int(interval)
-        options.bound = {"paper": 0, "provable": 1}[bound]
-        options.beta1, options.beta2 = betas
+        options = _scaler_options(interval, bound, betas)
         self.device_index = device_index
         handle = ctypes.c_void_p()
         with _torch._DeviceGuard(device_index):
@@ -90,34 +86,6 @@ class WeightScaler:
             _capi.check(error)
         return _REASONS[out.reason]
 
-    @staticmethod
-    def step_experts(scalers, weights, lr, codes, scales, codes_t=None):
-        """WeightScaler.step of each expert g of `weights` [G, N, K] with
-        scalers[g] (distinct, of one device), in one C call
-        (moss_weight_scaler_step_experts): its codes into codes[g], its
-        scale into scales[g] and, given `codes_t` [G, K, N], its
-        transpose's codes into codes_t[g]. Returns the reasons."""
-        groups, n, k = weights.shape
-        device_index = scalers[0].device_index
-        spec, _ = schemes.quantize_spec(
-            n, k, "bf16" if weights.dtype == torch.bfloat16 else "f32",
-            "per-tensor", "e4m3", 1, 0, "tensor", False, "none")
-        buffers = _capi.QuantizeBuffers(weights.data_ptr(), codes.data_ptr(),
-                                        0, scales.data_ptr(), 0)
-        transposed = _capi.QuantizeBuffers(
-            0, codes_t.data_ptr(), 0, scales.data_ptr(), 0) \
-            if codes_t is not None else None
-        handles = (ctypes.c_void_p * groups)(*(s._handle for s in scalers))
-        out = (_capi.WeightScaleStep * groups)()
-        stream = _torch._raw_stream(device_index)
-        with _torch._DeviceGuard(device_index):
-            _capi.check(_capi.lib.moss_weight_scaler_step_experts(
-                handles, groups, float(lr), ctypes.byref(spec),
-                ctypes.byref(buffers),
-                ctypes.byref(transposed) if transposed is not None else None,
-                stream, out))
-        return [_REASONS[o.reason] for o in out]
-
     def stats(self):
         """The scaler's counters (moss_weight_scaler_stats_t) as a dict."""
         stats = _capi.WeightScalerStats()
@@ -133,6 +101,81 @@ class WeightScaler:
             self._handle = None
 
     __del__ = close
+
+
+class ExpertScalers:
+    """The auto-scalers of a GroupedLinear's experts, one per expert, stepped
+    together (moss_expert_scalers_t): each decides as a WeightScaler of its
+    own would, and a step makes a fixed number of driver calls and one
+    launch per expert."""
+
+    def __init__(self, device_index, experts, interval=500, bound="paper",
+                 betas=(0.9, 0.999)):
+        options = _scaler_options(interval, bound, betas)
+        self.device_index = device_index
+        self.experts = experts
+        handle = ctypes.c_void_p()
+        with _torch._DeviceGuard(device_index):
+            _capi.check(_capi.lib.moss_expert_scalers_create(
+                _capi.context(device_index), ctypes.byref(options), experts,
+                ctypes.byref(handle)))
+        self._handle = handle.value
+        self._context = _capi._contexts.by_device[device_index]
+        _capi.live_scalers.add(self)
+
+    def step(self, weights, lr, codes, scales, codes_t=None):
+        """Each expert g of `weights` [G, N, K], just updated with learning
+        rate `lr`: its codes into codes[g], its scale into scales[g] and,
+        given `codes_t` [G, K, N], its transpose's codes into codes_t[g].
+        Returns the reasons."""
+        groups, n, k = weights.shape
+        spec, _ = schemes.quantize_spec(
+            n, k, "bf16" if weights.dtype == torch.bfloat16 else "f32",
+            "per-tensor", "e4m3", 1, 0, "tensor", False, "none")
+        buffers = _capi.QuantizeBuffers(weights.data_ptr(), codes.data_ptr(),
+                                        0, scales.data_ptr(), 0)
+        transposed = _capi.QuantizeBuffers(
+            0, codes_t.data_ptr(), 0, scales.data_ptr(), 0) \
+            if codes_t is not None else None
+        out = (_capi.WeightScaleStep * groups)()
+        stream = _torch._raw_stream(self.device_index)
+        with _torch._DeviceGuard(self.device_index):
+            _capi.check(_capi.lib.moss_expert_scalers_step(
+                self._handle, float(lr), ctypes.byref(spec),
+                ctypes.byref(buffers),
+                ctypes.byref(transposed) if transposed is not None else None,
+                stream, out))
+        return [_REASONS[o.reason] for o in out]
+
+    def stats(self):
+        """Each expert's counters (moss_weight_scaler_stats_t) as dicts."""
+        result = []
+        for g in range(self.experts):
+            stats = _capi.WeightScalerStats()
+            stats.struct_size = ctypes.sizeof(stats)
+            _capi.check(_capi.lib.moss_expert_scalers_stats(
+                self._handle, g, ctypes.byref(stats)))
+            result.append({name: getattr(stats, name)
+                           for name, _ in stats._fields_
+                           if name not in ("struct_size", "reserved")})
+        return result
+
+    def close(self):
+        if getattr(self, "_handle", None):
+            _capi.lib.moss_expert_scalers_destroy(self._handle)
+            self._handle = None
+
+    __del__ = close
+
+
+def _scaler_options(interval, bound, betas):
+    """moss_weight_scaler_options_t of a WeightScaler or ExpertScalers."""
+    options = _capi.WeightScalerOptions()
+    _capi.lib.moss_weight_scaler_options_init(ctypes.byref(options))
+    options.interval = int(interval)
+    options.bound = {"paper": 0, "provable": 1}[bound]
+    options.beta1, options.beta2 = betas
+    return options
 
 
 def _weight_source(w):
@@ -614,8 +657,8 @@ def _expert_weights(w, transposes=False, scalers=None, lr=None):
     scale per expert, as Linear's weight) and stacked for grouped_gemm, with
     `transposes` also their transposes W_g^T [K, N] at the same scales, each
     expert's two layouts from one read (_cast_per_tensor; with `scalers`,
-    one per expert, and the learning rate `lr`, the auto-scalers' casts in
-    one call). Returns
+    an ExpertScalers of G experts, and the learning rate `lr`, the
+    auto-scalers' casts in one call). Returns
     ((weights, transposes or None), each expert's cast reason)."""
     groups, n, k = w.shape
     if scalers is not None:
@@ -624,8 +667,7 @@ def _expert_weights(w, transposes=False, scalers=None, lr=None):
         out_t = torch.empty(groups, k, n, dtype=torch.uint8,
                             device=w.device) if transposes else None
         scales = torch.empty(groups, dtype=torch.float32, device=w.device)
-        reasons = WeightScaler.step_experts(scalers, w, lr, out_codes, scales,
-                                            out_t)
+        reasons = scalers.step(w, lr, out_codes, scales, out_t)
         fp8 = torch.float8_e4m3fn
         codes = out_codes.view(fp8)
         codes_t = out_t.view(fp8) if transposes else None
@@ -797,7 +839,7 @@ class GroupedLinear(torch.nn.Module):
     def scaler_stats(self):
         """Each expert's auto-scaler counters (None before the first CUDA
         cast with a reported learning rate)."""
-        return [s.stats() for s in self._scalers] if self._scalers else None
+        return self._scalers.stats() if self._scalers else None
 
     def _expert_codes(self, need_transposes):
         """_expert_weights(weight, need_transposes), cast again only when
@@ -812,12 +854,12 @@ class GroupedLinear(torch.nn.Module):
                 (need_transposes and self._w_cached[1] is None):
             scalers = None
             if w.is_cuda and self._pending_lr is not None:
-                if self._scalers is None or \
-                        len(self._scalers) != w.shape[0]:
-                    self._scalers = [None] * w.shape[0]
-                self._scalers = scalers = [
-                    _scaler_on(s, w.device.index, self.scaler_interval)
-                    for s in self._scalers]
+                s = self._scalers
+                if s is None or s.device_index != w.device.index or \
+                        s.experts != w.shape[0]:
+                    self._scalers = ExpertScalers(w.device.index, w.shape[0],
+                                                  self.scaler_interval)
+                scalers = self._scalers
             with torch.no_grad():
                 # (Each expert's slice of a contiguous weight is one too.)
                 self._w_cached, reasons = _expert_weights(

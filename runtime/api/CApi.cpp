@@ -11,9 +11,11 @@
 
 #include "moss/Numerics/Fold.h"
 
+#include "moss/Runtime/Api/ExpertWeightScalers.h"
 #include "moss/Runtime/Api/RuntimeError.h"
 #include "moss/Runtime/Api/WeightScaler.h"
 
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/Twine.h"
 
@@ -618,6 +620,12 @@ struct moss_weight_scaler {
   std::unique_ptr<WeightScaler> scaler;
 };
 
+struct moss_expert_scalers {
+  /// The context whose device and quantizer the scalers use.
+  moss_context_t context;
+  std::unique_ptr<ExpertWeightScalers> scalers;
+};
+
 namespace {
 
 /// Converts C options, checking every field without a GPU.
@@ -659,18 +667,17 @@ struct ScalerStep {
   bool both = false;
 };
 
-/// Checks the arguments of moss_weight_scaler_step (`transposed` NULL) or
-/// moss_weight_scaler_step_both_layouts, without a GPU.
-moss_error_t checkScalerStep(moss_weight_scaler_t scaler, double lr,
+/// Checks the arguments of a scaler step of `context` (`transposed` NULL
+/// for moss_weight_scaler_step, else moss_weight_scaler_step_both_layouts),
+/// without a GPU.
+moss_error_t checkScalerStep(moss_context_t context, double lr,
                              const moss_quantize_spec_t *spec,
                              const moss_quantize_buffers_t *buffers,
                              const moss_quantize_buffers_t *transposed,
                              ScalerStep &step) {
-  if (!scaler)
-    return invalid("scaler is NULL");
   step.both = transposed != nullptr;
-  if (moss_error_t error = checkCall(scaler->context, spec, buffers, step.spec,
-                                     step.buffers, step.both))
+  if (moss_error_t error =
+          checkCall(context, spec, buffers, step.spec, step.buffers, step.both))
     return error;
   if (step.spec.options.scheme.kind != ScalingKind::PerTensor)
     return invalid("the weight scaler casts per-tensor, not spec->scheme=" +
@@ -716,13 +723,49 @@ moss_error_t scalerStep(moss_weight_scaler_t scaler, double lr,
                         const moss_quantize_buffers_t *buffers,
                         const moss_quantize_buffers_t *transposed, void *stream,
                         moss_weight_scale_step_t *out) {
+  if (!scaler)
+    return invalid("scaler is NULL");
   ScalerStep step;
   if (moss_error_t error =
-          checkScalerStep(scaler, lr, spec, buffers, transposed, step))
+          checkScalerStep(scaler->context, lr, spec, buffers, transposed, step))
     return error;
   if (Error error = scaler->context->device.makeCurrent())
     return convert(std::move(error));
   return launchScalerStep(scaler, lr, step, stream, out);
+}
+
+/// Checks a moss_weight_scaler_stats_t the caller passes.
+moss_error_t checkStatsOut(const moss_weight_scaler_stats_t *out) {
+  if (!out)
+    return invalid("out is NULL");
+  if (out->struct_size < sizeof(moss_weight_scaler_stats_t))
+    return invalid("out->struct_size=" + Twine(uint64_t(out->struct_size)) +
+                   " is smaller than version 1's " +
+                   Twine(uint64_t(sizeof(moss_weight_scaler_stats_t))) +
+                   " (set it to sizeof(moss_weight_scaler_stats_t))");
+  return nullptr;
+}
+
+/// `out` (its struct_size checked) filled from `s`.
+void fillStats(const WeightScalerStats &s, moss_weight_scaler_stats_t *out) {
+  size_t size = out->struct_size;
+  *out = moss_weight_scaler_stats_t{};
+  out->struct_size = size;
+  out->steps = s.steps;
+  out->rescales = s.rescales;
+  out->no_anchor_rescales = s.noAnchorRescales;
+  out->interval_rescales = s.intervalRescales;
+  out->saturation_rescales = s.saturationRescales;
+  out->saturation_events = s.saturationEvents;
+  out->saturated_values = s.saturatedValues;
+  out->non_finite_blocks = s.nonFiniteBlocks;
+  out->non_finite_anchors = s.nonFiniteAnchors;
+  out->observed_step = s.observedStep;
+  out->last_saturation_step = s.lastSaturationStep;
+  out->anchors_applied = s.anchorsApplied;
+  out->anchor_step = s.anchorStep;
+  out->anchor_amax = s.anchorAmax;
+  out->dropped_snapshots = s.droppedSnapshots;
 }
 
 /// `error` (not NULL) with `prefix` before its message.
@@ -847,7 +890,7 @@ moss_error_t moss_weight_scaler_step_experts(
     if (transposed)
       expertT[g] = expertBuffers(*transposed, *spec, g);
     if (moss_error_t error =
-            checkScalerStep(scalers[g], lr, spec, &expert[g],
+            checkScalerStep(scalers[g]->context, lr, spec, &expert[g],
                             transposed ? &expertT[g] : nullptr, steps[g]))
       return prefixed(error, "expert " + Twine(uint64_t(g)) + ": ");
   }
@@ -864,36 +907,111 @@ moss_error_t moss_weight_scaler_stats(moss_weight_scaler_t scaler,
                                       moss_weight_scaler_stats_t *out) {
   if (!scaler)
     return invalid("scaler is NULL");
-  if (!out)
-    return invalid("out is NULL");
-  if (out->struct_size < sizeof(moss_weight_scaler_stats_t))
-    return invalid("out->struct_size=" + Twine(uint64_t(out->struct_size)) +
-                   " is smaller than version 1's " +
-                   Twine(uint64_t(sizeof(moss_weight_scaler_stats_t))) +
-                   " (set it to sizeof(moss_weight_scaler_stats_t))");
+  if (moss_error_t error = checkStatsOut(out))
+    return error;
   if (Error error = scaler->context->device.makeCurrent())
     return convert(std::move(error));
   if (Error error = scaler->scaler->poll())
     return convert(std::move(error));
-  const WeightScalerStats &s = scaler->scaler->stats();
-  size_t size = out->struct_size;
-  *out = moss_weight_scaler_stats_t{};
-  out->struct_size = size;
-  out->steps = s.steps;
-  out->rescales = s.rescales;
-  out->no_anchor_rescales = s.noAnchorRescales;
-  out->interval_rescales = s.intervalRescales;
-  out->saturation_rescales = s.saturationRescales;
-  out->saturation_events = s.saturationEvents;
-  out->saturated_values = s.saturatedValues;
-  out->non_finite_blocks = s.nonFiniteBlocks;
-  out->non_finite_anchors = s.nonFiniteAnchors;
-  out->observed_step = s.observedStep;
-  out->last_saturation_step = s.lastSaturationStep;
-  out->anchors_applied = s.anchorsApplied;
-  out->anchor_step = s.anchorStep;
-  out->anchor_amax = s.anchorAmax;
-  out->dropped_snapshots = s.droppedSnapshots;
+  fillStats(scaler->scaler->stats(), out);
+  return nullptr;
+}
+
+moss_error_t
+moss_expert_scalers_create(moss_context_t context,
+                           const moss_weight_scaler_options_t *options,
+                           size_t experts, moss_expert_scalers_t *out) {
+  if (!out)
+    return invalid("out is NULL");
+  *out = nullptr;
+  WeightScalerOptions converted;
+  if (moss_error_t error = convertScalerOptions(options, converted))
+    return error;
+  if (experts == 0)
+    return invalid("experts is 0: the scalers need at least one");
+  if (!context)
+    return invalid("context is NULL");
+  if (Error error = context->device.makeCurrent())
+    return convert(std::move(error));
+  Expected<std::unique_ptr<ExpertWeightScalers>> scalers =
+      ExpertWeightScalers::create(context->quantizer, converted, experts);
+  if (!scalers)
+    return convert(scalers.takeError());
+  *out = new moss_expert_scalers{context, std::move(*scalers)};
+  return nullptr;
+}
+
+void moss_expert_scalers_destroy(moss_expert_scalers_t scalers) {
+  if (!scalers)
+    return;
+  if (Error error = scalers->context->device.makeCurrent())
+    consumeError(std::move(error));
+  delete scalers;
+}
+
+moss_error_t moss_expert_scalers_step(moss_expert_scalers_t scalers, double lr,
+                                      const moss_quantize_spec_t *spec,
+                                      const moss_quantize_buffers_t *buffers,
+                                      const moss_quantize_buffers_t *transposed,
+                                      void *stream,
+                                      moss_weight_scale_step_t *out) {
+  if (!scalers)
+    return invalid("scalers is NULL");
+  if (!spec)
+    return invalid("spec is NULL");
+  if (!buffers)
+    return invalid("buffers is NULL");
+  if (spec->rows < 1 || spec->cols < 1)
+    return invalid("spec is [" + Twine(spec->rows) + ", " + Twine(spec->cols) +
+                   "]; each expert needs at least one value");
+  const size_t count = scalers->scalers->size();
+  // Every expert's step is checked before any launches.
+  SmallVector<QuantizeBuffers> expert(count), expertT(transposed ? count : 0);
+  QuantizeSpec converted;
+  for (size_t g = 0; g < count; ++g) {
+    moss_quantize_buffers_t b = expertBuffers(*buffers, *spec, g);
+    moss_quantize_buffers_t t = transposed
+                                    ? expertBuffers(*transposed, *spec, g)
+                                    : moss_quantize_buffers_t{};
+    ScalerStep step;
+    if (moss_error_t error = checkScalerStep(scalers->context, lr, spec, &b,
+                                             transposed ? &t : nullptr, step))
+      return prefixed(error, "expert " + Twine(uint64_t(g)) + ": ");
+    expert[g] = step.buffers;
+    if (transposed)
+      expertT[g] = step.transposed;
+    converted = step.spec;
+  }
+  if (Error error = scalers->context->device.makeCurrent())
+    return convert(std::move(error));
+  Expected<SmallVector<WeightScaleDecision>> decisions =
+      scalers->scalers->castStepsChecked(lr, converted, expert, expertT,
+                                         static_cast<CUstream>(stream));
+  if (!decisions)
+    return convert(decisions.takeError());
+  if (out)
+    for (size_t g = 0; g < count; ++g)
+      out[g] = moss_weight_scale_step_t{(*decisions)[g].step,
+                                        int32_t((*decisions)[g].reason),
+                                        (*decisions)[g].scale};
+  return nullptr;
+}
+
+moss_error_t moss_expert_scalers_stats(moss_expert_scalers_t scalers,
+                                       size_t expert,
+                                       moss_weight_scaler_stats_t *out) {
+  if (!scalers)
+    return invalid("scalers is NULL");
+  if (expert >= scalers->scalers->size())
+    return invalid("expert " + Twine(uint64_t(expert)) + " of " +
+                   Twine(uint64_t(scalers->scalers->size())) + " experts");
+  if (moss_error_t error = checkStatsOut(out))
+    return error;
+  if (Error error = scalers->context->device.makeCurrent())
+    return convert(std::move(error));
+  if (Error error = scalers->scalers->poll())
+    return convert(std::move(error));
+  fillStats(scalers->scalers->stats(expert), out);
   return nullptr;
 }
 

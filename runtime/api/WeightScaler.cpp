@@ -9,6 +9,8 @@
 
 #include "moss/Runtime/Api/WeightScaler.h"
 
+#include "WeightScalerState.h"
+
 #include "moss/Runtime/Api/RuntimeError.h"
 #include "moss/Runtime/Cuda/Driver.h"
 
@@ -42,20 +44,9 @@ Error checkLearningRate(double lr) {
   return Error::success();
 }
 
-/// The device state: what the kernels add to and read, and what each step
-/// copies to its page-locked slot.
-struct DeviceState {
-  /// Cumulative counters (GpuQuantizer's two-word layout).
-  uint64_t saturated;
-  uint64_t nonFinite;
-  /// The predicted scale castWithScale reads.
-  float scale;
-  /// The exact amax of the latest rescale.
-  float amax;
-};
-static_assert(sizeof(DeviceState) == 24, "the copy is 24 bytes");
-constexpr unsigned kScaleOffset = offsetof(DeviceState, scale);
-constexpr unsigned kAmaxOffset = offsetof(DeviceState, amax);
+using DeviceState = WeightScalerState;
+constexpr unsigned kScaleOffset = kWeightScalerScaleOffset;
+constexpr unsigned kAmaxOffset = kWeightScalerAmaxOffset;
 
 } // namespace
 

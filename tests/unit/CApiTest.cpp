@@ -513,6 +513,24 @@ TEST(CApiTest, WeightScalerBadArguments) {
   expectError(moss_weight_scaler_step_both_layouts(
                   nullptr, 1e-3, &spec, &buffers, nullptr, nullptr, nullptr),
               MOSS_ERROR_INVALID_ARGUMENT, "transposed is NULL");
+  moss_weight_scaler_options_init(&options);
+  moss_expert_scalers_t experts =
+      reinterpret_cast<moss_expert_scalers_t>(&options);
+  expectError(moss_expert_scalers_create(nullptr, nullptr, 2, &experts),
+              MOSS_ERROR_INVALID_ARGUMENT, "options is NULL");
+  EXPECT_EQ(experts, nullptr);
+  expectError(moss_expert_scalers_create(nullptr, &options, 0, &experts),
+              MOSS_ERROR_INVALID_ARGUMENT, "experts is 0");
+  expectError(moss_expert_scalers_create(nullptr, &options, 2, &experts),
+              MOSS_ERROR_INVALID_ARGUMENT, "context is NULL");
+  expectError(moss_expert_scalers_step(nullptr, 1e-3, &spec, &buffers, nullptr,
+                                       nullptr, nullptr),
+              MOSS_ERROR_INVALID_ARGUMENT, "scalers is NULL");
+  moss_weight_scaler_stats_t expertStats;
+  expertStats.struct_size = sizeof(expertStats);
+  expectError(moss_expert_scalers_stats(nullptr, 0, &expertStats),
+              MOSS_ERROR_INVALID_ARGUMENT, "scalers is NULL");
+  moss_expert_scalers_destroy(nullptr);
   moss_weight_scaler_t none[2] = {nullptr, nullptr};
   expectError(moss_weight_scaler_step_experts(nullptr, 2, 1e-3, &spec, &buffers,
                                               nullptr, nullptr, nullptr),
@@ -883,14 +901,16 @@ TEST(CApiTest, WeightScalerOnGpu) {
               MOSS_ERROR_INVALID_ARGUMENT, "out->struct_size=16");
 }
 
-// Three experts stacked [3, rows, cols], stepped in one call with a scaler
-// each: every expert's codes, transposed codes and scale equal those of the
-// same steps one expert at a time (moss_weight_scaler_step_both_layouts
-// with scalers of their own), and so do the decisions, step by step through
-// an interval rescale. Outputs are poisoned before each step.
-TEST(CApiTest, WeightScalerStepsExpertsAsOneAtATime) {
-  if (!haveGpu())
-    GTEST_SKIP() << "needs a CUDA driver and GPU";
+// Three experts stacked [3, rows, cols], stepped in one call: every
+// expert's codes, transposed codes and scale equal those of the same steps
+// one expert at a time (moss_weight_scaler_step_both_layouts with scalers of
+// their own), and so do the decisions, step by step through the first
+// steps' rescales, an interval rescale and, after expert 1's weight grows
+// 64-fold under a small learning rate, the saturation its predicted cast
+// reports and the rescale that follows. Outputs are poisoned before each
+// step. `grouped`: one moss_expert_scalers_t (else a moss_weight_scaler_t
+// per expert through moss_weight_scaler_step_experts).
+void checkExpertsStepAsOneAtATime(bool grouped) {
   ContextPtr owned = makeContext();
   ASSERT_NE(owned, nullptr);
   moss_context_t context = owned.get();
@@ -915,6 +935,14 @@ TEST(CApiTest, WeightScalerStepsExpertsAsOneAtATime) {
   }
   moss_weight_scaler_t handles[groups] = {together[0].get(), together[1].get(),
                                           together[2].get()};
+  std::unique_ptr<moss_expert_scalers, void (*)(moss_expert_scalers_t)> experts(
+      nullptr, moss_expert_scalers_destroy);
+  {
+    moss_expert_scalers_t raw = nullptr;
+    ErrorPtr error(moss_expert_scalers_create(context, &options, groups, &raw));
+    ASSERT_EQ(error, nullptr) << moss_error_message(error.get());
+    experts.reset(raw);
+  }
   std::mt19937 rng(std::random_device{}());
   std::normal_distribution<float> normal;
   // Experts of different magnitudes: their scales differ.
@@ -925,17 +953,26 @@ TEST(CApiTest, WeightScalerStepsExpertsAsOneAtATime) {
   moss_quantize_spec_t spec = makeSpec(rows, cols, MOSS_SCHEME_PER_TENSOR);
   DeviceBuffer dx(x.size() * 4), dq(x.size()), dqt(x.size()),
       dscale(groups * 4), dq1(n), dqt1(n), dscale1(4);
-  ASSERT_EQ(api.memcpyHtoD(dx.ptr, x.data(), x.size() * 4), CUDA_SUCCESS);
   const moss_quantize_buffers_t buffers = {dx.ptr, dq.ptr, 0, dscale.ptr, 0};
   const moss_quantize_buffers_t transposed = {0, dqt.ptr, 0, dscale.ptr, 0};
-  for (int t = 0; t < 4; ++t) {
+  int saturationRescales = 0;
+  for (int t = 0; t < 8; ++t) {
     SCOPED_TRACE("step " + std::to_string(t));
+    if (t == 5)
+      for (int64_t i = 0; i < n; ++i)
+        x[n + i] *= 64.0f;
+    ASSERT_EQ(api.memcpyHtoD(dx.ptr, x.data(), x.size() * 4), CUDA_SUCCESS);
     for (const DeviceBuffer *b : {&dq, &dqt, &dscale})
       ASSERT_EQ(api.memsetD8(b->ptr, 0xA5, b->bytes), CUDA_SUCCESS);
     moss_weight_scale_step_t steps[groups];
     {
-      ErrorPtr error(moss_weight_scaler_step_experts(
-          handles, groups, 1e-3, &spec, &buffers, &transposed, nullptr, steps));
+      ErrorPtr error(
+          grouped
+              ? moss_expert_scalers_step(experts.get(), 1e-3, &spec, &buffers,
+                                         &transposed, nullptr, steps)
+              : moss_weight_scaler_step_experts(handles, groups, 1e-3, &spec,
+                                                &buffers, &transposed, nullptr,
+                                                steps));
       ASSERT_EQ(error, nullptr) << moss_error_message(error.get());
     }
     ASSERT_EQ(api.streamSynchronize(nullptr), CUDA_SUCCESS);
@@ -960,6 +997,7 @@ TEST(CApiTest, WeightScalerStepsExpertsAsOneAtATime) {
       EXPECT_EQ(steps[g].step, want.step);
       EXPECT_EQ(steps[g].reason, want.reason);
       EXPECT_EQ(steps[g].scale, want.scale);
+      saturationRescales += want.reason == MOSS_RESCALE_SATURATION;
       std::vector<uint8_t> q1(n), qt1(n);
       float scale1;
       ASSERT_EQ(api.memcpyDtoH(q1.data(), dq1.ptr, n), CUDA_SUCCESS);
@@ -969,8 +1007,25 @@ TEST(CApiTest, WeightScalerStepsExpertsAsOneAtATime) {
       EXPECT_TRUE(std::equal(q1.begin(), q1.end(), q.begin() + g * n));
       EXPECT_TRUE(std::equal(qt1.begin(), qt1.end(), qt.begin() + g * n));
     }
-    if (t > 0)
+    if (t > 0) {
       EXPECT_NE(scales[0], scales[2]);
+    }
+  }
+  // The grown expert's saturation was seen and rescaled, in both.
+  EXPECT_EQ(saturationRescales, 1);
+  moss_weight_scaler_stats_t stats, want;
+  stats.struct_size = want.struct_size = sizeof(stats);
+  for (int g = 0; g < groups; ++g) {
+    ErrorPtr error(grouped ? moss_expert_scalers_stats(experts.get(), g, &stats)
+                           : moss_weight_scaler_stats(handles[g], &stats));
+    ASSERT_EQ(error, nullptr) << moss_error_message(error.get());
+    error.reset(moss_weight_scaler_stats(apart[g].get(), &want));
+    ASSERT_EQ(error, nullptr) << moss_error_message(error.get());
+    EXPECT_EQ(stats.steps, 8);
+    EXPECT_EQ(stats.rescales, want.rescales);
+    EXPECT_EQ(stats.saturation_events, want.saturation_events);
+    EXPECT_EQ(stats.saturated_values, want.saturated_values);
+    EXPECT_EQ(stats.anchor_amax, want.anchor_amax);
   }
   // Argument errors name the expert and launch nothing.
   moss_weight_scaler_t twice[2] = {handles[0], handles[0]};
@@ -982,13 +1037,23 @@ TEST(CApiTest, WeightScalerStepsExpertsAsOneAtATime) {
   expectError(moss_weight_scaler_step_experts(handles, 2, 1e-3, &odd, &buffers,
                                               nullptr, nullptr, nullptr),
               MOSS_ERROR_INVALID_ARGUMENT, "expert 1: ");
-  moss_weight_scaler_stats_t stats;
-  stats.struct_size = sizeof(stats);
-  {
-    ErrorPtr error(moss_weight_scaler_stats(handles[0], &stats));
-    ASSERT_EQ(error, nullptr) << moss_error_message(error.get());
-  }
-  EXPECT_EQ(stats.steps, 4);
+  expectError(moss_expert_scalers_step(experts.get(), 1e-3, &odd, &buffers,
+                                       nullptr, nullptr, nullptr),
+              MOSS_ERROR_INVALID_ARGUMENT, "expert 1: ");
+  expectError(moss_expert_scalers_stats(experts.get(), groups, &stats),
+              MOSS_ERROR_INVALID_ARGUMENT, "expert 3 of 3 experts");
+}
+
+TEST(CApiTest, WeightScalerStepsExpertsAsOneAtATime) {
+  if (!haveGpu())
+    GTEST_SKIP() << "needs a CUDA driver and GPU";
+  checkExpertsStepAsOneAtATime(/*grouped=*/false);
+}
+
+TEST(CApiTest, ExpertScalersStepAsOneAtATime) {
+  if (!haveGpu())
+    GTEST_SKIP() << "needs a CUDA driver and GPU";
+  checkExpertsStepAsOneAtATime(/*grouped=*/true);
 }
 
 } // namespace

@@ -1,0 +1,99 @@
+//===- ExpertWeightScalers.h - One weight scaler per expert -----*- C++ -*-===//
+//
+// The automatic weight scaling of WeightScaler for the G experts of a
+// mixture-of-experts layer, stepped together: each expert keeps its own
+// planner (its own anchor, prediction and rescales, decided exactly as a
+// WeightScaler of its own would), but their device words are one array and
+// their per-step traffic is shared. A step makes one cuEventQuery per
+// snapshot that arrived, one host-to-device copy of the predicted scales,
+// one launch per expert, one device-to-host copy of every expert's counters
+// and one event record: a fixed number of driver calls where G scalers make
+// about five each.
+//
+// The predicted scales travel through page-locked memory, which a copy may
+// still read until its step's event completes; the host therefore waits for
+// the oldest step when the GPU lags kSlots steps behind (WeightScaler drops
+// that snapshot instead).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOSS_RUNTIME_API_EXPERTWEIGHTSCALERS_H
+#define MOSS_RUNTIME_API_EXPERTWEIGHTSCALERS_H
+
+#include "moss/Runtime/Api/WeightScaler.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <memory>
+#include <vector>
+
+namespace moss::runtime {
+
+class ExpertWeightScalers {
+public:
+  /// `experts` (>= 1) scalers with `options`, launching through `quantizer`
+  /// (which must outlive them). Allocates in the current context.
+  static llvm::Expected<std::unique_ptr<ExpertWeightScalers>>
+  create(GpuQuantizer &quantizer, const WeightScalerOptions &options,
+         size_t experts);
+  /// Waits for the outstanding copies, then frees everything.
+  ~ExpertWeightScalers();
+  ExpertWeightScalers(const ExpertWeightScalers &) = delete;
+  ExpertWeightScalers &operator=(const ExpertWeightScalers &) = delete;
+
+  /// One optimizer step of every expert: expert g's weight buffers[g].x
+  /// was just updated with learning rate `lr`; its codes go to
+  /// buffers[g].q (and, with `transposed`, one entry per expert, W_g^T's to
+  /// transposed[g].q from the same read) and its scale to buffers[g].global,
+  /// as WeightScaler::castStep writes them. `spec` is one expert's. Every
+  /// expert's arguments are checked before anything changes or launches;
+  /// an error names the expert. Returns each expert's decision.
+  llvm::Expected<llvm::SmallVector<WeightScaleDecision>>
+  castSteps(double lr, const compiler::QuantizeSpec &spec,
+            llvm::ArrayRef<QuantizeBuffers> buffers,
+            llvm::ArrayRef<QuantizeBuffers> transposed, CUstream stream);
+
+  /// castSteps() for arguments checkWeightScalerStep accepted for every
+  /// expert (the C API checks before it converts its errors).
+  llvm::Expected<llvm::SmallVector<WeightScaleDecision>>
+  castStepsChecked(double lr, const compiler::QuantizeSpec &spec,
+                   llvm::ArrayRef<QuantizeBuffers> buffers,
+                   llvm::ArrayRef<QuantizeBuffers> transposed, CUstream stream);
+
+  /// Takes whatever snapshots have arrived, without launching or waiting.
+  llvm::Error poll();
+
+  size_t size() const { return planners.size(); }
+  /// Expert `expert`'s counters (expert < size()).
+  const WeightScalerStats &stats(size_t expert) const {
+    return planners[expert].stats();
+  }
+
+  static constexpr int kSlots = WeightScaler::kSlots;
+
+private:
+  struct Slot;
+  ExpertWeightScalers(GpuQuantizer &quantizer,
+                      std::vector<WeightScalePlanner> planners);
+  /// Observes the oldest outstanding slot, whose event has completed.
+  llvm::Error observeOldest();
+  /// Slot `index`'s page-locked snapshots (size() states) and scales.
+  char *slotSnapshots(int index) const;
+  float *slotScales(int index) const;
+
+  GpuQuantizer &quantizer;
+  std::vector<WeightScalePlanner> planners;
+  /// Device: size() WeightScalerStates, then size() predicted scales.
+  CUdeviceptr deviceWords = 0;
+  /// Page-locked: kSlots times (size() states, size() scales).
+  void *hostSlots = nullptr;
+  std::unique_ptr<Slot[]> slots;
+  int oldest = 0;
+  int outstanding = 0;
+  bool zeroed = false;
+};
+
+} // namespace moss::runtime
+
+#endif // MOSS_RUNTIME_API_EXPERTWEIGHTSCALERS_H

@@ -1,0 +1,279 @@
+//===- ExpertWeightScalers.cpp - One weight scaler per expert -------------===//
+//
+// WeightScaler's protocol over an array of planners: the same decisions,
+// with the device words of all experts in one buffer so that each step's
+// copies and event serve every expert at once.
+//
+//===----------------------------------------------------------------------===//
+
+#include "moss/Runtime/Api/ExpertWeightScalers.h"
+
+#include "WeightScalerState.h"
+
+#include "moss/Runtime/Api/RuntimeError.h"
+#include "moss/Runtime/Cuda/Driver.h"
+
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstring>
+
+using namespace llvm;
+using namespace moss::compiler;
+
+namespace moss::runtime {
+
+struct ExpertWeightScalers::Slot {
+  CUevent event = nullptr;
+  /// The step every expert took (they step together).
+  int64_t step = 0;
+  /// Per expert: whether that step rescaled (its snapshot holds an amax).
+  std::vector<char> rescale;
+};
+
+namespace {
+int ringIndex(int oldest, int offset) {
+  return (oldest + offset) % ExpertWeightScalers::kSlots;
+}
+
+/// `error` with the expert it concerns before its message, of its kind.
+Error forExpert(size_t g, Error error) {
+  std::string prefix = ("expert " + Twine(uint64_t(g)) + ": ").str();
+  return handleErrors(
+      std::move(error),
+      [&](const RuntimeError &e) -> Error {
+        std::string message;
+        raw_string_ostream os(message);
+        e.log(os);
+        return makeRuntimeError(e.getKind(), prefix + message);
+      },
+      [&](const ErrorInfoBase &e) -> Error {
+        return invalidArgument(prefix + e.message());
+      });
+}
+} // namespace
+
+ExpertWeightScalers::ExpertWeightScalers(
+    GpuQuantizer &quantizer, std::vector<WeightScalePlanner> planners)
+    : quantizer(quantizer), planners(std::move(planners)),
+      slots(new Slot[kSlots]) {}
+
+Expected<std::unique_ptr<ExpertWeightScalers>>
+ExpertWeightScalers::create(GpuQuantizer &quantizer,
+                            const WeightScalerOptions &options,
+                            size_t experts) {
+  if (experts == 0)
+    return invalidArgument("no experts: the scalers need at least one");
+  std::vector<WeightScalePlanner> planners;
+  planners.reserve(experts);
+  for (size_t g = 0; g < experts; ++g) {
+    Expected<WeightScalePlanner> planner = WeightScalePlanner::create(options);
+    if (!planner)
+      return planner.takeError();
+    planners.push_back(std::move(*planner));
+  }
+  Expected<const DriverApi &> api = getDriverApi();
+  if (!api)
+    return api.takeError();
+  std::unique_ptr<ExpertWeightScalers> scalers(
+      new ExpertWeightScalers(quantizer, std::move(planners)));
+  const size_t words = experts * (sizeof(WeightScalerState) + sizeof(float));
+  // On an error below, the destructor frees what was allocated.
+  if (Error error = checkCuda(api->memAlloc(&scalers->deviceWords, words),
+                              "cuMemAlloc(expert weight scalers)"))
+    return std::move(error);
+  if (Error error =
+          checkCuda(api->memAllocHost(&scalers->hostSlots, kSlots * words),
+                    "cuMemAllocHost(expert weight scaler slots)"))
+    return std::move(error);
+  for (int i = 0; i < kSlots; ++i) {
+    scalers->slots[i].rescale.assign(experts, 0);
+    if (Error error = checkCuda(
+            api->eventCreate(&scalers->slots[i].event, CU_EVENT_DISABLE_TIMING),
+            "cuEventCreate(expert weight scalers)"))
+      return std::move(error);
+  }
+  return std::move(scalers);
+}
+
+ExpertWeightScalers::~ExpertWeightScalers() {
+  Expected<const DriverApi &> api = getDriverApi();
+  if (!api) {
+    consumeError(api.takeError());
+    return;
+  }
+  for (int i = 0; i < outstanding; ++i)
+    (void)api->eventSynchronize(slots[ringIndex(oldest, i)].event);
+  for (int i = 0; i < kSlots; ++i)
+    if (slots[i].event)
+      api->eventDestroy(slots[i].event);
+  if (hostSlots)
+    api->memFreeHost(hostSlots);
+  if (deviceWords)
+    api->memFree(deviceWords);
+}
+
+char *ExpertWeightScalers::slotSnapshots(int index) const {
+  return static_cast<char *>(hostSlots) +
+         index * size() * (sizeof(WeightScalerState) + sizeof(float));
+}
+
+float *ExpertWeightScalers::slotScales(int index) const {
+  return reinterpret_cast<float *>(slotSnapshots(index) +
+                                   size() * sizeof(WeightScalerState));
+}
+
+Error ExpertWeightScalers::observeOldest() {
+  const Slot &slot = slots[oldest];
+  const char *snapshots = slotSnapshots(oldest);
+  for (size_t g = 0; g < size(); ++g) {
+    WeightScalerState state;
+    std::memcpy(&state, snapshots + g * sizeof(state), sizeof(state));
+    WeightScaleObservation observation;
+    observation.step = slot.step;
+    observation.saturatedTotal = state.saturated;
+    observation.nonFiniteTotal = state.nonFinite;
+    if (slot.rescale[g])
+      observation.amax = state.amax;
+    if (Error error = planners[g].observe(observation))
+      return forExpert(g, std::move(error));
+  }
+  oldest = ringIndex(oldest, 1);
+  --outstanding;
+  return Error::success();
+}
+
+Error ExpertWeightScalers::poll() {
+  if (outstanding == 0)
+    return Error::success();
+  Expected<const DriverApi &> api = getDriverApi();
+  if (!api)
+    return api.takeError();
+  // Events of one stream complete in order: stop at the first that has not.
+  while (outstanding > 0) {
+    CUresult result = api->eventQuery(slots[oldest].event);
+    if (result == CUDA_ERROR_NOT_READY)
+      break;
+    if (Error error = checkCuda(result, "cuEventQuery(expert weight scalers)"))
+      return error;
+    if (Error error = observeOldest())
+      return error;
+  }
+  return Error::success();
+}
+
+Expected<SmallVector<WeightScaleDecision>> ExpertWeightScalers::castSteps(
+    double lr, const QuantizeSpec &spec, ArrayRef<QuantizeBuffers> buffers,
+    ArrayRef<QuantizeBuffers> transposed, CUstream stream) {
+  if (buffers.size() != size())
+    return invalidArgument("buffers for " + Twine(uint64_t(buffers.size())) +
+                           " experts, but there are " +
+                           Twine(uint64_t(size())));
+  if (!transposed.empty() && transposed.size() != size())
+    return invalidArgument(
+        "transposed buffers for " + Twine(uint64_t(transposed.size())) +
+        " experts, but there are " + Twine(uint64_t(size())));
+  for (size_t g = 0; g < size(); ++g)
+    if (Error error = checkWeightScalerStep(
+            lr, spec, buffers[g],
+            transposed.empty() ? nullptr : &transposed[g]))
+      return forExpert(g, std::move(error));
+  return castStepsChecked(lr, spec, buffers, transposed, stream);
+}
+
+Expected<SmallVector<WeightScaleDecision>>
+ExpertWeightScalers::castStepsChecked(double lr, const QuantizeSpec &spec,
+                                      ArrayRef<QuantizeBuffers> buffers,
+                                      ArrayRef<QuantizeBuffers> transposed,
+                                      CUstream stream) {
+  Expected<const DriverApi &> api = getDriverApi();
+  if (!api)
+    return api.takeError();
+  if (Error error = poll())
+    return std::move(error);
+  const size_t experts = size();
+  SmallVector<WeightScaleDecision> decisions;
+  decisions.reserve(experts);
+  for (WeightScalePlanner &planner : planners) {
+    Expected<WeightScaleDecision> decision =
+        planner.plan(lr, spec.options.format);
+    if (!decision)
+      return decision.takeError();
+    decisions.push_back(*decision);
+  }
+  // This step's slot holds the scales its copy reads until its event
+  // completes: with every slot outstanding, wait for the oldest.
+  if (outstanding == kSlots) {
+    if (Error error = checkCuda(api->eventSynchronize(slots[oldest].event),
+                                "cuEventSynchronize(expert weight scalers)"))
+      return std::move(error);
+    if (Error error = observeOldest())
+      return std::move(error);
+  }
+  const int index = ringIndex(oldest, outstanding);
+  const CUdeviceptr states = deviceWords;
+  const CUdeviceptr scales = deviceWords + experts * sizeof(WeightScalerState);
+  if (!zeroed) {
+    if (Error error = checkCuda(
+            api->memsetD8Async(states, 0, experts * sizeof(WeightScalerState),
+                               stream),
+            "cuMemsetD8Async(expert weight scalers)"))
+      return std::move(error);
+    zeroed = true;
+  }
+  float *hostScales = slotScales(index);
+  bool anyPredicted = false;
+  for (size_t g = 0; g < experts; ++g) {
+    hostScales[g] = decisions[g].scale;
+    anyPredicted |= !decisions[g].isRescale();
+  }
+  if (anyPredicted)
+    if (Error error =
+            checkCuda(api->memcpyHtoDAsync(scales, hostScales,
+                                           experts * sizeof(float), stream),
+                      "cuMemcpyHtoDAsync(expert weight scales)"))
+      return std::move(error);
+
+  for (size_t g = 0; g < experts; ++g) {
+    QuantizeBuffers launch = buffers[g];
+    const CUdeviceptr state = states + g * sizeof(WeightScalerState);
+    launch.counters = state;
+    // As WeightScaler's: the transposed layout counts into the quantizer's
+    // own words (the same values as the row-major layout's).
+    QuantizeBuffers t = transposed.empty() ? QuantizeBuffers() : transposed[g];
+    Error error = Error::success();
+    if (decisions[g].isRescale()) {
+      launch.amax = state + kWeightScalerAmaxOffset;
+      error = transposed.empty()
+                  ? quantizer.quantize(spec, launch, stream)
+                  : quantizer.quantizeBothLayouts(spec, launch, t, stream);
+    } else {
+      const CUdeviceptr scale = scales + g * sizeof(float);
+      error =
+          transposed.empty()
+              ? quantizer.castWithScale(spec, scale, launch, stream)
+              : quantizer.quantizeBothLayouts(spec, launch, t, stream, scale);
+    }
+    if (error)
+      return forExpert(g, std::move(error));
+  }
+  for (size_t g = 0; g < experts; ++g)
+    planners[g].commit(decisions[g], lr);
+
+  Slot &slot = slots[index];
+  if (Error error = checkCuda(
+          api->memcpyDtoHAsync(slotSnapshots(index), states,
+                               experts * sizeof(WeightScalerState), stream),
+          "cuMemcpyDtoHAsync(expert weight scaler snapshots)"))
+    return std::move(error);
+  if (Error error = checkCuda(api->eventRecord(slot.event, stream),
+                              "cuEventRecord(expert weight scalers)"))
+    return std::move(error);
+  slot.step = decisions.front().step;
+  for (size_t g = 0; g < experts; ++g)
+    slot.rescale[g] = decisions[g].isRescale();
+  ++outstanding;
+  return std::move(decisions);
+}
+
+} // namespace moss::runtime
