@@ -191,6 +191,16 @@ ExpertWeightScalers::castStepsChecked(double lr, const QuantizeSpec &spec,
     return api.takeError();
   if (Error error = poll())
     return std::move(error);
+  // This step's slot holds the scales its copy reads until its event
+  // completes: with every slot outstanding, wait for the oldest (and take
+  // its snapshot before planning).
+  if (outstanding == kSlots) {
+    if (Error error = checkCuda(api->eventSynchronize(slots[oldest].event),
+                                "cuEventSynchronize(expert weight scalers)"))
+      return std::move(error);
+    if (Error error = observeOldest())
+      return std::move(error);
+  }
   const size_t experts = size();
   SmallVector<WeightScaleDecision> decisions;
   decisions.reserve(experts);
@@ -200,15 +210,6 @@ ExpertWeightScalers::castStepsChecked(double lr, const QuantizeSpec &spec,
     if (!decision)
       return decision.takeError();
     decisions.push_back(*decision);
-  }
-  // This step's slot holds the scales its copy reads until its event
-  // completes: with every slot outstanding, wait for the oldest.
-  if (outstanding == kSlots) {
-    if (Error error = checkCuda(api->eventSynchronize(slots[oldest].event),
-                                "cuEventSynchronize(expert weight scalers)"))
-      return std::move(error);
-    if (Error error = observeOldest())
-      return std::move(error);
   }
   const int index = ringIndex(oldest, outstanding);
   const CUdeviceptr states = deviceWords;
