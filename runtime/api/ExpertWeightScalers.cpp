@@ -235,29 +235,29 @@ ExpertWeightScalers::castStepsChecked(double lr, const QuantizeSpec &spec,
                       "cuMemcpyHtoDAsync(expert weight scales)"))
       return std::move(error);
 
-  for (size_t g = 0; g < experts; ++g) {
-    QuantizeBuffers launch = buffers[g];
+  // Expert g's cast: with its predicted scale, or the exact quantize of a
+  // rescale (which also leaves its amax for the next anchor).
+  auto launch = [&](size_t g) -> Error {
+    QuantizeBuffers b = buffers[g];
     const CUdeviceptr state = states + g * sizeof(WeightScalerState);
-    launch.counters = state;
+    b.counters = state;
     // As WeightScaler's: the transposed layout counts into the quantizer's
     // own words (the same values as the row-major layout's).
     QuantizeBuffers t = transposed.empty() ? QuantizeBuffers() : transposed[g];
-    Error error = Error::success();
     if (decisions[g].isRescale()) {
-      launch.amax = state + kWeightScalerAmaxOffset;
-      error = transposed.empty()
-                  ? quantizer.quantize(spec, launch, stream)
-                  : quantizer.quantizeBothLayouts(spec, launch, t, stream);
-    } else {
-      const CUdeviceptr scale = scales + g * sizeof(float);
-      error =
-          transposed.empty()
-              ? quantizer.castWithScale(spec, scale, launch, stream)
-              : quantizer.quantizeBothLayouts(spec, launch, t, stream, scale);
+      b.amax = state + kWeightScalerAmaxOffset;
+      return transposed.empty()
+                 ? quantizer.quantize(spec, b, stream)
+                 : quantizer.quantizeBothLayouts(spec, b, t, stream);
     }
-    if (error)
+    const CUdeviceptr scale = scales + g * sizeof(float);
+    return transposed.empty()
+               ? quantizer.castWithScale(spec, scale, b, stream)
+               : quantizer.quantizeBothLayouts(spec, b, t, stream, scale);
+  };
+  for (size_t g = 0; g < experts; ++g)
+    if (Error error = launch(g))
       return forExpert(g, std::move(error));
-  }
   for (size_t g = 0; g < experts; ++g)
     planners[g].commit(decisions[g], lr);
 
