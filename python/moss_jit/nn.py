@@ -62,10 +62,8 @@ class WeightScaler:
         and `scale` and, given `codes_t`, its transpose's codes at the same
         scale from the same read; returns the reason ('predicted' or a
         rescale's)."""
-        spec, _ = schemes.quantize_spec(
-            weight.shape[0], weight.shape[1],
-            "bf16" if weight.dtype == torch.bfloat16 else "f32",
-            "per-tensor", "e4m3", 1, 0, "tensor", False, "none")
+        spec = _weight_cast_spec(weight.shape[0], weight.shape[1],
+                                 weight.dtype)
         buffers = _capi.QuantizeBuffers(weight.data_ptr(), codes.data_ptr(),
                                         0, scale.data_ptr(), 0)
         out = _capi.WeightScaleStep()
@@ -88,12 +86,8 @@ class WeightScaler:
 
     def stats(self):
         """The scaler's counters (moss_weight_scaler_stats_t) as a dict."""
-        stats = _capi.WeightScalerStats()
-        stats.struct_size = ctypes.sizeof(stats)
-        _capi.check(_capi.lib.moss_weight_scaler_stats(self._handle,
-                                                       ctypes.byref(stats)))
-        return {name: getattr(stats, name) for name, _ in stats._fields_
-                if name not in ("struct_size", "reserved")}
+        return _stats_dict(lambda out: _capi.lib.moss_weight_scaler_stats(
+            self._handle, out))
 
     def close(self):
         if getattr(self, "_handle", None):
@@ -129,9 +123,7 @@ class ExpertScalers:
         given `codes_t` [G, K, N], its transpose's codes into codes_t[g].
         Returns the reasons."""
         groups, n, k = weights.shape
-        spec, _ = schemes.quantize_spec(
-            n, k, "bf16" if weights.dtype == torch.bfloat16 else "f32",
-            "per-tensor", "e4m3", 1, 0, "tensor", False, "none")
+        spec = _weight_cast_spec(n, k, weights.dtype)
         buffers = _capi.QuantizeBuffers(weights.data_ptr(), codes.data_ptr(),
                                         0, scales.data_ptr(), 0)
         transposed = _capi.QuantizeBuffers(
@@ -149,16 +141,8 @@ class ExpertScalers:
 
     def stats(self):
         """Each expert's counters (moss_weight_scaler_stats_t) as dicts."""
-        result = []
-        for g in range(self.experts):
-            stats = _capi.WeightScalerStats()
-            stats.struct_size = ctypes.sizeof(stats)
-            _capi.check(_capi.lib.moss_expert_scalers_stats(
-                self._handle, g, ctypes.byref(stats)))
-            result.append({name: getattr(stats, name)
-                           for name, _ in stats._fields_
-                           if name not in ("struct_size", "reserved")})
-        return result
+        return [_stats_dict(lambda out: _capi.lib.moss_expert_scalers_stats(
+            self._handle, g, out)) for g in range(self.experts)]
 
     def close(self):
         if getattr(self, "_handle", None):
@@ -166,6 +150,23 @@ class ExpertScalers:
             self._handle = None
 
     __del__ = close
+
+
+def _weight_cast_spec(n, k, dtype):
+    """The per-tensor E4M3 spec of a scaler's weight cast, [n, k]."""
+    spec, _ = schemes.quantize_spec(
+        n, k, "bf16" if dtype == torch.bfloat16 else "f32", "per-tensor",
+        "e4m3", 1, 0, "tensor", False, "none")
+    return spec
+
+
+def _stats_dict(call):
+    """The moss_weight_scaler_stats_t that `call(out)` fills, as a dict."""
+    stats = _capi.WeightScalerStats()
+    stats.struct_size = ctypes.sizeof(stats)
+    _capi.check(call(ctypes.byref(stats)))
+    return {name: getattr(stats, name) for name, _ in stats._fields_
+            if name not in ("struct_size", "reserved")}
 
 
 def _scaler_options(interval, bound, betas):
