@@ -8,6 +8,7 @@
 
 #include "moss/Runtime/Api/ExpertWeightScalers.h"
 
+#include "SnapshotRing.h"
 #include "WeightScalerState.h"
 
 #include "moss/Runtime/Api/RuntimeError.h"
@@ -23,19 +24,7 @@ using namespace moss::compiler;
 
 namespace moss::runtime {
 
-struct ExpertWeightScalers::Slot {
-  CUevent event = nullptr;
-  /// The step every expert took (they step together).
-  int64_t step = 0;
-  /// Per expert: whether that step rescaled (its snapshot holds an amax).
-  std::vector<char> rescale;
-};
-
 namespace {
-int ringIndex(int oldest, int offset) {
-  return (oldest + offset) % ExpertWeightScalers::kSlots;
-}
-
 /// `error` with the expert it concerns before its message, of its kind.
 Error forExpert(size_t g, Error error) {
   std::string prefix = ("expert " + Twine(uint64_t(g)) + ": ").str();
@@ -53,10 +42,16 @@ Error forExpert(size_t g, Error error) {
 }
 } // namespace
 
+static_assert(ExpertWeightScalers::kSlots == SnapshotRing::kSlots,
+              "ExpertWeightScalers::kSlots is its ring's");
+
 ExpertWeightScalers::ExpertWeightScalers(
     GpuQuantizer &quantizer, std::vector<WeightScalePlanner> planners)
     : quantizer(quantizer), planners(std::move(planners)),
-      slots(new Slot[kSlots]) {}
+      ring(std::make_unique<SnapshotRing>()) {
+  for (SlotSteps &slot : slotSteps)
+    slot.rescale.assign(this->planners.size(), 0);
+}
 
 Expected<std::unique_ptr<ExpertWeightScalers>>
 ExpertWeightScalers::create(GpuQuantizer &quantizer,
@@ -82,50 +77,33 @@ ExpertWeightScalers::create(GpuQuantizer &quantizer,
   if (Error error = checkCuda(api->memAlloc(&scalers->deviceWords, words),
                               "cuMemAlloc(expert weight scalers)"))
     return std::move(error);
-  if (Error error =
-          checkCuda(api->memAllocHost(&scalers->hostSlots, kSlots * words),
-                    "cuMemAllocHost(expert weight scaler slots)"))
+  if (Error error = scalers->ring->allocate(words))
     return std::move(error);
-  for (int i = 0; i < kSlots; ++i) {
-    scalers->slots[i].rescale.assign(experts, 0);
-    if (Error error = checkCuda(
-            api->eventCreate(&scalers->slots[i].event, CU_EVENT_DISABLE_TIMING),
-            "cuEventCreate(expert weight scalers)"))
-      return std::move(error);
-  }
   return std::move(scalers);
 }
 
 ExpertWeightScalers::~ExpertWeightScalers() {
+  // The ring waits for its pending copies first.
+  ring.reset();
   Expected<const DriverApi &> api = getDriverApi();
   if (!api) {
     consumeError(api.takeError());
     return;
   }
-  for (int i = 0; i < outstanding; ++i)
-    (void)api->eventSynchronize(slots[ringIndex(oldest, i)].event);
-  for (int i = 0; i < kSlots; ++i)
-    if (slots[i].event)
-      api->eventDestroy(slots[i].event);
-  if (hostSlots)
-    api->memFreeHost(hostSlots);
   if (deviceWords)
     api->memFree(deviceWords);
 }
 
-char *ExpertWeightScalers::slotSnapshots(int index) const {
-  return static_cast<char *>(hostSlots) +
-         index * size() * (sizeof(WeightScalerState) + sizeof(float));
-}
-
 float *ExpertWeightScalers::slotScales(int index) const {
-  return reinterpret_cast<float *>(slotSnapshots(index) +
+  return reinterpret_cast<float *>(ring->slot(index) +
                                    size() * sizeof(WeightScalerState));
 }
 
 Error ExpertWeightScalers::observeOldest() {
-  const Slot &slot = slots[oldest];
-  const char *snapshots = slotSnapshots(oldest);
+  const int index = ring->oldestIndex();
+  const SlotSteps &slot = slotSteps[index];
+  const char *snapshots = ring->slot(index);
+  ring->popOldest();
   for (size_t g = 0; g < size(); ++g) {
     WeightScalerState state;
     std::memcpy(&state, snapshots + g * sizeof(state), sizeof(state));
@@ -138,24 +116,17 @@ Error ExpertWeightScalers::observeOldest() {
     if (Error error = planners[g].observe(observation))
       return forExpert(g, std::move(error));
   }
-  oldest = ringIndex(oldest, 1);
-  --outstanding;
   return Error::success();
 }
 
 Error ExpertWeightScalers::poll() {
-  if (outstanding == 0)
-    return Error::success();
-  Expected<const DriverApi &> api = getDriverApi();
-  if (!api)
-    return api.takeError();
   // Events of one stream complete in order: stop at the first that has not.
-  while (outstanding > 0) {
-    CUresult result = api->eventQuery(slots[oldest].event);
-    if (result == CUDA_ERROR_NOT_READY)
+  while (ring->outstanding() > 0) {
+    Expected<bool> landed = ring->oldestLanded();
+    if (!landed)
+      return landed.takeError();
+    if (!*landed)
       break;
-    if (Error error = checkCuda(result, "cuEventQuery(expert weight scalers)"))
-      return error;
     if (Error error = observeOldest())
       return error;
   }
@@ -194,9 +165,8 @@ ExpertWeightScalers::castStepsChecked(double lr, const QuantizeSpec &spec,
   // This step's slot holds the scales its copy reads until its event
   // completes: with every slot outstanding, wait for the oldest (and take
   // its snapshot before planning).
-  if (outstanding == kSlots) {
-    if (Error error = checkCuda(api->eventSynchronize(slots[oldest].event),
-                                "cuEventSynchronize(expert weight scalers)"))
+  if (ring->full()) {
+    if (Error error = ring->waitOldest())
       return std::move(error);
     if (Error error = observeOldest())
       return std::move(error);
@@ -211,7 +181,7 @@ ExpertWeightScalers::castStepsChecked(double lr, const QuantizeSpec &spec,
       return decision.takeError();
     decisions.push_back(*decision);
   }
-  const int index = ringIndex(oldest, outstanding);
+  const int index = ring->nextIndex();
   const CUdeviceptr states = deviceWords;
   const CUdeviceptr scales = deviceWords + experts * sizeof(WeightScalerState);
   if (!zeroed) {
@@ -261,19 +231,16 @@ ExpertWeightScalers::castStepsChecked(double lr, const QuantizeSpec &spec,
   for (size_t g = 0; g < experts; ++g)
     planners[g].commit(decisions[g], lr);
 
-  Slot &slot = slots[index];
   if (Error error = checkCuda(
-          api->memcpyDtoHAsync(slotSnapshots(index), states,
+          api->memcpyDtoHAsync(ring->slot(index), states,
                                experts * sizeof(WeightScalerState), stream),
           "cuMemcpyDtoHAsync(expert weight scaler snapshots)"))
     return std::move(error);
-  if (Error error = checkCuda(api->eventRecord(slot.event, stream),
-                              "cuEventRecord(expert weight scalers)"))
+  if (Error error = ring->push(stream))
     return std::move(error);
-  slot.step = decisions.front().step;
+  slotSteps[index].step = decisions.front().step;
   for (size_t g = 0; g < experts; ++g)
-    slot.rescale[g] = decisions[g].isRescale();
-  ++outstanding;
+    slotSteps[index].rescale[g] = decisions[g].isRescale();
   return std::move(decisions);
 }
 

@@ -9,6 +9,7 @@
 
 #include "moss/Runtime/Api/WeightScaler.h"
 
+#include "SnapshotRing.h"
 #include "WeightScalerState.h"
 
 #include "moss/Runtime/Api/RuntimeError.h"
@@ -227,16 +228,8 @@ Error WeightScalePlanner::observe(const WeightScaleObservation &observation) {
 // WeightScaler
 //===----------------------------------------------------------------------===//
 
-struct WeightScaler::Slot {
-  CUevent event = nullptr;
-  int64_t step = 0;
-  bool rescale = false;
-};
-
-/// The slot `offset` places after `oldest` in the ring.
-static int ringIndex(int oldest, int offset) {
-  return (oldest + offset) % WeightScaler::kSlots;
-}
+static_assert(WeightScaler::kSlots == SnapshotRing::kSlots,
+              "WeightScaler::kSlots is its ring's");
 
 Error checkWeightScalerStep(double lr, const QuantizeSpec &spec,
                             const QuantizeBuffers &buffers,
@@ -302,7 +295,7 @@ Error checkWeightScalerStep(double lr, const QuantizeSpec &spec,
 
 WeightScaler::WeightScaler(GpuQuantizer &quantizer, WeightScalePlanner planner)
     : quantizer(quantizer), planner(std::move(planner)),
-      slots(new Slot[kSlots]) {}
+      ring(std::make_unique<SnapshotRing>()) {}
 
 Expected<std::unique_ptr<WeightScaler>>
 WeightScaler::create(GpuQuantizer &quantizer,
@@ -320,64 +313,41 @@ WeightScaler::create(GpuQuantizer &quantizer,
           checkCuda(api->memAlloc(&scaler->deviceState, sizeof(DeviceState)),
                     "cuMemAlloc(weight scaler state)"))
     return std::move(error);
-  if (Error error = checkCuda(api->memAllocHost(&scaler->hostSnapshots,
-                                                kSlots * sizeof(DeviceState)),
-                              "cuMemAllocHost(weight scaler snapshots)"))
+  if (Error error = scaler->ring->allocate(sizeof(DeviceState)))
     return std::move(error);
-  for (int i = 0; i < kSlots; ++i)
-    if (Error error = checkCuda(
-            api->eventCreate(&scaler->slots[i].event, CU_EVENT_DISABLE_TIMING),
-            "cuEventCreate(weight scaler)"))
-      return std::move(error);
   return std::move(scaler);
 }
 
 WeightScaler::~WeightScaler() {
+  // The ring waits for its pending copies first.
+  ring.reset();
   Expected<const DriverApi &> api = getDriverApi();
   if (!api) {
     consumeError(api.takeError());
     return;
   }
-  // Pending copies still write to the page-locked slots: wait for them
-  // before freeing (destruction is not on the per-step path).
-  for (int i = 0; i < outstanding; ++i)
-    (void)api->eventSynchronize(slots[ringIndex(oldest, i)].event);
-  for (int i = 0; i < kSlots; ++i)
-    if (slots[i].event)
-      api->eventDestroy(slots[i].event);
-  if (hostSnapshots)
-    api->memFreeHost(hostSnapshots);
   if (deviceState)
     api->memFree(deviceState);
 }
 
 Error WeightScaler::poll() {
-  if (outstanding == 0)
-    return Error::success();
-  Expected<const DriverApi &> api = getDriverApi();
-  if (!api)
-    return api.takeError();
   // Events of one stream complete in order: stop at the first that has not.
-  while (outstanding > 0) {
-    const Slot &slot = slots[oldest];
-    CUresult result = api->eventQuery(slot.event);
-    if (result == CUDA_ERROR_NOT_READY)
+  while (ring->outstanding() > 0) {
+    Expected<bool> landed = ring->oldestLanded();
+    if (!landed)
+      return landed.takeError();
+    if (!*landed)
       break;
-    if (Error error = checkCuda(result, "cuEventQuery(weight scaler)"))
-      return error;
+    const int index = ring->oldestIndex();
     DeviceState state;
-    std::memcpy(&state,
-                static_cast<const char *>(hostSnapshots) +
-                    oldest * sizeof(DeviceState),
-                sizeof(state));
+    std::memcpy(&state, ring->slot(index), sizeof(state));
     WeightScaleObservation observation;
-    observation.step = slot.step;
+    observation.step = slotSteps[index].step;
     observation.saturatedTotal = state.saturated;
     observation.nonFiniteTotal = state.nonFinite;
-    if (slot.rescale)
+    if (slotSteps[index].rescale)
       observation.amax = state.amax;
-    oldest = ringIndex(oldest, 1);
-    --outstanding;
+    ring->popOldest();
     if (Error error = planner.observe(observation))
       return error;
   }
@@ -453,25 +423,19 @@ WeightScaler::castStepChecked(double lr, const QuantizeSpec &spec,
   // The snapshot of this step. A full ring means the GPU lags kSlots steps:
   // reuse the oldest slot (its copy and this one are ordered on the stream,
   // and the newer counts include the older).
-  if (outstanding == kSlots) {
-    oldest = ringIndex(oldest, 1);
-    --outstanding;
+  if (ring->full()) {
+    ring->popOldest();
     planner.noteDroppedSnapshot();
   }
-  int index = ringIndex(oldest, outstanding);
-  Slot &slot = slots[index];
-  if (Error error = checkCuda(
-          api->memcpyDtoHAsync(static_cast<char *>(hostSnapshots) +
-                                   index * sizeof(DeviceState),
-                               deviceState, sizeof(DeviceState), stream),
-          "cuMemcpyDtoHAsync(weight scaler snapshot)"))
+  const int index = ring->nextIndex();
+  if (Error error =
+          checkCuda(api->memcpyDtoHAsync(ring->slot(index), deviceState,
+                                         sizeof(DeviceState), stream),
+                    "cuMemcpyDtoHAsync(weight scaler snapshot)"))
     return std::move(error);
-  if (Error error = checkCuda(api->eventRecord(slot.event, stream),
-                              "cuEventRecord(weight scaler)"))
+  if (Error error = ring->push(stream))
     return std::move(error);
-  slot.step = decision->step;
-  slot.rescale = decision->isRescale();
-  ++outstanding;
+  slotSteps[index] = {decision->step, decision->isRescale()};
   return *decision;
 }
 

@@ -30,6 +30,8 @@
 
 namespace moss::runtime {
 
+class SnapshotRing;
+
 class ExpertWeightScalers {
 public:
   /// `experts` (>= 1) scalers with `options`, launching through `quantizer`
@@ -73,24 +75,24 @@ public:
   static constexpr int kSlots = WeightScaler::kSlots;
 
 private:
-  struct Slot;
   ExpertWeightScalers(GpuQuantizer &quantizer,
                       std::vector<WeightScalePlanner> planners);
-  /// Observes the oldest outstanding slot, whose event has completed.
+  /// Observes the oldest outstanding slot, whose copy has landed.
   llvm::Error observeOldest();
-  /// Slot `index`'s page-locked snapshots (size() states) and scales.
-  char *slotSnapshots(int index) const;
+  /// Slot `index`'s page-locked scales, after its size() snapshots.
   float *slotScales(int index) const;
 
   GpuQuantizer &quantizer;
   std::vector<WeightScalePlanner> planners;
   /// Device: size() WeightScalerStates, then size() predicted scales.
   CUdeviceptr deviceWords = 0;
-  /// Page-locked: kSlots times (size() states, size() scales).
-  void *hostSlots = nullptr;
-  std::unique_ptr<Slot[]> slots;
-  int oldest = 0;
-  int outstanding = 0;
+  /// Each slot: size() snapshots, then size() scales; and its step.
+  std::unique_ptr<SnapshotRing> ring;
+  struct SlotSteps {
+    int64_t step = 0;
+    /// Per expert: whether the step rescaled (its snapshot holds an amax).
+    std::vector<char> rescale;
+  } slotSteps[kSlots];
   bool zeroed = false;
 };
 

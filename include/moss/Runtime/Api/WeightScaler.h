@@ -58,6 +58,8 @@
 
 namespace moss::runtime {
 
+class SnapshotRing;
+
 /// Options of a weight scaler: the AutoScaler's bound and interval.
 struct WeightScalerOptions {
   /// The bound c (Paper: 1, Provable: from the betas) and the interval.
@@ -244,20 +246,18 @@ public:
   static constexpr int kSlots = 8;
 
 private:
-  struct Slot;
   WeightScaler(GpuQuantizer &quantizer, WeightScalePlanner planner);
 
   GpuQuantizer &quantizer;
   WeightScalePlanner planner;
   /// Device: uint64 saturated, uint64 non-finite, FP32 scale, FP32 amax.
   CUdeviceptr deviceState = 0;
-  /// Page-locked: kSlots snapshots of the device state.
-  void *hostSnapshots = nullptr;
-  /// A ring: `outstanding` slots from `oldest` await their event, in step
-  /// order.
-  std::unique_ptr<Slot[]> slots;
-  int oldest = 0;
-  int outstanding = 0;
+  /// The snapshots of the device state, and each slot's step.
+  std::unique_ptr<SnapshotRing> ring;
+  struct SlotStep {
+    int64_t step = 0;
+    bool rescale = false;
+  } slotSteps[kSlots];
   /// Whether the device state was zeroed (on the first step's stream).
   bool zeroed = false;
 };

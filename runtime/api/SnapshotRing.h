@@ -1,0 +1,63 @@
+//===- SnapshotRing.h - Page-locked slots for device snapshots --*- C++ -*-===//
+//
+// The weight scalers' way of hearing back from the GPU without waiting: each
+// step copies its device words into the next page-locked slot and records
+// that slot's event; later steps take the slots whose events completed, in
+// order. WeightScaler and ExpertWeightScalers each own one ring.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOSS_RUNTIME_API_SNAPSHOTRING_H
+#define MOSS_RUNTIME_API_SNAPSHOTRING_H
+
+#include "llvm/Support/Error.h"
+
+#include <cuda.h>
+
+namespace moss::runtime {
+
+class SnapshotRing {
+public:
+  /// The GPU may lag this many steps behind the host before the ring is
+  /// full.
+  static constexpr int kSlots = 8;
+
+  SnapshotRing() = default;
+  /// Waits for the outstanding slots' copies (not on the per-step path),
+  /// then frees the slots and events.
+  ~SnapshotRing();
+  SnapshotRing(const SnapshotRing &) = delete;
+  SnapshotRing &operator=(const SnapshotRing &) = delete;
+
+  /// Allocates kSlots slots of `slotBytes` and their events in the current
+  /// context.
+  llvm::Error allocate(size_t slotBytes);
+
+  int outstanding() const { return count; }
+  bool full() const { return count == kSlots; }
+  /// The oldest outstanding slot, and the one the next step fills.
+  int oldestIndex() const { return oldest; }
+  int nextIndex() const { return (oldest + count) % kSlots; }
+  char *slot(int index) const { return memory + index * bytes; }
+
+  /// Whether the oldest outstanding slot's copy has landed (never waits).
+  llvm::Expected<bool> oldestLanded() const;
+  /// Waits for the oldest outstanding slot's copy.
+  llvm::Error waitOldest() const;
+  /// Retires the oldest outstanding slot.
+  void popOldest();
+  /// Records the event of nextIndex() on `stream` (after the step queued
+  /// its copy into that slot) and makes the slot outstanding.
+  llvm::Error push(CUstream stream);
+
+private:
+  char *memory = nullptr;
+  size_t bytes = 0;
+  CUevent events[kSlots] = {};
+  int oldest = 0;
+  int count = 0;
+};
+
+} // namespace moss::runtime
+
+#endif // MOSS_RUNTIME_API_SNAPSHOTRING_H
