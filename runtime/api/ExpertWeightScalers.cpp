@@ -226,8 +226,12 @@ ExpertWeightScalers::castStepsChecked(double lr, const QuantizeSpec &spec,
                : quantizer.quantizeBothLayouts(spec, b, t, stream, scale);
   };
   for (size_t g = 0; g < experts; ++g)
-    if (Error error = launch(g))
+    if (Error error = launch(g)) {
+      // The slot stays free, and the next step rewrites its scales: let the
+      // copy that reads them finish first (an error path, not a step's).
+      (void)api->streamSynchronize(stream);
       return forExpert(g, std::move(error));
+    }
   for (size_t g = 0; g < experts; ++g)
     planners[g].commit(decisions[g], lr);
 
