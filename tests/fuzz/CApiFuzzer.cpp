@@ -152,6 +152,14 @@ void fuzzWeightScalerCreate(InputReader &in, uint8_t flags) {
   check(error != nullptr && !scaler,
         "moss_weight_scaler_create succeeded without a context");
   expectInvalidOrNone(error, "moss_weight_scaler_create");
+  // The experts' scalers take the same options.
+  moss_expert_scalers_t experts = nullptr;
+  error = moss_expert_scalers_create(
+      nullptr, flags & kNullSpec ? nullptr : sized.get(), in.read<uint16_t>(),
+      flags & kNullOut ? nullptr : &experts);
+  check(error != nullptr && !experts,
+        "moss_expert_scalers_create succeeded without a context");
+  expectInvalidOrNone(error, "moss_expert_scalers_create");
 }
 
 } // namespace
