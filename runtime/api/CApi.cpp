@@ -660,6 +660,33 @@ moss_error_t convertScalerOptions(const moss_weight_scaler_options_t *options,
   return nullptr;
 }
 
+/// The checks of a scaler's create before it allocates: the options first
+/// (without a GPU), then the context, made current.
+moss_error_t beginScalerCreate(moss_context_t context,
+                               const moss_weight_scaler_options_t *options,
+                               WeightScalerOptions &converted) {
+  if (moss_error_t error = convertScalerOptions(options, converted))
+    return error;
+  if (!context)
+    return invalid("context is NULL");
+  if (Error error = context->device.makeCurrent())
+    return convert(std::move(error));
+  return nullptr;
+}
+
+/// The checks the experts' steps share before each expert's own.
+moss_error_t checkExpertsCall(const moss_quantize_spec_t *spec,
+                              const moss_quantize_buffers_t *buffers) {
+  if (!spec)
+    return invalid("spec is NULL");
+  if (!buffers)
+    return invalid("buffers is NULL");
+  if (spec->rows < 1 || spec->cols < 1)
+    return invalid("spec is [" + Twine(spec->rows) + ", " + Twine(spec->cols) +
+                   "]; each expert needs at least one value");
+  return nullptr;
+}
+
 /// A scaler step's arguments, converted and checked.
 struct ScalerStep {
   QuantizeSpec spec;
@@ -814,14 +841,9 @@ moss_error_t moss_weight_scaler_create(
   if (!out)
     return invalid("out is NULL");
   *out = nullptr;
-  // The options first: they are checked without a GPU.
   WeightScalerOptions converted;
-  if (moss_error_t error = convertScalerOptions(options, converted))
+  if (moss_error_t error = beginScalerCreate(context, options, converted))
     return error;
-  if (!context)
-    return invalid("context is NULL");
-  if (Error error = context->device.makeCurrent())
-    return convert(std::move(error));
   Expected<std::unique_ptr<WeightScaler>> scaler =
       WeightScaler::create(context->quantizer, converted);
   if (!scaler)
@@ -866,13 +888,8 @@ moss_error_t moss_weight_scaler_step_experts(
     return invalid("scalers is NULL");
   if (count == 0)
     return invalid("count is 0: no experts to step");
-  if (!spec)
-    return invalid("spec is NULL");
-  if (!buffers)
-    return invalid("buffers is NULL");
-  if (spec->rows < 1 || spec->cols < 1)
-    return invalid("spec is [" + Twine(spec->rows) + ", " + Twine(spec->cols) +
-                   "]; each expert needs at least one value");
+  if (moss_error_t error = checkExpertsCall(spec, buffers))
+    return error;
   // Every expert's step is checked before any launches.
   std::vector<ScalerStep> steps(count);
   std::vector<moss_quantize_buffers_t> expert(count), expertT(count);
@@ -924,15 +941,11 @@ moss_expert_scalers_create(moss_context_t context,
   if (!out)
     return invalid("out is NULL");
   *out = nullptr;
-  WeightScalerOptions converted;
-  if (moss_error_t error = convertScalerOptions(options, converted))
-    return error;
   if (experts == 0)
     return invalid("experts is 0: the scalers need at least one");
-  if (!context)
-    return invalid("context is NULL");
-  if (Error error = context->device.makeCurrent())
-    return convert(std::move(error));
+  WeightScalerOptions converted;
+  if (moss_error_t error = beginScalerCreate(context, options, converted))
+    return error;
   Expected<std::unique_ptr<ExpertWeightScalers>> scalers =
       ExpertWeightScalers::create(context->quantizer, converted, experts);
   if (!scalers)
@@ -957,13 +970,8 @@ moss_error_t moss_expert_scalers_step(moss_expert_scalers_t scalers, double lr,
                                       moss_weight_scale_step_t *out) {
   if (!scalers)
     return invalid("scalers is NULL");
-  if (!spec)
-    return invalid("spec is NULL");
-  if (!buffers)
-    return invalid("buffers is NULL");
-  if (spec->rows < 1 || spec->cols < 1)
-    return invalid("spec is [" + Twine(spec->rows) + ", " + Twine(spec->cols) +
-                   "]; each expert needs at least one value");
+  if (moss_error_t error = checkExpertsCall(spec, buffers))
+    return error;
   const size_t count = scalers->scalers->size();
   // Every expert's step is checked before any launches.
   SmallVector<QuantizeBuffers> expert(count), expertT(transposed ? count : 0);
