@@ -35,9 +35,11 @@ the activations (on the CPU too) and AdamW (linear warmup, cosine decay,
 weight decay 0.1 on the matrices, gradients clipped to norm 1.0). A step
 whose loss or gradient norm is not finite is skipped and counted.
 
-Prints a line every --log-every steps and a table at the end; writes
-results.json (the table, the configuration and every step's loss) and
-loss.svg (the training-loss curves) into --out-dir.
+Prints a line every --log-every steps and a table at the end (with each
+run's first step in seconds: the JIT compiles and torch.compile's tracing
+that no cache held yet); writes results.json (the table, the configuration
+and every step's loss) and loss.svg (the training-loss curves) into
+--out-dir.
 """
 
 import argparse
@@ -334,7 +336,8 @@ def train(label, model, data, args, device):
     losses, bad_steps = [], 0
     synchronize(device)
     last_time, last_step = time.perf_counter(), 0
-    start = last_time
+    start = first_start = last_time
+    first_step_s = None
     for step, row in enumerate(data["train_starts"]):
         if step == timed_from:
             synchronize(device)
@@ -356,6 +359,11 @@ def train(label, model, data, args, device):
         schedule.step()
         optimizer.zero_grad(set_to_none=True)
         losses.append(value)
+        if step == 0:
+            # The first step pays for the JIT's compiles (and torch.compile's
+            # tracing) where no cache holds them yet.
+            synchronize(device)
+            first_step_s = time.perf_counter() - first_start
         if (step + 1) % args.log_every == 0 or step + 1 == args.steps:
             now = time.perf_counter()
             rate = (step + 1 - last_step) * tokens_per_step / (now - last_time)
@@ -376,6 +384,7 @@ def train(label, model, data, args, device):
     return {
         "tokens_per_s": timed * tokens_per_step / seconds,
         "timed_steps": timed,
+        "first_step_s": first_step_s,
         "peak_memory_bytes": (torch.cuda.max_memory_allocated(device)
                               if device.type == "cuda" else None),
         "initial_loss": losses[0],
@@ -425,11 +434,11 @@ def add_ratios(results):
 
 def table(results):
     header = ("run", "tokens/s", "x bf16", "peak GiB", "train loss",
-              "held-out", "x bf16", "bad steps")
+              "held-out", "x bf16", "bad steps", "first step s")
     rows = [header]
     for label, r in results.items():
         if "error" in r:
-            rows.append((label, "failed", "", "", "", "", "", ""))
+            rows.append((label, "failed") + ("",) * (len(header) - 2))
             continue
         peak = r["peak_memory_bytes"]
 
@@ -442,7 +451,7 @@ def table(results):
                      f"{r['final_train_loss']:.4f}",
                      f"{r['held_out_loss']:.4f}",
                      ratio(r["held_out_vs_bf16"]),
-                     str(r["nonfinite_steps"])))
+                     str(r["nonfinite_steps"]), f"{r['first_step_s']:.2f}"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w)
                        for i, (c, w) in enumerate(zip(row, widths)))

@@ -61,6 +61,7 @@ class TrainLlamaCpuTest(unittest.TestCase):
                     self.assertTrue(math.isfinite(value))
                 self.assertEqual(run["nonfinite_steps"], 0)
                 self.assertGreater(run["tokens_per_s"], 0)
+                self.assertGreater(run["first_step_s"], 0)
                 self.assertIsNone(run["peak_memory_bytes"])
         self.assertEqual(runs["bf16"]["tokens_per_s_vs_bf16"], 1.0)
         self.assertEqual(self.report["config"]["kept_in_bf16"],
@@ -91,6 +92,9 @@ class TrainLlamaCpuTest(unittest.TestCase):
         self.assertIn(f"held-out loss {held_out:.4f}, 0 bad steps", text)
         self.assertIn("tokens/s", text)
         self.assertRegex(text, r"\nmoss +[\d,]+ +[\d.]+ +n/a ")
+        self.assertRegex(text, r"first step s\n")
+        first = self.report["runs"]["moss"]["first_step_s"]
+        self.assertRegex(text, rf"\nmoss .* 0 +{first:.2f}\n")
 
     def test_each_moss_run_converts_with_its_options(self):
         expected = {"moss": ("e4m3", "row", 128, 0),
