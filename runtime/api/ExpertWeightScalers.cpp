@@ -67,32 +67,16 @@ ExpertWeightScalers::create(GpuQuantizer &quantizer,
       return planner.takeError();
     planners.push_back(std::move(*planner));
   }
-  Expected<const DriverApi &> api = getDriverApi();
-  if (!api)
-    return api.takeError();
   std::unique_ptr<ExpertWeightScalers> scalers(
       new ExpertWeightScalers(quantizer, std::move(planners)));
+  // Device: the states, then the predicted scales; each slot the same.
   const size_t words = experts * (sizeof(WeightScalerState) + sizeof(float));
-  // On an error below, the destructor frees what was allocated.
-  if (Error error = checkCuda(api->memAlloc(&scalers->deviceWords, words),
-                              "cuMemAlloc(expert weight scalers)"))
-    return std::move(error);
-  if (Error error = scalers->ring->allocate(words))
+  if (Error error = scalers->ring->allocate(words, words))
     return std::move(error);
   return std::move(scalers);
 }
 
-ExpertWeightScalers::~ExpertWeightScalers() {
-  // The ring waits for its pending copies first.
-  ring.reset();
-  Expected<const DriverApi &> api = getDriverApi();
-  if (!api) {
-    consumeError(api.takeError());
-    return;
-  }
-  if (deviceWords)
-    api->memFree(deviceWords);
-}
+ExpertWeightScalers::~ExpertWeightScalers() = default;
 
 float *ExpertWeightScalers::slotScales(int index) const {
   return reinterpret_cast<float *>(ring->slot(index) +
@@ -182,8 +166,8 @@ ExpertWeightScalers::castStepsChecked(double lr, const QuantizeSpec &spec,
     decisions.push_back(*decision);
   }
   const int index = ring->nextIndex();
-  const CUdeviceptr states = deviceWords;
-  const CUdeviceptr scales = deviceWords + experts * sizeof(WeightScalerState);
+  const CUdeviceptr states = ring->device();
+  const CUdeviceptr scales = states + experts * sizeof(WeightScalerState);
   if (!zeroed) {
     if (Error error = checkCuda(
             api->memsetD8Async(states, 0, experts * sizeof(WeightScalerState),

@@ -9,10 +9,14 @@ using namespace llvm;
 
 namespace moss::runtime {
 
-Error SnapshotRing::allocate(size_t slotBytes) {
+Error SnapshotRing::allocate(size_t deviceBytes, size_t slotBytes) {
   Expected<const DriverApi &> api = getDriverApi();
   if (!api)
     return api.takeError();
+  // On an error below, the destructor frees what was allocated.
+  if (Error error = checkCuda(api->memAlloc(&words, deviceBytes),
+                              "cuMemAlloc(weight scaler state)"))
+    return error;
   void *host = nullptr;
   if (Error error = checkCuda(api->memAllocHost(&host, kSlots * slotBytes),
                               "cuMemAllocHost(weight scaler snapshots)"))
@@ -42,6 +46,8 @@ SnapshotRing::~SnapshotRing() {
       api->eventDestroy(event);
   if (memory)
     api->memFreeHost(memory);
+  if (words)
+    api->memFree(words);
 }
 
 Expected<bool> SnapshotRing::oldestLanded() const {

@@ -1,9 +1,10 @@
 //===- SnapshotRing.h - Page-locked slots for device snapshots --*- C++ -*-===//
 //
-// The weight scalers' way of hearing back from the GPU without waiting: each
-// step copies its device words into the next page-locked slot and records
-// that slot's event; later steps take the slots whose events completed, in
-// order. WeightScaler and ExpertWeightScalers each own one ring.
+// A weight scaler's device words and its way of hearing back from the GPU
+// without waiting: each step copies the device words into the next
+// page-locked slot and records that slot's event; later steps take the slots
+// whose events completed, in order. WeightScaler and ExpertWeightScalers each
+// own one ring.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,14 +25,17 @@ public:
 
   SnapshotRing() = default;
   /// Waits for the outstanding slots' copies (not on the per-step path),
-  /// then frees the slots and events.
+  /// then frees the device words, the slots and the events.
   ~SnapshotRing();
   SnapshotRing(const SnapshotRing &) = delete;
   SnapshotRing &operator=(const SnapshotRing &) = delete;
 
-  /// Allocates kSlots slots of `slotBytes` and their events in the current
-  /// context.
-  llvm::Error allocate(size_t slotBytes);
+  /// Allocates `deviceBytes` of device words, kSlots page-locked slots of
+  /// `slotBytes` and their events in the current context.
+  llvm::Error allocate(size_t deviceBytes, size_t slotBytes);
+
+  /// The device words the scaler's kernels count into.
+  CUdeviceptr device() const { return words; }
 
   int outstanding() const { return count; }
   bool full() const { return count == kSlots; }
@@ -51,6 +55,7 @@ public:
   llvm::Error push(CUstream stream);
 
 private:
+  CUdeviceptr words = 0;
   char *memory = nullptr;
   size_t bytes = 0;
   CUevent events[kSlots] = {};

@@ -303,32 +303,15 @@ WeightScaler::create(GpuQuantizer &quantizer,
   Expected<WeightScalePlanner> planner = WeightScalePlanner::create(options);
   if (!planner)
     return planner.takeError();
-  Expected<const DriverApi &> api = getDriverApi();
-  if (!api)
-    return api.takeError();
   std::unique_ptr<WeightScaler> scaler(
       new WeightScaler(quantizer, std::move(*planner)));
-  // On an error below, the destructor frees what was allocated.
   if (Error error =
-          checkCuda(api->memAlloc(&scaler->deviceState, sizeof(DeviceState)),
-                    "cuMemAlloc(weight scaler state)"))
-    return std::move(error);
-  if (Error error = scaler->ring->allocate(sizeof(DeviceState)))
+          scaler->ring->allocate(sizeof(DeviceState), sizeof(DeviceState)))
     return std::move(error);
   return std::move(scaler);
 }
 
-WeightScaler::~WeightScaler() {
-  // The ring waits for its pending copies first.
-  ring.reset();
-  Expected<const DriverApi &> api = getDriverApi();
-  if (!api) {
-    consumeError(api.takeError());
-    return;
-  }
-  if (deviceState)
-    api->memFree(deviceState);
-}
+WeightScaler::~WeightScaler() = default;
 
 Error WeightScaler::poll() {
   // Events of one stream complete in order: stop at the first that has not.
@@ -374,6 +357,7 @@ WeightScaler::castStepChecked(double lr, const QuantizeSpec &spec,
     return std::move(error);
   Expected<WeightScaleDecision> decision =
       planner.plan(lr, spec.options.format);
+  const CUdeviceptr deviceState = ring->device();
   if (!decision)
     return decision.takeError();
 

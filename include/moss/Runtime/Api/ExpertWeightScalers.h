@@ -84,9 +84,9 @@ private:
 
   GpuQuantizer &quantizer;
   std::vector<WeightScalePlanner> planners;
-  /// Device: size() WeightScalerStates, then size() predicted scales.
-  CUdeviceptr deviceWords = 0;
-  /// Each slot: size() snapshots, then size() scales; and its step.
+  /// The device words (size() WeightScalerStates, then size() predicted
+  /// scales), and slots of as many bytes (the states' snapshots, then the
+  /// scales the step copied up); and each slot's step.
   std::unique_ptr<SnapshotRing> ring;
   struct SlotSteps {
     int64_t step = 0;

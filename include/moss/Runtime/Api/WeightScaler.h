@@ -250,9 +250,8 @@ private:
 
   GpuQuantizer &quantizer;
   WeightScalePlanner planner;
-  /// Device: uint64 saturated, uint64 non-finite, FP32 scale, FP32 amax.
-  CUdeviceptr deviceState = 0;
-  /// The snapshots of the device state, and each slot's step.
+  /// The device state (uint64 saturated, uint64 non-finite, FP32 scale,
+  /// FP32 amax), its snapshots, and each slot's step.
   std::unique_ptr<SnapshotRing> ring;
   struct SlotStep {
     int64_t step = 0;
