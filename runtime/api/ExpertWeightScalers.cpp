@@ -83,11 +83,9 @@ float *ExpertWeightScalers::slotScales(int index) const {
                                    size() * sizeof(WeightScalerState));
 }
 
-Error ExpertWeightScalers::observeOldest() {
-  const int index = ring->oldestIndex();
+Error ExpertWeightScalers::observe(int index) {
   const SlotSteps &slot = slotSteps[index];
   const char *snapshots = ring->slot(index);
-  ring->popOldest();
   for (size_t g = 0; g < size(); ++g) {
     WeightScalerState state;
     std::memcpy(&state, snapshots + g * sizeof(state), sizeof(state));
@@ -104,17 +102,7 @@ Error ExpertWeightScalers::observeOldest() {
 }
 
 Error ExpertWeightScalers::poll() {
-  // Events of one stream complete in order: stop at the first that has not.
-  while (ring->outstanding() > 0) {
-    Expected<bool> landed = ring->oldestLanded();
-    if (!landed)
-      return landed.takeError();
-    if (!*landed)
-      break;
-    if (Error error = observeOldest())
-      return error;
-  }
-  return Error::success();
+  return ring->takeLanded([&](int index) { return observe(index); });
 }
 
 Expected<SmallVector<WeightScaleDecision>> ExpertWeightScalers::castSteps(
@@ -152,7 +140,7 @@ ExpertWeightScalers::castStepsChecked(double lr, const QuantizeSpec &spec,
   if (ring->full()) {
     if (Error error = ring->waitOldest())
       return std::move(error);
-    if (Error error = observeOldest())
+    if (Error error = poll())
       return std::move(error);
   }
   const size_t experts = size();

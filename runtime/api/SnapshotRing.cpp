@@ -50,16 +50,24 @@ SnapshotRing::~SnapshotRing() {
     api->memFree(words);
 }
 
-Expected<bool> SnapshotRing::oldestLanded() const {
+Error SnapshotRing::takeLanded(function_ref<Error(int index)> observe) {
+  if (count == 0)
+    return Error::success();
   Expected<const DriverApi &> api = getDriverApi();
   if (!api)
     return api.takeError();
-  CUresult result = api->eventQuery(events[oldest]);
-  if (result == CUDA_ERROR_NOT_READY)
-    return false;
-  if (Error error = checkCuda(result, "cuEventQuery(weight scaler snapshot)"))
-    return std::move(error);
-  return true;
+  while (count > 0) {
+    CUresult result = api->eventQuery(events[oldest]);
+    if (result == CUDA_ERROR_NOT_READY)
+      break;
+    if (Error error = checkCuda(result, "cuEventQuery(weight scaler snapshot)"))
+      return error;
+    const int index = oldest;
+    popOldest();
+    if (Error error = observe(index))
+      return error;
+  }
+  return Error::success();
 }
 
 Error SnapshotRing::waitOldest() const {

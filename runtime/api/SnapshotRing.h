@@ -11,6 +11,7 @@
 #ifndef MOSS_RUNTIME_API_SNAPSHOTRING_H
 #define MOSS_RUNTIME_API_SNAPSHOTRING_H
 
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/Support/Error.h"
 
 #include <cuda.h>
@@ -39,16 +40,18 @@ public:
 
   int outstanding() const { return count; }
   bool full() const { return count == kSlots; }
-  /// The oldest outstanding slot, and the one the next step fills.
-  int oldestIndex() const { return oldest; }
+  /// The slot the next step fills.
   int nextIndex() const { return (oldest + count) % kSlots; }
   char *slot(int index) const { return memory + index * bytes; }
 
-  /// Whether the oldest outstanding slot's copy has landed (never waits).
-  llvm::Expected<bool> oldestLanded() const;
+  /// Retires each outstanding slot whose copy has landed, oldest first,
+  /// handing its index to `observe` (its bytes stay until the slot is
+  /// filled again); stops at the first still in flight, since the events of
+  /// one stream complete in order. Never waits.
+  llvm::Error takeLanded(llvm::function_ref<llvm::Error(int index)> observe);
   /// Waits for the oldest outstanding slot's copy.
   llvm::Error waitOldest() const;
-  /// Retires the oldest outstanding slot.
+  /// Retires the oldest outstanding slot unread.
   void popOldest();
   /// Records the event of nextIndex() on `stream` (after the step queued
   /// its copy into that slot) and makes the slot outstanding.

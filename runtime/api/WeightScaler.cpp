@@ -314,14 +314,7 @@ WeightScaler::create(GpuQuantizer &quantizer,
 WeightScaler::~WeightScaler() = default;
 
 Error WeightScaler::poll() {
-  // Events of one stream complete in order: stop at the first that has not.
-  while (ring->outstanding() > 0) {
-    Expected<bool> landed = ring->oldestLanded();
-    if (!landed)
-      return landed.takeError();
-    if (!*landed)
-      break;
-    const int index = ring->oldestIndex();
+  return ring->takeLanded([&](int index) {
     DeviceState state;
     std::memcpy(&state, ring->slot(index), sizeof(state));
     WeightScaleObservation observation;
@@ -330,11 +323,8 @@ Error WeightScaler::poll() {
     observation.nonFiniteTotal = state.nonFinite;
     if (slotSteps[index].rescale)
       observation.amax = state.amax;
-    ring->popOldest();
-    if (Error error = planner.observe(observation))
-      return error;
-  }
-  return Error::success();
+    return planner.observe(observation);
+  });
 }
 
 Expected<WeightScaleDecision>

@@ -77,8 +77,8 @@ public:
 private:
   ExpertWeightScalers(GpuQuantizer &quantizer,
                       std::vector<WeightScalePlanner> planners);
-  /// Observes the oldest outstanding slot, whose copy has landed.
-  llvm::Error observeOldest();
+  /// Observes slot `index`, whose copy has landed.
+  llvm::Error observe(int index);
   /// Slot `index`'s page-locked scales, after its size() snapshots.
   float *slotScales(int index) const;
 
