@@ -35,6 +35,14 @@ def route(expert_ids, num_experts):
     return token_index, offsets, order
 
 
+def gathered_rows(x, index):
+    """x[index] with a row of zeros for each negative index: the copy the
+    gathering quantizer reads in place (in torch operations that
+    torch.compile traces)."""
+    index = index.long()
+    return torch.where((index >= 0).unsqueeze(1), x[index.clamp(min=0)], 0)
+
+
 def dispatch_quantize(x, token_index, scheme="moss", format="e4m3",
                       block=None, global_scope="row", fold="row",
                       transpose=False):
@@ -72,12 +80,9 @@ def dispatch_quantize(x, token_index, scheme="moss", format="e4m3",
                 int(token_index.max()) >= x.shape[0]:
             raise ValueError(f"token_index values must lie in [{lowest}, "
                              f"{x.shape[0]})")
-        index = token_index.long()
-        gathered = x[index.clamp(min=0)]
-        if transpose:
-            gathered[index < 0] = 0
-        return _quantize.quantize(gathered, scheme, format, block,
-                                  global_scope, transpose=transpose, fold=fold)
+        return _quantize.quantize(gathered_rows(x, token_index), scheme,
+                                  format, block, global_scope,
+                                  transpose=transpose, fold=fold)
     input_type = _quantize._input_type(x)
     rows, cols = int(token_index.numel()), int(x.shape[1])
     block_rows, block_cols, fold = schemes.check_quantize_args(

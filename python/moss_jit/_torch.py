@@ -329,6 +329,12 @@ def _gemm_spec(m, n, k, a, b, out, bias, c, amax, beta, mma, fold, groups=0,
     return spec
 
 
+def check_promote_k(value, name):
+    """Checks a GEMM's promote_k (moss_gemm_spec_t::promote_k's values)."""
+    if type(value) is not int or value not in (0, 32, 64, 128):
+        raise ValueError(f"{name}={value!r} is not 0, 32, 64 or 128")
+
+
 def check_gemm_args(a, b, out_dtype, bias, c, beta, mma, fold, promote_k=0):
     m, k, device = _check_operand(a, "a")
     n, kb, device_b = _check_operand(b, "b")
@@ -353,8 +359,7 @@ def check_gemm_args(a, b, out_dtype, bias, c, beta, mma, fold, promote_k=0):
         schemes._choice(mma, tuple(_capi.MMA_TYPES), "mma")
     if fold not in _capi.FOLDS:
         schemes._choice(fold, tuple(_capi.FOLDS), "fold")
-    if type(promote_k) is not int or promote_k not in (0, 32, 64, 128):
-        raise ValueError(f"promote_k={promote_k!r} is not 0, 32, 64 or 128")
+    check_promote_k(promote_k, "promote_k")
     return m, n, k, device, bias_type, c_type
 
 

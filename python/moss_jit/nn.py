@@ -28,7 +28,7 @@ import weakref
 import torch
 
 from . import _capi, _torch, schemes
-from ._dispatch import dispatch_quantize
+from ._dispatch import dispatch_quantize, gathered_rows
 from ._grouped import ExpertWeights, grouped_gemm, k_grouped_gemm
 from ._quantize import quantize, quantize_both_layouts
 from .tensor import MossTensor
@@ -430,10 +430,8 @@ class LinearConfig:
             raise ValueError(f"both_layouts={both_layouts!r} is not True or "
                              "False")
         self.both_layouts = both_layouts
-        for name, value in (("wgrad_promote_k", wgrad_promote_k),
-                            ("dgrad_promote_k", dgrad_promote_k)):
-            if type(value) is not int or value not in (0, 32, 64, 128):
-                raise ValueError(f"{name}={value!r} is not 0, 32, 64 or 128")
+        _torch.check_promote_k(wgrad_promote_k, "wgrad_promote_k")
+        _torch.check_promote_k(dgrad_promote_k, "dgrad_promote_k")
         # The weight gradient sums over the tokens, the longest K of the
         # three GEMMs, where the tensor cores' own accumulation loses most
         # (docs/PYTHON.md). Unfolded operands promote every 32 already.
@@ -473,10 +471,7 @@ class LinearConfig:
                                          self.global_scope, self.fold,
                                          transpose=True)
             # torch.compile traces quantize's op over the gathered copy.
-            index = gather.long()
-            t = torch.where((index >= 0).unsqueeze(1),
-                            t[index.clamp(min=0)], 0)
-            transpose = True
+            t, transpose = gathered_rows(t, gather), True
         return quantize(t, "moss", fmt, self.block, self.global_scope,
                         transpose=transpose, fold=self.fold)
 
