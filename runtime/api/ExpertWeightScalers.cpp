@@ -105,25 +105,6 @@ Error ExpertWeightScalers::poll() {
   return ring->takeLanded([&](int index) { return observe(index); });
 }
 
-Expected<SmallVector<WeightScaleDecision>> ExpertWeightScalers::castSteps(
-    double lr, const QuantizeSpec &spec, ArrayRef<QuantizeBuffers> buffers,
-    ArrayRef<QuantizeBuffers> transposed, CUstream stream) {
-  if (buffers.size() != size())
-    return invalidArgument("buffers for " + Twine(uint64_t(buffers.size())) +
-                           " experts, but there are " +
-                           Twine(uint64_t(size())));
-  if (!transposed.empty() && transposed.size() != size())
-    return invalidArgument(
-        "transposed buffers for " + Twine(uint64_t(transposed.size())) +
-        " experts, but there are " + Twine(uint64_t(size())));
-  for (size_t g = 0; g < size(); ++g)
-    if (Error error = checkWeightScalerStep(
-            lr, spec, buffers[g],
-            transposed.empty() ? nullptr : &transposed[g]))
-      return forExpert(g, std::move(error));
-  return castStepsChecked(lr, spec, buffers, transposed, stream);
-}
-
 Expected<SmallVector<WeightScaleDecision>>
 ExpertWeightScalers::castStepsChecked(double lr, const QuantizeSpec &spec,
                                       ArrayRef<QuantizeBuffers> buffers,

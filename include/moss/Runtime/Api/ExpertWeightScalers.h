@@ -48,16 +48,10 @@ public:
   /// was just updated with learning rate `lr`; its codes go to
   /// buffers[g].q (and, with `transposed`, one entry per expert, W_g^T's to
   /// transposed[g].q from the same read) and its scale to buffers[g].global,
-  /// as WeightScaler::castStep writes them. `spec` is one expert's. Every
-  /// expert's arguments are checked before anything changes or launches;
-  /// an error names the expert. Returns each expert's decision.
-  llvm::Expected<llvm::SmallVector<WeightScaleDecision>>
-  castSteps(double lr, const compiler::QuantizeSpec &spec,
-            llvm::ArrayRef<QuantizeBuffers> buffers,
-            llvm::ArrayRef<QuantizeBuffers> transposed, CUstream stream);
-
-  /// castSteps() for arguments checkWeightScalerStep accepted for every
-  /// expert (the C API checks before it converts its errors).
+  /// as WeightScaler::castStep writes them. `spec` is one expert's. The
+  /// caller has checked every expert's arguments with
+  /// checkWeightScalerStep (the C API does, before it converts its errors,
+  /// so that they name the expert). Returns each expert's decision.
   llvm::Expected<llvm::SmallVector<WeightScaleDecision>>
   castStepsChecked(double lr, const compiler::QuantizeSpec &spec,
                    llvm::ArrayRef<QuantizeBuffers> buffers,
