@@ -200,6 +200,12 @@ Error checkGpuQuantizeSpec(const QuantizeSpec &spec) {
         "kernels, not " +
         Twine(spec.bothLayouts ? "both layouts at once"
                                : "square blocks of " + scheme.str()));
+  if (spec.batched && (spec.gather || isSquareGroup(scheme)))
+    return invalidArgument("a batched cast takes whole matrices with the "
+                           "row-wise and transposed kernels, not " +
+                           Twine(spec.gather
+                                     ? "gathered rows"
+                                     : "square blocks of " + scheme.str()));
   if (spec.bothLayouts)
     return checkBothLayouts(spec);
   if (isSquareGroup(scheme)) {
@@ -246,6 +252,10 @@ Expected<QuantizerSource> generateQuantizerSource(const QuantizeSpec &spec,
   if (withScale && options.scheme.kind != ScalingKind::PerTensor)
     return invalidArgument("a cast with a given scale is per-tensor, not " +
                            options.scheme.str());
+  if (spec.batched && !withScale)
+    return invalidArgument("a batched quantize is a cast with a given scale "
+                           "per matrix: the reduce passes of other "
+                           "quantizations are not batched");
   QuantizerVariant v = chooseQuantizerVariant(spec, withScale);
   int in = spec.input == InputType::F32 ? 0 : 1;
   int fmt = options.format == Fp8Format::E4M3 ? 0 : 1;
@@ -254,6 +264,9 @@ Expected<QuantizerSource> generateQuantizerSource(const QuantizeSpec &spec,
   QuantizerSource result;
   result.threads = unsigned(v.threads);
   std::string header, config, call;
+  // A batched kernel's pass takes its slice's arguments (batch.cuh).
+  const std::string args =
+      spec.batched ? "moss::quantize::batchSlice(args)" : "args";
   switch (v.family) {
   case Family::Rowwise:
     header = "moss/quantize/rowwise.cuh";
@@ -265,7 +278,7 @@ Expected<QuantizerSource> generateQuantizerSource(const QuantizeSpec &spec,
                      v.columnMax   ? ", false, true"
                      : spec.gather ? ", true"
                                    : "");
-    call = "moss::quantize::rowwise<Config>(args, moss::quantize::{0})";
+    call = "moss::quantize::rowwise<Config>(" + args + ", moss::quantize::{0})";
     break;
   case Family::Columnwise:
     header = "moss/quantize/columnwise.cuh";
@@ -277,9 +290,8 @@ Expected<QuantizerSource> generateQuantizerSource(const QuantizeSpec &spec,
                 v.bothLayouts ? ", true"
                 : spec.gather ? ", false, true"
                               : "");
-    call = std::string("moss::quantize::columnwise<Config>(args, "
-                       "moss::quantize::{0}, ") +
-           (v.globalPerRow ? "true)" : "false)");
+    call = "moss::quantize::columnwise<Config>(" + args +
+           ", moss::quantize::{0}, " + (v.globalPerRow ? "true)" : "false)");
     break;
   case Family::Tile2d:
     header = "moss/quantize/tile2d.cuh";
@@ -289,8 +301,10 @@ Expected<QuantizerSource> generateQuantizerSource(const QuantizeSpec &spec,
     break;
   }
 
-  const std::string prefix =
-      "#include \"" + header + "\"\n\nusing Config = " + config + ";\n";
+  std::string prefix = "#include \"" + header + "\"\n";
+  if (spec.batched)
+    prefix += "#include \"moss/quantize/batch.cuh\"\n";
+  prefix += "\nusing Config = " + config + ";\n";
   // The row-wise kernel keeps at least 768 threads per SM (at most 85
   // registers for up to 256 threads, 64 for more), the transposed one 5
   // CTAs (at most 102 registers; its shared memory holds 5, and 4 with the

@@ -464,9 +464,11 @@ moss_error_t moss_weight_scaler_stats(moss_weight_scaler_t scaler,
 /* The weight scalers of a mixture-of-experts layer's experts, one per
  * expert, stepped together. Each expert decides its casts and rescales as a
  * moss_weight_scaler_t of its own would, from its own amax; their device
- * state is one buffer, so a step makes a fixed number of driver calls and
- * one launch per expert where moss_weight_scaler_step_experts makes about
- * five calls per expert. Destroy before the context. Not thread-safe. */
+ * state is one buffer, so a step makes a fixed number of driver calls where
+ * moss_weight_scaler_step_experts makes about five calls per expert: one
+ * launch casts every expert when all cast with their predictions (one per
+ * expert on a step that rescales any). Destroy before the context. Not
+ * thread-safe. */
 typedef struct moss_expert_scalers *moss_expert_scalers_t;
 
 /* Creates `experts` (>= 1) scalers with `options` on `context`'s device

@@ -101,7 +101,8 @@ class ExpertScalers:
     """The auto-scalers of a GroupedLinear's experts, one per expert, stepped
     together (moss_expert_scalers_t): each decides as a WeightScaler of its
     own would, and a step makes a fixed number of driver calls and one
-    launch per expert."""
+    launch for all experts' casts (one each on a step that rescales
+    any)."""
 
     def __init__(self, device_index, experts, interval=500, bound="paper",
                  betas=(0.9, 0.999)):

@@ -18,6 +18,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstring>
+#include <optional>
 
 using namespace llvm;
 using namespace moss::compiler;
@@ -146,10 +147,11 @@ ExpertWeightScalers::castStepsChecked(double lr, const QuantizeSpec &spec,
     zeroed = true;
   }
   float *hostScales = slotScales(index);
-  bool anyPredicted = false;
+  bool anyPredicted = false, anyRescale = false;
   for (size_t g = 0; g < experts; ++g) {
     hostScales[g] = decisions[g].scale;
     anyPredicted |= !decisions[g].isRescale();
+    anyRescale |= decisions[g].isRescale();
   }
   if (anyPredicted)
     if (Error error =
@@ -158,17 +160,19 @@ ExpertWeightScalers::castStepsChecked(double lr, const QuantizeSpec &spec,
                       "cuMemcpyHtoDAsync(expert weight scales)"))
       return std::move(error);
 
+  // Expert g counts into its state's words. As WeightScaler's, the
+  // transposed layout counts into the quantizer's own (the same values as
+  // the row-major layout's).
+  SmallVector<QuantizeBuffers> counted(buffers);
+  for (size_t g = 0; g < experts; ++g)
+    counted[g].counters = states + g * sizeof(WeightScalerState);
   // Expert g's cast: with its predicted scale, or the exact quantize of a
   // rescale (which also leaves its amax for the next anchor).
   auto launch = [&](size_t g) -> Error {
-    QuantizeBuffers b = buffers[g];
-    const CUdeviceptr state = states + g * sizeof(WeightScalerState);
-    b.counters = state;
-    // As WeightScaler's: the transposed layout counts into the quantizer's
-    // own words (the same values as the row-major layout's).
+    QuantizeBuffers b = counted[g];
     QuantizeBuffers t = transposed.empty() ? QuantizeBuffers() : transposed[g];
     if (decisions[g].isRescale()) {
-      b.amax = state + kWeightScalerAmaxOffset;
+      b.amax = b.counters + kWeightScalerAmaxOffset;
       return transposed.empty()
                  ? quantizer.quantize(spec, b, stream)
                  : quantizer.quantizeBothLayouts(spec, b, t, stream);
@@ -178,13 +182,23 @@ ExpertWeightScalers::castStepsChecked(double lr, const QuantizeSpec &spec,
                ? quantizer.castWithScale(spec, scale, b, stream)
                : quantizer.quantizeBothLayouts(spec, b, t, stream, scale);
   };
-  for (size_t g = 0; g < experts; ++g)
-    if (Error error = launch(g)) {
-      // The slot stays free, and the next step rewrites its scales: let the
-      // copy that reads them finish first (an error path, not a step's).
-      (void)api->streamSynchronize(stream);
-      return forExpert(g, std::move(error));
-    }
+  // The steady state: every expert casts with its prediction, in one launch
+  // where the experts' buffers are one array's (castWithScales).
+  auto failed = [&](Error error, std::optional<size_t> g) -> Error {
+    // The slot stays free, and the next step rewrites its scales: let the
+    // copy that reads them finish first (an error path, not a step's).
+    (void)api->streamSynchronize(stream);
+    return g ? forExpert(*g, std::move(error)) : std::move(error);
+  };
+  if (!anyRescale) {
+    if (Error error =
+            quantizer.castWithScales(spec, scales, counted, transposed, stream))
+      return failed(std::move(error), std::nullopt);
+  } else {
+    for (size_t g = 0; g < experts; ++g)
+      if (Error error = launch(g))
+        return failed(std::move(error), g);
+  }
   for (size_t g = 0; g < experts; ++g)
     planners[g].commit(decisions[g], lr);
 

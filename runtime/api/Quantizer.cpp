@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <climits>
 #include <future>
+#include <optional>
 
 using namespace llvm;
 using namespace moss::numerics;
@@ -49,6 +50,12 @@ struct GpuQuantizer::Plan {
   /// kernels: CTAs resident per SM.
   int stages = 1;
   int ctasPerSm = 1;
+};
+
+struct GpuQuantizer::Batch {
+  quantize::BatchStrides strides;
+  /// The casts (the grid's z).
+  int64_t count;
 };
 
 /// Shared memory of an SM given to the row-wise kernel's staged rows: of
@@ -190,7 +197,7 @@ static GpuQuantizer::PlanKey makePlanKey(const QuantizeSpec &spec,
       uint64_t(spec.options.transpose) << 7 | uint64_t(withScale) << 8 |
       uint64_t(spec.options.fold) << 9 | uint64_t(spec.bothLayouts) << 12 |
       uint64_t(spec.gather) << 13 | uint64_t(spec.anyK) << 14 |
-      uint64_t(scheme.blockRows & 0xFFFF) << 16 |
+      uint64_t(spec.batched) << 15 | uint64_t(scheme.blockRows & 0xFFFF) << 16 |
       uint64_t(scheme.blockCols & 0xFFFF) << 32;
   // Only the row-wise kernel has K compiled in (a dual-layout spec's too,
   // where it takes that kernel: QuantizerVariant::columnMax). An any-K
@@ -340,18 +347,21 @@ static quantize::Args makeArgs(const QuantizeSpec &spec,
   return args;
 }
 
-/// The grid of `plan`'s kernels for `spec` on `smCount` SMs.
+/// The grid of `plan`'s kernels for `spec` on `smCount` SMs; a batched
+/// launch's `batchCount` casts (its z) share the resident CTAs.
 static LaunchConfig makeLaunch(const QuantizeSpec &spec,
                                const GpuQuantizer::Plan &plan, int smCount,
-                               CUstream stream) {
+                               CUstream stream, int64_t batchCount = 1) {
   const QuantizerVariant &v = plan.variant;
   LaunchConfig launch;
   launch.stream = stream;
   launch.block[0] = unsigned(v.threads);
+  launch.grid[2] = unsigned(batchCount);
+  const int64_t resident =
+      std::max<int64_t>(1, int64_t(smCount) * plan.ctasPerSm / batchCount);
   switch (v.family) {
   case Family::Rowwise: {
     // CTAs take row segments (rows, unless they are too long) in turn.
-    int64_t resident = int64_t(smCount) * plan.ctasPerSm;
     launch.grid[0] = unsigned(
         std::min<int64_t>(spec.rows * v.getRowSegments(spec.cols), resident));
     launch.sharedMemoryBytes = plan.sharedBytes;
@@ -367,7 +377,6 @@ static LaunchConfig makeLaunch(const QuantizeSpec &spec,
         llvm::divideCeil(spec.cols * (spec.input == InputType::F32 ? 4 : 2),
                          quantize::kColumnwiseTileBytes);
     int64_t tiles = llvm::divideCeil(spec.rows, quantize::kColumnwiseTileRows);
-    int64_t resident = int64_t(smCount) * plan.ctasPerSm;
     launch.grid[0] = unsigned(strips);
     launch.grid[1] = unsigned(
         std::clamp<int64_t>(resident / strips, 1, std::min(tiles, kMaxGridY)));
@@ -386,7 +395,12 @@ static LaunchConfig makeLaunch(const QuantizeSpec &spec,
 Error GpuQuantizer::run(const QuantizeSpec &spec,
                         const QuantizeBuffers &buffers,
                         const QuantizeBuffers *rowMajor, CUdeviceptr scale,
-                        CUstream stream) {
+                        CUstream stream, const Batch *batch) {
+  if (spec.batched != (batch != nullptr))
+    return invalidArgument(spec.batched ? "a batched spec is launched by "
+                                          "castWithScales"
+                                        : "batch strides for a spec that is "
+                                          "not batched");
   // The scales written: the folded scheme's, for a quantization that folds.
   const ScalingScheme scheme =
       getFoldedScheme(spec.options.scheme, spec.options.fold);
@@ -471,6 +485,8 @@ Error GpuQuantizer::run(const QuantizeSpec &spec,
   // (With globals per output row, those hold the row fold's references.)
   args.foldBits = words(foldWords ? foldBits : globalBits);
   args.scaleIn = reinterpret_cast<const float *>(scale);
+  if (batch)
+    args.batch = batch->strides;
   if (rowMajor) {
     args.row.q = reinterpret_cast<unsigned char *>(rowMajor->q);
     args.row.local = reinterpret_cast<void *>(rowMajor->local);
@@ -481,7 +497,8 @@ Error GpuQuantizer::run(const QuantizeSpec &spec,
     args.row.nonFinite = getCounter(*rowMajor, 1, *workspace);
   }
   void *params[] = {&args};
-  const LaunchConfig launch = makeLaunch(spec, **plan, smCount, stream);
+  const LaunchConfig launch =
+      makeLaunch(spec, **plan, smCount, stream, batch ? batch->count : 1);
   if ((*plan)->reduce)
     if (Error error = launchKernel((*plan)->reduce, launch, params))
       return error;
@@ -595,6 +612,119 @@ Error GpuQuantizer::quantizeBothLayouts(const QuantizeSpec &spec,
   QuantizeBuffers t = transposed;
   t.x = rowMajor.x;
   return run(spec, t, &rowMajor, scale, stream);
+}
+
+namespace {
+/// The byte stride of field `f` over `buffers`: the step from the first
+/// cast's address to the second's, when every address takes it; nullopt
+/// when they do not.
+template <class Field>
+std::optional<long long> uniformStride(ArrayRef<QuantizeBuffers> buffers,
+                                       Field f) {
+  const uint64_t first = f(buffers[0]);
+  const uint64_t step = f(buffers[1]) - first;
+  for (size_t g = 2; g < buffers.size(); ++g)
+    if (f(buffers[g]) != first + g * step)
+      return std::nullopt;
+  return static_cast<long long>(step);
+}
+
+/// The strides of castWithScales's one launch of these casts: the input's
+/// and each output's, where every cast's address steps by one stride from
+/// the last's, the outputs' strides are not 0 (casts writing one buffer at
+/// once would race) and keep the first cast's alignment; nullopt otherwise.
+std::optional<quantize::BatchStrides>
+getBatchStrides(const QuantizeSpec &spec, ArrayRef<QuantizeBuffers> rowMajor,
+                ArrayRef<QuantizeBuffers> transposed) {
+  const size_t count = rowMajor.size();
+  if (count < 2 || count > uint64_t(kMaxGridY) ||
+      transposed.size() != (spec.bothLayouts ? count : 0))
+    return std::nullopt;
+  // Transposed inputs are the row-major ones (or unset), and what run()
+  // checks of the first cast's buffers alone holds for every cast.
+  for (size_t g = 0; g < transposed.size(); ++g)
+    if (transposed[g].x && transposed[g].x != rowMajor[g].x)
+      return std::nullopt;
+  for (ArrayRef<QuantizeBuffers> layout : {rowMajor, transposed})
+    for (const QuantizeBuffers &b : layout)
+      if (b.local != layout[0].local || b.amax != layout[0].amax ||
+          b.gatherRows != layout[0].gatherRows ||
+          b.gatherSourceRows != layout[0].gatherSourceRows)
+        return std::nullopt;
+  ArrayRef<QuantizeBuffers> out = spec.bothLayouts ? transposed : rowMajor;
+  auto x = uniformStride(rowMajor, [](auto &b) { return b.x; });
+  auto q = uniformStride(out, [](auto &b) { return b.q; });
+  auto global = uniformStride(out, [](auto &b) { return b.global; });
+  auto counters = uniformStride(out, [](auto &b) { return b.counters; });
+  std::optional<long long> rowQ = 0, rowGlobal = 0, rowCounters = 0;
+  if (spec.bothLayouts) {
+    rowQ = uniformStride(rowMajor, [](auto &b) { return b.q; });
+    rowGlobal = uniformStride(rowMajor, [](auto &b) { return b.global; });
+    rowCounters = uniformStride(rowMajor, [](auto &b) { return b.counters; });
+  }
+  if (!x || !q || !global || !counters || !rowQ || !rowGlobal || !rowCounters)
+    return std::nullopt;
+  const bool written =
+      *q && (!out[0].global || *global) &&
+      (!spec.bothLayouts || (*rowQ && (!rowMajor[0].global || *rowGlobal)));
+  const bool aligned = *x % 16 == 0 && *q % 16 == 0 && *global % 4 == 0 &&
+                       *counters % 8 == 0 && *rowQ % 16 == 0 &&
+                       *rowGlobal % 4 == 0 && *rowCounters % 8 == 0;
+  if (!written || !aligned)
+    return std::nullopt;
+  return quantize::BatchStrides{*x,        *q,    *global,    4,
+                                *counters, *rowQ, *rowGlobal, *rowCounters};
+}
+} // namespace
+
+bool castsShareOneLaunch(const QuantizeSpec &spec,
+                         ArrayRef<QuantizeBuffers> rowMajor,
+                         ArrayRef<QuantizeBuffers> transposed) {
+  return getBatchStrides(spec, rowMajor, transposed).has_value();
+}
+
+Error GpuQuantizer::castWithScales(const QuantizeSpec &spec, CUdeviceptr scales,
+                                   ArrayRef<QuantizeBuffers> rowMajor,
+                                   ArrayRef<QuantizeBuffers> transposed,
+                                   CUstream stream) {
+  if (spec.batched)
+    return invalidArgument("castWithScales takes the spec of one cast; it "
+                           "batches the casts itself");
+  if (rowMajor.empty() && transposed.empty())
+    return Error::success();
+  if (spec.bothLayouts != !transposed.empty() ||
+      (spec.bothLayouts && transposed.size() != rowMajor.size()))
+    return invalidArgument(
+        spec.bothLayouts
+            ? "a dual-layout cast needs one transposed layout per cast"
+            : "transposed layouts are given for a single-layout spec");
+  if (!scales)
+    return invalidArgument("the scales pointer is null");
+  if (scales % 4 != 0)
+    return invalidArgument("the scales pointer must be 4-byte aligned");
+  const size_t count = rowMajor.size();
+  auto castOne = [&](size_t g) {
+    const CUdeviceptr scale = scales + 4 * g;
+    return spec.bothLayouts ? quantizeBothLayouts(spec, rowMajor[g],
+                                                  transposed[g], stream, scale)
+                            : castWithScale(spec, scale, rowMajor[g], stream);
+  };
+  std::optional<quantize::BatchStrides> strides =
+      getBatchStrides(spec, rowMajor, transposed);
+  if (!strides) {
+    for (size_t g = 0; g < count; ++g)
+      if (Error error = castOne(g))
+        return error;
+    return Error::success();
+  }
+  QuantizeSpec batched = spec;
+  batched.batched = true;
+  const Batch batch{*strides, int64_t(count)};
+  if (!spec.bothLayouts)
+    return run(batched, rowMajor[0], nullptr, scales, stream, &batch);
+  QuantizeBuffers t = transposed[0];
+  t.x = rowMajor[0].x;
+  return run(batched, t, &rowMajor[0], scales, stream, &batch);
 }
 
 } // namespace moss::runtime

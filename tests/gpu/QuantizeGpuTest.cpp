@@ -736,6 +736,128 @@ TEST(QuantizeGpuTest, CastWithAGivenScaleInBothLayouts) {
   }
 }
 
+// G experts' weights cast with their own scales (castWithScales): each
+// cast's codes, scale and counters in each layout equal the host
+// reference's of that cast alone, whether the casts' buffers are arrays in
+// the casts' order (one launch), in reverse order (one launch, negative
+// strides) or in neither (a launch each).
+TEST(QuantizeGpuTest, BatchedCastsMatchTheHostReferenceOfEachCast) {
+  REQUIRE_GPU();
+  const int64_t rows = 333, cols = 1008;
+  const size_t casts = 5, values = size_t(rows * cols);
+  // Each cast's scale over its amax / 448: below 1 some values saturate.
+  const float factors[casts] = {0.25f, 1.0f, 4.0f, 0.5f, 2.0f};
+  const std::vector<size_t> orders[3] = {
+      {0, 1, 2, 3, 4}, {4, 3, 2, 1, 0}, {2, 0, 4, 1, 3}};
+  uint64_t seed = freshSeed();
+  for (InputType input : {InputType::F32, InputType::BF16})
+    for (bool both : {false, true}) {
+      QuantizeSpec spec;
+      spec.rows = rows;
+      spec.cols = cols;
+      spec.input = input;
+      spec.options = {ScalingScheme::perTensor(), Fp8Format::E4M3, false};
+      spec.bothLayouts = both;
+      SCOPED_TRACE(describe(spec, Data::HeavyTailed, seed));
+      std::vector<float> x;
+      for (size_t g = 0; g < casts; ++g) {
+        std::vector<float> slice =
+            makeInput(Data::HeavyTailed, rows, cols, seed + g);
+        x.insert(x.end(), slice.begin(), slice.end());
+      }
+      const size_t elementBytes = input == InputType::F32 ? 4 : 2;
+      DeviceBuffer dx(x.size() * elementBytes);
+      if (input == InputType::F32) {
+        dx.upload(x.data());
+      } else {
+        std::vector<uint16_t> bf16 = toBf16(x); // x now holds the BF16 values
+        dx.upload(bf16.data());
+      }
+      std::vector<float> scales(casts);
+      for (size_t g = 0; g < casts; ++g) {
+        float amax = 0;
+        for (size_t i = 0; i < values; ++i)
+          if (std::isfinite(x[g * values + i]))
+            amax = std::max(amax, std::fabs(x[g * values + i]));
+        scales[g] = amax / 448.0f * factors[g];
+      }
+      DeviceBuffer dscales(casts * 4);
+      dscales.upload(scales.data());
+
+      for (int order = 0; order < 3; ++order) {
+        SCOPED_TRACE("order " + std::to_string(order));
+        const std::vector<size_t> &slot = orders[order];
+        // Each layout's outputs, one array per output; cast g's at slot[g].
+        struct Layout {
+          Layout(size_t casts, size_t values)
+              : q(casts * values), global(casts * 4), counters(casts * 16) {
+            q.poison();
+            global.poison();
+            std::vector<uint64_t> start;
+            for (size_t g = 0; g < casts; ++g)
+              start.insert(start.end(), {DeviceOutputs::kCounterStart[0],
+                                         DeviceOutputs::kCounterStart[1]});
+            counters.upload(start.data());
+          }
+          QuantizeBuffers at(size_t slot, size_t values) const {
+            return {0, q.get() + slot * values, 0, global.get() + slot * 4,
+                    counters.get() + slot * 16};
+          }
+          DeviceBuffer q, global, counters;
+        };
+        Layout rowOut(casts, values);
+        std::optional<Layout> tOut;
+        if (both)
+          tOut.emplace(casts, values);
+        std::vector<QuantizeBuffers> rowBuffers, tBuffers;
+        for (size_t g = 0; g < casts; ++g) {
+          rowBuffers.push_back(rowOut.at(slot[g], values));
+          rowBuffers.back().x = dx.get() + g * values * elementBytes;
+          if (both)
+            tBuffers.push_back(tOut->at(slot[g], values));
+        }
+        EXPECT_EQ(castsShareOneLaunch(spec, rowBuffers, tBuffers), order != 2);
+        llvm::Error error = gpu().quantizer->castWithScales(
+            spec, dscales.get(), rowBuffers, tBuffers, nullptr);
+        ASSERT_FALSE(bool(error)) << llvm::toString(std::move(error));
+        ASSERT_EQ(DeviceBuffer::api().streamSynchronize(nullptr), CUDA_SUCCESS);
+
+        for (size_t g = 0; g < casts; ++g) {
+          SCOPED_TRACE("cast " + std::to_string(g));
+          std::vector<float> slice(x.begin() + g * values,
+                                   x.begin() + (g + 1) * values);
+          std::vector<float> sliceT(values);
+          for (int64_t r = 0; r < rows; ++r)
+            for (int64_t c = 0; c < cols; ++c)
+              sliceT[size_t(c * rows + r)] = slice[size_t(r * cols + c)];
+          for (int layout = 0; layout < (both ? 2 : 1); ++layout) {
+            SCOPED_TRACE(layout ? "transposed" : "row-major");
+            const Layout &out = layout ? *tOut : rowOut;
+            QuantizedTensor ref = llvm::cantFail(
+                layout ? quantizeWithScale(sliceT, cols, rows, scales[g],
+                                           Fp8Format::E4M3)
+                       : quantizeWithScale(slice, rows, cols, scales[g],
+                                           Fp8Format::E4M3));
+            std::vector<uint8_t> q = out.q.download<uint8_t>();
+            expectBitsEqual(
+                std::vector<uint8_t>(q.begin() + slot[g] * values,
+                                     q.begin() + (slot[g] + 1) * values),
+                ref.codes, ref.cols, "codes");
+            EXPECT_EQ(out.global.download<float>()[slot[g]], scales[g]);
+            std::vector<uint64_t> counts = out.counters.download<uint64_t>();
+            EXPECT_EQ(counts[2 * slot[g]] - DeviceOutputs::kCounterStart[0],
+                      uint64_t(ref.stats.saturated));
+            EXPECT_EQ(counts[2 * slot[g] + 1] - DeviceOutputs::kCounterStart[1],
+                      uint64_t(ref.stats.nonFiniteBlocks));
+            if (factors[g] < 1)
+              EXPECT_GT(ref.stats.saturated, 0);
+          }
+        }
+      }
+      seed += casts;
+    }
+}
+
 // Kernels for any K (QuantizeSpec::anyK): one kernel per thread count
 // (128 here) serves K from just past the next smaller count's reach to its
 // own, with the bits of the host reference, for every row-wise scheme and

@@ -234,6 +234,16 @@ std::vector<Case> getTrainingStepCases() {
   gatheredT.gather = true;
   add("moss_t_gather_k4096", "MOSS transposed, gathered rows", gatheredT,
       false, {106, 47.5}, {80, 9.0});
+  // A mixture of experts' FP32 weights [G, 1536, 4096] cast in both layouts
+  // with their predicted scales: one expert's cast, and all experts' in one
+  // launch (the same pass on its slice's arguments).
+  QuantizeSpec expertCast =
+      makeSpec(1536, 4096, f32, perTensor, false, none, /*bothLayouts=*/true);
+  add("cast_dual_k4096", "per-tensor cast, scale, both layouts", expertCast,
+      true, {128, 94.0});
+  expertCast.batched = true;
+  add("cast_dual_batched_k4096", "per-tensor cast, scale, both, batched",
+      expertCast, true, {128, 94.0});
   return cases;
 }
 

@@ -44,6 +44,12 @@ struct QuantizeSpec {
   /// needing that many threads; ignored where the row-wise kernel does not
   /// take the spec or cuts its rows.
   bool anyK = false;
+  /// G casts of this shape with a given scale each in one launch (a mixture
+  /// of experts' weights, GpuQuantizer::castWithScales): the grid's z is the
+  /// cast, whose pointers are Args's plus z times Args::batch's strides.
+  /// Casts with a given scale only (a reduce pass's words are not sliced),
+  /// without gathered rows.
+  bool batched = false;
 };
 
 /// The transposed half of a dual-layout spec: the same options with
@@ -92,7 +98,8 @@ struct QuantizerSource {
 llvm::Error checkGpuQuantizeSpec(const QuantizeSpec &spec);
 
 /// The CUDA source for a spec (validated). `withScale` generates the
-/// per-tensor cast with a caller's scale (GpuQuantizer::castWithScale).
+/// per-tensor cast with a caller's scale (GpuQuantizer::castWithScale); a
+/// batched spec needs it.
 /// The kernels are `kernelName` and, with a reduce pass, `kernelName` +
 /// "_reduce"; with column maxima, the column pass `kernelName` +
 /// "_columns".

@@ -25,6 +25,17 @@ struct RowLayoutArgs {
   unsigned long long *nonFinite;
 };
 
+/// A batched launch's strides (QuantizeSpec::batched: G casts of one shape
+/// with a given scale each, such as a mixture of experts' weights): the slice
+/// at blockIdx.z adds blockIdx.z times each stride, in bytes, to its
+/// pointer (batch.cuh). The reduce words are never sliced: a batched
+/// launch has no reduce pass.
+struct BatchStrides {
+  long long x, q, global, scaleIn, counters;
+  /// The row-major layout's of a dual-layout cast (Args::row).
+  long long rowQ, rowGlobal, rowCounters;
+};
+
 /// Launch arguments of every quantizer kernel (all device pointers).
 struct Args {
   /// Input [rows, cols], row-major, FP32 or BF16.
@@ -69,6 +80,8 @@ struct Args {
   /// quantize pass's words (Args::globalBits).
   unsigned int *columnMax;
   int columnMaxParts;
+  /// Read only by a batched kernel.
+  BatchStrides batch;
 };
 
 } // namespace moss::quantize

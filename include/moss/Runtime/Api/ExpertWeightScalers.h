@@ -6,9 +6,12 @@
 // WeightScaler of its own would), but their device words are one array and
 // their per-step traffic is shared. A step makes one cuEventQuery per
 // snapshot that arrived, one host-to-device copy of the predicted scales,
-// one launch per expert, one device-to-host copy of every expert's counters
-// and one event record: a fixed number of driver calls where G scalers make
-// about five each.
+// the casts, one device-to-host copy of every expert's counters and one
+// event record: a fixed number of driver calls where G scalers make about
+// five each. The casts are one launch when every expert casts with its
+// prediction and the experts' buffers are one array's
+// (GpuQuantizer::castWithScales); a step that rescales an expert launches
+// each expert's own.
 //
 // The predicted scales travel through page-locked memory, which a copy may
 // still read until its step's event completes; the host therefore waits for

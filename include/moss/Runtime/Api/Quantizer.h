@@ -22,6 +22,7 @@
 #include "moss/Runtime/Cuda/Driver.h"
 #include "moss/Runtime/Cuda/StreamWorkspaces.h"
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
@@ -89,6 +90,14 @@ llvm::Expected<compiler::QuantizeSpec>
 selectCompiledSpec(KernelCache &cache, const compiler::QuantizeSpec &spec,
                    bool withScale);
 
+/// Whether GpuQuantizer::castWithScales casts `rowMajor`'s (and, for a
+/// dual-layout spec, `transposed`'s) buffers in one launch: two casts or
+/// more whose every address steps by one stride from a cast to the next,
+/// with outputs' strides not 0 and as aligned as the first cast's.
+bool castsShareOneLaunch(const compiler::QuantizeSpec &spec,
+                         llvm::ArrayRef<QuantizeBuffers> rowMajor,
+                         llvm::ArrayRef<QuantizeBuffers> transposed);
+
 /// Runs quantizations in one CUDA context: the one current at its first
 /// call (a call from another context is an error). Not thread-safe: use one
 /// per thread.
@@ -132,6 +141,20 @@ public:
                                   const QuantizeBuffers &transposed,
                                   CUstream stream, CUdeviceptr scale = 0);
 
+  /// G per-tensor casts of `spec`'s shape, cast g with the FP32 scale at
+  /// `scales` + 4 g (a device array): cast g reads rowMajor[g].x and writes
+  /// rowMajor[g]'s outputs (and, for a dual-layout spec, transposed[g]'s)
+  /// with the bits of castWithScale (quantizeBothLayouts with a scale).
+  /// Where each buffer's address steps by one stride from a cast to the
+  /// next, and the outputs' strides are not 0 (G experts' [N, K] weights in
+  /// one [G, N, K] tensor, say), the G casts are one launch; otherwise they
+  /// are launched one at a time.
+  llvm::Error castWithScales(const compiler::QuantizeSpec &spec,
+                             CUdeviceptr scales,
+                             llvm::ArrayRef<QuantizeBuffers> rowMajor,
+                             llvm::ArrayRef<QuantizeBuffers> transposed,
+                             CUstream stream);
+
   /// The generated kernels; the launch path looks them up by this key.
   struct PlanKey {
     uint64_t bits = 0;
@@ -150,12 +173,15 @@ public:
 private:
   llvm::Expected<const Plan *> getPlan(const compiler::QuantizeSpec &spec,
                                        bool withScale);
+  /// A batched launch: its casts and their strides.
+  struct Batch;
   /// `rowMajor`: the row-major outputs of a dual-layout spec, whose
-  /// `buffers` are then the transposed layout's.
+  /// `buffers` are then the transposed layout's. A batched spec launches
+  /// `batch`'s casts (`buffers` and `rowMajor` are the first's).
   llvm::Error run(const compiler::QuantizeSpec &spec,
                   const QuantizeBuffers &buffers,
                   const QuantizeBuffers *rowMajor, CUdeviceptr scale,
-                  CUstream stream);
+                  CUstream stream, const Batch *batch = nullptr);
   /// A dual-layout spec in two kernels (QuantizerVariant::columnMax): the
   /// row-wise kernel and the column pass of `plan`, then the transposed
   /// spec's quantize pass.
