@@ -24,6 +24,7 @@
 #include "gtest/gtest.h"
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 #include <string>
 #include <vector>
@@ -74,12 +75,8 @@ void launchThroughC(const compiler::GemmSpec &spec, int64_t m,
   gemmtest::launchGroupedThroughC(cSpec, m, b);
 }
 
-/// Runs case `c` through moss::gemm, or through the C API's plan.
-void checkGrouped(const GroupedCase &c, bool throughC) {
-  const uint64_t seed = std::random_device{}();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
-
+/// The GEMM of case `c`.
+compiler::GemmSpec makeSpec(const GroupedCase &c) {
   compiler::GemmSpec spec;
   spec.n = c.n;
   spec.k = c.k;
@@ -95,6 +92,15 @@ void checkGrouped(const GroupedCase &c, bool throughC) {
   }
   spec.groups = c.groups;
   spec.maskedGroups = c.masked;
+  return spec;
+}
+
+/// Runs case `c` through moss::gemm, or through the C API's plan.
+void checkGrouped(const GroupedCase &c, bool throughC) {
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const compiler::GemmSpec spec = makeSpec(c);
 
   llvm::Expected<std::vector<int64_t>> rows =
       jit::routeRows(c.groups, c.meanRows, c.routing, rng);
@@ -154,7 +160,105 @@ TEST(GroupedGemmCApiGpuTest, AMaskedPlanLaunchesWithItsCounts) {
                /*throughC=*/true);
 }
 
+/// Whether row `row` of `q` dequantizes to a NaN anywhere.
+bool hasNan(const numerics::QuantizedTensor &q, int64_t row) {
+  std::vector<double> values(size_t(q.cols));
+  numerics::dequantizeRow(q, row, values);
+  return std::any_of(values.begin(), values.end(),
+                     [](double v) { return std::isnan(v); });
+}
+
+/// NaN and Inf blocks under the dense rules (docs/NUMERICS-CONTRACT.md,
+/// 7.5): an expert's output entry is NaN exactly where its row of A or its
+/// row of B (the entry's column) dequantizes to a NaN; every other entry,
+/// that expert's and every other expert's, is finite, and the rows no
+/// expert owns keep their poison.
+void checkNonFinite(const GroupedCase &c) {
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE(c.name + ", seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const compiler::GemmSpec spec = makeSpec(c);
+  llvm::Expected<std::vector<int64_t>> rows =
+      jit::routeRows(c.groups, c.meanRows, c.routing, rng);
+  ASSERT_TRUE(bool(rows)) << llvm::toString(rows.takeError());
+  const int64_t capacity =
+      *std::max_element(rows->begin(), rows->end()) + 1 + int64_t(rng() % 3);
+  llvm::Expected<std::unique_ptr<jit::GroupedGemmProblem>> problem =
+      jit::GroupedGemmProblem::create(spec, *rows, rng(), capacity,
+                                      /*nonFinite=*/true);
+  ASSERT_TRUE(bool(problem)) << llvm::toString(problem.takeError());
+  const jit::GroupedGemmProblem &p = **problem;
+  ASSERT_FALSE(bool(p.poison()));
+  llvm::Error launched = moss::gemm(spec, p.m, p.buffers, nullptr);
+  ASSERT_FALSE(bool(launched)) << llvm::toString(std::move(launched));
+  ASSERT_EQ(DeviceBuffer::api().streamSynchronize(nullptr), CUDA_SUCCESS);
+
+  const size_t width = compiler::getByteWidth(spec.out);
+  const size_t rowBytes = size_t(spec.n) * width;
+  std::vector<uint8_t> d(size_t(p.m) * rowBytes);
+  ASSERT_EQ(DeviceBuffer::api().memcpyDtoH(d.data(), p.buffers.d, d.size()),
+            CUDA_SUCCESS);
+  std::vector<bool> owned(size_t(p.m), false);
+  int64_t nanRows = 0, nanColumns = 0, missingNan = 0, wrongNan = 0;
+  for (size_t g = 0; g < p.rows.size(); ++g) {
+    const numerics::QuantizedTensor &a = p.experts[g]->kernelA;
+    const numerics::QuantizedTensor &b = p.experts[g]->kernelB;
+    std::vector<bool> nanColumn(size_t(spec.n));
+    for (int64_t col = 0; col < spec.n; ++col)
+      nanColumns += nanColumn[size_t(col)] = hasNan(b, col);
+    for (int64_t i = 0; i < p.rows[g]; ++i) {
+      const bool nanRow = hasNan(a, i);
+      nanRows += nanRow;
+      const int64_t row = p.starts[g] + i;
+      owned[size_t(row)] = true;
+      for (int64_t col = 0; col < spec.n; ++col) {
+        const float v = jit::decodeOutputElement(
+            &d[size_t(row) * rowBytes + size_t(col) * width], spec.out);
+        if (nanRow || nanColumn[size_t(col)])
+          missingNan += !std::isnan(v);
+        else
+          wrongNan += !std::isfinite(v);
+      }
+    }
+  }
+  int64_t writtenOutside = 0;
+  for (size_t row = 0; row < owned.size(); ++row)
+    if (!owned[row])
+      writtenOutside += std::count_if(
+          d.begin() + row * rowBytes, d.begin() + (row + 1) * rowBytes,
+          [](uint8_t byte) { return byte != 0xFF; });
+  // The injection reached both operands.
+  EXPECT_GT(nanRows, 0);
+  EXPECT_GT(nanColumns, 0);
+  EXPECT_EQ(missingNan, 0) << "entries of NaN rows or columns not NaN";
+  EXPECT_EQ(wrongNan, 0) << "entries NaN or Inf outside NaN rows and columns";
+  EXPECT_EQ(writtenOutside, 0) << "bytes written outside the experts' rows";
+}
+
 const ScalingScheme kMoss = ScalingScheme::twoLevel(GlobalScope::Row, 32);
+
+TEST(GroupedGemmNonFiniteGpuTest,
+     NonFiniteBlocksMakeOnlyTheirExpertsRowsAndColumnsNan) {
+  REQUIRE_GPU();
+  if (std::string reason = gemmtest::getHopperSkipReason(); !reason.empty())
+    GTEST_SKIP() << reason;
+  const GroupedCase cases[] = {
+      {"moss_row_fold_x_tensor_8", kMoss, ScalingScheme::perTensor(), 8, 512,
+       1024, compiler::FloatType::BF16, BlockScaleFold::Row},
+      {"moss_unfolded_x_tensor_masked_8", kMoss, ScalingScheme::perTensor(), 8,
+       384, 512, compiler::FloatType::BF16, BlockScaleFold::None, false, false,
+       "random", 20, true},
+      {"group1x128_x_group128x128_5", ScalingScheme::perGroup(1, 128),
+       ScalingScheme::perGroup(128, 128), 5, 384, 512,
+       compiler::FloatType::F32},
+      {"mxfp8_x_mxfp8_6", ScalingScheme::mxfp8(), ScalingScheme::mxfp8(), 6,
+       256, 256, compiler::FloatType::BF16, BlockScaleFold::None},
+      {"row_x_row_skewed_12", ScalingScheme::perRow(), ScalingScheme::perRow(),
+       12, 256, 256, compiler::FloatType::BF16, BlockScaleFold::None, false,
+       false, "skewed", 30}};
+  for (const GroupedCase &c : cases)
+    checkNonFinite(c);
+}
 
 INSTANTIATE_TEST_SUITE_P(
     Routing, GroupedGemmGpuTest,

@@ -150,7 +150,7 @@ GroupedGemmProblem::layOut(const compiler::GemmSpec &spec,
 Expected<std::unique_ptr<GroupedGemmProblem>>
 GroupedGemmProblem::create(const compiler::GemmSpec &spec,
                            ArrayRef<int64_t> rows, uint64_t seed,
-                           int64_t capacity) {
+                           int64_t capacity, bool nonFinite) {
   Expected<std::unique_ptr<GroupedGemmProblem>> laidOut =
       layOut(spec, rows, capacity);
   if (!laidOut)
@@ -172,6 +172,18 @@ GroupedGemmProblem::create(const compiler::GemmSpec &spec,
     std::vector<float> a =
         numerics::llmActivationSample(problemRows, spec.k, rng());
     std::vector<float> b = numerics::gaussianSample(spec.n, spec.k, rng());
+    if (nonFinite) {
+      const size_t g = p->experts.size(), k = size_t(spec.k);
+      auto at = [&](int64_t rowCount) {
+        return size_t(rng() % uint64_t(rowCount)) * k + rng() % k;
+      };
+      if (g % 3 == 1 && r > 0) {
+        a[at(r)] = NAN;
+        a[at(r)] = INFINITY;
+      }
+      if (g % 4 == 2)
+        b[at(spec.n)] = -INFINITY;
+    }
     Expected<std::unique_ptr<GemmProblem>> expert =
         GemmProblem::create(dense, problemRows, a, b, rng());
     if (!expert)

@@ -69,10 +69,13 @@ class GroupedGemmProblem {
 public:
   /// The operands of `spec` (groups > 0) with `rows[g]` rows for expert g,
   /// from `seed`. Masked: each expert holds `capacity` rows (at least the
-  /// largest of `rows`).
+  /// largest of `rows`). With `nonFinite`, some experts' values hold NaN
+  /// and Inf before they are quantized: every third expert with rows (1, 4,
+  /// ...) a NaN in one row of A and an Inf in another, every fourth (2, 6,
+  /// ...) a -Inf in one row of B.
   static llvm::Expected<std::unique_ptr<GroupedGemmProblem>>
   create(const compiler::GemmSpec &spec, llvm::ArrayRef<int64_t> rows,
-         uint64_t seed, int64_t capacity = 0);
+         uint64_t seed, int64_t capacity = 0, bool nonFinite = false);
 
   /// The same buffers for timing only, made fast: A is quantized whole (m
   /// rows, its masked experts' unused rows included) and every expert gets
