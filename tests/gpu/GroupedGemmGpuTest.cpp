@@ -95,21 +95,30 @@ compiler::GemmSpec makeSpec(const GroupedCase &c) {
   return spec;
 }
 
+/// The operands of case `c` (`spec`) with its routing drawn from `rng`
+/// (GroupedGemmProblem::create's `nonFinite`).
+llvm::Expected<std::unique_ptr<jit::GroupedGemmProblem>>
+makeProblem(const GroupedCase &c, const compiler::GemmSpec &spec,
+            std::mt19937_64 &rng, bool nonFinite) {
+  llvm::Expected<std::vector<int64_t>> rows =
+      jit::routeRows(c.groups, c.meanRows, c.routing, rng);
+  if (!rows)
+    return rows.takeError();
+  // Masked: a few unused rows even for the fullest expert.
+  const int64_t capacity =
+      *std::max_element(rows->begin(), rows->end()) + 1 + int64_t(rng() % 3);
+  return jit::GroupedGemmProblem::create(spec, *rows, rng(), capacity,
+                                         nonFinite);
+}
+
 /// Runs case `c` through moss::gemm, or through the C API's plan.
 void checkGrouped(const GroupedCase &c, bool throughC) {
   const uint64_t seed = std::random_device{}();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   const compiler::GemmSpec spec = makeSpec(c);
-
-  llvm::Expected<std::vector<int64_t>> rows =
-      jit::routeRows(c.groups, c.meanRows, c.routing, rng);
-  ASSERT_TRUE(bool(rows)) << llvm::toString(rows.takeError());
-  // Masked: a few unused rows even for the fullest expert.
-  const int64_t capacity =
-      *std::max_element(rows->begin(), rows->end()) + 1 + int64_t(rng() % 3);
   llvm::Expected<std::unique_ptr<jit::GroupedGemmProblem>> problem =
-      jit::GroupedGemmProblem::create(spec, *rows, rng(), capacity);
+      makeProblem(c, spec, rng, /*nonFinite=*/false);
   ASSERT_TRUE(bool(problem)) << llvm::toString(problem.takeError());
   const jit::GroupedGemmProblem &p = **problem;
 
@@ -178,14 +187,8 @@ void checkNonFinite(const GroupedCase &c) {
   SCOPED_TRACE(c.name + ", seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   const compiler::GemmSpec spec = makeSpec(c);
-  llvm::Expected<std::vector<int64_t>> rows =
-      jit::routeRows(c.groups, c.meanRows, c.routing, rng);
-  ASSERT_TRUE(bool(rows)) << llvm::toString(rows.takeError());
-  const int64_t capacity =
-      *std::max_element(rows->begin(), rows->end()) + 1 + int64_t(rng() % 3);
   llvm::Expected<std::unique_ptr<jit::GroupedGemmProblem>> problem =
-      jit::GroupedGemmProblem::create(spec, *rows, rng(), capacity,
-                                      /*nonFinite=*/true);
+      makeProblem(c, spec, rng, /*nonFinite=*/true);
   ASSERT_TRUE(bool(problem)) << llvm::toString(problem.takeError());
   const jit::GroupedGemmProblem &p = **problem;
   ASSERT_FALSE(bool(p.poison()));
