@@ -631,8 +631,8 @@ std::optional<long long> uniformStride(ArrayRef<QuantizeBuffers> buffers,
 
 /// The strides of castWithScales's one launch of these casts: the input's
 /// and each output's, where every cast's address steps by one stride from
-/// the last's, the outputs' strides are not 0 (casts writing one buffer at
-/// once would race) and keep the first cast's alignment; nullopt otherwise.
+/// the last's, the casts' outputs do not overlap and every cast's pointers
+/// keep the first's alignment; nullopt otherwise.
 std::optional<quantize::BatchStrides>
 getBatchStrides(const QuantizeSpec &spec, ArrayRef<QuantizeBuffers> rowMajor,
                 ArrayRef<QuantizeBuffers> transposed) {
@@ -664,9 +664,16 @@ getBatchStrides(const QuantizeSpec &spec, ArrayRef<QuantizeBuffers> rowMajor,
   }
   if (!x || !q || !global || !counters || !rowQ || !rowGlobal || !rowCounters)
     return std::nullopt;
+  // Casts whose codes or globals overlap would write them at once (the
+  // counters add atomically, and may be shared).
+  const long long codes = spec.rows * spec.cols;
+  auto apart = [](long long stride, long long bytes) {
+    return stride >= bytes || stride <= -bytes;
+  };
   const bool written =
-      *q && (!out[0].global || *global) &&
-      (!spec.bothLayouts || (*rowQ && (!rowMajor[0].global || *rowGlobal)));
+      apart(*q, codes) && (!out[0].global || apart(*global, 4)) &&
+      (!spec.bothLayouts ||
+       (apart(*rowQ, codes) && (!rowMajor[0].global || apart(*rowGlobal, 4))));
   const bool aligned = *x % 16 == 0 && *q % 16 == 0 && *global % 4 == 0 &&
                        *counters % 8 == 0 && *rowQ % 16 == 0 &&
                        *rowGlobal % 4 == 0 && *rowCounters % 8 == 0;

@@ -101,6 +101,11 @@ TEST(BatchedCastTest, CastsThatAreNotOneArrayTakeALaunchEach) {
       for (QuantizeBuffers &b : both ? tt : r)
         b.q = (both ? tt : r)[0].q;
     });
+    expectApart("codes that overlap the next cast's", [&](auto &r, auto &tt) {
+      auto &layout = both ? tt : r;
+      for (size_t g = 0; g < layout.size(); ++g)
+        layout[g].q = layout[0].q + 16 * g;
+    });
     expectApart("one global for every cast", [&](auto &r, auto &tt) {
       for (QuantizeBuffers &b : both ? tt : r)
         b.global = (both ? tt : r)[0].global;

@@ -93,7 +93,8 @@ selectCompiledSpec(KernelCache &cache, const compiler::QuantizeSpec &spec,
 /// Whether GpuQuantizer::castWithScales casts `rowMajor`'s (and, for a
 /// dual-layout spec, `transposed`'s) buffers in one launch: two casts or
 /// more whose every address steps by one stride from a cast to the next,
-/// with outputs' strides not 0 and as aligned as the first cast's.
+/// whose outputs do not overlap, and whose pointers are as aligned as the
+/// first cast's.
 bool castsShareOneLaunch(const compiler::QuantizeSpec &spec,
                          llvm::ArrayRef<QuantizeBuffers> rowMajor,
                          llvm::ArrayRef<QuantizeBuffers> transposed);
@@ -146,9 +147,9 @@ public:
   /// rowMajor[g]'s outputs (and, for a dual-layout spec, transposed[g]'s)
   /// with the bits of castWithScale (quantizeBothLayouts with a scale).
   /// Where each buffer's address steps by one stride from a cast to the
-  /// next, and the outputs' strides are not 0 (G experts' [N, K] weights in
-  /// one [G, N, K] tensor, say), the G casts are one launch; otherwise they
-  /// are launched one at a time.
+  /// next and the casts' outputs do not overlap (G experts' [N, K] weights
+  /// in one [G, N, K] tensor, say: castsShareOneLaunch), the G casts are one
+  /// launch; otherwise they are launched one at a time.
   llvm::Error castWithScales(const compiler::QuantizeSpec &spec,
                              CUdeviceptr scales,
                              llvm::ArrayRef<QuantizeBuffers> rowMajor,
