@@ -33,6 +33,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 using namespace moss::numerics;
@@ -114,6 +115,10 @@ struct Case {
   BlockScaleFold fold = BlockScaleFold::None;
   /// Both layouts from one read (GpuQuantizer::quantizeBothLayouts).
   bool both = false;
+  /// Auto-scaled casts of this many experts' weights, one array of each
+  /// (GpuQuantizer::castWithScales, one launch), also timed one launch per
+  /// expert.
+  int64_t experts = 1;
 };
 
 const char *inputName(InputType input) {
@@ -236,13 +241,23 @@ int main(int argc, char **argv) {
                      ScalingScheme::perTensor(), false, true,
                      BlockScaleFold::None, true});
   }
+  // A mixture of experts' FP32 weights, each cast with its predicted scale
+  // in both layouts (GroupedLinear's step): DeepSeek-V3-like and
+  // Mixtral-like experts.
+  for (auto [experts, rows, cols] :
+       {std::tuple<int64_t, int64_t, int64_t>{64, 1536, 4096},
+        {8, 14336, 4096}})
+    cases.push_back({"experts auto both", rows, cols, InputType::F32,
+                     ScalingScheme::perTensor(), false, true,
+                     BlockScaleFold::None, true, experts});
 
   outs() << format("%-24s %-5s %-14s %9s %9s %8s %10s\n", "scheme", "in",
                    "shape", "first ms", "time us", "GB/s", "of copy");
   for (const Case &c : cases) {
-    const std::string shape = std::to_string(c.rows) + "x" +
-                              std::to_string(c.cols) +
-                              (c.transpose ? "T" : "");
+    const std::string shape =
+        (c.experts > 1 ? std::to_string(c.experts) + "x" : "") +
+        std::to_string(c.rows) + "x" + std::to_string(c.cols) +
+        (c.transpose ? "T" : "");
     const std::string line =
         std::string(c.name) + " " + inputName(c.input) + " " + shape;
     if (!onlyOpt.empty() &&
@@ -256,12 +271,16 @@ int main(int argc, char **argv) {
     spec.input = c.input;
     spec.options = {c.scheme, Fp8Format::E4M3, c.transpose, c.fold};
     spec.bothLayouts = c.both;
-    size_t elements = size_t(c.rows * c.cols);
-    size_t inBytes = elements * (c.input == InputType::F32 ? 4 : 2);
-    CUdeviceptr x = alloc(inBytes), scale = alloc(4);
-    fillRandom(x, elements, c.input);
-    float predicted = 0.5f;
-    check(api->memcpyHtoD(scale, &predicted, 4), "cuMemcpyHtoD");
+    // (Every expert's: the experts' arrays hold `elements` each.)
+    const size_t elements = size_t(c.rows * c.cols);
+    const size_t elementBytes = c.input == InputType::F32 ? 4 : 2;
+    const size_t experts = size_t(c.experts);
+    size_t inBytes = elements * elementBytes * experts;
+    CUdeviceptr x = alloc(inBytes), scale = alloc(4 * experts);
+    fillRandom(x, elements * experts, c.input);
+    const std::vector<float> predicted(experts, 0.5f);
+    check(api->memcpyHtoD(scale, predicted.data(), 4 * experts),
+          "cuMemcpyHtoD");
     // One layout's outputs (both layouts: row-major, then transposed).
     size_t outBytes = 0;
     std::vector<CUdeviceptr> allocations = {x, scale};
@@ -270,19 +289,33 @@ int main(int argc, char **argv) {
       size_t localBytes = size_t(layout.localRows * layout.localCols *
                                  layout.localElementBytes);
       size_t globalBytes = size_t(layout.globalCount) * 4;
-      QuantizeBuffers b{x, alloc(elements), localBytes ? alloc(localBytes) : 0,
-                        globalBytes ? alloc(globalBytes) : 0, 0};
+      QuantizeBuffers b{x, alloc(elements * experts),
+                        localBytes ? alloc(localBytes * experts) : 0,
+                        globalBytes ? alloc(globalBytes * experts) : 0, 0};
       allocations.insert(allocations.end(), {b.q, b.local, b.global});
-      outBytes += elements + localBytes + globalBytes;
-      return b;
+      outBytes += (elements + localBytes + globalBytes) * experts;
+      // Expert g's: its part of each array.
+      std::vector<QuantizeBuffers> parts(experts, b);
+      for (size_t g = 0; g < experts; ++g) {
+        parts[g].x += g * elements * elementBytes;
+        parts[g].q += g * elements;
+        parts[g].global += parts[g].global ? g * globalBytes : 0;
+      }
+      return parts;
     };
-    const QuantizeBuffers buffers = outputs(spec);
+    const std::vector<QuantizeBuffers> rowMajor = outputs(spec);
+    const QuantizeBuffers &buffers = rowMajor[0];
+    const std::vector<QuantizeBuffers> transposedParts =
+        c.both ? outputs(getTransposedSpec(spec))
+               : std::vector<QuantizeBuffers>();
     const QuantizeBuffers transposed =
-        c.both ? outputs(getTransposedSpec(spec)) : QuantizeBuffers{};
+        c.both ? transposedParts[0] : QuantizeBuffers{};
     QuantizeSpec timed = spec;
     auto run = [&] {
       Error error =
-          c.both
+          experts > 1 ? quantizer.castWithScales(timed, scale, rowMajor,
+                                                 transposedParts, nullptr)
+          : c.both
               ? quantizer.quantizeBothLayouts(timed, buffers, transposed,
                                               nullptr, c.autoScaled ? scale : 0)
           : c.autoScaled
@@ -308,6 +341,21 @@ int main(int argc, char **argv) {
       outs() << format("%-24s %-5s %-14s %9.1f %9.1f %8.0f %9.1f%%\n", c.name,
                        inputName(c.input), shape.c_str(), firstMs, ms * 1e3,
                        gbs, 100.0 * gbs / copyGBs);
+    if (experts > 1 && !firstCallsOnly) {
+      double apartMs = medianMs([&] {
+        for (size_t g = 0; g < experts; ++g)
+          if (Error error = quantizer.quantizeBothLayouts(
+                  timed, rowMajor[g], transposedParts[g], nullptr,
+                  scale + 4 * g))
+            die(std::move(error));
+      });
+      outs() << format("%-24s %-5s %-14s %9s %9.1f %8.0f %9.1f%%  one "
+                       "launch per expert; one launch is %.3fx as fast\n",
+                       c.name, inputName(c.input), shape.c_str(), "",
+                       apartMs * 1e3, bytes / (apartMs * 1e-3) / 1e9,
+                       100.0 * bytes / (apartMs * 1e-3) / 1e9 / copyGBs,
+                       apartMs / ms);
+    }
     timed.anyK = true;
     if (anyKOpt && !firstCallsOnly &&
         chooseQuantizerVariant(timed, c.autoScaled).anyK) {
