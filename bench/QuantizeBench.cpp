@@ -25,6 +25,7 @@
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -341,6 +342,13 @@ int main(int argc, char **argv) {
       outs() << format("%-24s %-5s %-14s %9.1f %9.1f %8.0f %9.1f%%\n", c.name,
                        inputName(c.input), shape.c_str(), firstMs, ms * 1e3,
                        gbs, 100.0 * gbs / copyGBs);
+    // A second timing of the case, in a row of its own after `note`.
+    auto reportAlso = [&](double otherMs, const std::string &note) {
+      const double otherGBs = bytes / (otherMs * 1e-3) / 1e9;
+      outs() << format("%-24s %-5s %-14s %9s %9.1f %8.0f %9.1f%%  %s\n", c.name,
+                       inputName(c.input), shape.c_str(), "", otherMs * 1e3,
+                       otherGBs, 100.0 * otherGBs / copyGBs, note.c_str());
+    };
     if (experts > 1 && !firstCallsOnly) {
       double apartMs = medianMs([&] {
         for (size_t g = 0; g < experts; ++g)
@@ -349,24 +357,18 @@ int main(int argc, char **argv) {
                   scale + 4 * g))
             die(std::move(error));
       });
-      outs() << format("%-24s %-5s %-14s %9s %9.1f %8.0f %9.1f%%  one "
-                       "launch per expert; one launch is %.3fx as fast\n",
-                       c.name, inputName(c.input), shape.c_str(), "",
-                       apartMs * 1e3, bytes / (apartMs * 1e-3) / 1e9,
-                       100.0 * bytes / (apartMs * 1e-3) / 1e9 / copyGBs,
-                       apartMs / ms);
+      reportAlso(apartMs, formatv("one launch per expert; one launch is "
+                                  "{0:F3}x as fast",
+                                  apartMs / ms));
     }
     timed.anyK = true;
     if (anyKOpt && !firstCallsOnly &&
         chooseQuantizerVariant(timed, c.autoScaled).anyK) {
       run(); // (compiles it)
       double anyMs = medianMs(run);
-      outs() << format("%-24s %-5s %-14s %9s %9.1f %8.0f %9.1f%%  any K, "
-                       "%.3fx the K-specialized kernel's speed\n",
-                       c.name, inputName(c.input), shape.c_str(), "",
-                       anyMs * 1e3, bytes / (anyMs * 1e-3) / 1e9,
-                       100.0 * bytes / (anyMs * 1e-3) / 1e9 / copyGBs,
-                       ms / anyMs);
+      reportAlso(anyMs, formatv("any K, {0:F3}x the K-specialized kernel's "
+                                "speed",
+                                ms / anyMs));
     }
     for (CUdeviceptr p : allocations)
       if (p)
