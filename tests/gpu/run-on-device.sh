@@ -2,7 +2,7 @@
 # Runs the GPU suites and benchmarks on a machine with a GPU, from binaries
 # built elsewhere. Logs go to $MOSS_GPU_LOG_DIR (default ./gpu-logs).
 #
-#   bash tests/gpu/run-on-device.sh BIN_DIR [quick|gemm|jitbench|sanitize|bench|all]
+#   bash tests/gpu/run-on-device.sh BIN_DIR [quick|gemm|jitbench|sanitize|bench|fold|grouped|all]
 #
 #   quick  driver, quantizer and C API suites, GEMM on 129x257x96
 #   gemm   the GEMM suites and moss-jit run
@@ -10,11 +10,13 @@
 #   sanitize  compute-sanitizer memcheck and racecheck, one small GEMM per variant (both epilogue stores)
 #   bench  the benchmarks (quantizers, GEMM against cuBLASLt)
 #   fold   the fold suite, its sanitizer runs and the fold benchmarks
+#   grouped  the grouped GEMM suites (m- and k-grouped, non-finite blocks),
+#            the experts' batched casts and moss-bench-grouped --quick
 #   all    (default) everything
 #
 # Exits 1, naming them, when any suite or benchmark fails.
 set -uo pipefail
-bin="${1:?usage: run-on-device.sh BIN_DIR [quick|gemm|jitbench|sanitize|bench|all]}"
+bin="${1:?usage: run-on-device.sh BIN_DIR [quick|gemm|jitbench|sanitize|bench|fold|grouped|all]}"
 mode="${2:-all}"
 out="${MOSS_GPU_LOG_DIR:-./gpu-logs}"
 mkdir -p "$out"
@@ -153,6 +155,15 @@ VARIANTS
   done
 }
 
+grouped() {
+  run grouped-gemm-gpu-test "$bin/GroupedGemmGpuTest"
+  run k-grouped-gemm-gpu-test "$bin/KGroupedGemmGpuTest"
+  run batched-cast-gpu-test "$bin/QuantizeGpuTest" --gtest_filter='*Batched*'
+  run expert-scalers-test "$bin/CApiTest" --gtest_filter='*Expert*'
+  run grouped-bench "$bin/moss-bench-grouped" --quick
+  run experts-cast-bench "$bin/moss-bench-quantize" --only 'experts auto'
+}
+
 benches() {
   fresh_caches
   run quantize-bench "$bin/moss-bench-quantize"
@@ -170,7 +181,8 @@ case "$mode" in
   sanitize) sanitize ;;
   bench) benches ;;
   fold) fold ;;
-  all) suites; gemm; jitbench; sanitize; fold; benches ;;
+  grouped) grouped ;;
+  all) suites; gemm; jitbench; sanitize; fold; grouped; benches ;;
   *) echo "unknown mode $mode"; exit 2 ;;
 esac
 if [ "${#failed[@]}" -gt 0 ]; then
