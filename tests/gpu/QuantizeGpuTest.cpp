@@ -699,18 +699,26 @@ TEST(QuantizeGpuTest, CastWithAGivenScale) {
   EXPECT_EQ(dglobal.download<float>()[0], scale);
 }
 
+/// The per-tensor E4M3 cast of [rows, cols] weights, in both layouts where
+/// `bothLayouts`.
+QuantizeSpec weightCastSpec(int64_t rows, int64_t cols, InputType input,
+                            bool bothLayouts) {
+  QuantizeSpec spec;
+  spec.rows = rows;
+  spec.cols = cols;
+  spec.input = input;
+  spec.options = {ScalingScheme::perTensor(), Fp8Format::E4M3, false};
+  spec.bothLayouts = bothLayouts;
+  return spec;
+}
+
 // The weights' cast in both layouts (the forward's W and the data
 // gradient's W^T) from one read.
 TEST(QuantizeGpuTest, CastWithAGivenScaleInBothLayouts) {
   REQUIRE_GPU();
   const int64_t rows = 333, cols = 1000;
   for (InputType input : {InputType::F32, InputType::BF16}) {
-    QuantizeSpec spec;
-    spec.rows = rows;
-    spec.cols = cols;
-    spec.input = input;
-    spec.options = {ScalingScheme::perTensor(), Fp8Format::E4M3, false};
-    spec.bothLayouts = true;
+    const QuantizeSpec spec = weightCastSpec(rows, cols, input, true);
     Input in(spec, Data::HeavyTailed, freshSeed());
     const float scale = 0.004f; // below amax / 448: some values saturate
     std::vector<float> xt(in.x.size());
@@ -752,12 +760,7 @@ TEST(QuantizeGpuTest, BatchedCastsMatchTheHostReferenceOfEachCast) {
   uint64_t seed = freshSeed();
   for (InputType input : {InputType::F32, InputType::BF16})
     for (bool both : {false, true}) {
-      QuantizeSpec spec;
-      spec.rows = rows;
-      spec.cols = cols;
-      spec.input = input;
-      spec.options = {ScalingScheme::perTensor(), Fp8Format::E4M3, false};
-      spec.bothLayouts = both;
+      const QuantizeSpec spec = weightCastSpec(rows, cols, input, both);
       SCOPED_TRACE(describe(spec, Data::HeavyTailed, seed));
       std::vector<float> x;
       for (size_t g = 0; g < casts; ++g) {
