@@ -17,7 +17,6 @@
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/raw_ostream.h"
 
-#include <cstring>
 #include <optional>
 
 using namespace llvm;
@@ -88,15 +87,9 @@ Error ExpertWeightScalers::observe(int index) {
   const SlotSteps &slot = slotSteps[index];
   const char *snapshots = ring->slot(index);
   for (size_t g = 0; g < size(); ++g) {
-    WeightScalerState state;
-    std::memcpy(&state, snapshots + g * sizeof(state), sizeof(state));
-    WeightScaleObservation observation;
-    observation.step = slot.step;
-    observation.saturatedTotal = state.saturated;
-    observation.nonFiniteTotal = state.nonFinite;
-    if (slot.rescale[g])
-      observation.amax = state.amax;
-    if (Error error = planners[g].observe(observation))
+    if (Error error = planners[g].observe(
+            readSnapshot(snapshots + g * sizeof(WeightScalerState), slot.step,
+                         slot.rescale[g])))
       return forExpert(g, std::move(error));
   }
   return Error::success();

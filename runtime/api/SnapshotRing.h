@@ -38,7 +38,6 @@ public:
   /// The device words the scaler's kernels count into.
   CUdeviceptr device() const { return words; }
 
-  int outstanding() const { return count; }
   bool full() const { return count == kSlots; }
   /// The slot the next step fills.
   int nextIndex() const { return (oldest + count) % kSlots; }

@@ -45,10 +45,6 @@ Error checkLearningRate(double lr) {
   return Error::success();
 }
 
-using DeviceState = WeightScalerState;
-constexpr unsigned kScaleOffset = kWeightScalerScaleOffset;
-constexpr unsigned kAmaxOffset = kWeightScalerAmaxOffset;
-
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -305,8 +301,8 @@ WeightScaler::create(GpuQuantizer &quantizer,
     return planner.takeError();
   std::unique_ptr<WeightScaler> scaler(
       new WeightScaler(quantizer, std::move(*planner)));
-  if (Error error =
-          scaler->ring->allocate(sizeof(DeviceState), sizeof(DeviceState)))
+  if (Error error = scaler->ring->allocate(sizeof(WeightScalerState),
+                                           sizeof(WeightScalerState)))
     return std::move(error);
   return std::move(scaler);
 }
@@ -315,15 +311,8 @@ WeightScaler::~WeightScaler() = default;
 
 Error WeightScaler::poll() {
   return ring->takeLanded([&](int index) {
-    DeviceState state;
-    std::memcpy(&state, ring->slot(index), sizeof(state));
-    WeightScaleObservation observation;
-    observation.step = slotSteps[index].step;
-    observation.saturatedTotal = state.saturated;
-    observation.nonFiniteTotal = state.nonFinite;
-    if (slotSteps[index].rescale)
-      observation.amax = state.amax;
-    return planner.observe(observation);
+    return planner.observe(readSnapshot(
+        ring->slot(index), slotSteps[index].step, slotSteps[index].rescale));
   });
 }
 
@@ -354,9 +343,10 @@ WeightScaler::castStepChecked(double lr, const QuantizeSpec &spec,
   // The counters are cumulative (zeroed once, on the first step's stream):
   // a snapshot the host never reads loses no count, only time.
   if (!zeroed) {
-    if (Error error = checkCuda(
-            api->memsetD8Async(deviceState, 0, sizeof(DeviceState), stream),
-            "cuMemsetD8Async(weight scaler state)"))
+    if (Error error =
+            checkCuda(api->memsetD8Async(deviceState, 0,
+                                         sizeof(WeightScalerState), stream),
+                      "cuMemsetD8Async(weight scaler state)"))
       return std::move(error);
     zeroed = true;
   }
@@ -371,7 +361,7 @@ WeightScaler::castStepChecked(double lr, const QuantizeSpec &spec,
     // the next anchor. (A_0 = scale * max would not be exact: the scale is
     // amax / max rounded to FP32, and the product rounds again, possibly
     // below the amax, which would make the first prediction undershoot.)
-    launch.amax = deviceState + kAmaxOffset;
+    launch.amax = deviceState + kWeightScalerAmaxOffset;
     if (Error error = transposed ? quantizer.quantizeBothLayouts(
                                        spec, launch, transposedLaunch, stream)
                                  : quantizer.quantize(spec, launch, stream))
@@ -382,10 +372,11 @@ WeightScaler::castStepChecked(double lr, const QuantizeSpec &spec,
     uint32_t bits;
     std::memcpy(&bits, &decision->scale, 4);
     if (Error error = checkCuda(
-            api->memsetD32Async(deviceState + kScaleOffset, bits, 1, stream),
+            api->memsetD32Async(deviceState + kWeightScalerScaleOffset, bits, 1,
+                                stream),
             "cuMemsetD32Async(weight scaler scale)"))
       return std::move(error);
-    const CUdeviceptr scale = deviceState + kScaleOffset;
+    const CUdeviceptr scale = deviceState + kWeightScalerScaleOffset;
     if (Error error =
             transposed ? quantizer.quantizeBothLayouts(
                              spec, launch, transposedLaunch, stream, scale)
@@ -404,7 +395,7 @@ WeightScaler::castStepChecked(double lr, const QuantizeSpec &spec,
   const int index = ring->nextIndex();
   if (Error error =
           checkCuda(api->memcpyDtoHAsync(ring->slot(index), deviceState,
-                                         sizeof(DeviceState), stream),
+                                         sizeof(WeightScalerState), stream),
                     "cuMemcpyDtoHAsync(weight scaler snapshot)"))
     return std::move(error);
   if (Error error = ring->push(stream))

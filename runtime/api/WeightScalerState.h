@@ -8,8 +8,11 @@
 #ifndef MOSS_RUNTIME_API_WEIGHTSCALERSTATE_H
 #define MOSS_RUNTIME_API_WEIGHTSCALERSTATE_H
 
+#include "moss/Runtime/Api/WeightScaler.h"
+
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace moss::runtime {
 
@@ -28,6 +31,22 @@ static_assert(sizeof(WeightScalerState) == 24, "the copy is 24 bytes");
 constexpr unsigned kWeightScalerScaleOffset =
     offsetof(WeightScalerState, scale);
 constexpr unsigned kWeightScalerAmaxOffset = offsetof(WeightScalerState, amax);
+
+/// What a step's snapshot of one scaler's words (at `snapshot`, in a
+/// page-locked slot) tells its planner: the counters and, after a rescale,
+/// the amax it found.
+inline WeightScaleObservation readSnapshot(const char *snapshot, int64_t step,
+                                           bool rescale) {
+  WeightScalerState state;
+  std::memcpy(&state, snapshot, sizeof(state));
+  WeightScaleObservation observation;
+  observation.step = step;
+  observation.saturatedTotal = state.saturated;
+  observation.nonFiniteTotal = state.nonFinite;
+  if (rescale)
+    observation.amax = state.amax;
+  return observation;
+}
 
 } // namespace moss::runtime
 
