@@ -90,7 +90,7 @@ numerics::BlockScaleFold GemmSpec::getFold(int64_t rows) const {
   if (fold)
     return *fold;
   if (rows == kDynamic)
-    rows = isDynamicM() ? TilingOptions().assumedM : m;
+    rows = isDynamicM() ? kAssumedM : m;
   return out == FloatType::F32 || rows < kMinRowsToFold
              ? numerics::BlockScaleFold::None
              : numerics::BlockScaleFold::Row;

@@ -587,8 +587,7 @@ compiler::selectTilingForLaunch(const GemmSpec &spec, int64_t m,
                                 const TargetInfo &target,
                                 TilingOptions options) {
   if (spec.isDynamicM()) {
-    int64_t bucket = static_cast<int64_t>(
-        llvm::bit_ceil(static_cast<uint64_t>(std::max<int64_t>(m, 1))));
+    int64_t bucket = getRowsBucket(m);
     if (bucket < options.assumedM)
       options.assumedM = bucket;
   }

@@ -33,12 +33,6 @@ static const char *getFormatName(numerics::Fp8Format format) {
   return format == numerics::Fp8Format::E4M3 ? "e4m3" : "e5m2";
 }
 
-int64_t compiler::getTuningBucket(int64_t m) {
-  if (m <= 1)
-    return 1;
-  return static_cast<int64_t>(llvm::bit_ceil(static_cast<uint64_t>(m)));
-}
-
 //===----------------------------------------------------------------------===//
 // TuningKey
 //===----------------------------------------------------------------------===//
@@ -54,7 +48,7 @@ TuningKey TuningKey::get(const GemmSpec &spec, const TargetInfo &target,
   key.mma = spec.multipliesInF16() ? "f16" : "fp8";
   key.n = spec.n;
   key.k = spec.k;
-  key.mBucket = getTuningBucket(m);
+  key.mBucket = getRowsBucket(m);
   return key;
 }
 
@@ -242,7 +236,7 @@ Expected<TuningEntry> readEntry(const json::Object &object,
   if (!isPowerOf2_64(static_cast<uint64_t>(key.mBucket)))
     return reader.fail("'m_bucket' is " + Twine(key.mBucket) +
                        "; expected a power of two");
-  if (getTuningBucket(entry.m) != key.mBucket)
+  if (getRowsBucket(entry.m) != key.mBucket)
     return reader.fail("'m' is " + Twine(entry.m) +
                        ", which is not in bucket " + Twine(key.mBucket) +
                        " (expected " + Twine(key.mBucket / 2 + 1) + " to " +

@@ -127,8 +127,9 @@ typedef struct moss_quantize_spec_t {
   /* Block extent across rows: 1 (or 0, meaning 1), or block_cols for
    * square per-group blocks (e.g. 128x128 weights). */
   int64_t block_rows;
-  /* Block extent along K: per-group, MXFP8 (always 32), two-level; ignored
-   * by per-tensor and per-row. */
+  /* Block extent along K: per-group, MXFP8 (always 32), two-level; 0 for
+   * the scheme's default (128 per-group, 32 otherwise); ignored by
+   * per-tensor and per-row. */
   int64_t block_cols;
   int32_t global_scope; /* moss_global_scope_t; two-level only */
   int32_t format;       /* moss_fp8_format_t */

@@ -285,5 +285,20 @@ class GemmSpecLayoutTest(unittest.TestCase):
         self.assertEqual(spec.groups, 0)
 
 
+class SchemeDefaultsTest(unittest.TestCase):
+    def test_default_blocks_are_libmoss_s(self):
+        # parse_block's defaults mirror the library's (a block_cols of 0 in
+        # a C spec): a quantization of 4096 columns has 4096 / block_cols
+        # block scales per row.
+        from moss_jit import schemes
+        for scheme in schemes.BLOCKED:
+            rows, cols = schemes.parse_block(scheme, None)
+            with self.subTest(scheme=scheme):
+                _, layout = schemes.quantize_spec(
+                    4, 4096, "f32", scheme, "e4m3", 1, 0, "tensor", False,
+                    "none", host=True)
+                self.assertEqual((rows, layout.local_cols), (1, 4096 // cols))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -85,7 +85,9 @@ moss_error_t convertSpec(const moss_quantize_spec_t *spec, QuantizeSpec &out,
   bool blocked = scheme.kind == ScalingKind::PerGroup ||
                  scheme.kind == ScalingKind::MXFP8 ||
                  scheme.kind == ScalingKind::TwoLevel;
-  scheme.blockCols = blocked ? spec->block_cols : 0;
+  scheme.blockCols = !blocked                ? 0
+                     : spec->block_cols == 0 ? getDefaultBlockCols(scheme.kind)
+                                             : spec->block_cols;
   scheme.blockRows = spec->block_rows == 0 ? 1 : spec->block_rows;
   scheme.global = fields.scope;
   result.options.format = fields.format;
@@ -425,7 +427,7 @@ void moss_quantize_spec_init(moss_quantize_spec_t *spec) {
   spec->input = MOSS_INPUT_BF16;
   spec->scheme = MOSS_SCHEME_MOSS;
   spec->block_rows = 1;
-  spec->block_cols = 32;
+  spec->block_cols = getDefaultBlockCols(ScalingKind::TwoLevel);
   spec->global_scope = MOSS_GLOBAL_ROW;
   spec->format = MOSS_FORMAT_E4M3;
   spec->transpose = 0;

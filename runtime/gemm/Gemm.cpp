@@ -182,11 +182,9 @@ GemmRunner::prepare(const GemmSpec &spec, int64_t m,
 Expected<const GemmKernelInfo *>
 GemmRunner::prepare(const GemmSpec &spec, const GemmOptions &options) {
   // A k-grouped GEMM's plan is the same at every K (its launch extent).
-  return prepare(spec,
-                 spec.groupedK ? 0
-                               : compiler::getTuningM(
-                                     spec, compiler::TilingOptions().assumedM),
-                 options);
+  return prepare(
+      spec, spec.groupedK ? 0 : compiler::getTuningM(spec, compiler::kAssumedM),
+      options);
 }
 
 Error GemmRunner::run(const GemmSpec &asked, int64_t m,

@@ -35,6 +35,8 @@ moss_error_t convertOperand(const moss_gemm_operand_spec_t &in, char name,
   format = fields.format;
   auto global = fields.scope;
   int64_t rows = in.block_rows == 0 ? 1 : in.block_rows;
+  int64_t cols = in.block_cols == 0 ? numerics::getDefaultBlockCols(fields.kind)
+                                    : in.block_cols;
   switch (fields.kind) {
   case ScalingKind::PerTensor:
     scheme = ScalingScheme::perTensor();
@@ -42,17 +44,14 @@ moss_error_t convertOperand(const moss_gemm_operand_spec_t &in, char name,
   case ScalingKind::PerRow:
     scheme = ScalingScheme::perRow();
     break;
-  case ScalingKind::PerGroup: {
-    int64_t cols = in.block_cols == 0 ? 128 : in.block_cols;
+  case ScalingKind::PerGroup:
     scheme = ScalingScheme::perGroup(rows, cols);
     break;
-  }
   case ScalingKind::MXFP8:
     scheme = ScalingScheme::mxfp8();
     break;
   case ScalingKind::TwoLevel:
-    scheme = ScalingScheme::twoLevel(global,
-                                     in.block_cols == 0 ? 32 : in.block_cols);
+    scheme = ScalingScheme::twoLevel(global, cols);
     break;
   }
   return nullptr;

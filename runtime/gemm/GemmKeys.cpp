@@ -77,8 +77,8 @@ GemmRunner::Key moss::detail::makePlanKey(const GemmSpec &spec, int64_t m,
                                           const GemmOptions &options) {
   GemmRunner::Key key;
   packSpec(spec, key);
-  uint64_t bucket = Log2_64(
-      uint64_t(compiler::getTuningBucket(compiler::getTuningM(spec, m))));
+  uint64_t bucket =
+      Log2_64(uint64_t(compiler::getRowsBucket(compiler::getTuningM(spec, m))));
   // The database: the default (0), none (1) or a path given (2, hashed).
   uint64_t database = 0;
   if (const std::optional<std::string> &path = options.tuningDatabase)

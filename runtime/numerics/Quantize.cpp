@@ -42,7 +42,7 @@ ScalingScheme ScalingScheme::perGroup(int64_t blockRows, int64_t blockCols) {
 ScalingScheme ScalingScheme::mxfp8() {
   ScalingScheme s;
   s.kind = ScalingKind::MXFP8;
-  s.blockCols = 32;
+  s.blockCols = getDefaultBlockCols(ScalingKind::MXFP8);
   return s;
 }
 

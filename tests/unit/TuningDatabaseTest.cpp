@@ -61,14 +61,14 @@ std::string errorOf(llvm::Expected<TuningDatabase> database) {
 }
 
 TEST(TuningDatabaseTest, Buckets) {
-  EXPECT_EQ(getTuningBucket(0), 1);
-  EXPECT_EQ(getTuningBucket(1), 1);
-  EXPECT_EQ(getTuningBucket(2), 2);
-  EXPECT_EQ(getTuningBucket(16), 16);
-  EXPECT_EQ(getTuningBucket(17), 32);
-  EXPECT_EQ(getTuningBucket(2048), 2048);
-  EXPECT_EQ(getTuningBucket(3000), 4096);
-  EXPECT_EQ(getTuningBucket(16384), 16384);
+  EXPECT_EQ(getRowsBucket(0), 1);
+  EXPECT_EQ(getRowsBucket(1), 1);
+  EXPECT_EQ(getRowsBucket(2), 2);
+  EXPECT_EQ(getRowsBucket(16), 16);
+  EXPECT_EQ(getRowsBucket(17), 32);
+  EXPECT_EQ(getRowsBucket(2048), 2048);
+  EXPECT_EQ(getRowsBucket(3000), 4096);
+  EXPECT_EQ(getRowsBucket(16384), 16384);
 }
 
 TEST(TuningDatabaseTest, RoundTrip) {

@@ -35,7 +35,9 @@ Expected<ScalingScheme> makeScheme(SchemeName name, StringRef block,
                       "schemes, which have no blocks");
 
   int64_t blockRows = 1;
-  int64_t blockCols = name == SchemeName::PerGroup ? 128 : 32;
+  int64_t blockCols =
+      getDefaultBlockCols(name == SchemeName::PerGroup ? ScalingKind::PerGroup
+                                                       : ScalingKind::TwoLevel);
   if (!block.empty()) {
     auto [rowsText, colsText] = block.split('x');
     if (!block.contains('x')) {

@@ -315,7 +315,7 @@ Error tune::checkShapes(const std::vector<TuneShape> &shapes) {
           compiler::TuningKey::get(other.spec, any, other.m))
         return error(shape.origin + ": " + shape.getShapeText() +
                      " is in the same database entry (M bucket <= " +
-                     Twine(compiler::getTuningBucket(shape.m)) + ") as " +
+                     Twine(compiler::getRowsBucket(shape.m)) + ") as " +
                      other.getShapeText() + " from " + other.origin +
                      "; the database keeps one entry per M bucket");
     }

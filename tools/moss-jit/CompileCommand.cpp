@@ -93,7 +93,7 @@ int runCompile() {
   int64_t rows = spec->groupedK ? 0
                  : spec->m != compiler::GemmSpec::kDynamic
                      ? spec->m
-                     : compiler::TilingOptions().assumedM;
+                     : compiler::kAssumedM;
   std::unique_ptr<GemmRunner> runner =
       GemmRunner::createForTarget(runtime::getDefaultKernelCache(), target);
   GemmOptions runOptions;

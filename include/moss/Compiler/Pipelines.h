@@ -17,6 +17,7 @@
 #define MOSS_COMPILER_PIPELINES_H
 
 #include "moss/Compiler/Compile.h"
+#include "moss/Compiler/PlannedRows.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
@@ -39,7 +40,7 @@ struct GemmPipelineOptions : public PassPipelineOptions<GemmPipelineOptions> {
   PassOptions::Option<int64_t> assumedM{
       *this, "assumed-m",
       llvm::cl::desc("The M the tiling heuristic plans for when M is dynamic"),
-      llvm::cl::init(4096)};
+      llvm::cl::init(::moss::compiler::kAssumedM)};
   PassOptions::Option<bool> allowSplitK{
       *this, "allow-split-k",
       llvm::cl::desc("Let the tiling heuristic split K"),

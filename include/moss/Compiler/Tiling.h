@@ -12,6 +12,7 @@
 #define MOSS_COMPILER_TILING_H
 
 #include "moss/Compiler/GemmSpec.h"
+#include "moss/Compiler/PlannedRows.h"
 #include "moss/Compiler/TilingLimits.h"
 #include "moss/Numerics/TensorCoreModel.h"
 
@@ -180,7 +181,7 @@ llvm::Error checkTiling(const GemmSpec &spec, const TileConfig &tiling,
 /// Knobs of the heuristic.
 struct TilingOptions {
   /// The M the heuristic plans for when `spec.m` is dynamic.
-  int64_t assumedM = 4096;
+  int64_t assumedM = kAssumedM;
   /// Whether to consider split-K (only for f32 outputs without amax, where
   /// the slices can be summed with atomics). The kernel does not implement
   /// split-K yet.

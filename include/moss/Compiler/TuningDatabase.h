@@ -8,7 +8,7 @@
 //
 // An entry is keyed by the GPU (arch and SM count), the operands (FP8 format
 // and scaling scheme of A and of B), the output type, N, K and an M bucket
-// (getTuningBucket). Entries measured on another arch or SM count never
+// (getRowsBucket). Entries measured on another arch or SM count never
 // match; a lookup can say why through its note callback. A file that fails
 // any check loads as an error, which callers report and then ignore: a
 // corrupt database is never trusted.
@@ -47,10 +47,6 @@ constexpr llvm::StringLiteral kTuningDatabaseFormat = "moss-tuning-db";
 /// rejected.
 constexpr int64_t kTuningDatabaseVersion = 1;
 
-/// The M bucket of `m` rows: the smallest power of two >= max(m, 1), so
-/// bucket B holds the M in (B / 2, B] (bucket 1 holds M = 1).
-int64_t getTuningBucket(int64_t m);
-
 /// What an entry is keyed by.
 struct TuningKey {
   /// The GPU: CUDA arch (e.g. "sm_90a") and streaming multiprocessors.
@@ -65,7 +61,7 @@ struct TuningKey {
   /// apart. Written only when "f16", so FP8 entries read as before.
   std::string mma = "fp8";
   int64_t n = 0, k = 0;
-  /// getTuningBucket of the M.
+  /// getRowsBucket of the M.
   int64_t mBucket = 1;
 
   /// The key of `spec` at `m` rows on `target` (the bias, accumulate and

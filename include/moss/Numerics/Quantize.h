@@ -34,6 +34,21 @@ enum class ScalingKind : uint8_t {
   TwoLevel
 };
 
+/// A scheme's block extent along K where none is given: 128 for per-group
+/// (1x128 activations, 128x128 weights), 32 for MXFP8 (OCP MX v1.0, its only
+/// size) and two-level (docs/METHOD.md); 0 for schemes without blocks.
+constexpr int64_t getDefaultBlockCols(ScalingKind kind) {
+  switch (kind) {
+  case ScalingKind::PerGroup:
+    return 128;
+  case ScalingKind::MXFP8:
+  case ScalingKind::TwoLevel:
+    return 32;
+  default:
+    return 0;
+  }
+}
+
 /// Granularity of the FP32 global scale of the two-level scheme.
 enum class GlobalScope : uint8_t { Tensor, Row };
 
@@ -52,7 +67,9 @@ struct ScalingScheme {
   static ScalingScheme perRow();
   static ScalingScheme perGroup(int64_t blockRows, int64_t blockCols);
   static ScalingScheme mxfp8();
-  static ScalingScheme twoLevel(GlobalScope global, int64_t block = 32);
+  static ScalingScheme
+  twoLevel(GlobalScope global,
+           int64_t block = getDefaultBlockCols(ScalingKind::TwoLevel));
 
   /// Whether the scheme has block (local) scales, and whether they are E8M0.
   bool hasLocalScales() const;

@@ -4,6 +4,7 @@
 #include "moss/Dialect/MOSS/IR/MOSSDialect.h"
 
 #include "moss/Compiler/TilingLimits.h"
+#include "moss/Numerics/Quantize.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -114,7 +115,9 @@ Attribute ScalingAttr::parse(AsmParser &parser, Type) {
   }
   case ScalingKind::MXFP8:
   case ScalingKind::TwoLevel: {
-    blockCols = 32;
+    blockCols = ::moss::numerics::getDefaultBlockCols(
+        *kind == ScalingKind::MXFP8 ? ::moss::numerics::ScalingKind::MXFP8
+                                    : ::moss::numerics::ScalingKind::TwoLevel);
     OptionalParseResult block = parser.parseOptionalInteger(blockCols);
     if (block.has_value() && failed(*block))
       return {};

@@ -5,6 +5,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
+#include "moss/Compiler/PlannedRows.h"
 
 namespace mlir::moss {
 
