@@ -79,13 +79,22 @@ llvm::Expected<GemmPlan> compiler::planGemm(const GemmSpec &asked,
         " has one global scale per expert, which its fold cannot take; "
         "expected fold none, or B with per-row globals");
 
+  std::optional<TileConfig> tuned;
+  if (!options.tiling && asked.groups && options.database &&
+      hasTuningEntries(asked))
+    tuned = options.database->lookup(
+        plan.kernel, target, rows > 0 ? rows : options.heuristic.assumedM,
+        options.onNote);
   if (options.tiling) {
     plan.tiling = *options.tiling;
+  } else if (tuned) {
+    // A contiguous m-grouped GEMM's entry (plain GEMMs look theirs up in
+    // chooseTiling).
+    plan.tiling = *tuned;
   } else if (asked.groups) {
-    // The tuning database has no entries of grouped GEMMs. An m-grouped
-    // GEMM's heuristic sees all rows at once; a k-grouped one's sees the
-    // experts' outputs stacked, groups * M rows of N (as many tiles), at
-    // kAssumedExpertK.
+    // An m-grouped GEMM's heuristic sees all rows at once; a k-grouped
+    // one's sees the experts' outputs stacked, groups * M rows of N (as
+    // many tiles), at kAssumedExpertK.
     GemmSpec dense = plan.kernel;
     int64_t denseRows = rows > 0 ? rows : options.heuristic.assumedM;
     if (asked.groupedK) {

@@ -49,12 +49,13 @@ TuningKey TuningKey::get(const GemmSpec &spec, const TargetInfo &target,
   key.n = spec.n;
   key.k = spec.k;
   key.mBucket = getRowsBucket(m);
+  key.groups = spec.groups;
   return key;
 }
 
 static auto asTuple(const TuningKey &key) {
   return std::tie(key.arch, key.smCount, key.a, key.b, key.out, key.mma, key.n,
-                  key.k, key.mBucket);
+                  key.k, key.mBucket, key.groups);
 }
 
 bool compiler::operator==(const TuningKey &lhs, const TuningKey &rhs) {
@@ -63,13 +64,15 @@ bool compiler::operator==(const TuningKey &lhs, const TuningKey &rhs) {
 
 bool TuningKey::sameGemm(const TuningKey &other) const {
   return a == other.a && b == other.b && out == other.out && mma == other.mma &&
-         n == other.n && k == other.k && mBucket == other.mBucket;
+         n == other.n && k == other.k && mBucket == other.mBucket &&
+         groups == other.groups;
 }
 
 std::string TuningKey::str() const {
-  return formatv("{0}/{1} SMs: {2} x {3} -> {4}{8}, N={5} K={6} M<={7}", arch,
-                 smCount, a, b, out, n, k, mBucket,
-                 mma == "f16" ? ", f16 MMA" : "");
+  return formatv("{0}/{1} SMs: {2} x {3} -> {4}{8}, N={5} K={6} M<={7}{9}",
+                 arch, smCount, a, b, out, n, k, mBucket,
+                 mma == "f16" ? ", f16 MMA" : "",
+                 groups ? formatv(", {0} experts", groups).str() : "");
 }
 
 //===----------------------------------------------------------------------===//
@@ -220,6 +223,8 @@ Expected<TuningEntry> readEntry(const json::Object &object,
       !take(reader.integer("m_bucket", 1, int64_t(1) << 31), key.mBucket,
             error) ||
       !take(reader.integer("m", 1, INT32_MAX), entry.m, error) ||
+      (object.get("groups") &&
+       !take(reader.integer("groups", 1, 1 << 20), key.groups, error)) ||
       !take(reader.string("device", /*required=*/false), entry.device, error) ||
       !take(reader.string("date"), entry.date, error) ||
       !take(reader.integer("candidates_timed", 0, 1 << 20),
@@ -287,9 +292,10 @@ Expected<TuningDatabase> TuningDatabase::parse(StringRef text, StringRef name) {
   std::optional<int64_t> version = object->getInteger("version");
   if (!version)
     return fail("missing 'version' (an integer)");
-  if (*version != kTuningDatabaseVersion)
+  if (*version < 1 || *version > kTuningDatabaseVersion)
     return fail("format version " + Twine(*version) +
-                "; this build reads version " + Twine(kTuningDatabaseVersion) +
+                "; this build reads versions 1 to " +
+                Twine(kTuningDatabaseVersion) +
                 " (re-run moss-tune to rebuild it)");
   const json::Array *list = object->getArray("entries");
   if (!list)
@@ -368,7 +374,10 @@ std::string TuningDatabase::toJson() const {
   json::OStream os(stream, /*IndentSize=*/2);
   os.object([&] {
     os.attribute("format", kTuningDatabaseFormat);
-    os.attribute("version", kTuningDatabaseVersion);
+    const bool grouped = llvm::any_of(entries, [](const TuningEntry &entry) {
+      return entry.key.groups != 0;
+    });
+    os.attribute("version", grouped ? kTuningDatabaseVersion : int64_t(1));
     os.attributeArray("entries", [&] {
       for (const TuningEntry *entry : sorted) {
         const TuningKey &key = entry->key;
@@ -383,6 +392,8 @@ std::string TuningDatabase::toJson() const {
           os.attribute("n", key.n);
           os.attribute("k", key.k);
           os.attribute("m_bucket", key.mBucket);
+          if (key.groups)
+            os.attribute("groups", key.groups);
           os.attribute("m", entry->m);
           writeTiming(os, "best", entry->best);
           if (entry->heuristic)

@@ -256,7 +256,7 @@ TEST(GemmPlanTest, GroupedTilesNeverStraddleTwoExperts) {
 
 TEST(GemmPlanTest, GroupedGemmsIgnoreTheDenseTuningEntry) {
   // An entry for the dense kernel of the same shape and schemes does not
-  // tile the grouped one (the database has no group count).
+  // tile the grouped one (its key has no experts).
   const GemmSpec kernel = planOrDie(mossDefaultFold(), atRows(4096)).kernel;
   TileConfig tuned;
   tuned.tileM = 64;
@@ -267,6 +267,48 @@ TEST(GemmPlanTest, GroupedGemmsIgnoreTheDenseTuningEntry) {
   options.database = &database;
   GemmPlan plan = planOrDie(grouped(), options);
   EXPECT_NE(plan.tiling.tileM, 64);
+}
+
+TEST(GemmPlanTest, AContiguousGroupedGemmTakesItsOwnTuningEntry) {
+  const GemmSpec kernel = planOrDie(grouped(), atRows(4096)).kernel;
+  TileConfig tuned;
+  tuned.tileM = 256;
+  tuned.tileN = 128;
+  tuned.stages = 4;
+  TuningDatabase database = databaseOf(kernel, 4096, tuned);
+  GemmPlanOptions options = atRows(3000);
+  options.database = &database;
+  GemmPlan plan = planOrDie(grouped(), options);
+  EXPECT_EQ(plan.tiling.tileM, 256);
+  EXPECT_EQ(plan.tiling.tileN, 128);
+  ASSERT_TRUE(plan.tiling.source.has_value());
+  EXPECT_EQ(*plan.tiling.source, TilingSource::Database);
+
+  // The entry is this expert count's, and the contiguous layout's: the
+  // masked layout and the plain GEMM keep the heuristic.
+  GemmSpec masked = grouped();
+  masked.maskedGroups = true;
+  EXPECT_EQ(*planOrDie(masked, options).tiling.source, TilingSource::Heuristic);
+  EXPECT_EQ(*planOrDie(grouped(64), options).tiling.source,
+            TilingSource::Heuristic);
+  GemmSpec plain = grouped();
+  plain.groups = 0;
+  EXPECT_EQ(*planOrDie(plain, options).tiling.source, TilingSource::Heuristic);
+
+  // A tiling the grouped kernel does not take (clusters) is noted and
+  // passed over.
+  tuned.tileM = 128;
+  tuned.clusterM = 2;
+  database = databaseOf(kernel, 4096, tuned);
+  std::vector<std::string> notes;
+  auto note = [&](const llvm::Twine &text) { notes.push_back(text.str()); };
+  options.onNote = note;
+  plan = planOrDie(grouped(), options);
+  EXPECT_EQ(plan.tiling.clusterM, 1);
+  EXPECT_EQ(*plan.tiling.source, TilingSource::Heuristic);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("m-grouped"), std::string::npos) << notes[0];
+  EXPECT_NE(notes[0].find("8 experts"), std::string::npos) << notes[0];
 }
 
 TEST(GemmPlanTest, AGroupedBWithOneGlobalPerExpertDoesNotFold) {

@@ -17,10 +17,11 @@
 
 #include "gtest/gtest.h"
 
+#include <cstring>
 #include <string>
-#include <vector>
-#include <unistd.h>
 #include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
 
 using namespace moss;
 using namespace moss::compiler;
@@ -209,9 +210,9 @@ TEST(TuningDatabaseTest, CorruptFiles) {
 
 TEST(TuningDatabaseTest, WrongVersion) {
   std::string error = errorOf(TuningDatabase::parse(
-      R"({"format": "moss-tuning-db", "version": 2, "entries": []})",
+      R"({"format": "moss-tuning-db", "version": 3, "entries": []})",
       "db.json"));
-  EXPECT_NE(error.find("format version 2; this build reads version 1"),
+  EXPECT_NE(error.find("format version 3; this build reads versions 1 to 2"),
             std::string::npos)
       << error;
   EXPECT_NE(errorOf(TuningDatabase::parse(
@@ -288,6 +289,47 @@ TEST(TuningDatabaseTest, F16MmaEntriesAreTheirOwn) {
   const size_t first = text.find("\"mma\": \"f16\"");
   EXPECT_NE(first, std::string::npos) << text;
   EXPECT_EQ(text.find("\"mma\"", first + 1), std::string::npos) << text;
+}
+
+TEST(TuningDatabaseTest, GroupedEntriesAreTheirOwn) {
+  const TargetInfo h200;
+  GemmSpec experts = mossForward();
+  experts.groups = 64;
+  TuningDatabase database;
+  database.insert(entry(experts, h200, 16384, tiling(128, 128, 4)));
+  EXPECT_FALSE(database.lookup(mossForward(), h200, 16384).has_value());
+  GemmSpec other = experts;
+  other.groups = 8;
+  EXPECT_FALSE(database.lookup(other, h200, 16384).has_value());
+  ASSERT_TRUE(database.lookup(experts, h200, 16384).has_value());
+  EXPECT_NE(TuningKey::get(experts, h200, 16384).str().find(", 64 experts"),
+            std::string::npos);
+  EXPECT_FALSE(hasTuningEntries([&] {
+    GemmSpec masked = experts;
+    masked.maskedGroups = true;
+    return masked;
+  }()));
+
+  // "groups" is written for grouped entries only, and read back; a file
+  // holding one is version 2, which builds of version 1 reject.
+  database.insert(entry(mossForward(), h200, 16384, tiling(128, 64, 6)));
+  const std::string text = database.toJson();
+  EXPECT_NE(text.find("\"version\": 2"), std::string::npos) << text;
+  const size_t first = text.find("\"groups\": 64");
+  EXPECT_NE(first, std::string::npos) << text;
+  EXPECT_EQ(text.find("\"groups\"", first + 1), std::string::npos) << text;
+  llvm::Expected<TuningDatabase> reread =
+      TuningDatabase::parse(text, "db.json");
+  ASSERT_TRUE(bool(reread)) << llvm::toString(reread.takeError());
+  EXPECT_EQ(reread->lookup(experts, h200, 16384)->tileN, 128);
+  EXPECT_EQ(reread->lookup(mossForward(), h200, 16384)->tileN, 64);
+  std::string bad = text;
+  bad.replace(first, std::strlen("\"groups\": 64"), "\"groups\": 0");
+  EXPECT_NE(errorOf(TuningDatabase::parse(bad, "db.json")).find("'groups'"),
+            std::string::npos);
+  TuningDatabase plain;
+  plain.insert(entry(mossForward(), h200, 16384, tiling(128, 64, 6)));
+  EXPECT_NE(plain.toJson().find("\"version\": 1"), std::string::npos);
 }
 
 TEST(TuningDatabaseTest, OtherGpuIgnoredWithNote) {

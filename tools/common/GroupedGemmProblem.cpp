@@ -18,26 +18,6 @@ using runtime::checkCuda;
 /// so that a write past M shows.
 static constexpr int64_t kPadRows = 3;
 
-Expected<std::vector<int64_t>> jit::routeRows(int64_t groups, int64_t meanRows,
-                                              StringRef routing,
-                                              std::mt19937_64 &rng) {
-  if (routing != "random" && routing != "skewed" && routing != "sparse")
-    return createStringError("routing '" + routing +
-                             "' is not random, skewed or sparse");
-  std::vector<int64_t> rows(static_cast<size_t>(groups));
-  std::uniform_int_distribution<int64_t> around(0, 2 * meanRows);
-  for (int64_t &r : rows)
-    r = routing == "sparse" ? (rng() % 8 == 0 ? around(rng) : 0) : around(rng);
-  if (routing == "skewed")
-    rows[rng() % groups] = meanRows * groups / 2;
-  if (groups >= 3) {
-    rows[0] = 0;
-    rows[1] = 1;
-    rows[2] |= 1;
-  }
-  return rows;
-}
-
 namespace {
 
 /// Bytes gathered from device buffers (and padding), then uploaded as one.

@@ -16,6 +16,7 @@
 #define MOSS_TOOLS_COMMON_GROUPEDGEMMPROBLEM_H
 
 #include "DeviceAllocations.h"
+#include "ExpertRouting.h"
 #include "GemmCheck.h"
 #include "GemmProblem.h"
 
@@ -29,14 +30,6 @@
 #include <vector>
 
 namespace moss::jit {
-
-/// Rows per expert drawn for `groups` experts around `meanRows`: "random"
-/// (0 to 2 * mean each), "skewed" (one expert half of all), "sparse" (most
-/// experts empty). With three experts or more, the first has no rows, the
-/// second one, and the third an odd count.
-llvm::Expected<std::vector<int64_t>> routeRows(int64_t groups, int64_t meanRows,
-                                               llvm::StringRef routing,
-                                               std::mt19937_64 &rng);
 
 /// What check() found over all experts.
 struct GroupedGemmCheckResult {

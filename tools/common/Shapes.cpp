@@ -2,6 +2,7 @@
 
 #include "Shapes.h"
 
+#include "ExpertRouting.h"
 #include "SchemeOptions.h"
 
 #include "moss/Compiler/GemmPlan.h"
@@ -25,7 +26,11 @@ static Error error(const Twine &message) {
 }
 
 std::string TuneShape::getShapeText() const {
-  return (Twine(m) + "x" + Twine(spec.n) + "x" + Twine(spec.k)).str();
+  std::string text =
+      (Twine(m) + "x" + Twine(spec.n) + "x" + Twine(spec.k)).str();
+  if (spec.groups)
+    text += (" " + Twine(spec.groups) + " experts (" + routing + ")").str();
+  return text;
 }
 
 Expected<OperandScheme> tune::parseScheme(StringRef token, StringRef what) {
@@ -46,9 +51,13 @@ Expected<OperandScheme> tune::parseScheme(StringRef token, StringRef what) {
 
 static TuneShape makeShape(int64_t m, int64_t n, int64_t k,
                            const OperandScheme &a, const OperandScheme &b,
-                           const ShapeDefaults &defaults, std::string origin) {
+                           const ShapeDefaults &defaults, std::string origin,
+                           int64_t groups, StringRef routing) {
   TuneShape shape;
   shape.m = m;
+  shape.spec.groups = groups;
+  if (groups)
+    shape.routing = routing.str();
   shape.spec.m = compiler::GemmSpec::kDynamic;
   shape.spec.n = n;
   shape.spec.k = k;
@@ -104,15 +113,47 @@ Expected<TuneShape> tune::parseShapeFlag(StringRef text,
   if (!dims)
     return dims.takeError();
   return makeShape((*dims)[0], (*dims)[1], (*dims)[2], defaults.a, defaults.b,
-                   defaults, where);
+                   defaults, where, defaults.groups, defaults.routing);
 }
 
-/// One shape from its fields (M, N, K, then optional schemes) at `where`.
-static Expected<TuneShape> shapeFromFields(ArrayRef<std::string> fields,
+/// One shape from its fields (M, N, K, then optional schemes, then
+/// optional groups=G and routing=R) at `where`.
+static Expected<TuneShape> shapeFromFields(ArrayRef<std::string> allFields,
                                            const ShapeDefaults &defaults,
                                            const std::string &where) {
+  int64_t groups = defaults.groups;
+  std::string routing = defaults.routing;
+  std::vector<std::string> fields;
+  bool options = false;
+  for (const std::string &field : allFields) {
+    auto [name, value] = StringRef(field).split('=');
+    if (!StringRef(field).contains('=')) {
+      if (options)
+        return error(where + ": '" + field +
+                     "' follows an option; write M N K and the schemes "
+                     "first, then groups=G and routing=R");
+      fields.push_back(field);
+      continue;
+    }
+    options = true;
+    if (name == "groups") {
+      if (value.getAsInteger(10, groups) || groups < 1 || groups > 1024)
+        return error(where + ": groups '" + value +
+                     "' is not an expert count from 1 to 1024");
+    } else if (name == "routing") {
+      if (!jit::isTotalRouting(value))
+        return error(where + ": routing '" + value +
+                     "' is not uniform, random, skewed or sparse");
+      routing = value.str();
+    } else {
+      return error(where + ": unknown option '" + field +
+                   "'; expected groups=G or routing=R");
+    }
+  }
   if (fields.size() < 3 || fields.size() > 5)
-    return error(where + ": expected 'M N K [a-scheme] [b-scheme]', got " +
+    return error(where +
+                 ": expected 'M N K [a-scheme] [b-scheme] [groups=G] "
+                 "[routing=R]', got " +
                  Twine(fields.size()) + " fields");
   Expected<std::array<int64_t, 3>> dims =
       parseDimensions({fields[0], fields[1], fields[2]}, where);
@@ -133,7 +174,8 @@ static Expected<TuneShape> shapeFromFields(ArrayRef<std::string> fields,
       return parsed.takeError();
     b = *parsed;
   }
-  return makeShape((*dims)[0], (*dims)[1], (*dims)[2], a, b, defaults, where);
+  return makeShape((*dims)[0], (*dims)[1], (*dims)[2], a, b, defaults, where,
+                   groups, routing);
 }
 
 /// The line (1-based) where each element of the top-level JSON array
@@ -206,10 +248,11 @@ parseJsonShapes(StringRef text, StringRef name, const ShapeDefaults &defaults) {
           return std::move(e);
     } else if (const json::Object *object = value.getAsObject()) {
       for (const auto &entry : *object)
-        if (!is_contained(ArrayRef<StringRef>{"m", "n", "k", "a", "b"},
+        if (!is_contained(ArrayRef<StringRef>{"m", "n", "k", "a", "b", "groups",
+                                              "routing"},
                           StringRef(entry.first)))
           return error(where + ": unknown key '" + entry.first.str() +
-                       "'; expected m, n, k, a, b");
+                       "'; expected m, n, k, a, b, groups, routing");
       for (StringRef key : {"m", "n", "k"}) {
         const json::Value *v = object->get(key);
         if (!v)
@@ -225,6 +268,13 @@ parseJsonShapes(StringRef text, StringRef name, const ShapeDefaults &defaults) {
         if (v)
           if (Error e = field(*v, "a scheme"))
             return std::move(e);
+      // The options as the text form writes them.
+      for (StringRef key : {"groups", "routing"})
+        if (const json::Value *v = object->get(key)) {
+          if (Error e = field(*v, "'" + key.str() + "'"))
+            return std::move(e);
+          fields.back() = (key + "=" + fields.back()).str();
+        }
     } else {
       return error(where + ": expected [M, N, K, ...] or {\"m\": ..., "
                            "\"n\": ..., \"k\": ...}");
@@ -293,7 +343,8 @@ tune::getPreset(StringRef preset, const ShapeDefaults &defaults) {
   for (const Projection &p : projections)
     for (int64_t m : {1, 16, 128, 2048, 16384}) {
       TuneShape shape = makeShape(m, p.n, p.k, defaults.a, defaults.b, defaults,
-                                  "--preset " + preset.str());
+                                  "--preset " + preset.str(), defaults.groups,
+                                  defaults.routing);
       shape.name = p.name;
       shapes.push_back(std::move(shape));
     }
@@ -303,11 +354,20 @@ tune::getPreset(StringRef preset, const ShapeDefaults &defaults) {
 Error tune::checkShapes(const std::vector<TuneShape> &shapes) {
   for (size_t i = 0; i < shapes.size(); ++i) {
     const TuneShape &shape = shapes[i];
+    // An m-grouped kernel takes a dynamic M only.
     compiler::GemmSpec atM = shape.spec;
-    atM.m = shape.m;
+    if (!atM.groups)
+      atM.m = shape.m;
     if (Error e = checkGemmSpec(atM))
       return error(shape.origin + ": " + shape.getShapeText() + " " +
                    shape.spec.str() + ": " + toString(std::move(e)));
+    if (shape.spec.groups && shape.given.aScaling.hasGlobalScales() &&
+        !shape.given.aScaling.globalPerRow())
+      return error(shape.origin + ": " + shape.getShapeText() +
+                   ": the experts' rows are quantized apart, so A needs a "
+                   "global per row (moss:row, per-row, per-group or mxfp8), "
+                   "not " +
+                   shape.given.aScaling.str());
     for (size_t j = 0; j < i; ++j) {
       const TuneShape &other = shapes[j];
       compiler::TargetInfo any;

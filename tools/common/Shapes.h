@@ -1,8 +1,12 @@
 //===- Shapes.h - GEMM shapes: moss-tune, moss-jit cache warm -*- C++ -*-===//
 //
 // Shapes come from --shape MxNxK flags, a shapes file (plain text lines
-// "M N K [a-scheme] [b-scheme]" with # comments, or a JSON list), or a
-// preset. A scheme is written NAME[:OPTION]...: NAME is per-tensor,
+// "M N K [a-scheme] [b-scheme] [groups=G] [routing=R]" with # comments, or
+// a JSON list), or a preset. With groups, a shape is a contiguous m-grouped
+// GEMM of G experts (a mixture-of-experts layer; N and K each expert's) whose
+// M rows in all fall to the experts by the routing (ExpertRouting.h:
+// routeTotalRows; uniform unless given). A scheme is written
+// NAME[:OPTION]...: NAME is per-tensor,
 // per-row, per-group, mxfp8 or moss; an option is a global scope (tensor,
 // row), a block (N or RxN) or an FP8 format (e4m3, e5m2); e.g. moss:row:32,
 // per-group:128x128, mxfp8:e5m2. Every error names where the shape came
@@ -38,6 +42,9 @@ struct ShapeDefaults {
   compiler::MmaType mma = compiler::MmaType::Auto;
   /// The fold of two-level and MXFP8 operands; unset: GemmSpec's default.
   std::optional<numerics::BlockScaleFold> fold;
+  /// Experts (0: a plain GEMM) and their routing.
+  int64_t groups = 0;
+  std::string routing = "uniform";
 };
 
 /// One GEMM to tune: `spec` has a dynamic M (the kernel the runtime
@@ -48,12 +55,14 @@ struct TuneShape {
   /// moss::gemm (spec is the kernel planGemm plans for it at m rows).
   compiler::GemmSpec given;
   int64_t m = 0;
+  /// An m-grouped shape's routing of its m rows to spec.groups experts.
+  std::string routing;
   /// Where it came from, e.g. "shapes.txt:4" or "--preset llama7b".
   std::string origin;
   /// A name from the preset ("qkv", "ffn-down"), else empty.
   std::string name;
 
-  /// "MxNxK".
+  /// "MxNxK", with " G experts (routing)" for an m-grouped shape.
   std::string getShapeText() const;
 };
 
@@ -81,8 +90,10 @@ llvm::Expected<std::vector<TuneShape>> getPreset(llvm::StringRef preset,
 /// The preset names, for --help.
 llvm::StringRef getPresetNames();
 
-/// Checks each shape as the runtime would (moss::checkGemmSpec at its M)
-/// and that it is not listed twice; the error names its origin.
+/// Checks each shape as the runtime would (moss::checkGemmSpec at its M; an
+/// m-grouped one's routing, and A with a global per row, since each expert's
+/// rows are quantized apart) and that it is not listed twice; the error names
+/// its origin.
 llvm::Error checkShapes(const std::vector<TuneShape> &shapes);
 
 } // namespace moss::tune

@@ -187,7 +187,8 @@ int runWarm(runtime::KernelCache &cache) {
     if (!count)
       return warmError(shape.origin + ": " + toString(count.takeError()));
     compiled += *count;
-    if (quantizers) {
+    // (GroupedLinear's quantizers are not among the Linear's.)
+    if (quantizers && !spec.groups) {
       // The quantizers compile through the same cache: count its compiles.
       const uint64_t before = cache.stats().compiles;
       for (StepQuantization q :

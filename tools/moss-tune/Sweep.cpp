@@ -2,8 +2,10 @@
 
 #include "Sweep.h"
 
+#include "ExpertRouting.h"
 #include "GemmCheck.h"
 #include "GemmProblem.h"
+#include "GroupedGemmProblem.h"
 
 #include "moss/Compiler/Compile.h"
 #include "moss/Numerics/Samples.h"
@@ -132,6 +134,8 @@ SpecTimer::create(const std::vector<const ShapePlan *> &plans,
   // sets (set 0: the largest M of all).
   std::vector<int64_t> rows;
   for (const ShapePlan *plan : plans) {
+    if (plan->shape.spec.groups)
+      continue; // its operands come with its run
     int sets = setsFor(spec, plan->shape.m, options.rotateBytes);
     if (rows.size() < size_t(sets))
       rows.resize(size_t(sets), 0);
@@ -183,11 +187,31 @@ Expected<ShapeResult> SpecTimer::run(const ShapePlan &plan,
   compiler::TuningKey key = compiler::TuningKey::get(spec, target, m);
   const double flops = 2.0 * double(m) * double(spec.n) * double(spec.k);
 
+  // A plain GEMM's views of the shared sets; an m-grouped one's own
+  // operands, its m rows routed to the experts.
   std::vector<GemmBuffers> views;
-  for (const std::unique_ptr<jit::GemmProblem> &set : sets)
-    if (set->m >= m &&
-        int(views.size()) < setsFor(spec, m, options.rotateBytes))
-      views.push_back(getView(*set, m));
+  std::unique_ptr<jit::GroupedGemmProblem> grouped;
+  if (spec.groups) {
+    std::mt19937_64 rng(uint64_t(m) * 131 + uint64_t(spec.groups));
+    Expected<std::vector<int64_t>> rows =
+        jit::routeTotalRows(spec.groups, m, shape.routing, rng);
+    if (!rows)
+      return rows.takeError();
+    Expected<std::unique_ptr<jit::GroupedGemmProblem>> made =
+        jit::GroupedGemmProblem::create(spec, *rows, 301);
+    if (!made)
+      return createStringError(inconvertibleErrorCode(),
+                               "preparing the operands of " +
+                                   shape.getShapeText() + " " + spec.str() +
+                                   ": " + toString(made.takeError()));
+    grouped = std::move(*made);
+    views.push_back(grouped->buffers);
+  } else {
+    for (const std::unique_ptr<jit::GemmProblem> &set : sets)
+      if (set->m >= m &&
+          int(views.size()) < setsFor(spec, m, options.rotateBytes))
+        views.push_back(getView(*set, m));
+  }
 
   ShapeResult result;
   CandidateRecord base;
@@ -238,8 +262,8 @@ Expected<ShapeResult> SpecTimer::run(const ShapePlan &plan,
     }
 
     // Verify once, on set 0.
-    const jit::GemmProblem &problem = *sets.front();
-    Error launched = problem.poison(nullptr);
+    Error launched =
+        grouped ? grouped->poison() : sets.front()->poison(nullptr);
     if (!launched)
       launched = runner.run(spec, m, views.front(), nullptr, given);
     if (!launched)
@@ -263,18 +287,37 @@ Expected<ShapeResult> SpecTimer::run(const ShapePlan &plan,
     jit::GemmCheckOptions checkOptions;
     checkOptions.seed = uint64_t(m) * 31 + 7;
     checkOptions.tiling = tiling;
-    Expected<jit::GemmCheckResult> check =
-        jit::checkGemmOutput(problem, m, checkOptions);
-    if (!check)
-      return check.takeError();
-    if (!check->ok()) {
-      ++result.wrong;
-      finish("wrong", formatv("{0} of {1} compared entries beyond the "
-                              "accuracy contract (worst {2:f2}x its "
-                              "allowance), {3} unwritten",
-                              check->bad, check->compared, check->worst,
-                              check->unwritten));
-      continue;
+    if (grouped) {
+      Expected<jit::GroupedGemmCheckResult> check =
+          grouped->check(checkOptions);
+      if (!check)
+        return check.takeError();
+      if (!check->ok()) {
+        ++result.wrong;
+        finish("wrong",
+               formatv("{0} of {1} compared entries beyond the accuracy "
+                       "contract (worst {2:f2}x its allowance; first expert "
+                       "{3}), {4} unwritten, {5} bytes written outside the "
+                       "experts' rows",
+                       check->bad, check->compared, check->worst,
+                       check->firstBadExpert, check->unwritten,
+                       check->writtenOutside));
+        continue;
+      }
+    } else {
+      Expected<jit::GemmCheckResult> check =
+          jit::checkGemmOutput(*sets.front(), m, checkOptions);
+      if (!check)
+        return check.takeError();
+      if (!check->ok()) {
+        ++result.wrong;
+        finish("wrong", formatv("{0} of {1} compared entries beyond the "
+                                "accuracy contract (worst {2:f2}x its "
+                                "allowance), {3} unwritten",
+                                check->bad, check->compared, check->worst,
+                                check->unwritten));
+        continue;
+      }
     }
 
     // Time, rotating over the input sets.
@@ -303,7 +346,7 @@ Expected<ShapeResult> SpecTimer::run(const ShapePlan &plan,
     finish("ok", "");
   }
 
-  if (options.cublaslt) {
+  if (options.cublaslt && !spec.groups) {
     CandidateRecord record = base;
     record.kind = "cublaslt";
     bench::CublasLtProblem problem;

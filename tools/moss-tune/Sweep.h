@@ -6,7 +6,9 @@
 // cache. ShapeTimer times one shape: each candidate's output is verified
 // once against the FP64 reference (a wrong candidate is dropped), then its
 // launches are timed with CUDA events (median), rotating over several input
-// sets when the shape is small enough for L2 to hold it.
+// sets when the shape is small enough for L2 to hold it. An m-grouped
+// shape's operands are its own (each expert's rows from the shape's
+// routing, checked expert by expert), one set.
 //
 //===----------------------------------------------------------------------===//
 
@@ -81,9 +83,9 @@ struct ShapeResult {
   int64_t timed = 0, wrong = 0, failed = 0;
 };
 
-/// Times the shapes of one spec (one N, K and scheme pair): their operands
-/// are made once, for the largest M, and rotated over several sets for the
-/// small ones.
+/// Times the shapes of one spec (one N, K and scheme pair): a plain GEMM's
+/// operands are made once, for the largest M, and rotated over several sets
+/// for the small ones; an m-grouped shape's are made when it runs.
 class SpecTimer {
 public:
   static llvm::Expected<std::unique_ptr<SpecTimer>>

@@ -19,6 +19,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Candidates.h"
+#include "ExpertRouting.h"
 #include "Progress.h"
 #include "Records.h"
 #include "SchemeOptions.h"
@@ -63,9 +64,10 @@ cl::list<std::string>
                cl::cat(shapeCategory));
 cl::opt<std::string> shapesFile(
     "shapes",
-    cl::desc("A file of shapes: lines 'M N K [a-scheme] [b-scheme]' (# "
-             "comments) or a JSON list of [M, N, K, ...] or {\"m\", \"n\", "
-             "\"k\", \"a\", \"b\"}"),
+    cl::desc("A file of shapes: lines 'M N K [a-scheme] [b-scheme] "
+             "[groups=G] [routing=R]' (# comments) or a JSON list of [M, N, "
+             "K, ...] or {\"m\", \"n\", \"k\", \"a\", \"b\", "
+             "\"groups\", \"routing\"}"),
     cl::value_desc("file"), cl::cat(shapeCategory));
 cl::opt<std::string> preset(
     "preset",
@@ -84,6 +86,18 @@ cl::opt<std::string>
     bScheme("b-scheme",
             cl::desc("B's scheme, as --a-scheme (default: per-tensor)"),
             cl::init("per-tensor"), cl::cat(shapeCategory));
+cl::opt<int64_t> groups(
+    "groups",
+    cl::desc("Tune --shape and --preset shapes as contiguous m-grouped GEMMs "
+             "of this many experts (a mixture-of-experts layer): M is all "
+             "experts' rows, N and K each expert's"),
+    cl::init(0), cl::cat(shapeCategory));
+cl::opt<std::string> routing(
+    "routing",
+    cl::desc("With --groups: how the M rows fall to the experts: uniform "
+             "(the default), random, skewed (one expert half of all) or "
+             "sparse (most experts empty)"),
+    cl::init("uniform"), cl::cat(shapeCategory));
 cl::opt<compiler::FloatType>
     out("out", cl::desc("Output type"), cl::init(compiler::FloatType::BF16),
         cl::values(clEnumValN(compiler::FloatType::BF16, "bf16", ""),
@@ -201,6 +215,19 @@ Expected<std::vector<TuneShape>> readShapes() {
   if (!parsedFold)
     return parsedFold.takeError();
   defaults.fold = *parsedFold;
+  if (groups < 0 || groups > 1024)
+    return createStringError(inconvertibleErrorCode(),
+                             "--groups=" + Twine(int64_t(groups)) +
+                                 " is not an expert count from 1 to 1024");
+  if (routing.getNumOccurrences() && !groups)
+    return createStringError(inconvertibleErrorCode(),
+                             "--routing applies only with --groups");
+  if (!jit::isTotalRouting(routing))
+    return createStringError(inconvertibleErrorCode(),
+                             "--routing=" + routing +
+                                 " is not uniform, random, skewed or sparse");
+  defaults.groups = groups;
+  defaults.routing = routing;
 
   std::vector<TuneShape> shapes;
   if (!preset.empty()) {

@@ -43,9 +43,11 @@ constexpr unsigned kMaxJsonDepth = 64;
 
 /// The `"format"` string of a tuning database file.
 constexpr llvm::StringLiteral kTuningDatabaseFormat = "moss-tuning-db";
-/// The format version this build writes and reads; other versions are
-/// rejected.
-constexpr int64_t kTuningDatabaseVersion = 1;
+/// The newest format version this build reads (it reads version 1 too), and
+/// writes where an entry needs it: version 2 added grouped entries
+/// (TuningKey::groups), so that a build that knows only version 1 rejects a
+/// file holding them instead of reading them as plain GEMMs' entries.
+constexpr int64_t kTuningDatabaseVersion = 2;
 
 /// What an entry is keyed by.
 struct TuningKey {
@@ -61,11 +63,16 @@ struct TuningKey {
   /// apart. Written only when "f16", so FP8 entries read as before.
   std::string mma = "fp8";
   int64_t n = 0, k = 0;
-  /// getRowsBucket of the M.
+  /// getRowsBucket of the M (an m-grouped GEMM's: all experts' rows).
   int64_t mBucket = 1;
+  /// The experts of a contiguous m-grouped GEMM (GemmSpec::groups), 0 for
+  /// a plain GEMM. Written only when nonzero, so plain entries read as
+  /// before. Masked and k-grouped GEMMs have no entries.
+  int64_t groups = 0;
 
   /// The key of `spec` at `m` rows on `target` (the bias, accumulate and
-  /// amax of the epilogue are not part of it).
+  /// amax of the epilogue are not part of it). `spec` is a plain GEMM or a
+  /// contiguous m-grouped one (hasTuningEntries).
   static TuningKey get(const GemmSpec &spec, const TargetInfo &target,
                        int64_t m);
   /// Whether the two keys are equal except for arch and SM count.
@@ -77,6 +84,12 @@ struct TuningKey {
 
 /// Field-by-field equality.
 bool operator==(const TuningKey &lhs, const TuningKey &rhs);
+
+/// Whether a database may hold tilings of `spec`: plain GEMMs and contiguous
+/// m-grouped ones, not the masked or k-grouped layouts.
+inline bool hasTuningEntries(const GemmSpec &spec) {
+  return spec.groups == 0 || (!spec.maskedGroups && !spec.groupedK);
+}
 
 /// One timed tile configuration.
 struct TuningTiming {

@@ -30,7 +30,7 @@
 // CORRUPT: warning: ignoring the tuning database: tuning database '{{.*}}corrupt.json': not valid JSON
 // HEURISTIC-LABEL: func.func @moss_forward
 // HEURISTIC: tiling = #moss.tiling<tile_m = 128, tile_n = 128, stages = 6, cluster_m = 2, swizzle = 8, source = heuristic>
-// VERSION: warning: ignoring the tuning database: tuning database '{{.*}}v7.json': format version 7; this build reads version 1
+// VERSION: warning: ignoring the tuning database: tuning database '{{.*}}v7.json': format version 7; this build reads versions 1 to 2
 // MISSING: warning: ignoring the tuning database: cannot read the tuning database '{{.*}}missing.json'
 // SWIZZLE3: remark: tuning database entry ignored: {{.*}}swizzle must be 1, 2, 4 or 8, got 3
 // SWIZZLE3: tiling = #moss.tiling<tile_m = 128, tile_n = 128, stages = 6, cluster_m = 2, swizzle = 8, source = heuristic>
