@@ -2,8 +2,9 @@
 //
 // Any text gives the GEMMs of a shapes file (plain lines or JSON) or an
 // error that names where it is wrong. Shapes that pass the checks of
-// moss-tune and `moss-jit cache warm` get a tuning key and a tiling from
-// the heuristic, and that tiling passes the tiling checks.
+// moss-tune and `moss-jit cache warm` get a tuning key and a plan from
+// planGemm at their M (grouped shapes too), whose kernel spec is the shape's
+// and whose tiling passes the tiling checks.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,6 +12,7 @@
 
 #include "Shapes.h"
 
+#include "moss/Compiler/GemmPlan.h"
 #include "moss/Compiler/Tiling.h"
 #include "moss/Compiler/TuningDatabase.h"
 
@@ -43,17 +45,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (const tune::TuneShape &shape : *shapes) {
     check(!shape.origin.empty(), "a shape without its origin");
     (void)compiler::TuningKey::get(shape.spec, target, shape.m).str();
-    llvm::Expected<compiler::TileConfig> tiling =
-        compiler::selectTilingForLaunch(shape.spec, shape.m, target);
-    if (!tiling) {
-      fuzz::checkMessage(tiling.takeError(),
-                         "a tiling error without a message");
+    compiler::GemmPlanOptions options;
+    options.rows = shape.m;
+    llvm::Expected<compiler::GemmPlan> plan =
+        compiler::planGemm(shape.given, target, options);
+    if (!plan) {
+      fuzz::checkMessage(plan.takeError(), "a plan error without a message");
       continue;
     }
-    llvm::Error fits = compiler::checkTiling(shape.spec, *tiling, target);
+    check(plan->kernel.str() == shape.spec.str(),
+          "the plan's kernel spec is not the shape's: " + plan->kernel.str() +
+              " against " + shape.spec.str());
+    llvm::Error fits =
+        compiler::checkTiling(plan->kernel, plan->tiling, target);
     if (fits) {
       std::string message = llvm::toString(std::move(fits));
-      check(false, "the heuristic's tiling fails checkTiling: " + message);
+      check(false, "the planned tiling fails checkTiling: " + message);
     }
   }
   return 0;
