@@ -258,11 +258,7 @@ TEST(GemmPlanTest, GroupedGemmsIgnoreTheDenseTuningEntry) {
   // An entry for the dense kernel of the same shape and schemes does not
   // tile the grouped one (its key has no experts).
   const GemmSpec kernel = planOrDie(mossDefaultFold(), atRows(4096)).kernel;
-  TileConfig tuned;
-  tuned.tileM = 64;
-  tuned.tileN = 64;
-  tuned.stages = 4;
-  TuningDatabase database = databaseOf(kernel, 4096, tuned);
+  TuningDatabase database = databaseOf(kernel, 4096, makeTiling(64, 64, 4));
   GemmPlanOptions options = atRows(4096);
   options.database = &database;
   GemmPlan plan = planOrDie(grouped(), options);
@@ -271,10 +267,7 @@ TEST(GemmPlanTest, GroupedGemmsIgnoreTheDenseTuningEntry) {
 
 TEST(GemmPlanTest, AContiguousGroupedGemmTakesItsOwnTuningEntry) {
   const GemmSpec kernel = planOrDie(grouped(), atRows(4096)).kernel;
-  TileConfig tuned;
-  tuned.tileM = 256;
-  tuned.tileN = 128;
-  tuned.stages = 4;
+  TileConfig tuned = makeTiling(256, 128, 4);
   TuningDatabase database = databaseOf(kernel, 4096, tuned);
   GemmPlanOptions options = atRows(3000);
   options.database = &database;

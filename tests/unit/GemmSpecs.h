@@ -9,6 +9,7 @@
 #define MOSS_TESTS_UNIT_GEMMSPECS_H
 
 #include "moss/Compiler/GemmSpec.h"
+#include "moss/Compiler/Tiling.h"
 
 namespace moss::compiler::test {
 
@@ -36,6 +37,15 @@ inline GemmSpec mossForward(int64_t m = GemmSpec::kDynamic) {
       m, 11008, 4096,
       numerics::ScalingScheme::twoLevel(numerics::GlobalScope::Row, 32),
       numerics::ScalingScheme::perTensor());
+}
+
+/// A tiling of tile_m x tile_n in `stages` stages, the rest at defaults.
+inline TileConfig makeTiling(int64_t tileM, int64_t tileN, int64_t stages) {
+  TileConfig tiling;
+  tiling.tileM = tileM;
+  tiling.tileN = tileN;
+  tiling.stages = stages;
+  return tiling;
 }
 
 } // namespace moss::compiler::test

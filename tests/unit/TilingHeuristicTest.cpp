@@ -373,11 +373,7 @@ void expectModelMatches(const GemmSpec &spec, const TileConfig &tiling) {
 }
 
 TileConfig tile(int64_t m, int64_t n, int64_t stages) {
-  TileConfig tiling;
-  tiling.tileM = m;
-  tiling.tileN = n;
-  tiling.stages = stages;
-  return tiling;
+  return makeTiling(m, n, stages);
 }
 
 } // namespace

@@ -27,15 +27,17 @@ cl::opt<std::string> action(cl::Positional, cl::desc("<stats|clear|warm>"),
 cl::opt<std::string> shapesFile(
     "shapes",
     cl::desc("warm: a shapes file, as moss-tune reads it (lines \"M N K "
-             "[a-scheme] [b-scheme]\" or a JSON list; docs/TUNING.md)"),
+             "[a-scheme] [b-scheme] [groups=G] [routing=R]\" or a JSON "
+             "list; docs/TUNING.md)"),
     cl::sub(cacheCommand));
 cl::opt<std::string> out("out", cl::desc("warm: output type bf16, f16, f32"),
                          cl::init("bf16"), cl::sub(cacheCommand));
 cl::opt<bool> staticM(
     "static-m",
     cl::desc("warm: kernels specialized to each shape's M (what the Python "
-             "package launches); default: the any-M kernels of the C and "
-             "C++ APIs' dynamic-M specs"),
+             "package launches; a grouped GEMM's kernel keeps any M); "
+             "default: the any-M kernels of the C and C++ APIs' dynamic-M "
+             "specs"),
     cl::sub(cacheCommand));
 cl::opt<bool> quantizers(
     "quantizers",
@@ -180,7 +182,8 @@ int runWarm(runtime::KernelCache &cache) {
   for (size_t i = 0; i < shapes->size(); ++i) {
     tune::TuneShape &shape = (*shapes)[i];
     compiler::GemmSpec spec = shape.given;
-    if (staticM)
+    // (An m-grouped kernel serves any M: it has no static one.)
+    if (staticM && !spec.groups)
       spec.m = shape.m;
     auto start = std::chrono::steady_clock::now();
     Expected<unsigned> count = runner->warm(spec, shape.m);
