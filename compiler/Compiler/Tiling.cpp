@@ -575,11 +575,18 @@ compiler::selectTiling(const GemmSpec &spec, const TargetInfo &target,
       tilesM % 2 == 0 && target.smCount % 2 == 0 &&
       best->score.tiles >= static_cast<int64_t>(target.smCount))
     tiling.clusterM = 2;
+  setTileOrder(tiling, m, spec.n);
+  tiling.source = TilingSource::Heuristic;
+  return tiling;
+}
+
+void compiler::setTileOrder(TileConfig &tiling, int64_t rows, int64_t n) {
+  const int64_t tilesM =
+      llvm::divideCeil(std::max<int64_t>(rows, 1), tiling.tileM);
+  const int64_t tilesN = llvm::divideCeil(n, tiling.tileN);
   tiling.raster = tilesM <= tilesN ? RasterOrder::AlongM : RasterOrder::AlongN;
   tiling.swizzle = static_cast<int64_t>(std::min<uint64_t>(
       8, llvm::bit_floor(static_cast<uint64_t>(std::min(tilesM, tilesN)))));
-  tiling.source = TilingSource::Heuristic;
-  return tiling;
 }
 
 llvm::Expected<TileConfig>

@@ -685,3 +685,28 @@ TEST(CheckTilingTest, HugeFieldsAreRejectedNotOverflowed) {
         << c.what;
   }
 }
+
+TEST(TilingHeuristicTest, TileOrderRunsAlongTheShorterSideInBandsOfUpToEight) {
+  // 128 x 16 tiles: along N, bands of 8.
+  TileConfig tiling = tile(128, 256, 4);
+  setTileOrder(tiling, 16384, 4096);
+  EXPECT_EQ(tiling.raster, RasterOrder::AlongN);
+  EXPECT_EQ(tiling.swizzle, 8);
+  // 2 x 32 tiles: along M, bands of 2.
+  tiling = tile(128, 128, 6);
+  setTileOrder(tiling, 256, 4096);
+  EXPECT_EQ(tiling.raster, RasterOrder::AlongM);
+  EXPECT_EQ(tiling.swizzle, 2);
+  // One row of tiles (and no rows at all): no band.
+  setTileOrder(tiling, 0, 4096);
+  EXPECT_EQ(tiling.raster, RasterOrder::AlongM);
+  EXPECT_EQ(tiling.swizzle, 1);
+  // The heuristic orders its own choice the same way.
+  llvm::Expected<TileConfig> chosen =
+      selectTiling(mossForward(16384), TargetInfo::h200());
+  ASSERT_TRUE(bool(chosen)) << llvm::toString(chosen.takeError());
+  TileConfig reordered = *chosen;
+  setTileOrder(reordered, 16384, mossForward().n);
+  EXPECT_EQ(reordered.raster, chosen->raster);
+  EXPECT_EQ(reordered.swizzle, chosen->swizzle);
+}

@@ -105,7 +105,8 @@ int runBench() {
   if (!spec)
     return fail(spec.takeError());
   const int64_t m = getLaunchRows();
-  Expected<std::optional<compiler::TileConfig>> tiling = getTilingOverride();
+  Expected<std::optional<compiler::TileConfig>> tiling =
+      getTilingOverride(*spec, m);
   if (!tiling)
     return fail(tiling.takeError());
   if (repeat < 1 || warmup < 0)

@@ -144,8 +144,9 @@ cl::opt<bool> staticM(
 cl::opt<std::string>
     tiling("tiling",
            cl::desc("run, bench: TMxTNxSTAGES[xCMxCN[xSPLITK]], e.g. "
-                    "128x256x4, 128x128x6x2x1 or 128x128x6x1x1x4 (default: "
-                    "the compiler's choice)"),
+                    "128x256x4, 128x128x6x2x1 or 128x128x6x1x1x4, its tiles "
+                    "walked in the heuristic's order (default: the "
+                    "compiler's choice)"),
            cl::sub(getRunCommand()), cl::sub(getBenchCommand()),
            cl::cat(category));
 // run and bench compile for the GPU they run on; --arch is compile's. Known
@@ -372,7 +373,8 @@ Error checkTilingOverride(const compiler::GemmSpec &spec,
 
 bool getQuickCompile() { return quickCompile; }
 
-Expected<std::optional<compiler::TileConfig>> getTilingOverride() {
+Expected<std::optional<compiler::TileConfig>>
+getTilingOverride(const compiler::GemmSpec &spec, int64_t m) {
   if (tiling.empty())
     return std::nullopt;
   SmallVector<StringRef> parts;
@@ -402,6 +404,10 @@ Expected<std::optional<compiler::TileConfig>> getTilingOverride() {
   }
   if (values.size() == 6)
     config.splitK = values[5];
+  // -m is each expert's mean rows (m-grouped), or each expert's output
+  // rows (k-grouped).
+  const int64_t rows = spec.groups ? m * spec.groups : m;
+  compiler::setTileOrder(config, rows, spec.n);
   return config;
 }
 

@@ -43,9 +43,13 @@ getExpertColumns(const compiler::GemmSpec &spec, uint64_t seed);
 /// (compiler::CompileOptions::quickCompile).
 bool getQuickCompile();
 
-/// --tiling TMxTNxSTAGES[,cluster CMxCN] (run, bench): a tile configuration
-/// instead of the compiler's choice; none when the flag is absent.
-llvm::Expected<std::optional<compiler::TileConfig>> getTilingOverride();
+/// --tiling TMxTNxSTAGES[xCMxCN[xSPLITK]] (run, bench): a tile
+/// configuration instead of the compiler's choice, its tiles walked in the
+/// heuristic's order (compiler::setTileOrder) for `spec` launched at `m`
+/// rows (-m; a grouped GEMM's order is that of all experts' rows); none
+/// when the flag is absent.
+llvm::Expected<std::optional<compiler::TileConfig>>
+getTilingOverride(const compiler::GemmSpec &spec, int64_t m);
 
 /// Checks a --tiling for `spec` at the launch rows before the GPU is opened
 /// (against the H200's resources).

@@ -216,7 +216,8 @@ int runRun() {
   if (spec.accumulate)
     spec.beta = beta;
   const int64_t m = getLaunchRows();
-  Expected<std::optional<compiler::TileConfig>> tiling = getTilingOverride();
+  Expected<std::optional<compiler::TileConfig>> tiling =
+      getTilingOverride(spec, m);
   if (!tiling)
     return fail(tiling.takeError());
   // What can be checked without the GPU, first.

@@ -235,6 +235,12 @@ llvm::Expected<TileConfig> selectTiling(const GemmSpec &spec,
                                         const TargetInfo &target,
                                         const TilingOptions &options = {});
 
+/// Sets `tiling`'s tile order as the heuristic sets it for an output of
+/// `rows` x `n`: the raster along the dimension with fewer tiles, and a
+/// swizzle band of up to 8 tiles (the largest power of two within both
+/// counts). A tiling given without an order (moss-jit's --tiling) takes it.
+void setTileOrder(TileConfig &tiling, int64_t rows, int64_t n);
+
 /// The heuristic's tiling for a kernel with a dynamic M that is launched at
 /// `m` rows (what the runtime uses without a tuning database entry): planned
 /// for m's power-of-two bucket when that is below `options.assumedM`, else
