@@ -192,6 +192,10 @@ Expected<ShapeResult> SpecTimer::run(const ShapePlan &plan,
   std::vector<GemmBuffers> views;
   std::unique_ptr<jit::GroupedGemmProblem> grouped;
   if (spec.groups) {
+    // Each expert's operands are quantized on the host, which takes a while
+    // for many large experts: the bar says so.
+    progress.advance(0, "preparing the experts' operands for " +
+                            shape.getShapeText());
     std::mt19937_64 rng(uint64_t(m) * 131 + uint64_t(spec.groups));
     Expected<std::vector<int64_t>> rows =
         jit::routeTotalRows(spec.groups, m, shape.routing, rng);
@@ -206,6 +210,7 @@ Expected<ShapeResult> SpecTimer::run(const ShapePlan &plan,
                                    ": " + toString(made.takeError()));
     grouped = std::move(*made);
     views.push_back(grouped->buffers);
+    progress.advance(0, shape.getShapeText());
   } else {
     for (const std::unique_ptr<jit::GemmProblem> &set : sets)
       if (set->m >= m &&
