@@ -238,8 +238,10 @@ parseJsonShapes(StringRef text, StringRef name, const ShapeDefaults &defaults) {
       else if (std::optional<StringRef> s = v.getAsString())
         fields.push_back(s->str());
       else
-        return error(where + ": " + what +
-                     " must be an integer (M, N, K) or a string (schemes)");
+        return error(
+            where + ": " + what +
+            " must be an integer (M, N, K, groups) or a string (schemes, "
+            "routing)");
       return Error::success();
     };
     if (const json::Array *array = value.getAsArray()) {
