@@ -1,5 +1,4 @@
-//===- PlannedRows.h - The rows a GEMM kernel is planned for -----*- C++
-//-*-===//
+//===- PlannedRows.h - The rows a GEMM kernel is planned for ----*- C++ -*-===//
 //
 // The one home of two planning rules: the M a kernel of dynamic M is planned
 // for, and the power-of-two bucket of M rows that plans, tuning-database
