@@ -204,7 +204,7 @@ TEST(TilingHeuristicTest, SingleRowFillsOneWave) {
 
 TEST(TilingHeuristicTest, DynamicMPlansForAssumedM) {
   TileConfig dynamic = select(mossForward(GemmSpec::kDynamic));
-  TileConfig fixed = select(mossForward(TilingOptions().assumedM));
+  TileConfig fixed = select(mossForward(kAssumedM));
   EXPECT_EQ(dynamic, fixed);
   EXPECT_EQ(dynamic.clusterM, 2); // 32 tiles of 128 rows pair up
   TilingOptions small;

@@ -41,7 +41,7 @@ struct CompileOptions {
   /// chooseTiling, the tuner). It is checked against the target's limits.
   std::optional<TileConfig> tiling;
   /// The M the heuristic plans for when the spec's M is dynamic.
-  int64_t assumedM = TilingOptions().assumedM;
+  int64_t assumedM = kAssumedM;
   /// Whether the heuristic may split K.
   bool allowSplitK = false;
   /// The quick-compile variant of the kernel (the first kernel of
