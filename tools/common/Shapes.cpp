@@ -51,13 +51,12 @@ Expected<OperandScheme> tune::parseScheme(StringRef token, StringRef what) {
 
 static TuneShape makeShape(int64_t m, int64_t n, int64_t k,
                            const OperandScheme &a, const OperandScheme &b,
-                           const ShapeDefaults &defaults, std::string origin,
-                           int64_t groups, StringRef routing) {
+                           const ShapeDefaults &defaults, std::string origin) {
   TuneShape shape;
   shape.m = m;
-  shape.spec.groups = groups;
-  if (groups)
-    shape.routing = routing.str();
+  shape.spec.groups = defaults.groups;
+  if (defaults.groups)
+    shape.routing = defaults.routing;
   shape.spec.m = compiler::GemmSpec::kDynamic;
   shape.spec.n = n;
   shape.spec.k = k;
@@ -113,7 +112,7 @@ Expected<TuneShape> tune::parseShapeFlag(StringRef text,
   if (!dims)
     return dims.takeError();
   return makeShape((*dims)[0], (*dims)[1], (*dims)[2], defaults.a, defaults.b,
-                   defaults, where, defaults.groups, defaults.routing);
+                   defaults, where);
 }
 
 /// One shape from its fields (M, N, K, then optional schemes, then
@@ -121,8 +120,8 @@ Expected<TuneShape> tune::parseShapeFlag(StringRef text,
 static Expected<TuneShape> shapeFromFields(ArrayRef<std::string> allFields,
                                            const ShapeDefaults &defaults,
                                            const std::string &where) {
-  int64_t groups = defaults.groups;
-  std::string routing = defaults.routing;
+  // The line's options override the defaults'.
+  ShapeDefaults line = defaults;
   std::vector<std::string> fields;
   bool options = false;
   for (const std::string &field : allFields) {
@@ -137,14 +136,15 @@ static Expected<TuneShape> shapeFromFields(ArrayRef<std::string> allFields,
     }
     options = true;
     if (name == "groups") {
-      if (value.getAsInteger(10, groups) || groups < 1 || groups > 1024)
+      if (value.getAsInteger(10, line.groups) || line.groups < 1 ||
+          line.groups > 1024)
         return error(where + ": groups '" + value +
                      "' is not an expert count from 1 to 1024");
     } else if (name == "routing") {
       if (!jit::isTotalRouting(value))
         return error(where + ": routing '" + value +
                      "' is not uniform, random, skewed or sparse");
-      routing = value.str();
+      line.routing = value.str();
     } else {
       return error(where + ": unknown option '" + field +
                    "'; expected groups=G or routing=R");
@@ -174,8 +174,7 @@ static Expected<TuneShape> shapeFromFields(ArrayRef<std::string> allFields,
       return parsed.takeError();
     b = *parsed;
   }
-  return makeShape((*dims)[0], (*dims)[1], (*dims)[2], a, b, defaults, where,
-                   groups, routing);
+  return makeShape((*dims)[0], (*dims)[1], (*dims)[2], a, b, line, where);
 }
 
 /// The line (1-based) where each element of the top-level JSON array
@@ -345,8 +344,7 @@ tune::getPreset(StringRef preset, const ShapeDefaults &defaults) {
   for (const Projection &p : projections)
     for (int64_t m : {1, 16, 128, 2048, 16384}) {
       TuneShape shape = makeShape(m, p.n, p.k, defaults.a, defaults.b, defaults,
-                                  "--preset " + preset.str(), defaults.groups,
-                                  defaults.routing);
+                                  "--preset " + preset.str());
       shape.name = p.name;
       shapes.push_back(std::move(shape));
     }

@@ -292,37 +292,37 @@ Expected<ShapeResult> SpecTimer::run(const ShapePlan &plan,
     jit::GemmCheckOptions checkOptions;
     checkOptions.seed = uint64_t(m) * 31 + 7;
     checkOptions.tiling = tiling;
+    // What is wrong with the output, if anything.
+    std::string wrong;
     if (grouped) {
       Expected<jit::GroupedGemmCheckResult> check =
           grouped->check(checkOptions);
       if (!check)
         return check.takeError();
-      if (!check->ok()) {
-        ++result.wrong;
-        finish("wrong",
-               formatv("{0} of {1} compared entries beyond the accuracy "
-                       "contract (worst {2:f2}x its allowance; first expert "
-                       "{3}), {4} unwritten, {5} bytes written outside the "
-                       "experts' rows",
-                       check->bad, check->compared, check->worst,
-                       check->firstBadExpert, check->unwritten,
-                       check->writtenOutside));
-        continue;
-      }
+      if (!check->ok())
+        wrong = formatv("{0} of {1} compared entries beyond the accuracy "
+                        "contract (worst {2:f2}x its allowance; first expert "
+                        "{3}), {4} unwritten, {5} bytes written outside the "
+                        "experts' rows",
+                        check->bad, check->compared, check->worst,
+                        check->firstBadExpert, check->unwritten,
+                        check->writtenOutside);
     } else {
       Expected<jit::GemmCheckResult> check =
           jit::checkGemmOutput(*sets.front(), m, checkOptions);
       if (!check)
         return check.takeError();
-      if (!check->ok()) {
-        ++result.wrong;
-        finish("wrong", formatv("{0} of {1} compared entries beyond the "
-                                "accuracy contract (worst {2:f2}x its "
-                                "allowance), {3} unwritten",
-                                check->bad, check->compared, check->worst,
-                                check->unwritten));
-        continue;
-      }
+      if (!check->ok())
+        wrong = formatv("{0} of {1} compared entries beyond the accuracy "
+                        "contract (worst {2:f2}x its allowance), {3} "
+                        "unwritten",
+                        check->bad, check->compared, check->worst,
+                        check->unwritten);
+    }
+    if (!wrong.empty()) {
+      ++result.wrong;
+      finish("wrong", wrong);
+      continue;
     }
 
     // Time, rotating over the input sets.
