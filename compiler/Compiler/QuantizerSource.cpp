@@ -70,6 +70,14 @@ bool isSquareGroup(const ScalingScheme &scheme) {
 
 QuantizerVariant chooseQuantizerVariant(const QuantizeSpec &spec,
                                         bool withScale) {
+  if (spec.adamw) {
+    QuantizerVariant v;
+    v.family = Family::AdamW;
+    v.source = QuantizerGlobal::FromScale;
+    v.bothLayouts = spec.bothLayouts;
+    v.threads = quantize::kAdamWThreads;
+    return v;
+  }
   if (spec.bothLayouts && !withScale && !spec.options.transpose) {
     QuantizeSpec rowMajor = spec;
     rowMajor.bothLayouts = false;
@@ -186,6 +194,35 @@ static Error checkBothLayouts(const QuantizeSpec &spec) {
   return Error::success();
 }
 
+/// A fused AdamW step and cast: FP32 weights cast per tensor, in whole
+/// 16-byte vectors, and 4-row words of transposed codes.
+static Error checkAdamW(const QuantizeSpec &spec) {
+  const ScalingScheme &scheme = spec.options.scheme;
+  if (spec.input != InputType::F32)
+    return invalidArgument("the fused AdamW step updates FP32 weights, not "
+                           "BF16");
+  if (scheme.kind != ScalingKind::PerTensor)
+    return invalidArgument("the fused AdamW step casts per tensor, not " +
+                           scheme.str());
+  if (spec.options.transpose || spec.gather || spec.anyK)
+    return invalidArgument(
+        "the fused AdamW step takes a row-major or dual-layout cast of the "
+        "whole weight, not a " +
+        Twine(spec.options.transpose ? "transposed"
+              : spec.gather          ? "gathered"
+                                     : "any-K") +
+        " one");
+  if (spec.cols % 4 != 0)
+    return invalidArgument("the fused AdamW step takes FP32 rows of whole "
+                           "16-byte vectors: K=" +
+                           Twine(spec.cols) + " is not a multiple of 4");
+  if (spec.bothLayouts && spec.rows % 4 != 0)
+    return invalidArgument("the fused AdamW step writes transposed codes four "
+                           "rows at a time: " +
+                           Twine(spec.rows) + " rows are not a multiple of 4");
+  return Error::success();
+}
+
 Error checkGpuQuantizeSpec(const QuantizeSpec &spec) {
   if (Error error = checkQuantizeOptions(spec.rows, spec.cols, spec.options))
     return error;
@@ -193,6 +230,8 @@ Error checkGpuQuantizeSpec(const QuantizeSpec &spec) {
     return invalidArgument(
         "the shape [" + Twine(spec.rows) + ", " + Twine(spec.cols) +
         "] exceeds the GPU quantizers' limit of 2^31-1 per axis");
+  if (spec.adamw)
+    return checkAdamW(spec);
   const ScalingScheme &scheme = spec.options.scheme;
   if (spec.gather && (spec.bothLayouts || isSquareGroup(scheme)))
     return invalidArgument(
@@ -252,10 +291,12 @@ Expected<QuantizerSource> generateQuantizerSource(const QuantizeSpec &spec,
   if (withScale && options.scheme.kind != ScalingKind::PerTensor)
     return invalidArgument("a cast with a given scale is per-tensor, not " +
                            options.scheme.str());
-  if (spec.batched && !withScale)
-    return invalidArgument("a batched quantize is a cast with a given scale "
-                           "per matrix: the reduce passes of other "
-                           "quantizations are not batched");
+  if ((spec.batched || spec.adamw) && !withScale)
+    return invalidArgument(
+        spec.adamw ? "the fused AdamW step casts with a given scale"
+                   : "a batched quantize is a cast with a given scale "
+                     "per matrix: the reduce passes of other "
+                     "quantizations are not batched");
   QuantizerVariant v = chooseQuantizerVariant(spec, withScale);
   int in = spec.input == InputType::F32 ? 0 : 1;
   int fmt = options.format == Fp8Format::E4M3 ? 0 : 1;
@@ -298,6 +339,12 @@ Expected<QuantizerSource> generateQuantizerSource(const QuantizeSpec &spec,
     config = formatv("moss::quantize::Tile2dConfig<{0}, {1}, {2}, {3}>", in,
                      fmt, v.block, options.transpose ? "true" : "false");
     call = "moss::quantize::tile2d<Config>(args)";
+    break;
+  case Family::AdamW:
+    header = "moss/quantize/adamw.cuh";
+    config = formatv("moss::quantize::AdamWConfig<{0}, {1}>", fmt,
+                     spec.bothLayouts ? "true" : "false");
+    call = "moss::quantize::adamwCast<Config>(" + args + ")";
     break;
   }
 

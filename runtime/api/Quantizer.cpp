@@ -198,7 +198,7 @@ static GpuQuantizer::PlanKey makePlanKey(const QuantizeSpec &spec,
       uint64_t(spec.options.fold) << 9 | uint64_t(spec.bothLayouts) << 12 |
       uint64_t(spec.gather) << 13 | uint64_t(spec.anyK) << 14 |
       uint64_t(spec.batched) << 15 | uint64_t(scheme.blockRows & 0xFFFF) << 16 |
-      uint64_t(scheme.blockCols & 0xFFFF) << 32;
+      uint64_t(scheme.blockCols & 0xFFFF) << 32 | uint64_t(spec.adamw) << 48;
   // Only the row-wise kernel has K compiled in (a dual-layout spec's too,
   // where it takes that kernel: QuantizerVariant::columnMax). An any-K
   // kernel's plans differ by K in their stages, not their source, which
@@ -251,14 +251,15 @@ GpuQuantizer::getPlan(const QuantizeSpec &spec, bool withScale) {
   if (plan->variant.family == Family::Rowwise) {
     if (Error e = planRowStages(*plan, spec))
       return std::move(e);
-  } else if (plan->variant.family == Family::Columnwise) {
+  } else if (plan->variant.family == Family::Columnwise ||
+             plan->variant.family == Family::AdamW) {
     Expected<const DriverApi &> api = getDriverApi();
     if (!api)
       return api.takeError();
-    if (Error e = checkCuda(api->occupancyMaxActiveBlocksPerMultiprocessor(
-                                &plan->ctasPerSm, plan->quantize,
-                                quantize::kColumnwiseThreads, 0),
-                            "cuOccupancyMaxActiveBlocksPerMultiprocessor"))
+    if (Error e = checkCuda(
+            api->occupancyMaxActiveBlocksPerMultiprocessor(
+                &plan->ctasPerSm, plan->quantize, plan->variant.threads, 0),
+            "cuOccupancyMaxActiveBlocksPerMultiprocessor"))
       return std::move(e);
     plan->ctasPerSm = std::max(plan->ctasPerSm, 1);
   } else if (plan->variant.family == Family::Tile2d) {
@@ -382,6 +383,15 @@ static LaunchConfig makeLaunch(const QuantizeSpec &spec,
         std::clamp<int64_t>(resident / strips, 1, std::min(tiles, kMaxGridY)));
     break;
   }
+  case Family::AdamW: {
+    // One wave: the CTAs down each strip of columns take its tiles in turn.
+    int64_t strips = llvm::divideCeil(spec.cols, quantize::kAdamWTileCols);
+    int64_t tiles = llvm::divideCeil(spec.rows, quantize::kAdamWTileRows);
+    launch.grid[0] = unsigned(strips);
+    launch.grid[1] = unsigned(
+        std::clamp<int64_t>(resident / strips, 1, std::min(tiles, kMaxGridY)));
+    break;
+  }
   case Family::Tile2d:
     launch.grid[0] = unsigned(llvm::divideCeil(spec.cols, v.block));
     launch.grid[1] = unsigned(llvm::divideCeil(spec.rows, v.block));
@@ -392,15 +402,43 @@ static LaunchConfig makeLaunch(const QuantizeSpec &spec,
   return launch;
 }
 
+/// Checks a fused AdamW step's state arrays.
+static Error checkAdamWBuffers(const AdamWBuffers &state) {
+  for (auto [pointer, name] : {std::pair{state.grad, "gradient"},
+                               std::pair{state.expAvg, "first moment"},
+                               std::pair{state.expAvgSq, "second moment"}}) {
+    if (!pointer)
+      return invalidArgument(Twine("the AdamW step's ") + name +
+                             " pointer is null");
+    if (pointer % 16 != 0)
+      return invalidArgument(Twine("the AdamW step's ") + name +
+                             " must be 16-byte aligned, got 0x" +
+                             Twine::utohexstr(pointer));
+  }
+  return Error::success();
+}
+
 Error GpuQuantizer::run(const QuantizeSpec &spec,
                         const QuantizeBuffers &buffers,
                         const QuantizeBuffers *rowMajor, CUdeviceptr scale,
-                        CUstream stream, const Batch *batch) {
+                        CUstream stream, const Batch *batch,
+                        const AdamWUpdate *adamw) {
   if (spec.batched != (batch != nullptr))
     return invalidArgument(spec.batched ? "a batched spec is launched by "
                                           "castWithScales"
                                         : "batch strides for a spec that is "
                                           "not batched");
+  if (spec.adamw != (adamw != nullptr))
+    return invalidArgument(spec.adamw ? "a fused AdamW spec needs the step's "
+                                        "state (castWithScales)"
+                                      : "an AdamW step for a spec without "
+                                        "QuantizeSpec::adamw");
+  if (adamw) {
+    if (adamw->state.empty())
+      return invalidArgument("the AdamW step has no state");
+    if (Error e = checkAdamWBuffers(adamw->state[0]))
+      return e;
+  }
   // The scales written: the folded scheme's, for a quantization that folds.
   const ScalingScheme scheme =
       getFoldedScheme(spec.options.scheme, spec.options.fold);
@@ -487,6 +525,20 @@ Error GpuQuantizer::run(const QuantizeSpec &spec,
   args.scaleIn = reinterpret_cast<const float *>(scale);
   if (batch)
     args.batch = batch->strides;
+  if (adamw) {
+    const AdamWCoefficients &c = adamw->coefficients;
+    const AdamWBuffers &state = adamw->state[0];
+    args.adamw.grad = reinterpret_cast<const float *>(state.grad);
+    args.adamw.expAvg = reinterpret_cast<float *>(state.expAvg);
+    args.adamw.expAvgSq = reinterpret_cast<float *>(state.expAvgSq);
+    args.adamw.decay = c.decay;
+    args.adamw.oneMinusBeta1 = c.oneMinusBeta1;
+    args.adamw.oneMinusBeta2 = c.oneMinusBeta2;
+    args.adamw.beta2 = c.beta2;
+    args.adamw.negStepSize = c.negStepSize;
+    args.adamw.bias2Sqrt = c.bias2Sqrt;
+    args.adamw.eps = c.eps;
+  }
   if (rowMajor) {
     args.row.q = reinterpret_cast<unsigned char *>(rowMajor->q);
     args.row.local = reinterpret_cast<void *>(rowMajor->local);
@@ -618,9 +670,8 @@ namespace {
 /// The byte stride of field `f` over `buffers`: the step from the first
 /// cast's address to the second's, when every address takes it; nullopt
 /// when they do not.
-template <class Field>
-std::optional<long long> uniformStride(ArrayRef<QuantizeBuffers> buffers,
-                                       Field f) {
+template <class Buffers, class Field>
+std::optional<long long> uniformStride(ArrayRef<Buffers> buffers, Field f) {
   const uint64_t first = f(buffers[0]);
   const uint64_t step = f(buffers[1]) - first;
   for (size_t g = 2; g < buffers.size(); ++g)
@@ -635,10 +686,12 @@ std::optional<long long> uniformStride(ArrayRef<QuantizeBuffers> buffers,
 /// keep the first's alignment; nullopt otherwise.
 std::optional<quantize::BatchStrides>
 getBatchStrides(const QuantizeSpec &spec, ArrayRef<QuantizeBuffers> rowMajor,
-                ArrayRef<QuantizeBuffers> transposed) {
+                ArrayRef<QuantizeBuffers> transposed,
+                ArrayRef<AdamWBuffers> adamw) {
   const size_t count = rowMajor.size();
   if (count < 2 || count > uint64_t(kMaxGridY) ||
-      transposed.size() != (spec.bothLayouts ? count : 0))
+      transposed.size() != (spec.bothLayouts ? count : 0) ||
+      adamw.size() != (spec.adamw ? count : 0))
     return std::nullopt;
   // Transposed inputs are the row-major ones (or unset), and what run()
   // checks of the first cast's buffers alone holds for every cast.
@@ -664,6 +717,19 @@ getBatchStrides(const QuantizeSpec &spec, ArrayRef<QuantizeBuffers> rowMajor,
   }
   if (!x || !q || !global || !counters || !rowQ || !rowGlobal || !rowCounters)
     return std::nullopt;
+  // A fused AdamW step writes the weights and the moments too.
+  std::optional<long long> grad = 0, expAvg = 0, expAvgSq = 0;
+  if (spec.adamw) {
+    grad = uniformStride(adamw, [](auto &b) { return b.grad; });
+    expAvg = uniformStride(adamw, [](auto &b) { return b.expAvg; });
+    expAvgSq = uniformStride(adamw, [](auto &b) { return b.expAvgSq; });
+    const long long bytes = spec.rows * spec.cols * 4;
+    if (!grad || !expAvg || !expAvgSq || *grad % 16 != 0 || *expAvg % 16 != 0 ||
+        *expAvgSq % 16 != 0 || !(*x >= bytes || *x <= -bytes) ||
+        !(*expAvg >= bytes || *expAvg <= -bytes) ||
+        !(*expAvgSq >= bytes || *expAvgSq <= -bytes))
+      return std::nullopt;
+  }
   // Casts whose codes or globals overlap would write them at once (the
   // counters add atomically, and may be shared).
   const long long codes = spec.rows * spec.cols;
@@ -679,21 +745,23 @@ getBatchStrides(const QuantizeSpec &spec, ArrayRef<QuantizeBuffers> rowMajor,
                        *rowGlobal % 4 == 0 && *rowCounters % 8 == 0;
   if (!written || !aligned)
     return std::nullopt;
-  return quantize::BatchStrides{*x,        *q,    *global,    4,
-                                *counters, *rowQ, *rowGlobal, *rowCounters};
+  return quantize::BatchStrides{*x,        *q,      *global,    4,
+                                *counters, *rowQ,   *rowGlobal, *rowCounters,
+                                *grad,     *expAvg, *expAvgSq};
 }
 } // namespace
 
 bool castsShareOneLaunch(const QuantizeSpec &spec,
                          ArrayRef<QuantizeBuffers> rowMajor,
-                         ArrayRef<QuantizeBuffers> transposed) {
-  return getBatchStrides(spec, rowMajor, transposed).has_value();
+                         ArrayRef<QuantizeBuffers> transposed,
+                         ArrayRef<AdamWBuffers> adamw) {
+  return getBatchStrides(spec, rowMajor, transposed, adamw).has_value();
 }
 
 Error GpuQuantizer::castWithScales(const QuantizeSpec &spec, CUdeviceptr scales,
                                    ArrayRef<QuantizeBuffers> rowMajor,
                                    ArrayRef<QuantizeBuffers> transposed,
-                                   CUstream stream) {
+                                   CUstream stream, const AdamWUpdate *adamw) {
   if (spec.batched)
     return invalidArgument("castWithScales takes the spec of one cast; it "
                            "batches the casts itself");
@@ -710,14 +778,32 @@ Error GpuQuantizer::castWithScales(const QuantizeSpec &spec, CUdeviceptr scales,
   if (scales % 4 != 0)
     return invalidArgument("the scales pointer must be 4-byte aligned");
   const size_t count = rowMajor.size();
-  auto castOne = [&](size_t g) {
+  if (spec.adamw != (adamw != nullptr) ||
+      (adamw && adamw->state.size() != count))
+    return invalidArgument(
+        spec.adamw ? "a fused AdamW spec needs one AdamW state per cast"
+                   : "an AdamW step for a spec without QuantizeSpec::adamw");
+  auto castOne = [&](size_t g) -> Error {
     const CUdeviceptr scale = scales + 4 * g;
-    return spec.bothLayouts ? quantizeBothLayouts(spec, rowMajor[g],
-                                                  transposed[g], stream, scale)
-                            : castWithScale(spec, scale, rowMajor[g], stream);
+    if (!adamw)
+      return spec.bothLayouts
+                 ? quantizeBothLayouts(spec, rowMajor[g], transposed[g], stream,
+                                       scale)
+                 : castWithScale(spec, scale, rowMajor[g], stream);
+    const AdamWUpdate one{adamw->coefficients, adamw->state.slice(g, 1)};
+    if (!spec.bothLayouts)
+      return run(spec, rowMajor[g], nullptr, scale, stream, nullptr, &one);
+    if (transposed[g].x && transposed[g].x != rowMajor[g].x)
+      return invalidArgument("the transposed layout's input differs from the "
+                             "row-major layout's: both come from one read of "
+                             "one x");
+    QuantizeBuffers t = transposed[g];
+    t.x = rowMajor[g].x;
+    return run(spec, t, &rowMajor[g], scale, stream, nullptr, &one);
   };
   std::optional<quantize::BatchStrides> strides =
-      getBatchStrides(spec, rowMajor, transposed);
+      getBatchStrides(spec, rowMajor, transposed,
+                      adamw ? adamw->state : ArrayRef<AdamWBuffers>());
   if (!strides) {
     for (size_t g = 0; g < count; ++g)
       if (Error error = castOne(g))
@@ -728,10 +814,10 @@ Error GpuQuantizer::castWithScales(const QuantizeSpec &spec, CUdeviceptr scales,
   batched.batched = true;
   const Batch batch{*strides, int64_t(count)};
   if (!spec.bothLayouts)
-    return run(batched, rowMajor[0], nullptr, scales, stream, &batch);
+    return run(batched, rowMajor[0], nullptr, scales, stream, &batch, adamw);
   QuantizeBuffers t = transposed[0];
   t.x = rowMajor[0].x;
-  return run(batched, t, &rowMajor[0], scales, stream, &batch);
+  return run(batched, t, &rowMajor[0], scales, stream, &batch, adamw);
 }
 
 } // namespace moss::runtime

@@ -861,6 +861,198 @@ TEST(QuantizeGpuTest, BatchedCastsMatchTheHostReferenceOfEachCast) {
     }
 }
 
+/// FP32 values equal bit for bit, or both NaN (the GPU's NaN has its own
+/// payload).
+void expectSameFloats(const std::vector<float> &got,
+                      const std::vector<float> &want, const char *what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const bool same = std::isnan(got[i])
+                          ? std::isnan(want[i])
+                          : std::memcmp(&got[i], &want[i], 4) == 0;
+    if (!same && bad++ == 0)
+      first = i;
+  }
+  EXPECT_EQ(bad, 0u) << what << ": first at " << first << ": " << got[first]
+                     << " against " << want[first];
+}
+
+// The fused optimizer step (QuantizeSpec::adamw): each weight's AdamW update
+// and its moments equal numerics::adamwUpdate's, bit for bit, and its codes
+// in each layout, scale and counters equal the host cast of the updated
+// weight with that scale; for one weight, and for G experts in one launch
+// or a launch each. The shape leaves partial tiles in both directions; some
+// gradients are NaN or infinite, and the scales below 1 saturate.
+TEST(QuantizeGpuTest, FusedAdamWStepsMatchTheHostReference) {
+  REQUIRE_GPU();
+  const int64_t rows = 332, cols = 1004;
+  const size_t values = size_t(rows * cols);
+  AdamWStep hyper;
+  hyper.lr = 2e-3;
+  hyper.weightDecay = 0.1;
+  hyper.step = 7;
+  const AdamWCoefficients coefficients =
+      llvm::cantFail(getAdamWCoefficients(hyper));
+  const float factors[] = {0.25f, 1.0f, 4.0f};
+  uint64_t seed = freshSeed();
+  for (bool both : {false, true})
+    for (size_t casts : {size_t(1), size_t(3)})
+      for (bool shuffled : {false, true}) {
+        if (casts == 1 && shuffled)
+          continue;
+        QuantizeSpec spec = weightCastSpec(rows, cols, InputType::F32, both);
+        spec.adamw = true;
+        SCOPED_TRACE(describe(spec, Data::Gaussian, seed));
+        SCOPED_TRACE(std::to_string(casts) + " casts" +
+                     (shuffled ? ", a launch each" : ""));
+        std::mt19937_64 rng(seed++);
+        std::normal_distribution<float> normal;
+        // Weights, gradients and the moments of earlier steps.
+        std::vector<float> w(casts * values), g(w.size()), m(w.size()),
+            v(w.size());
+        for (size_t i = 0; i < w.size(); ++i) {
+          w[i] = 0.02f * normal(rng);
+          g[i] = 1e-3f * normal(rng);
+          m[i] = 1e-4f * normal(rng);
+          v[i] = 1e-7f * std::fabs(normal(rng));
+        }
+        g[17] = NAN;
+        g[values + 5] = INFINITY;
+        // The host reference: the updated weights and moments.
+        std::vector<float> wNew = w, mNew = m, vNew = v;
+        for (size_t i = 0; i < w.size(); ++i)
+          wNew[i] = adamwUpdate(w[i], g[i], mNew[i], vNew[i], coefficients);
+        std::vector<float> scales(casts);
+        for (size_t c = 0; c < casts; ++c) {
+          float amax = 0;
+          for (size_t i = 0; i < values; ++i)
+            if (std::isfinite(wNew[c * values + i]))
+              amax = std::max(amax, std::fabs(wNew[c * values + i]));
+          scales[c] = amax / 448.0f * factors[c];
+        }
+        // Cast c takes the weight, state and outputs in slot[c]: the casts'
+        // order, or one no stride steps through (a launch each).
+        std::vector<size_t> slot(casts);
+        for (size_t c = 0; c < casts; ++c)
+          slot[c] = shuffled ? (c * 2) % casts : c;
+        DeviceBuffer dw(w.size() * 4), dg(w.size() * 4), dm(w.size() * 4),
+            dv(w.size() * 4), dscales(casts * 4);
+        dw.upload(w.data());
+        dg.upload(g.data());
+        dm.upload(m.data());
+        dv.upload(v.data());
+        struct Layout {
+          Layout(size_t casts, size_t values)
+              : q(casts * values), global(casts * 4), counters(casts * 16) {
+            q.poison();
+            global.poison();
+            std::vector<uint64_t> start;
+            for (size_t c = 0; c < casts; ++c)
+              start.insert(start.end(), {DeviceOutputs::kCounterStart[0],
+                                         DeviceOutputs::kCounterStart[1]});
+            counters.upload(start.data());
+          }
+          DeviceBuffer q, global, counters;
+        };
+        Layout rowOut(casts, values);
+        std::optional<Layout> tOut;
+        if (both)
+          tOut.emplace(casts, values);
+        std::vector<QuantizeBuffers> rowBuffers, tBuffers;
+        std::vector<AdamWBuffers> state;
+        for (size_t c = 0; c < casts; ++c) {
+          const size_t at = slot[c];
+          rowBuffers.push_back(
+              {dw.get() + at * values * 4, rowOut.q.get() + at * values, 0,
+               rowOut.global.get() + at * 4, rowOut.counters.get() + at * 16});
+          if (both)
+            tBuffers.push_back({0, tOut->q.get() + at * values, 0,
+                                tOut->global.get() + at * 4,
+                                tOut->counters.get() + at * 16});
+          state.push_back({dg.get() + at * values * 4,
+                           dm.get() + at * values * 4,
+                           dv.get() + at * values * 4});
+        }
+        // The scales in the casts' order; the checks below walk the slots.
+        std::vector<float> castScales(casts);
+        for (size_t c = 0; c < casts; ++c)
+          castScales[c] = scales[slot[c]];
+        dscales.upload(castScales.data());
+        EXPECT_EQ(castsShareOneLaunch(spec, rowBuffers, tBuffers, state),
+                  casts > 1 && !shuffled);
+        const AdamWUpdate update{coefficients, state};
+        llvm::Error error = gpu().quantizer->castWithScales(
+            spec, dscales.get(), rowBuffers, tBuffers, nullptr, &update);
+        ASSERT_FALSE(bool(error)) << llvm::toString(std::move(error));
+        ASSERT_EQ(DeviceBuffer::api().streamSynchronize(nullptr), CUDA_SUCCESS);
+
+        expectSameFloats(dw.download<float>(), wNew, "weights");
+        expectSameFloats(dm.download<float>(), mNew, "first moments");
+        expectSameFloats(dv.download<float>(), vNew, "second moments");
+        expectSameFloats(dg.download<float>(), g, "gradients (unchanged)");
+        for (size_t c = 0; c < casts; ++c) {
+          SCOPED_TRACE("weight " + std::to_string(c));
+          std::vector<float> slice(wNew.begin() + c * values,
+                                   wNew.begin() + (c + 1) * values);
+          std::vector<float> sliceT(values);
+          for (int64_t r = 0; r < rows; ++r)
+            for (int64_t k = 0; k < cols; ++k)
+              sliceT[size_t(k * rows + r)] = slice[size_t(r * cols + k)];
+          for (int layout = 0; layout < (both ? 2 : 1); ++layout) {
+            SCOPED_TRACE(layout ? "transposed" : "row-major");
+            const Layout &out = layout ? *tOut : rowOut;
+            QuantizedTensor ref = llvm::cantFail(
+                layout ? quantizeWithScale(sliceT, cols, rows, scales[c],
+                                           Fp8Format::E4M3)
+                       : quantizeWithScale(slice, rows, cols, scales[c],
+                                           Fp8Format::E4M3));
+            std::vector<uint8_t> q = out.q.download<uint8_t>();
+            expectBitsEqual(std::vector<uint8_t>(q.begin() + c * values,
+                                                 q.begin() + (c + 1) * values),
+                            ref.codes, ref.cols, "codes");
+            EXPECT_EQ(out.global.download<float>()[c], scales[c]);
+            std::vector<uint64_t> counts = out.counters.download<uint64_t>();
+            EXPECT_EQ(counts[2 * c] - DeviceOutputs::kCounterStart[0],
+                      uint64_t(ref.stats.saturated));
+            if (factors[c] < 1)
+              EXPECT_GT(ref.stats.saturated, 0);
+          }
+        }
+      }
+}
+
+// Bad fused steps fail before anything launches, with the reason.
+TEST(QuantizeGpuTest, FusedAdamWStepsCheckTheirState) {
+  REQUIRE_GPU();
+  QuantizeSpec spec = weightCastSpec(64, 128, InputType::F32, false);
+  spec.adamw = true;
+  const size_t bytes = 64 * 128 * 4;
+  DeviceBuffer w(bytes), q(64 * 128), global(4), scale(4), g(bytes), m(bytes),
+      v(bytes);
+  const float one = 1.0f;
+  scale.upload(&one);
+  std::vector<QuantizeBuffers> casts = {{w.get(), q.get(), 0, global.get(), 0}};
+  const AdamWCoefficients c = llvm::cantFail(getAdamWCoefficients({}));
+  auto errorOf = [&](std::vector<AdamWBuffers> state, bool withUpdate = true) {
+    const AdamWUpdate update{c, state};
+    return llvm::toString(gpu().quantizer->castWithScales(
+        spec, scale.get(), casts, {}, nullptr, withUpdate ? &update : nullptr));
+  };
+  EXPECT_NE(errorOf({{0, m.get(), v.get()}}).find("gradient pointer is null"),
+            std::string::npos);
+  EXPECT_NE(errorOf({{g.get(), m.get() + 4, v.get()}})
+                .find("first moment must be 16-byte aligned"),
+            std::string::npos);
+  EXPECT_NE(errorOf({}).find("one AdamW state per cast"), std::string::npos);
+  EXPECT_NE(errorOf({}, false).find("one AdamW state per cast"),
+            std::string::npos);
+  EXPECT_NE(llvm::toString(gpu().quantizer->castWithScale(spec, scale.get(),
+                                                          casts[0], nullptr))
+                .find("needs the step's state"),
+            std::string::npos);
+}
+
 // Kernels for any K (QuantizeSpec::anyK): one kernel per thread count
 // (128 here) serves K from just past the next smaller count's reach to its
 // own, with the bits of the host reference, for every row-wise scheme and

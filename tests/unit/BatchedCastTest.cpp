@@ -134,6 +134,79 @@ TEST(BatchedCastTest, CastsThatAreNotOneArrayTakeALaunchEach) {
       castsShareOneLaunch(spec, arrays(spec, 4), transposedArrays(spec, 4)));
 }
 
+/// The fused AdamW state of the casts of arrays(): gradients and moments
+/// stacked like the weights.
+std::vector<AdamWBuffers> adamwArrays(const QuantizeSpec &spec, size_t casts) {
+  const uint64_t bytes = uint64_t(spec.rows * spec.cols) * 4;
+  std::vector<AdamWBuffers> state(casts);
+  for (size_t g = 0; g < casts; ++g)
+    state[g] = {0x1000000000ull + g * bytes, 0x2000000000ull + g * bytes,
+                0x3000000000ull + g * bytes};
+  return state;
+}
+
+TEST(BatchedCastTest, FusedAdamWStepsShareOneLaunchWhenTheirStateSteps) {
+  for (bool both : {false, true}) {
+    SCOPED_TRACE(both ? "both layouts" : "row-major");
+    QuantizeSpec spec = weightCast(both);
+    spec.rows = 332; // four-row words of transposed codes
+    spec.adamw = true;
+    const std::vector<QuantizeBuffers> rows = arrays(spec, 4);
+    const std::vector<QuantizeBuffers> t =
+        both ? transposedArrays(spec, 4) : std::vector<QuantizeBuffers>();
+    const std::vector<AdamWBuffers> state = adamwArrays(spec, 4);
+    EXPECT_TRUE(castsShareOneLaunch(spec, rows, t, state));
+    // Without each cast's state, or with state out of step or overlapping.
+    EXPECT_FALSE(castsShareOneLaunch(spec, rows, t));
+    std::vector<AdamWBuffers> bad = state;
+    bad[2].grad += 16;
+    EXPECT_FALSE(castsShareOneLaunch(spec, rows, t, bad));
+    bad = state;
+    for (size_t g = 0; g < bad.size(); ++g)
+      bad[g].expAvgSq = state[0].expAvgSq + g * 64;
+    EXPECT_FALSE(castsShareOneLaunch(spec, rows, t, bad));
+    // Weights that overlap are written twice at once.
+    std::vector<QuantizeBuffers> overlapping = rows;
+    for (size_t g = 0; g < overlapping.size(); ++g)
+      overlapping[g].x = rows[0].x + g * 16;
+    EXPECT_FALSE(castsShareOneLaunch(spec, overlapping, t, state));
+  }
+}
+
+TEST(BatchedCastTest, FusedAdamWSpecsAreFP32PerTensorCasts) {
+  QuantizeSpec spec = weightCast(true);
+  spec.rows = 332;
+  spec.adamw = true;
+  auto errorOf = [](const QuantizeSpec &s, bool withScale = true) {
+    llvm::Expected<QuantizerSource> source =
+        generateQuantizerSource(s, withScale);
+    return source ? std::string() : llvm::toString(source.takeError());
+  };
+  EXPECT_EQ(errorOf(spec), "");
+  EXPECT_NE(errorOf(spec, false).find("casts with a given scale"),
+            std::string::npos);
+  QuantizeSpec s = spec;
+  s.input = InputType::BF16;
+  EXPECT_NE(errorOf(s).find("updates FP32 weights"), std::string::npos);
+  s = spec;
+  s.options.scheme = ScalingScheme::perRow();
+  EXPECT_NE(errorOf(s).find("casts per tensor"), std::string::npos);
+  s = spec;
+  s.rows = 333;
+  EXPECT_NE(errorOf(s).find("333 rows are not a multiple of 4"),
+            std::string::npos);
+  s.bothLayouts = false; // row-major codes take any row count
+  EXPECT_EQ(errorOf(s), "");
+  s = spec;
+  s.cols = 1006;
+  EXPECT_NE(errorOf(s).find("K=1006 is not a multiple of 4"),
+            std::string::npos);
+  s = spec;
+  s.bothLayouts = false;
+  s.options.transpose = true;
+  EXPECT_NE(errorOf(s).find("not a transposed one"), std::string::npos);
+}
+
 TEST(BatchedCastTest, OnlyCastsWithAGivenScaleAreBatched) {
   QuantizeSpec spec = weightCast(false);
   spec.batched = true;

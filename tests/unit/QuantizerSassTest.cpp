@@ -126,6 +126,9 @@ int getStaticSharedBytes(StringRef log, StringRef kernel) {
 int getElementsPerIteration(const QuantizeSpec &spec, bool withScale) {
   const QuantizerVariant v = chooseQuantizerVariant(spec, withScale);
   const int elementBytes = spec.input == InputType::F32 ? 4 : 2;
+  if (v.family == QuantizerVariant::Family::AdamW)
+    return quantize::kAdamWTileRows * quantize::kAdamWTileCols /
+           quantize::kAdamWThreads;
   if (v.family == QuantizerVariant::Family::Columnwise)
     return quantize::kColumnwiseTileRows *
            (quantize::kColumnwiseTileBytes / elementBytes) /
@@ -244,6 +247,19 @@ std::vector<Case> getTrainingStepCases() {
   expertCast.batched = true;
   add("cast_dual_batched_k4096", "per-tensor cast, scale, both, batched",
       expertCast, true, {128, 94.0});
+  // The fused optimizer step: AdamW updates the FP32 weight, then the same
+  // read casts it (QuantizeSpec::adamw), row-major or in both layouts, one
+  // weight or all experts' in one launch.
+  QuantizeSpec adamw = makeSpec(11008, 4096, f32, perTensor, false, none);
+  adamw.adamw = true;
+  add("adamw_k4096", "AdamW step + cast, scale", adamw, true, {124, 128.5});
+  adamw.bothLayouts = true;
+  add("adamw_dual_k4096", "AdamW step + cast, scale, both", adamw, true,
+      {128, 144.0});
+  QuantizeSpec expertAdamW = expertCast;
+  expertAdamW.adamw = true;
+  add("adamw_dual_batched_k4096", "AdamW step + cast, both, batched",
+      expertAdamW, true, {128, 145.5});
   return cases;
 }
 

@@ -50,6 +50,11 @@ struct QuantizeSpec {
   /// Casts with a given scale only (a reduce pass's words are not sliced),
   /// without gathered rows.
   bool batched = false;
+  /// An AdamW step updates the FP32 input (a weight, in place) before its
+  /// cast with a given scale, in the same read (numerics::adamwUpdate; the
+  /// fused optimizer step of the weight scalers): per-tensor, row-major or
+  /// both layouts, batched or not.
+  bool adamw = false;
 };
 
 /// The transposed half of a dual-layout spec: the same options with
@@ -119,7 +124,7 @@ enum class QuantizerGlobal {
 
 /// Which kernel template a spec uses, and its launch parameters.
 struct QuantizerVariant {
-  enum class Family { Rowwise, Columnwise, Tile2d };
+  enum class Family { Rowwise, Columnwise, Tile2d, AdamW };
   Family family = Family::Rowwise;
   QuantizerGlobal source = QuantizerGlobal::None;
   /// Columnwise, and row-wise in segments: the reduce pass leaves one global

@@ -34,6 +34,18 @@ struct BatchStrides {
   long long x, q, global, scaleIn, counters;
   /// The row-major layout's of a dual-layout cast (Args::row).
   long long rowQ, rowGlobal, rowCounters;
+  /// A fused AdamW step's gradient and moments (AdamWArgs).
+  long long grad, expAvg, expAvgSq;
+};
+
+/// A fused AdamW step (QuantizeSpec::adamw, adamw.cuh): the weight at
+/// Args::x is updated in place before its cast, with these FP32 states of
+/// its shape and the step's constants (moss::numerics::AdamWCoefficients).
+struct AdamWArgs {
+  const float *grad;
+  float *expAvg;
+  float *expAvgSq;
+  float decay, oneMinusBeta1, oneMinusBeta2, beta2, negStepSize, bias2Sqrt, eps;
 };
 
 /// Launch arguments of every quantizer kernel (all device pointers).
@@ -82,6 +94,8 @@ struct Args {
   int columnMaxParts;
   /// Read only by a batched kernel.
   BatchStrides batch;
+  /// Read only by the fused AdamW kernel.
+  AdamWArgs adamw;
 };
 
 } // namespace moss::quantize

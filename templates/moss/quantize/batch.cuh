@@ -36,6 +36,9 @@ __device__ __forceinline__ Args batchSlice(const Args &args) {
   a.row.global = advanceBytes(a.row.global, z * b.rowGlobal);
   a.row.saturated = advanceBytes(a.row.saturated, z * b.rowCounters);
   a.row.nonFinite = advanceBytes(a.row.nonFinite, z * b.rowCounters);
+  a.adamw.grad = advanceBytes(a.adamw.grad, z * b.grad);
+  a.adamw.expAvg = advanceBytes(a.adamw.expAvg, z * b.expAvg);
+  a.adamw.expAvgSq = advanceBytes(a.adamw.expAvgSq, z * b.expAvgSq);
   return a;
 }
 

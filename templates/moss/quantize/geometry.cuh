@@ -19,4 +19,10 @@ constexpr int kColumnwiseTileBytes = 128;
 constexpr int kColumnMaxThreads = 256;
 constexpr int kColumnMaxWords = 32;
 
+/// The fused AdamW step and cast (adamw.cuh): a CTA of eight warps takes
+/// tiles of 64 rows by 128 FP32 columns.
+constexpr int kAdamWThreads = 256;
+constexpr int kAdamWTileRows = 64;
+constexpr int kAdamWTileCols = 128;
+
 } // namespace moss::quantize

@@ -18,6 +18,7 @@
 #define MOSS_RUNTIME_API_QUANTIZER_H
 
 #include "moss/Compiler/QuantizerSource.h"
+#include "moss/Numerics/AdamW.h"
 #include "moss/Runtime/Cache/KernelCache.h"
 #include "moss/Runtime/Cuda/Driver.h"
 #include "moss/Runtime/Cuda/StreamWorkspaces.h"
@@ -63,6 +64,22 @@ struct QuantizeBuffers {
   int64_t gatherSourceRows = 0;
 };
 
+/// The optimizer state of one weight in a fused AdamW step
+/// (QuantizeSpec::adamw): FP32 arrays of the weight's shape, 16-byte
+/// aligned. The gradient is read; the moments are updated in place.
+struct AdamWBuffers {
+  CUdeviceptr grad = 0;
+  CUdeviceptr expAvg = 0;
+  CUdeviceptr expAvgSq = 0;
+};
+
+/// A fused AdamW step of castWithScales's casts: the step's constants and
+/// each cast's state.
+struct AdamWUpdate {
+  numerics::AdamWCoefficients coefficients;
+  llvm::ArrayRef<AdamWBuffers> state;
+};
+
 /// The kernels of one quantization, compiled (or found in `cache`) as
 /// GpuQuantizer compiles them, so under the same cache keys: what `moss-jit
 /// cache warm --quantizers` puts in the disk cache without a GPU. The
@@ -94,10 +111,12 @@ selectCompiledSpec(KernelCache &cache, const compiler::QuantizeSpec &spec,
 /// dual-layout spec, `transposed`'s) buffers in one launch: two casts or
 /// more whose every address steps by one stride from a cast to the next,
 /// whose outputs do not overlap, and whose pointers are as aligned as the
-/// first cast's.
+/// first cast's; for a fused AdamW step (`adamw`, each cast's state), whose
+/// weights and moments step alike and do not overlap.
 bool castsShareOneLaunch(const compiler::QuantizeSpec &spec,
                          llvm::ArrayRef<QuantizeBuffers> rowMajor,
-                         llvm::ArrayRef<QuantizeBuffers> transposed);
+                         llvm::ArrayRef<QuantizeBuffers> transposed,
+                         llvm::ArrayRef<AdamWBuffers> adamw = {});
 
 /// Runs quantizations in one CUDA context: the one current at its first
 /// call (a call from another context is an error). Not thread-safe: use one
@@ -150,11 +169,17 @@ public:
   /// next and the casts' outputs do not overlap (G experts' [N, K] weights
   /// in one [G, N, K] tensor, say: castsShareOneLaunch), the G casts are one
   /// launch; otherwise they are launched one at a time.
+  ///
+  /// With `adamw` (and spec.adamw), each cast's input is a weight that the
+  /// AdamW step first updates in place, with adamw->state[g]; its codes are
+  /// those of the updated weight (a cast of one read: the fused optimizer
+  /// step). The state's arrays must not overlap the weights or each other.
   llvm::Error castWithScales(const compiler::QuantizeSpec &spec,
                              CUdeviceptr scales,
                              llvm::ArrayRef<QuantizeBuffers> rowMajor,
                              llvm::ArrayRef<QuantizeBuffers> transposed,
-                             CUstream stream);
+                             CUstream stream,
+                             const AdamWUpdate *adamw = nullptr);
 
   /// The generated kernels; the launch path looks them up by this key.
   struct PlanKey {
@@ -179,10 +204,12 @@ private:
   /// `rowMajor`: the row-major outputs of a dual-layout spec, whose
   /// `buffers` are then the transposed layout's. A batched spec launches
   /// `batch`'s casts (`buffers` and `rowMajor` are the first's).
+  /// `adamw`: a fused AdamW step's constants and the (first) cast's state.
   llvm::Error run(const compiler::QuantizeSpec &spec,
                   const QuantizeBuffers &buffers,
                   const QuantizeBuffers *rowMajor, CUdeviceptr scale,
-                  CUstream stream, const Batch *batch = nullptr);
+                  CUstream stream, const Batch *batch = nullptr,
+                  const AdamWUpdate *adamw = nullptr);
   /// A dual-layout spec in two kernels (QuantizerVariant::columnMax): the
   /// row-wise kernel and the column pass of `plan`, then the transposed
   /// spec's quantize pass.
