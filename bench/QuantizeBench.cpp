@@ -120,6 +120,10 @@ struct Case {
   /// (GpuQuantizer::castWithScales, one launch), also timed one launch per
   /// expert.
   int64_t experts = 1;
+  /// The fused optimizer step: an AdamW update of the FP32 weights, then
+  /// their cast with the given scale, in one read (QuantizeSpec::adamw);
+  /// the cast alone is timed beside it.
+  bool adamw = false;
 };
 
 const char *inputName(InputType input) {
@@ -251,6 +255,14 @@ int main(int argc, char **argv) {
     cases.push_back({"experts auto both", rows, cols, InputType::F32,
                      ScalingScheme::perTensor(), false, true,
                      BlockScaleFold::None, true, experts});
+  // The same casts fused into the AdamW step, and a dense layer's weights.
+  for (auto [experts, rows, cols] :
+       {std::tuple<int64_t, int64_t, int64_t>{1, 11008, 4096},
+        {64, 1536, 4096},
+        {8, 14336, 4096}})
+    cases.push_back({"adamw auto both", rows, cols, InputType::F32,
+                     ScalingScheme::perTensor(), false, true,
+                     BlockScaleFold::None, true, experts, true});
 
   outs() << format("%-24s %-5s %-14s %9s %9s %8s %10s\n", "scheme", "in",
                    "shape", "first ms", "time us", "GB/s", "of copy");
@@ -272,6 +284,7 @@ int main(int argc, char **argv) {
     spec.input = c.input;
     spec.options = {c.scheme, Fp8Format::E4M3, c.transpose, c.fold};
     spec.bothLayouts = c.both;
+    spec.adamw = c.adamw;
     // (Every expert's: the experts' arrays hold `elements` each.)
     const size_t elements = size_t(c.rows * c.cols);
     const size_t elementBytes = c.input == InputType::F32 ? 4 : 2;
@@ -311,11 +324,33 @@ int main(int argc, char **argv) {
                : std::vector<QuantizeBuffers>();
     const QuantizeBuffers transposed =
         c.both ? transposedParts[0] : QuantizeBuffers{};
+    // A fused AdamW step's gradients and moments (zero), read and written
+    // besides the weights, which it writes back.
+    std::vector<AdamWBuffers> state;
+    if (c.adamw) {
+      const size_t stateBytes = elements * 4 * experts;
+      CUdeviceptr g = alloc(stateBytes), m = alloc(stateBytes),
+                  v = alloc(stateBytes);
+      fillRandom(g, elements * experts, InputType::F32);
+      check(api->memsetD8(m, 0, stateBytes), "cuMemsetD8");
+      check(api->memsetD8(v, 0, stateBytes), "cuMemsetD8");
+      allocations.insert(allocations.end(), {g, m, v});
+      for (size_t e = 0; e < experts; ++e)
+        state.push_back(
+            {g + e * elements * 4, m + e * elements * 4, v + e * elements * 4});
+      // The gradient and moments read; the weight and moments written.
+      inBytes += 3 * stateBytes;
+      outBytes += 3 * stateBytes;
+    }
+    const AdamWUpdate update{cantFail(getAdamWCoefficients(AdamWStep())),
+                             state};
     QuantizeSpec timed = spec;
     auto run = [&] {
       Error error =
-          experts > 1 ? quantizer.castWithScales(timed, scale, rowMajor,
-                                                 transposedParts, nullptr)
+          c.adamw       ? quantizer.castWithScales(timed, scale, rowMajor,
+                                                   transposedParts, nullptr, &update)
+          : experts > 1 ? quantizer.castWithScales(timed, scale, rowMajor,
+                                                   transposedParts, nullptr)
           : c.both
               ? quantizer.quantizeBothLayouts(timed, buffers, transposed,
                                               nullptr, c.autoScaled ? scale : 0)
@@ -349,7 +384,18 @@ int main(int argc, char **argv) {
                        inputName(c.input), shape.c_str(), "", otherMs * 1e3,
                        otherGBs, 100.0 * otherGBs / copyGBs, note.c_str());
     };
-    if (experts > 1 && !firstCallsOnly) {
+    if (c.adamw && !firstCallsOnly) {
+      QuantizeSpec cast = spec;
+      cast.adamw = false;
+      double castMs = medianMs([&] {
+        if (Error error = quantizer.castWithScales(cast, scale, rowMajor,
+                                                   transposedParts, nullptr))
+          die(std::move(error));
+      });
+      outs() << format("%-24s %-5s %-14s %9s %9.1f  the cast alone\n", c.name,
+                       inputName(c.input), shape.c_str(), "", castMs * 1e3);
+    }
+    if (experts > 1 && !firstCallsOnly && !c.adamw) {
       double apartMs = medianMs([&] {
         for (size_t g = 0; g < experts; ++g)
           if (Error error = quantizer.quantizeBothLayouts(

@@ -428,6 +428,51 @@ moss_error_t moss_weight_scaler_step_experts(
     const moss_quantize_buffers_t *transposed, void *stream,
     moss_weight_scale_step_t *out);
 
+/* One AdamW step (torch.optim.AdamW's: decoupled weight decay, bias
+ * correction, no amsgrad) that a fused scaler step applies to the weight
+ * before its cast, in the same read of the weight. Fill with
+ * moss_adamw_step_init(). The update is FP32, each operation rounded once
+ * (docs/RUNTIME.md, "The fused AdamW step"). */
+typedef struct moss_adamw_step_t {
+  /* sizeof(moss_adamw_step_t) of the caller's header. */
+  size_t struct_size;
+  /* FP32 device arrays of the weight's shape, 16-byte aligned: the
+   * gradient (read) and Adam's first and second moments (exp_avg,
+   * exp_avg_sq; updated in place). In an experts' step, expert g's are
+   * these moved by g experts' elements, as its weight is. */
+  uint64_t grad;
+  uint64_t exp_avg;
+  uint64_t exp_avg_sq;
+  /* The step's learning rate (also the scaler's), finite and >= 0. */
+  double lr;
+  /* Betas in [0, 1); eps and weight_decay finite and >= 0. */
+  double beta1;
+  double beta2;
+  double eps;
+  double weight_decay;
+  /* The step's number, from 1: the bias corrections use it. */
+  int64_t step;
+} moss_adamw_step_t;
+
+/* Sets `*adamw` to torch.optim.AdamW's defaults: lr 1e-3, betas 0.9 /
+ * 0.999, eps 1e-8, weight_decay 0.01, step 1, no arrays. */
+void moss_adamw_step_init(moss_adamw_step_t *adamw);
+
+/* The optimizer's step and the scaler's in one: buffers->x holds the FP32
+ * weight before the step; the AdamW step `adamw` updates it (and the
+ * moments) in place, and the same read writes the updated weight's codes as
+ * moss_weight_scaler_step (`transposed` NULL) or
+ * moss_weight_scaler_step_both_layouts (not NULL) writes them, with
+ * adamw->lr as the step's learning rate. A step that rescales updates the
+ * weight first, then quantizes it. spec->input must be MOSS_INPUT_F32, K a
+ * multiple of 4, and for both layouts the rows a multiple of 4. The arrays
+ * must not overlap. */
+moss_error_t moss_weight_scaler_adamw_step(
+    moss_weight_scaler_t scaler, const moss_adamw_step_t *adamw,
+    const moss_quantize_spec_t *spec, const moss_quantize_buffers_t *buffers,
+    const moss_quantize_buffers_t *transposed, void *stream,
+    moss_weight_scale_step_t *out);
+
 /* What a scaler did and learned, counted since its creation. */
 typedef struct moss_weight_scaler_stats_t {
   /* Set to sizeof(moss_weight_scaler_stats_t) before the call. */
@@ -495,6 +540,15 @@ moss_error_t moss_expert_scalers_step(moss_expert_scalers_t scalers, double lr,
                                       const moss_quantize_buffers_t *transposed,
                                       void *stream,
                                       moss_weight_scale_step_t *out);
+
+/* moss_expert_scalers_step fused with the optimizer's AdamW step, as
+ * moss_weight_scaler_adamw_step: every expert's weight (and moments, at
+ * adamw's arrays moved by g experts) updated in the read that casts it. */
+moss_error_t moss_expert_scalers_adamw_step(
+    moss_expert_scalers_t scalers, const moss_adamw_step_t *adamw,
+    const moss_quantize_spec_t *spec, const moss_quantize_buffers_t *buffers,
+    const moss_quantize_buffers_t *transposed, void *stream,
+    moss_weight_scale_step_t *out);
 
 /* moss_weight_scaler_stats of expert `expert`. */
 moss_error_t moss_expert_scalers_stats(moss_expert_scalers_t scalers,

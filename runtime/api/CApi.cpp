@@ -694,20 +694,58 @@ struct ScalerStep {
   QuantizeSpec spec;
   QuantizeBuffers buffers, transposed;
   bool both = false;
+  /// A fused AdamW step's constants and this weight's state.
+  std::optional<AdamWBuffers> adamw;
+  AdamWCoefficients coefficients;
 };
+
+/// The constants of `*adamw`, checked.
+moss_error_t convertAdamW(const moss_adamw_step_t *adamw,
+                          AdamWCoefficients &out) {
+  if (!adamw)
+    return invalid("adamw is NULL");
+  if (adamw->struct_size < sizeof(moss_adamw_step_t))
+    return invalid("adamw->struct_size=" + Twine(uint64_t(adamw->struct_size)) +
+                   " is smaller than version 1's " +
+                   Twine(uint64_t(sizeof(moss_adamw_step_t))) +
+                   " (fill it with moss_adamw_step_init)");
+  Expected<AdamWCoefficients> c =
+      getAdamWCoefficients({adamw->lr, adamw->beta1, adamw->beta2, adamw->eps,
+                            adamw->weight_decay, adamw->step});
+  if (!c)
+    return convert(c.takeError(), MOSS_ERROR_INVALID_ARGUMENT);
+  out = *c;
+  return nullptr;
+}
+
+/// Expert g's AdamW state: `adamw`'s arrays moved by g experts of `spec`'s
+/// FP32 elements (0 stays 0).
+AdamWBuffers adamwState(const moss_adamw_step_t &adamw,
+                        const moss_quantize_spec_t &spec, size_t g) {
+  const uint64_t bytes = uint64_t(spec.rows) * uint64_t(spec.cols) * 4;
+  auto at = [&](uint64_t base) { return base ? base + g * bytes : 0; };
+  return {at(adamw.grad), at(adamw.exp_avg), at(adamw.exp_avg_sq)};
+}
 
 /// Checks the arguments of a scaler step of `context` (`transposed` NULL
 /// for moss_weight_scaler_step, else moss_weight_scaler_step_both_layouts),
 /// without a GPU.
+/// With `adamw` (the step's constants in step.coefficients), a fused AdamW
+/// step with that state.
 moss_error_t checkScalerStep(moss_context_t context, double lr,
                              const moss_quantize_spec_t *spec,
                              const moss_quantize_buffers_t *buffers,
                              const moss_quantize_buffers_t *transposed,
-                             ScalerStep &step) {
+                             ScalerStep &step,
+                             const AdamWBuffers *adamw = nullptr) {
   step.both = transposed != nullptr;
   if (moss_error_t error =
           checkCall(context, spec, buffers, step.spec, step.buffers, step.both))
     return error;
+  if (adamw) {
+    step.spec.adamw = true;
+    step.adamw = *adamw;
+  }
   if (step.spec.options.scheme.kind != ScalingKind::PerTensor)
     return invalid("the weight scaler casts per-tensor, not spec->scheme=" +
                    Twine(spec->scheme) + " (" + step.spec.options.scheme.str() +
@@ -724,8 +762,9 @@ moss_error_t checkScalerStep(moss_context_t context, double lr,
                      "counts into its own");
   }
   // The learning rate, and what else the scaler asks of its arguments.
-  if (Error error = checkWeightScalerStep(
-          lr, step.spec, step.buffers, step.both ? &step.transposed : nullptr))
+  if (Error error =
+          checkWeightScalerStep(lr, step.spec, step.buffers,
+                                step.both ? &step.transposed : nullptr, adamw))
     return convert(std::move(error), MOSS_ERROR_INVALID_ARGUMENT);
   return nullptr;
 }
@@ -735,9 +774,12 @@ moss_error_t launchScalerStep(moss_weight_scaler_t scaler, double lr,
                               const ScalerStep &step, void *stream,
                               moss_weight_scale_step_t *out) {
   // (checkScalerStep ran checkWeightScalerStep.)
+  std::optional<AdamWUpdate> update;
+  if (step.adamw)
+    update = AdamWUpdate{step.coefficients, ArrayRef(*step.adamw)};
   Expected<WeightScaleDecision> decision = scaler->scaler->castStepChecked(
       lr, step.spec, step.buffers, static_cast<CUstream>(stream),
-      step.both ? &step.transposed : nullptr);
+      step.both ? &step.transposed : nullptr, update ? &*update : nullptr);
   if (!decision)
     return convert(decision.takeError());
   if (out)
@@ -746,17 +788,27 @@ moss_error_t launchScalerStep(moss_weight_scaler_t scaler, double lr,
   return nullptr;
 }
 
-/// moss_weight_scaler_step, with the transposed layout's buffers or NULL.
+/// moss_weight_scaler_step, with the transposed layout's buffers or NULL,
+/// and fused with `adamw`'s step where not NULL.
 moss_error_t scalerStep(moss_weight_scaler_t scaler, double lr,
                         const moss_quantize_spec_t *spec,
                         const moss_quantize_buffers_t *buffers,
                         const moss_quantize_buffers_t *transposed, void *stream,
-                        moss_weight_scale_step_t *out) {
+                        moss_weight_scale_step_t *out,
+                        const moss_adamw_step_t *adamw = nullptr) {
   if (!scaler)
     return invalid("scaler is NULL");
   ScalerStep step;
+  std::optional<AdamWBuffers> state;
+  if (adamw) {
+    if (moss_error_t error = convertAdamW(adamw, step.coefficients))
+      return error;
+    if (spec)
+      state = adamwState(*adamw, *spec, 0);
+  }
   if (moss_error_t error =
-          checkScalerStep(scaler->context, lr, spec, buffers, transposed, step))
+          checkScalerStep(scaler->context, lr, spec, buffers, transposed, step,
+                          state ? &*state : nullptr))
     return error;
   if (Error error = scaler->context->device.makeCurrent())
     return convert(std::move(error));
@@ -881,6 +933,31 @@ moss_error_t moss_weight_scaler_step_both_layouts(
   return scalerStep(scaler, lr, spec, buffers, transposed, stream, out);
 }
 
+void moss_adamw_step_init(moss_adamw_step_t *adamw) {
+  if (!adamw)
+    return;
+  *adamw = moss_adamw_step_t{};
+  adamw->struct_size = sizeof(moss_adamw_step_t);
+  const AdamWStep defaults;
+  adamw->lr = defaults.lr;
+  adamw->beta1 = defaults.beta1;
+  adamw->beta2 = defaults.beta2;
+  adamw->eps = defaults.eps;
+  adamw->weight_decay = defaults.weightDecay;
+  adamw->step = defaults.step;
+}
+
+moss_error_t moss_weight_scaler_adamw_step(
+    moss_weight_scaler_t scaler, const moss_adamw_step_t *adamw,
+    const moss_quantize_spec_t *spec, const moss_quantize_buffers_t *buffers,
+    const moss_quantize_buffers_t *transposed, void *stream,
+    moss_weight_scale_step_t *out) {
+  if (!adamw)
+    return invalid("adamw is NULL");
+  return scalerStep(scaler, adamw->lr, spec, buffers, transposed, stream, out,
+                    adamw);
+}
+
 moss_error_t moss_weight_scaler_step_experts(
     const moss_weight_scaler_t *scalers, size_t count, double lr,
     const moss_quantize_spec_t *spec, const moss_quantize_buffers_t *buffers,
@@ -964,19 +1041,28 @@ void moss_expert_scalers_destroy(moss_expert_scalers_t scalers) {
   delete scalers;
 }
 
-moss_error_t moss_expert_scalers_step(moss_expert_scalers_t scalers, double lr,
+} // extern "C"
+
+/// moss_expert_scalers_step, fused with `adamw`'s step where not NULL.
+static moss_error_t expertScalersStep(moss_expert_scalers_t scalers, double lr,
                                       const moss_quantize_spec_t *spec,
                                       const moss_quantize_buffers_t *buffers,
                                       const moss_quantize_buffers_t *transposed,
                                       void *stream,
-                                      moss_weight_scale_step_t *out) {
+                                      moss_weight_scale_step_t *out,
+                                      const moss_adamw_step_t *adamw) {
   if (!scalers)
     return invalid("scalers is NULL");
   if (moss_error_t error = checkExpertsCall(spec, buffers))
     return error;
+  AdamWCoefficients coefficients;
+  if (adamw)
+    if (moss_error_t error = convertAdamW(adamw, coefficients))
+      return error;
   const size_t count = scalers->scalers->size();
   // Every expert's step is checked before any launches.
   SmallVector<QuantizeBuffers> expert(count), expertT(transposed ? count : 0);
+  SmallVector<AdamWBuffers> state(adamw ? count : 0);
   QuantizeSpec converted;
   for (size_t g = 0; g < count; ++g) {
     moss_quantize_buffers_t b = expertBuffers(*buffers, *spec, g);
@@ -984,8 +1070,11 @@ moss_error_t moss_expert_scalers_step(moss_expert_scalers_t scalers, double lr,
                                     ? expertBuffers(*transposed, *spec, g)
                                     : moss_quantize_buffers_t{};
     ScalerStep step;
+    if (adamw)
+      state[g] = adamwState(*adamw, *spec, g);
     if (moss_error_t error = checkScalerStep(scalers->context, lr, spec, &b,
-                                             transposed ? &t : nullptr, step))
+                                             transposed ? &t : nullptr, step,
+                                             adamw ? &state[g] : nullptr))
       return prefixed(error, "expert " + Twine(uint64_t(g)) + ": ");
     expert[g] = step.buffers;
     if (transposed)
@@ -994,9 +1083,11 @@ moss_error_t moss_expert_scalers_step(moss_expert_scalers_t scalers, double lr,
   }
   if (Error error = scalers->context->device.makeCurrent())
     return convert(std::move(error));
+  const AdamWUpdate update{coefficients, state};
   Expected<SmallVector<WeightScaleDecision>> decisions =
       scalers->scalers->castStepsChecked(lr, converted, expert, expertT,
-                                         static_cast<CUstream>(stream));
+                                         static_cast<CUstream>(stream),
+                                         adamw ? &update : nullptr);
   if (!decisions)
     return convert(decisions.takeError());
   if (out)
@@ -1005,6 +1096,29 @@ moss_error_t moss_expert_scalers_step(moss_expert_scalers_t scalers, double lr,
                                         int32_t((*decisions)[g].reason),
                                         (*decisions)[g].scale};
   return nullptr;
+}
+
+extern "C" {
+
+moss_error_t moss_expert_scalers_step(moss_expert_scalers_t scalers, double lr,
+                                      const moss_quantize_spec_t *spec,
+                                      const moss_quantize_buffers_t *buffers,
+                                      const moss_quantize_buffers_t *transposed,
+                                      void *stream,
+                                      moss_weight_scale_step_t *out) {
+  return expertScalersStep(scalers, lr, spec, buffers, transposed, stream, out,
+                           nullptr);
+}
+
+moss_error_t moss_expert_scalers_adamw_step(
+    moss_expert_scalers_t scalers, const moss_adamw_step_t *adamw,
+    const moss_quantize_spec_t *spec, const moss_quantize_buffers_t *buffers,
+    const moss_quantize_buffers_t *transposed, void *stream,
+    moss_weight_scale_step_t *out) {
+  if (!adamw)
+    return invalid("adamw is NULL");
+  return expertScalersStep(scalers, adamw->lr, spec, buffers, transposed,
+                           stream, out, adamw);
 }
 
 moss_error_t moss_expert_scalers_stats(moss_expert_scalers_t scalers,

@@ -103,7 +103,8 @@ Expected<SmallVector<WeightScaleDecision>>
 ExpertWeightScalers::castStepsChecked(double lr, const QuantizeSpec &spec,
                                       ArrayRef<QuantizeBuffers> buffers,
                                       ArrayRef<QuantizeBuffers> transposed,
-                                      CUstream stream) {
+                                      CUstream stream,
+                                      const AdamWUpdate *adamw) {
   Expected<const DriverApi &> api = getDriverApi();
   if (!api)
     return api.takeError();
@@ -142,11 +143,13 @@ ExpertWeightScalers::castStepsChecked(double lr, const QuantizeSpec &spec,
   float *hostScales = slotScales(index);
   bool anyPredicted = false, anyRescale = false;
   for (size_t g = 0; g < experts; ++g) {
-    hostScales[g] = decisions[g].scale;
+    // (A rescaling expert's fused AdamW update casts at scale 1, and the
+    // rescale overwrites its codes.)
+    hostScales[g] = decisions[g].isRescale() ? 1.0f : decisions[g].scale;
     anyPredicted |= !decisions[g].isRescale();
     anyRescale |= decisions[g].isRescale();
   }
-  if (anyPredicted)
+  if (anyPredicted || adamw)
     if (Error error =
             checkCuda(api->memcpyHtoDAsync(scales, hostScales,
                                            experts * sizeof(float), stream),
@@ -161,19 +164,21 @@ ExpertWeightScalers::castStepsChecked(double lr, const QuantizeSpec &spec,
     counted[g].counters = states + g * sizeof(WeightScalerState);
   // Expert g's cast: with its predicted scale, or the exact quantize of a
   // rescale (which also leaves its amax for the next anchor).
+  // (After a fused AdamW update, the casts of an updated weight.)
+  const QuantizeSpec cast = getRescaleSpec(spec);
   auto launch = [&](size_t g) -> Error {
     QuantizeBuffers b = counted[g];
     QuantizeBuffers t = transposed.empty() ? QuantizeBuffers() : transposed[g];
     if (decisions[g].isRescale()) {
       b.amax = b.counters + kWeightScalerAmaxOffset;
       return transposed.empty()
-                 ? quantizer.quantize(spec, b, stream)
-                 : quantizer.quantizeBothLayouts(spec, b, t, stream);
+                 ? quantizer.quantize(cast, b, stream)
+                 : quantizer.quantizeBothLayouts(cast, b, t, stream);
     }
     const CUdeviceptr scale = scales + g * sizeof(float);
     return transposed.empty()
-               ? quantizer.castWithScale(spec, scale, b, stream)
-               : quantizer.quantizeBothLayouts(spec, b, t, stream, scale);
+               ? quantizer.castWithScale(cast, scale, b, stream)
+               : quantizer.quantizeBothLayouts(cast, b, t, stream, scale);
   };
   // The steady state: every expert casts with its prediction, in one launch
   // where the experts' buffers are one array's (castWithScales).
@@ -184,10 +189,18 @@ ExpertWeightScalers::castStepsChecked(double lr, const QuantizeSpec &spec,
     return g ? forExpert(*g, std::move(error)) : std::move(error);
   };
   if (!anyRescale) {
-    if (Error error =
-            quantizer.castWithScales(spec, scales, counted, transposed, stream))
+    if (Error error = quantizer.castWithScales(spec, scales, counted,
+                                               transposed, stream, adamw))
       return failed(std::move(error), std::nullopt);
   } else {
+    if (adamw) {
+      // Every expert's update first, counted nowhere (the quantizer's own
+      // words); then each expert's cast or rescale of its updated weight.
+      SmallVector<QuantizeBuffers> uncounted(buffers);
+      if (Error error = quantizer.castWithScales(spec, scales, uncounted,
+                                                 transposed, stream, adamw))
+        return failed(std::move(error), std::nullopt);
+    }
     for (size_t g = 0; g < experts; ++g)
       if (Error error = launch(g))
         return failed(std::move(error), g);

@@ -402,8 +402,7 @@ static LaunchConfig makeLaunch(const QuantizeSpec &spec,
   return launch;
 }
 
-/// Checks a fused AdamW step's state arrays.
-static Error checkAdamWBuffers(const AdamWBuffers &state) {
+Error checkAdamWBuffers(const AdamWBuffers &state) {
   for (auto [pointer, name] : {std::pair{state.grad, "gradient"},
                                std::pair{state.expAvg, "first moment"},
                                std::pair{state.expAvgSq, "second moment"}}) {

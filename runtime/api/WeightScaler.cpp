@@ -227,13 +227,28 @@ Error WeightScalePlanner::observe(const WeightScaleObservation &observation) {
 static_assert(WeightScaler::kSlots == SnapshotRing::kSlots,
               "WeightScaler::kSlots is its ring's");
 
+QuantizeSpec getRescaleSpec(const QuantizeSpec &spec) {
+  QuantizeSpec rescale = spec;
+  rescale.adamw = false;
+  return rescale;
+}
+
 Error checkWeightScalerStep(double lr, const QuantizeSpec &spec,
                             const QuantizeBuffers &buffers,
-                            const QuantizeBuffers *transposed) {
+                            const QuantizeBuffers *transposed,
+                            const AdamWBuffers *adamw) {
   if (Error error = checkLearningRate(lr))
     return error;
   if (Error error = checkGpuQuantizeSpec(spec))
     return error;
+  if (spec.adamw != (adamw != nullptr))
+    return invalidArgument(spec.adamw ? "a fused AdamW step needs the "
+                                        "weight's AdamW state"
+                                      : "an AdamW state is given for a step "
+                                        "without the fused AdamW update");
+  if (adamw)
+    if (Error error = checkAdamWBuffers(*adamw))
+      return error;
   const ScalingScheme &scheme = spec.options.scheme;
   if (scheme.kind != ScalingKind::PerTensor)
     return invalidArgument("the weight scaler casts per-tensor, not " +
@@ -319,16 +334,22 @@ Error WeightScaler::poll() {
 Expected<WeightScaleDecision>
 WeightScaler::castStep(double lr, const QuantizeSpec &spec,
                        const QuantizeBuffers &buffers, CUstream stream,
-                       const QuantizeBuffers *transposed) {
-  if (Error error = checkWeightScalerStep(lr, spec, buffers, transposed))
+                       const QuantizeBuffers *transposed,
+                       const AdamWUpdate *adamw) {
+  if (adamw && adamw->state.size() != 1)
+    return invalidArgument("a weight's fused AdamW step takes one state, got " +
+                           Twine(adamw->state.size()));
+  if (Error error = checkWeightScalerStep(lr, spec, buffers, transposed,
+                                          adamw ? &adamw->state[0] : nullptr))
     return std::move(error);
-  return castStepChecked(lr, spec, buffers, stream, transposed);
+  return castStepChecked(lr, spec, buffers, stream, transposed, adamw);
 }
 
 Expected<WeightScaleDecision>
 WeightScaler::castStepChecked(double lr, const QuantizeSpec &spec,
                               const QuantizeBuffers &buffers, CUstream stream,
-                              const QuantizeBuffers *transposed) {
+                              const QuantizeBuffers *transposed,
+                              const AdamWUpdate *adamw) {
   Expected<const DriverApi &> api = getDriverApi();
   if (!api)
     return api.takeError();
@@ -356,6 +377,33 @@ WeightScaler::castStepChecked(double lr, const QuantizeSpec &spec,
   // to the quantizer's own words (counters 0).
   QuantizeBuffers transposedLaunch =
       transposed ? *transposed : QuantizeBuffers();
+  const CUdeviceptr scale = deviceState + kWeightScalerScaleOffset;
+  // The scale's bits travel in the call: unlike a copy from a page-locked
+  // word, nothing on the host must stay unchanged until the GPU runs it.
+  auto setScale = [&](float value) {
+    uint32_t bits;
+    std::memcpy(&bits, &value, 4);
+    return checkCuda(api->memsetD32Async(scale, bits, 1, stream),
+                     "cuMemsetD32Async(weight scaler scale)");
+  };
+  // The fused AdamW step's cast, counting into `counters`.
+  auto castFused = [&](CUdeviceptr counters) {
+    QuantizeBuffers b = launch;
+    b.counters = counters;
+    ArrayRef<QuantizeBuffers> t;
+    if (transposed)
+      t = ArrayRef(transposedLaunch);
+    return quantizer.castWithScales(spec, scale, ArrayRef(b), t, stream, adamw);
+  };
+  const QuantizeSpec cast = getRescaleSpec(spec);
+  if (adamw && decision->isRescale()) {
+    // The update first (its codes, at scale 1, are overwritten and its
+    // counts go to the quantizer's own words), then the rescale reads W_t.
+    if (Error error = setScale(1.0f))
+      return std::move(error);
+    if (Error error = castFused(0))
+      return std::move(error);
+  }
   if (decision->isRescale()) {
     // The JIT per-tensor quantize: the exact scale, and the exact amax for
     // the next anchor. (A_0 = scale * max would not be exact: the scale is
@@ -363,24 +411,17 @@ WeightScaler::castStepChecked(double lr, const QuantizeSpec &spec,
     // below the amax, which would make the first prediction undershoot.)
     launch.amax = deviceState + kWeightScalerAmaxOffset;
     if (Error error = transposed ? quantizer.quantizeBothLayouts(
-                                       spec, launch, transposedLaunch, stream)
-                                 : quantizer.quantize(spec, launch, stream))
+                                       cast, launch, transposedLaunch, stream)
+                                 : quantizer.quantize(cast, launch, stream))
       return std::move(error);
   } else {
-    // The scale's bits travel in the call: unlike a copy from a page-locked
-    // word, nothing on the host must stay unchanged until the GPU runs it.
-    uint32_t bits;
-    std::memcpy(&bits, &decision->scale, 4);
-    if (Error error = checkCuda(
-            api->memsetD32Async(deviceState + kWeightScalerScaleOffset, bits, 1,
-                                stream),
-            "cuMemsetD32Async(weight scaler scale)"))
+    if (Error error = setScale(decision->scale))
       return std::move(error);
-    const CUdeviceptr scale = deviceState + kWeightScalerScaleOffset;
     if (Error error =
-            transposed ? quantizer.quantizeBothLayouts(
-                             spec, launch, transposedLaunch, stream, scale)
-                       : quantizer.castWithScale(spec, scale, launch, stream))
+            adamw        ? castFused(deviceState)
+            : transposed ? quantizer.quantizeBothLayouts(
+                               spec, launch, transposedLaunch, stream, scale)
+                         : quantizer.castWithScale(spec, scale, launch, stream))
       return std::move(error);
   }
   planner.commit(*decision, lr);

@@ -10,6 +10,7 @@
 
 #include "../../runtime/api/CApiInternal.h"
 
+#include "moss/Numerics/AdamW.h"
 #include "moss/Numerics/Quantize.h"
 #include "moss/Runtime/Api/RuntimeError.h"
 #include "moss/Runtime/Cuda/Driver.h"
@@ -525,6 +526,21 @@ TEST(CApiTest, WeightScalerBadArguments) {
               MOSS_ERROR_INVALID_ARGUMENT, "context is NULL");
   expectError(moss_expert_scalers_step(nullptr, 1e-3, &spec, &buffers, nullptr,
                                        nullptr, nullptr),
+              MOSS_ERROR_INVALID_ARGUMENT, "scalers is NULL");
+  moss_adamw_step_t adamw;
+  moss_adamw_step_init(&adamw);
+  EXPECT_EQ(adamw.struct_size, sizeof(adamw));
+  EXPECT_EQ(adamw.lr, 1e-3);
+  EXPECT_EQ(adamw.weight_decay, 0.01);
+  EXPECT_EQ(adamw.step, 1);
+  expectError(moss_weight_scaler_adamw_step(nullptr, &adamw, &spec, &buffers,
+                                            nullptr, nullptr, nullptr),
+              MOSS_ERROR_INVALID_ARGUMENT, "scaler is NULL");
+  expectError(moss_weight_scaler_adamw_step(nullptr, nullptr, &spec, &buffers,
+                                            nullptr, nullptr, nullptr),
+              MOSS_ERROR_INVALID_ARGUMENT, "adamw is NULL");
+  expectError(moss_expert_scalers_adamw_step(nullptr, &adamw, &spec, &buffers,
+                                             nullptr, nullptr, nullptr),
               MOSS_ERROR_INVALID_ARGUMENT, "scalers is NULL");
   moss_weight_scaler_stats_t expertStats;
   expertStats.struct_size = sizeof(expertStats);
@@ -1048,6 +1064,181 @@ TEST(CApiTest, WeightScalerStepsExpertsAsOneAtATime) {
   if (!haveGpu())
     GTEST_SKIP() << "needs a CUDA driver and GPU";
   checkExpertsStepAsOneAtATime(/*grouped=*/false);
+}
+
+// The optimizer's step fused into the scaler's (moss_weight_scaler_adamw_step
+// and moss_expert_scalers_adamw_step, both layouts) gives what the AdamW
+// update (numerics::adamwUpdate on the host) followed by the unfused
+// scaler step gives: the same weights and moments, bit for bit, and the
+// same codes, scales and decisions, step by step through the first steps'
+// rescales, interval rescales and saturation rescales (a bound of 1e-3 lets
+// the predictions undershoot the weights' growth). Outputs are poisoned
+// before each step.
+void checkFusedAdamWSteps(bool experts) {
+  ContextPtr owned = makeContext();
+  ASSERT_NE(owned, nullptr);
+  moss_context_t context = owned.get();
+  const moss::runtime::DriverApi &api = *moss::runtime::getDriverApi();
+  moss_weight_scaler_options_t options;
+  moss_weight_scaler_options_init(&options);
+  options.interval = 3;
+  options.explicit_bound = 1e-3;
+  const int groups = experts ? 3 : 1;
+  const int64_t rows = 32, cols = 96, n = rows * cols;
+  // Two scalers of one kind: the fused steps', and the steps apart's.
+  struct Scalers {
+    moss_weight_scaler_t one = nullptr;
+    moss_expert_scalers_t many = nullptr;
+    ~Scalers() {
+      moss_weight_scaler_destroy(one);
+      moss_expert_scalers_destroy(many);
+    }
+  } fused, apart;
+  for (Scalers *s : {&fused, &apart}) {
+    ErrorPtr error(
+        experts
+            ? moss_expert_scalers_create(context, &options, groups, &s->many)
+            : moss_weight_scaler_create(context, &options, &s->one));
+    ASSERT_EQ(error, nullptr) << moss_error_message(error.get());
+  }
+  std::mt19937 rng(std::random_device{}());
+  std::normal_distribution<float> normal;
+  std::vector<float> w(groups * n), m(w.size(), 0.0f), v(w.size(), 0.0f),
+      g(w.size());
+  for (int e = 0; e < groups; ++e)
+    for (int64_t i = 0; i < n; ++i)
+      w[e * n + i] = 0.02f * normal(rng) * float(1 << (2 * e));
+  const size_t bytes = w.size() * 4;
+  DeviceBuffer dw(bytes), dg(bytes), dm(bytes), dv(bytes), dwApart(bytes),
+      dq(w.size()), dqt(w.size()), dscale(groups * 4), dqA(w.size()),
+      dqtA(w.size()), dscaleA(groups * 4);
+  ASSERT_EQ(api.memcpyHtoD(dw.ptr, w.data(), bytes), CUDA_SUCCESS);
+  ASSERT_EQ(api.memsetD8(dm.ptr, 0, bytes), CUDA_SUCCESS);
+  ASSERT_EQ(api.memsetD8(dv.ptr, 0, bytes), CUDA_SUCCESS);
+  const moss_quantize_spec_t spec =
+      makeSpec(rows, cols, MOSS_SCHEME_PER_TENSOR);
+  moss_adamw_step_t adamw;
+  moss_adamw_step_init(&adamw);
+  adamw.grad = dg.ptr;
+  adamw.exp_avg = dm.ptr;
+  adamw.exp_avg_sq = dv.ptr;
+  adamw.lr = 0.05;
+  adamw.weight_decay = 0.1;
+  int saturationRescales = 0, predicted = 0;
+  for (int t = 0; t < 10; ++t) {
+    SCOPED_TRACE("step " + std::to_string(t));
+    for (float &x : g)
+      x = 0.01f * normal(rng);
+    ASSERT_EQ(api.memcpyHtoD(dg.ptr, g.data(), bytes), CUDA_SUCCESS);
+    adamw.step = t + 1;
+    const moss::numerics::AdamWCoefficients c =
+        llvm::cantFail(moss::numerics::getAdamWCoefficients(
+            {adamw.lr, adamw.beta1, adamw.beta2, adamw.eps, adamw.weight_decay,
+             adamw.step}));
+    for (size_t i = 0; i < w.size(); ++i)
+      w[i] = moss::numerics::adamwUpdate(w[i], g[i], m[i], v[i], c);
+    for (const DeviceBuffer *b : {&dq, &dqt, &dscale, &dqA, &dqtA, &dscaleA})
+      ASSERT_EQ(api.memsetD8(b->ptr, 0xA5, b->bytes), CUDA_SUCCESS);
+    const moss_quantize_buffers_t buffers = {dw.ptr, dq.ptr, 0, dscale.ptr, 0};
+    const moss_quantize_buffers_t transposed = {0, dqt.ptr, 0, dscale.ptr, 0};
+    moss_weight_scale_step_t steps[3], want[3];
+    {
+      ErrorPtr error(experts ? moss_expert_scalers_adamw_step(
+                                   fused.many, &adamw, &spec, &buffers,
+                                   &transposed, nullptr, steps)
+                             : moss_weight_scaler_adamw_step(
+                                   fused.one, &adamw, &spec, &buffers,
+                                   &transposed, nullptr, steps));
+      ASSERT_EQ(error, nullptr) << moss_error_message(error.get());
+    }
+    // Apart: the host's updated weights, then the scaler step.
+    ASSERT_EQ(api.memcpyHtoD(dwApart.ptr, w.data(), bytes), CUDA_SUCCESS);
+    const moss_quantize_buffers_t buffersA = {dwApart.ptr, dqA.ptr, 0,
+                                              dscaleA.ptr, 0};
+    const moss_quantize_buffers_t transposedA = {0, dqtA.ptr, 0, dscaleA.ptr,
+                                                 0};
+    {
+      ErrorPtr error(
+          experts
+              ? moss_expert_scalers_step(apart.many, adamw.lr, &spec, &buffersA,
+                                         &transposedA, nullptr, want)
+              : moss_weight_scaler_step_both_layouts(apart.one, adamw.lr, &spec,
+                                                     &buffersA, &transposedA,
+                                                     nullptr, want));
+      ASSERT_EQ(error, nullptr) << moss_error_message(error.get());
+    }
+    ASSERT_EQ(api.streamSynchronize(nullptr), CUDA_SUCCESS);
+    auto download = [&](const DeviceBuffer &b) {
+      std::vector<uint8_t> out(b.bytes);
+      EXPECT_EQ(api.memcpyDtoH(out.data(), b.ptr, b.bytes), CUDA_SUCCESS);
+      return out;
+    };
+    auto bytesOf = [](const std::vector<float> &x) {
+      std::vector<uint8_t> out(x.size() * 4);
+      std::memcpy(out.data(), x.data(), out.size());
+      return out;
+    };
+    EXPECT_EQ(download(dw), bytesOf(w)) << "weights";
+    EXPECT_EQ(download(dm), bytesOf(m)) << "first moments";
+    EXPECT_EQ(download(dv), bytesOf(v)) << "second moments";
+    EXPECT_EQ(download(dq), download(dqA)) << "codes";
+    EXPECT_EQ(download(dqt), download(dqtA)) << "transposed codes";
+    EXPECT_EQ(download(dscale), download(dscaleA)) << "scales";
+    for (int e = 0; e < groups; ++e) {
+      EXPECT_EQ(steps[e].step, want[e].step);
+      EXPECT_EQ(steps[e].reason, want[e].reason) << "expert " << e;
+      EXPECT_EQ(steps[e].scale, want[e].scale) << "expert " << e;
+      saturationRescales += want[e].reason == MOSS_RESCALE_SATURATION;
+      predicted += want[e].reason == MOSS_RESCALE_NONE;
+    }
+  }
+  EXPECT_GT(saturationRescales, 0);
+  EXPECT_GT(predicted, 0);
+
+  // Bad steps fail before anything runs.
+  const moss_quantize_buffers_t buffers = {dw.ptr, dq.ptr, 0, dscale.ptr, 0};
+  auto step = [&](const moss_adamw_step_t &a) {
+    return experts
+               ? moss_expert_scalers_adamw_step(fused.many, &a, &spec, &buffers,
+                                                nullptr, nullptr, nullptr)
+               : moss_weight_scaler_adamw_step(fused.one, &a, &spec, &buffers,
+                                               nullptr, nullptr, nullptr);
+  };
+  moss_adamw_step_t bad = adamw;
+  bad.exp_avg = 0;
+  expectError(step(bad), MOSS_ERROR_INVALID_ARGUMENT,
+              "first moment pointer is null");
+  bad = adamw;
+  bad.grad += 4;
+  expectError(step(bad), MOSS_ERROR_INVALID_ARGUMENT,
+              "gradient must be 16-byte aligned");
+  bad = adamw;
+  bad.beta2 = 1.0;
+  expectError(step(bad), MOSS_ERROR_INVALID_ARGUMENT, "betas must lie");
+  bad = adamw;
+  bad.struct_size = 8;
+  expectError(step(bad), MOSS_ERROR_INVALID_ARGUMENT, "adamw->struct_size=8");
+  moss_quantize_spec_t bf16 = spec;
+  bf16.input = MOSS_INPUT_BF16;
+  expectError(
+      experts
+          ? moss_expert_scalers_adamw_step(fused.many, &adamw, &bf16, &buffers,
+                                           nullptr, nullptr, nullptr)
+          : moss_weight_scaler_adamw_step(fused.one, &adamw, &bf16, &buffers,
+                                          nullptr, nullptr, nullptr),
+      MOSS_ERROR_INVALID_ARGUMENT, "updates FP32 weights");
+}
+
+TEST(CApiTest, FusedAdamWScalerStepsEqualTheUpdateThenTheStep) {
+  if (!haveGpu())
+    GTEST_SKIP() << "needs a CUDA driver and GPU";
+  checkFusedAdamWSteps(/*experts=*/false);
+}
+
+TEST(CApiTest, FusedAdamWExpertStepsEqualTheUpdateThenTheStep) {
+  if (!haveGpu())
+    GTEST_SKIP() << "needs a CUDA driver and GPU";
+  checkFusedAdamWSteps(/*experts=*/true);
 }
 
 TEST(CApiTest, ExpertScalersStepAsOneAtATime) {

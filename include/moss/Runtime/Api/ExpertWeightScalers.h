@@ -54,11 +54,15 @@ public:
   /// as WeightScaler::castStep writes them. `spec` is one expert's. The
   /// caller has checked every expert's arguments with
   /// checkWeightScalerStep (the C API does, before it converts its errors,
-  /// so that they name the expert). Returns each expert's decision.
+  /// so that they name the expert). Returns each expert's decision. With
+  /// `adamw` (spec.adamw; one state per expert), the AdamW step updates
+  /// every expert's weight in the read that casts it, as
+  /// WeightScaler::castStep's.
   llvm::Expected<llvm::SmallVector<WeightScaleDecision>>
   castStepsChecked(double lr, const compiler::QuantizeSpec &spec,
                    llvm::ArrayRef<QuantizeBuffers> buffers,
-                   llvm::ArrayRef<QuantizeBuffers> transposed, CUstream stream);
+                   llvm::ArrayRef<QuantizeBuffers> transposed, CUstream stream,
+                   const AdamWUpdate *adamw = nullptr);
 
   /// Takes whatever snapshots have arrived, without launching or waiting.
   llvm::Error poll();

@@ -73,6 +73,9 @@ struct AdamWBuffers {
   CUdeviceptr expAvgSq = 0;
 };
 
+/// Checks one weight's AdamW state: present and 16-byte aligned.
+llvm::Error checkAdamWBuffers(const AdamWBuffers &state);
+
 /// A fused AdamW step of castWithScales's casts: the step's constants and
 /// each cast's state.
 struct AdamWUpdate {

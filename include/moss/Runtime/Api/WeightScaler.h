@@ -223,10 +223,18 @@ public:
   /// may be buffers.global) from the same read of W_t
   /// (GpuQuantizer::quantizeBothLayouts); transposed->x is 0 or buffers.x,
   /// its .local, .counters and .amax 0.
+  ///
+  /// With `adamw` (and spec.adamw), the step is the optimizer's own:
+  /// buffers.x holds W_{t-1}, which the AdamW step (its constants and
+  /// adamw->state[0]) updates in place to W_t in the read that casts it
+  /// (GpuQuantizer::castWithScales). A step that rescales updates the
+  /// weight first, then quantizes it as without `adamw`. `lr` is the
+  /// step's learning rate.
   llvm::Expected<WeightScaleDecision>
   castStep(double lr, const compiler::QuantizeSpec &spec,
            const QuantizeBuffers &buffers, CUstream stream,
-           const QuantizeBuffers *transposed = nullptr);
+           const QuantizeBuffers *transposed = nullptr,
+           const AdamWUpdate *adamw = nullptr);
 
   /// castStep() for arguments checkWeightScalerStep has accepted (the C
   /// API checks before it converts its errors), without checking them
@@ -234,7 +242,8 @@ public:
   llvm::Expected<WeightScaleDecision>
   castStepChecked(double lr, const compiler::QuantizeSpec &spec,
                   const QuantizeBuffers &buffers, CUstream stream,
-                  const QuantizeBuffers *transposed = nullptr);
+                  const QuantizeBuffers *transposed = nullptr,
+                  const AdamWUpdate *adamw = nullptr);
 
   /// Takes whatever snapshots have arrived, without launching or waiting.
   llvm::Error poll();
@@ -262,10 +271,16 @@ private:
 };
 
 /// Checks the arguments of WeightScaler::castStep without a GPU; the error
-/// names the bad argument and what was expected.
+/// names the bad argument and what was expected. `adamw`: the weight's
+/// AdamW state, exactly when spec.adamw.
 llvm::Error checkWeightScalerStep(double lr, const compiler::QuantizeSpec &spec,
                                   const QuantizeBuffers &buffers,
-                                  const QuantizeBuffers *transposed = nullptr);
+                                  const QuantizeBuffers *transposed = nullptr,
+                                  const AdamWBuffers *adamw = nullptr);
+
+/// The cast a scaler's rescale runs after a fused AdamW step updated the
+/// weight: `spec` without the update.
+compiler::QuantizeSpec getRescaleSpec(const compiler::QuantizeSpec &spec);
 
 } // namespace moss::runtime
 
