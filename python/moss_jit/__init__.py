@@ -25,7 +25,7 @@ except ImportError:  # numpy-only use
     _torch_module = None
 
 if _torch_module is not None:
-    from . import _torch, nn
+    from . import _torch, nn, optim
     from ._torch import cast_with_scale
     from .convert import convert
     from .nn import attach_optimizer
@@ -99,4 +99,4 @@ __all__ = ["MossError", "MossTensor", "quantize", "quantize_both_layouts",
            "ExpertWeights",
            "route", "dispatch_quantize", "combine",
            "cast_with_scale",
-           "convert", "nn", "attach_optimizer"]
+           "convert", "nn", "optim", "attach_optimizer"]

@@ -101,6 +101,14 @@ class GemmOperandSpec(Structure):
                 ("global_scope", c_int32), ("reserved", c_int32)]
 
 
+class AdamWStep(Structure):
+    _fields_ = [("struct_size", c_size_t), ("grad", c_uint64),
+                ("exp_avg", c_uint64), ("exp_avg_sq", c_uint64),
+                ("lr", c_double), ("beta1", c_double), ("beta2", c_double),
+                ("eps", c_double), ("weight_decay", c_double),
+                ("step", c_int64)]
+
+
 class GemmSpec(Structure):
     _fields_ = [("struct_size", c_size_t), ("m", c_int64), ("n", c_int64),
                 ("k", c_int64), ("a", GemmOperandSpec),
@@ -234,6 +242,15 @@ def _load():
             POINTER(c_void_p), ctypes.c_size_t, c_double,
             POINTER(QuantizeSpec), POINTER(QuantizeBuffers),
             POINTER(QuantizeBuffers), c_void_p, POINTER(WeightScaleStep)]),
+        "moss_adamw_step_init": (None, [POINTER(AdamWStep)]),
+        "moss_weight_scaler_adamw_step": (error_t, [
+            c_void_p, POINTER(AdamWStep), POINTER(QuantizeSpec),
+            POINTER(QuantizeBuffers), POINTER(QuantizeBuffers), c_void_p,
+            POINTER(WeightScaleStep)]),
+        "moss_expert_scalers_adamw_step": (error_t, [
+            c_void_p, POINTER(AdamWStep), POINTER(QuantizeSpec),
+            POINTER(QuantizeBuffers), POINTER(QuantizeBuffers), c_void_p,
+            POINTER(WeightScaleStep)]),
         "moss_weight_scaler_stats": (error_t, [
             c_void_p, POINTER(WeightScalerStats)]),
         "moss_expert_scalers_create": (error_t, [

@@ -57,11 +57,13 @@ class WeightScaler:
         self._context = _capi._contexts.by_device[device_index]
         _capi.live_scalers.add(self)
 
-    def step(self, weight, lr, codes, scale, codes_t=None):
+    def step(self, weight, lr, codes, scale, codes_t=None, adamw=None):
         """Casts `weight` (just updated with learning rate `lr`) into `codes`
         and `scale` and, given `codes_t`, its transpose's codes at the same
         scale from the same read; returns the reason ('predicted' or a
-        rescale's)."""
+        rescale's). With `adamw` (an AdamWUpdate), the optimizer's step
+        comes first, in the same read: `weight` is the weight before it,
+        updated in place."""
         spec = _weight_cast_spec(weight.shape[0], weight.shape[1],
                                  weight.dtype)
         buffers = _capi.QuantizeBuffers(weight.data_ptr(), codes.data_ptr(),
@@ -69,7 +71,16 @@ class WeightScaler:
         out = _capi.WeightScaleStep()
         stream = _torch._raw_stream(self.device_index)
         with _torch._DeviceGuard(self.device_index):
-            if codes_t is None:
+            if adamw is not None:
+                transposed = _capi.QuantizeBuffers(
+                    0, codes_t.data_ptr(), 0, scale.data_ptr(), 0) \
+                    if codes_t is not None else None
+                error = _capi.lib.moss_weight_scaler_adamw_step(
+                    self._handle, ctypes.byref(adamw.struct(lr)),
+                    ctypes.byref(spec), ctypes.byref(buffers),
+                    ctypes.byref(transposed) if transposed is not None
+                    else None, stream, ctypes.byref(out))
+            elif codes_t is None:
                 error = _capi.lib.moss_weight_scaler_step(
                     self._handle, float(lr), ctypes.byref(spec),
                     ctypes.byref(buffers), stream, ctypes.byref(out))
@@ -118,11 +129,13 @@ class ExpertScalers:
         self._context = _capi._contexts.by_device[device_index]
         _capi.live_scalers.add(self)
 
-    def step(self, weights, lr, codes, scales, codes_t=None):
+    def step(self, weights, lr, codes, scales, codes_t=None, adamw=None):
         """Each expert g of `weights` [G, N, K], just updated with learning
         rate `lr`: its codes into codes[g], its scale into scales[g] and,
         given `codes_t` [G, K, N], its transpose's codes into codes_t[g].
-        Returns the reasons."""
+        Returns the reasons. With `adamw` (an AdamWUpdate of [G, N, K]
+        states), the optimizer's step comes first, in the same read, as
+        WeightScaler.step's."""
         groups, n, k = weights.shape
         spec = _weight_cast_spec(n, k, weights.dtype)
         buffers = _capi.QuantizeBuffers(weights.data_ptr(), codes.data_ptr(),
@@ -132,12 +145,18 @@ class ExpertScalers:
             if codes_t is not None else None
         out = (_capi.WeightScaleStep * groups)()
         stream = _torch._raw_stream(self.device_index)
+        transposed = ctypes.byref(transposed) \
+            if transposed is not None else None
         with _torch._DeviceGuard(self.device_index):
-            _capi.check(_capi.lib.moss_expert_scalers_step(
-                self._handle, float(lr), ctypes.byref(spec),
-                ctypes.byref(buffers),
-                ctypes.byref(transposed) if transposed is not None else None,
-                stream, out))
+            if adamw is not None:
+                _capi.check(_capi.lib.moss_expert_scalers_adamw_step(
+                    self._handle, ctypes.byref(adamw.struct(lr)),
+                    ctypes.byref(spec), ctypes.byref(buffers), transposed,
+                    stream, out))
+            else:
+                _capi.check(_capi.lib.moss_expert_scalers_step(
+                    self._handle, float(lr), ctypes.byref(spec),
+                    ctypes.byref(buffers), transposed, stream, out))
         return [_REASONS[o.reason] for o in out]
 
     def stats(self):
@@ -151,6 +170,28 @@ class ExpertScalers:
             self._handle = None
 
     __del__ = close
+
+
+class AdamWUpdate:
+    """One AdamW step of a weight (moss_adamw_step_t), for a scaler's fused
+    step: the gradient and Adam's moments (FP32, the weight's shape,
+    contiguous) and the step's hyperparameters; `step` counts from 1."""
+
+    def __init__(self, grad, exp_avg, exp_avg_sq, betas, eps, weight_decay,
+                 step):
+        self.tensors = (grad, exp_avg, exp_avg_sq)
+        self.betas, self.eps = betas, eps
+        self.weight_decay, self.step = weight_decay, step
+
+    def struct(self, lr):
+        s = _capi.AdamWStep()
+        _capi.lib.moss_adamw_step_init(ctypes.byref(s))
+        s.grad, s.exp_avg, s.exp_avg_sq = (t.data_ptr() for t in self.tensors)
+        s.lr = float(lr)
+        s.beta1, s.beta2 = (float(b) for b in self.betas)
+        s.eps, s.weight_decay = float(self.eps), float(self.weight_decay)
+        s.step = int(self.step)
+        return s
 
 
 def _weight_cast_spec(n, k, dtype):
@@ -196,14 +237,16 @@ def _scaler_on(scaler, device_index, interval):
 
 
 def _cast_per_tensor(data, need_transpose, scaler=None, lr=None,
-                     out=(None, None, None)):
+                     out=(None, None, None), adamw=None):
     """A weight's per-tensor E4M3 cast (the MOSS Linears' weights): the
     codes of data [N, K], those of its transpose [K, N] at the same scale
     when `need_transpose` (else None), the scale [1] and the reason. With a
     WeightScaler and the learning rate of the step that updated the weight,
     the auto-scaler's cast, both layouts from one read, into `out`'s
     (codes, codes_t, scale) where given; otherwise the exact quantization
-    (both layouts from one quantize_both_layouts call)."""
+    (both layouts from one quantize_both_layouts call). With `adamw` (an
+    AdamWUpdate; a scaler), the optimizer's step updates `data` in place in
+    the read that casts it."""
     if scaler is None:
         if need_transpose:
             q, q_t = quantize_both_layouts(data, "per-tensor", "e4m3")
@@ -221,7 +264,7 @@ def _cast_per_tensor(data, need_transpose, scaler=None, lr=None,
     if need_transpose and codes_t is None:
         codes_t = empty(k, n)
     reason = scaler.step(data, lr, codes, scale,
-                         codes_t if need_transpose else None)
+                         codes_t if need_transpose else None, adamw)
     fp8 = torch.float8_e4m3fn
     return (codes.view(fp8), codes_t.view(fp8) if need_transpose else None,
             scale, reason)
@@ -602,6 +645,23 @@ class Linear(torch.nn.Module):
                             torch.float8_e4m3fn)
         return self._w_codes, self._w_t_codes, self._w_scale
 
+    def _adamw_step(self, update, lr):
+        """The optimizer's AdamW step of the weight (a CUDA FP32 one) fused
+        with its cast (moss_jit.optim.AdamW): `update` is an AdamWUpdate;
+        the codes of both layouts serve the next forward."""
+        w = self.weight
+        self._scaler = _scaler_on(self._scaler, w.device.index,
+                                  self.scaler_interval)
+        codes, codes_t, scale, reason = _cast_per_tensor(
+            w.detach(), True, self._scaler, lr, adamw=update)
+        # The kernel wrote the weight in place: its version moves, as any
+        # in-place update's does, and the codes are that version's.
+        torch.autograd.graph.increment_version(w)
+        self._w_codes, self._w_t_codes, self._w_scale = codes, codes_t, scale
+        self._w_source = _weight_source(w)
+        self._pending_lr = None
+        self.weight_casts[reason] += 1
+
     def _cast_weight(self, data, need_transpose):
         w = self.weight
         scaler = None
@@ -649,13 +709,14 @@ class Linear(torch.nn.Module):
         return y.reshape(*x.shape[:-1], self.out_features)
 
 
-def _expert_weights(w, transposes=False, scalers=None, lr=None):
+def _expert_weights(w, transposes=False, scalers=None, lr=None, adamw=None):
     """The experts' weights w [G, N, K] cast per tensor (E4M3, an FP32
     scale per expert, as Linear's weight) and stacked for grouped_gemm, with
     `transposes` also their transposes W_g^T [K, N] at the same scales, each
     expert's two layouts from one read (_cast_per_tensor; with `scalers`,
     an ExpertScalers of G experts, and the learning rate `lr`, the
-    auto-scalers' casts in one call). Returns
+    auto-scalers' casts in one call, after the optimizer's AdamW step of `w`
+    in the same read where `adamw` is given). Returns
     ((weights, transposes or None), each expert's cast reason)."""
     groups, n, k = w.shape
     if scalers is not None:
@@ -664,7 +725,7 @@ def _expert_weights(w, transposes=False, scalers=None, lr=None):
         out_t = torch.empty(groups, k, n, dtype=torch.uint8,
                             device=w.device) if transposes else None
         scales = torch.empty(groups, dtype=torch.float32, device=w.device)
-        reasons = scalers.step(w, lr, out_codes, scales, out_t)
+        reasons = scalers.step(w, lr, out_codes, scales, out_t, adamw)
         fp8 = torch.float8_e4m3fn
         codes = out_codes.view(fp8)
         codes_t = out_t.view(fp8) if transposes else None
@@ -838,6 +899,22 @@ class GroupedLinear(torch.nn.Module):
         cast with a reported learning rate)."""
         return self._scalers.stats() if self._scalers else None
 
+    def _adamw_step(self, update, lr):
+        """The optimizer's AdamW step of every expert's weight (CUDA, FP32)
+        fused with their casts, as Linear._adamw_step's."""
+        w = self.weight
+        s = self._scalers
+        if s is None or s.device_index != w.device.index or \
+                s.experts != w.shape[0]:
+            self._scalers = ExpertScalers(w.device.index, w.shape[0],
+                                          self.scaler_interval)
+        self._w_cached, reasons = _expert_weights(
+            w.detach(), True, self._scalers, lr, adamw=update)
+        torch.autograd.graph.increment_version(w)
+        self._w_source, self._pending_lr = _weight_source(w), None
+        for reason in reasons:
+            self.weight_casts[reason] += 1
+
     def _expert_codes(self, need_transposes):
         """_expert_weights(weight, need_transposes), cast again only when
         the weight changed: inference and accumulated micro-batches reuse
@@ -905,9 +982,12 @@ def attach_optimizer(optimizer):
             lr = group.get("lr")
             if lr is None:
                 continue
+            # (moss_jit.optim.AdamW casts the weights it steps itself.)
+            fused = getattr(opt, "fused_weights", ())
             for p in group["params"]:
                 layer = _layers_by_weight.get(id(p))
-                if layer is not None and layer.weight is p:
+                if layer is not None and layer.weight is p and \
+                        id(p) not in fused:
                     layer.set_learning_rate(float(lr))
 
     return optimizer.register_step_post_hook(hook)

@@ -522,6 +522,110 @@ class GroupedLinearCudaTest(unittest.TestCase):
         self.assertLess(rel_error(layer.weight.grad.cpu(), want_dw), 5e-3)
 
 
+class FusedOptimizerCudaTest(unittest.TestCase):
+    """moss_jit.optim.AdamW: the MOSS layers' weights take the fused AdamW
+    step and cast; the rest torch's AdamW."""
+
+    def twin_steps(self, layer, torch_params, steps=6, lr=3e-3):
+        """Steps `layer` with moss_jit.optim.AdamW and `torch_params` (the
+        same tensors' copies) with torch.optim.AdamW on the same random
+        gradients."""
+        ours = moss_jit.optim.AdamW(layer.parameters(), lr=lr,
+                                    weight_decay=0.1)
+        theirs = torch.optim.AdamW(torch_params, lr=lr, weight_decay=0.1,
+                                   foreach=False)
+        generator = torch.Generator(device=DEVICE).manual_seed(
+            int(np.random.randint(1 << 30)))
+        for _ in range(steps):
+            for p, q in zip(layer.parameters(), torch_params):
+                g = 1e-2 * torch.randn(p.shape, device=DEVICE,
+                                       generator=generator)
+                p.grad, q.grad = g.clone(), g.clone()
+            ours.step()
+            theirs.step()
+        return ours
+
+    def check_codes(self, w, codes, codes_t, scale):
+        # The codes the forward reads are the updated weight's cast at the
+        # step's scale, bit for bit, in both layouts.
+        u8 = torch.uint8
+        self.assertTrue(torch.equal(
+            codes.view(u8), moss_jit.cast_with_scale(w, scale).view(u8)))
+        self.assertTrue(torch.equal(
+            codes_t.view(u8),
+            moss_jit.cast_with_scale(w, scale, transpose=True).view(u8)))
+
+    def test_linear_steps_as_torch_adamw_and_casts_the_update(self):
+        layer = moss_jit.nn.Linear(512, 256, device=DEVICE)
+        twins = [p.detach().clone() for p in layer.parameters()]
+        for t in twins:
+            t.requires_grad_(True)
+        optimizer = self.twin_steps(layer, twins)
+        torch.cuda.synchronize()
+        # FP32 AdamW both ways; torch rounds a few products apart.
+        for p, q in zip(layer.parameters(), twins):
+            self.assertLess(rel_error(p.detach(), q.detach().double()), 1e-6)
+        self.assertEqual(optimizer.fused_weights, {id(layer.weight)})
+        casts = layer.weight_casts
+        self.assertEqual(sum(casts.values()), 6)
+        self.assertGreater(casts["predicted"], 0)
+        self.check_codes(layer.weight.detach(), layer._w_codes,
+                         layer._w_t_codes, layer._w_scale)
+        # The next forward reads those codes: no cast of its own.
+        layer(torch.randn(64, 512, device=DEVICE, dtype=torch.bfloat16))
+        self.assertEqual(sum(layer.weight_casts.values()), 6)
+        self.assertEqual(
+            optimizer.state[layer.weight]["exp_avg"].dtype, torch.float32)
+
+    def test_grouped_linear_steps_every_expert(self):
+        experts = moss_jit.nn.GroupedLinear(4, 256, 128, bias=False,
+                                            device=DEVICE)
+        twins = [experts.weight.detach().clone().requires_grad_(True)]
+        self.twin_steps(experts, twins, steps=4)
+        torch.cuda.synchronize()
+        self.assertLess(
+            rel_error(experts.weight.detach(), twins[0].detach().double()),
+            1e-6)
+        self.assertEqual(sum(experts.weight_casts.values()), 16)
+        w_q, w_t = experts._w_cached
+        n, k = 128, 256
+        for g in range(4):
+            self.check_codes(experts.weight[g].detach(),
+                             w_q.codes[g * n:(g + 1) * n],
+                             w_t.codes[g * k:(g + 1) * k],
+                             w_q.global_scales[g:g + 1])
+
+    def test_a_training_loop_matches_the_unfused_one(self):
+        # The same model, data and learning rates: with the fused step, and
+        # with torch's AdamW reporting to the layers (attach_optimizer). The
+        # losses agree to the updates' ulps.
+        def run(fused):
+            torch.manual_seed(0)
+            model = torch.nn.Sequential(
+                moss_jit.nn.Linear(256, 512, device=DEVICE), torch.nn.GELU(),
+                moss_jit.nn.Linear(512, 256, device=DEVICE))
+            if fused:
+                optimizer = moss_jit.optim.AdamW(model.parameters(), lr=1e-3)
+            else:
+                optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+                moss_jit.attach_optimizer(optimizer)
+            x = torch.randn(512, 256, device=DEVICE)
+            losses = []
+            for _ in range(20):
+                loss = (model(x) - x).square().mean()
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+                losses.append(loss.item())
+            return losses, model
+
+        fused, fused_model = run(True)
+        apart, _ = run(False)
+        self.assertLess(fused[-1], 0.8 * fused[0])
+        np.testing.assert_allclose(fused, apart, rtol=1e-3)
+        self.assertGreater(fused_model[0].weight_casts["predicted"], 10)
+
+
 class LinearCudaTest(unittest.TestCase):
     def test_forward_dgrad_wgrad_against_fp64(self):
         torch.manual_seed(int(np.random.default_rng().integers(1 << 30)))

@@ -521,5 +521,62 @@ class OptimizerHookTest(unittest.TestCase):
         self.assertAlmostEqual(layer._pending_lr, 3e-4)
 
 
+class FusedOptimizerCpuTest(unittest.TestCase):
+    """moss_jit.optim.AdamW on CPU parameters: torch's AdamW step, and its
+    state and checkpoints torch.optim.AdamW's."""
+
+    def test_cpu_parameters_take_torchs_step_bit_for_bit(self):
+        torch.manual_seed(int(np.random.randint(1 << 30)))
+        model = torch.nn.Sequential(moss_jit.nn.Linear(64, 32),
+                                    torch.nn.Linear(32, 8))
+        twins = [p.detach().clone().requires_grad_(True)
+                 for p in model.parameters()]
+        ours = moss_jit.optim.AdamW(model.parameters(), lr=1e-2,
+                                    weight_decay=0.05)
+        theirs = torch.optim.AdamW(twins, lr=1e-2, weight_decay=0.05)
+        moss_jit.attach_optimizer(ours)
+        for _ in range(3):
+            for p, q in zip(model.parameters(), twins):
+                g = torch.randn_like(p)
+                p.grad, q.grad = g.clone(), g.clone()
+            ours.step()
+            theirs.step()
+        for p, q in zip(model.parameters(), twins):
+            self.assertTrue(torch.equal(p, q))
+        # Nothing was fused on the CPU: the hook reported the steps, and the
+        # layer casts its weight again at the next forward.
+        self.assertEqual(ours.fused_weights, set())
+        self.assertAlmostEqual(model[0]._pending_lr, 3e-2)
+
+    def test_checkpoints_move_between_it_and_torchs_adamw(self):
+        layer = moss_jit.nn.Linear(64, 32)
+        theirs = torch.optim.AdamW(layer.parameters(), lr=1e-3)
+        layer(torch.randn(8, 64)).square().sum().backward()
+        theirs.step()
+        ours = moss_jit.optim.AdamW(layer.parameters(), lr=1e-3)
+        ours.load_state_dict(theirs.state_dict())
+        state = ours.state[layer.weight]
+        self.assertEqual(float(state["step"]), 1.0)
+        self.assertTrue(torch.equal(state["exp_avg"],
+                                    theirs.state[layer.weight]["exp_avg"]))
+        ours.step()
+        self.assertEqual(float(ours.state[layer.weight]["step"]), 2.0)
+
+    def test_amsgrad_and_closures_are_torchs(self):
+        layer = moss_jit.nn.Linear(64, 32)
+        optimizer = moss_jit.optim.AdamW(layer.parameters(), amsgrad=True)
+        x = torch.randn(8, 64)
+
+        def closure():
+            optimizer.zero_grad()
+            loss = layer(x).square().sum()
+            loss.backward()
+            return loss
+
+        loss = optimizer.step(closure)
+        self.assertGreater(float(loss), 0.0)
+        self.assertIn("max_exp_avg_sq", optimizer.state[layer.weight])
+
+
 if __name__ == "__main__":
     unittest.main()
