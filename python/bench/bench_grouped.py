@@ -18,7 +18,11 @@ against the same layer in bf16 through torch._grouped_mm's autograd, with
 bf16 weights and with FP32 master weights cast to bf16 in each step (as
 the MOSS layer quantizes its FP32 weights in each step), for
 DeepSeek-V3-like experts (64, top-8 of 4096 tokens, 4096 -> 1536) and
-Mixtral-like ones (8, top-2 of 8192 tokens, 4096 -> 14336).
+Mixtral-like ones (8, top-2 of 8192 tokens, 4096 -> 14336). Its last
+columns time the whole training step of the layer, the optimizer's
+included: bf16 from FP32 weights with torch.optim.AdamW(fused=True), and
+the MOSS layer with moss_jit.optim.AdamW, whose step also casts the
+weights (so that the MOSS forward casts none).
 """
 
 import argparse
@@ -134,8 +138,9 @@ def layer_table(args, generator):
     torch._grouped_mm with autograd, from the same weights and rows."""
     print("\n| layer | experts | routed rows | in -> out | bf16 step ms | "
           "bf16 from FP32 weights step ms | moss step ms | moss / bf16 speed "
-          "| moss / bf16 from FP32 weights speed |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| moss / bf16 from FP32 weights speed | with AdamW: bf16 from FP32 "
+          "weights ms | with AdamW: moss ms | with AdamW: moss / bf16 speed |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, experts, tokens, d, ffn in LAYERS:
         rows = route(tokens, experts, args.routing == "skewed", generator)
         m = sum(rows)
@@ -176,9 +181,30 @@ def layer_table(args, generator):
                   f"({str(error).splitlines()[0]}) | | | | |")
             continue
         moss = time_steps(moss_step, args.iters, ROUNDS)
+
+        # Whole training steps: the optimizers update the FP32 weights (a
+        # small learning rate: the weights stay where they are).
+        bf16_adamw = torch.optim.AdamW([master], lr=1e-6, fused=True)
+        moss_adamw = moss_jit.optim.AdamW(layer.parameters(), lr=1e-6)
+
+        def bf16_train_step():
+            bf16_cast_step()
+            bf16_adamw.step()
+
+        def moss_train_step():
+            x.grad = layer.weight.grad = None
+            layer(x, offsets).backward(dy)
+            moss_adamw.step()
+
+        bf16_train = time_steps(bf16_train_step, args.iters, ROUNDS)
+        moss_train = time_steps(moss_train_step, args.iters, ROUNDS)
         print(f"| {name} | {experts} | {m} | {d} -> {ffn} | {bf16:.3f} | "
               f"{bf16_cast:.3f} | {moss:.3f} | {bf16 / moss:.2f} | "
-              f"{bf16_cast / moss:.2f} |", flush=True)
+              f"{bf16_cast / moss:.2f} | {bf16_train:.3f} | "
+              f"{moss_train:.3f} | {bf16_train / moss_train:.2f} |",
+              flush=True)
+        del bf16_adamw, moss_adamw, master, layer, w
+        torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":

@@ -271,18 +271,26 @@ def convert_for_run(model, run):
                 module_filter_fn=lambda m, fqn: not keep_in_bf16(fqn))
 
 
-def make_optimizer(model, lr, steps, warmup):
+def make_optimizer(model, lr, steps, warmup, eager=True):
     """AdamW with weight decay on the matrices, and its schedule: linear
-    warmup over `warmup` steps, then cosine decay to a tenth of `lr`."""
+    warmup over `warmup` steps, then cosine decay to a tenth of `lr`.
+    moss_jit.optim.AdamW (torch's AdamW that updates and casts each MOSS
+    Linear's weight in one kernel) where the model has MOSS Linears and
+    runs `eager` (a compiled Linear casts its weight in its graph)."""
     matrices = [p for p in model.parameters() if p.dim() >= 2]
     vectors = [p for p in model.parameters() if p.dim() < 2]
     # The fused kernel on CUDA, as torchtitan runs AdamW by default: one
     # launch per parameter group instead of foreach's chain of kernels. It
     # leaves the parameters' version counters alone; the step hook of
-    # moss_jit.attach_optimizer (train) is what tells the MOSS Linears to
-    # recast their weights.
+    # moss_jit.attach_optimizer (train) is what tells the MOSS Linears
+    # moss_jit.optim.AdamW does not step to recast their weights.
     fused = all(p.is_cuda for p in matrices + vectors)
-    optimizer = torch.optim.AdamW(
+    has_moss = any(isinstance(m, (moss_jit.nn.Linear,
+                                  moss_jit.nn.GroupedLinear))
+                   for m in model.modules())
+    adamw = moss_jit.optim.AdamW if has_moss and eager else \
+        torch.optim.AdamW
+    optimizer = adamw(
         [{"params": matrices, "weight_decay": 0.1},
          {"params": vectors, "weight_decay": 0.0}],
         lr=lr, betas=(0.9, 0.95), eps=1e-8, fused=fused or None)
@@ -328,7 +336,8 @@ def train(label, model, data, args, device):
     step_model = torch.compile(model) if label.endswith("+compile") \
         else model
     optimizer, schedule = make_optimizer(model, args.lr, args.steps,
-                                         args.lr_warmup)
+                                         args.lr_warmup,
+                                         eager=step_model is model)
     moss_jit.attach_optimizer(optimizer)
     seq = args.seq
     tokens_per_step = args.batch * seq
