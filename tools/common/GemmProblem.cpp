@@ -129,9 +129,17 @@ Expected<std::unique_ptr<GemmProblem>>
 GemmProblem::create(const compiler::GemmSpec &spec, int64_t m,
                     const std::vector<float> &a, const std::vector<float> &b,
                     uint64_t seed) {
-  std::unique_ptr<GemmProblem> problem(new GemmProblem());
-  problem->spec = spec;
-  problem->m = m;
+  Expected<Operands> operands = quantizeOperands(spec, m, a, b);
+  if (!operands)
+    return operands.takeError();
+  return create(spec, m, std::move(*operands), seed);
+}
+
+Expected<GemmProblem::Operands>
+GemmProblem::quantizeOperands(const compiler::GemmSpec &spec, int64_t m,
+                              const std::vector<float> &a,
+                              const std::vector<float> &b) {
+  Operands operands;
   Expected<numerics::QuantizedTensor> qa = numerics::quantize(
       a, m, spec.k, numerics::QuantizeOptions{spec.aScaling, spec.a, false});
   if (!qa)
@@ -143,11 +151,11 @@ GemmProblem::create(const compiler::GemmSpec &spec, int64_t m,
   if (!qb)
     return createStringError(inconvertibleErrorCode(),
                              "quantizing B: " + toString(qb.takeError()));
-  problem->qa = std::move(*qa);
-  problem->qb = std::move(*qb);
+  operands.qa = std::move(*qa);
+  operands.qb = std::move(*qb);
   for (auto [quantized, kernel] :
-       {std::pair{&problem->qa, &problem->kernelA},
-        std::pair{&problem->qb, &problem->kernelB}}) {
+       {std::pair{&operands.qa, &operands.kernelA},
+        std::pair{&operands.qb, &operands.kernelB}}) {
     numerics::BlockScaleFold fold = numerics::isFoldable(quantized->scheme)
                                         ? spec.getFold(m)
                                         : numerics::BlockScaleFold::None;
@@ -158,6 +166,19 @@ GemmProblem::create(const compiler::GemmSpec &spec, int64_t m,
                                "folding: " + toString(folded.takeError()));
     *kernel = std::move(*folded);
   }
+  return std::move(operands);
+}
+
+Expected<std::unique_ptr<GemmProblem>>
+GemmProblem::create(const compiler::GemmSpec &spec, int64_t m,
+                    Operands operands, uint64_t seed) {
+  std::unique_ptr<GemmProblem> problem(new GemmProblem());
+  problem->spec = spec;
+  problem->m = m;
+  problem->qa = std::move(operands.qa);
+  problem->qb = std::move(operands.qb);
+  problem->kernelA = std::move(operands.kernelA);
+  problem->kernelB = std::move(operands.kernelB);
 
   auto operand = [&](const numerics::QuantizedTensor &q,
                      GemmOperand &out) -> Error {

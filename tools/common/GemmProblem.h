@@ -24,12 +24,28 @@ namespace moss::jit {
 
 class GemmProblem {
 public:
+  /// The operands as quantized, and as the kernel multiplies them: folded
+  /// when the spec folds (GemmSpec::getKernelSpec), else the same. Host work
+  /// only: callers may make several at once on threads of their own.
+  struct Operands {
+    numerics::QuantizedTensor qa, qb;
+    numerics::QuantizedTensor kernelA, kernelB;
+  };
+  /// Quantizes `a` [m, K] and `b` [N, K] by the spec's schemes.
+  static llvm::Expected<Operands>
+  quantizeOperands(const compiler::GemmSpec &spec, int64_t m,
+                   const std::vector<float> &a, const std::vector<float> &b);
+
   /// Quantizes `a` [m, K] and `b` [N, K] by the spec's schemes and uploads
   /// them; bias and C (when the spec has them) are random values exact in
   /// every output type, from `seed`. The output is allocated, not set.
   static llvm::Expected<std::unique_ptr<GemmProblem>>
   create(const compiler::GemmSpec &spec, int64_t m, const std::vector<float> &a,
          const std::vector<float> &b, uint64_t seed);
+  /// create() of operands already quantized (quantizeOperands).
+  static llvm::Expected<std::unique_ptr<GemmProblem>>
+  create(const compiler::GemmSpec &spec, int64_t m, Operands operands,
+         uint64_t seed);
   ~GemmProblem();
 
   /// Fills the output with 0xFF bytes (NaN in every output type) and zeroes
