@@ -56,7 +56,8 @@ class AdamW(torch.optim.AdamW):
     The fused update is AdamW's, computed in FP32 with each operation
     rounded once (moss::numerics::adamwUpdate); it differs from torch's
     kernels by an ulp or so. amsgrad, maximize, differentiable and
-    capturable steps are torch's alone. With this optimizer,
+    capturable steps, and steps a GradScaler hands scaled gradients
+    (fused=True), are torch's alone. With this optimizer,
     attach_optimizer is not needed for the layers it fuses (it reports the
     learning rate to the others). A compiled layer casts its weight in its
     own graph and does not read the codes this step writes.
@@ -78,8 +79,12 @@ class AdamW(torch.optim.AdamW):
                 loss = closure()
         self.fused_weights = set()
         held = []
+        # A GradScaler hands torch's fused kernel scaled gradients to unscale
+        # itself (grad_scale, found_inf): those steps are torch's alone.
+        amp_scaled = getattr(self, "grad_scale", None) is not None or \
+            getattr(self, "found_inf", None) is not None
         try:
-            for group in self.param_groups:
+            for group in self.param_groups if not amp_scaled else ():
                 if group["amsgrad"] or group["maximize"] or \
                         group.get("differentiable") or \
                         group.get("capturable"):
