@@ -312,6 +312,40 @@ TEST(WeightScalerArgumentsTest, BadStepsFailWithoutAGpu) {
   expectError(checkWeightScalerStep(1e-3, badK, buffers), "K=250");
 }
 
+// A fused AdamW step (QuantizeSpec::adamw) needs the weight's state, and
+// only it: checked before anything launches.
+TEST(WeightScalerArgumentsTest, FusedAdamWStepsNeedTheirState) {
+  QuantizeSpec spec;
+  spec.rows = 64;
+  spec.cols = 256;
+  spec.options = {ScalingScheme::perTensor(), Fp8Format::E4M3, false};
+  spec.adamw = true;
+  const CUdeviceptr good = 0x10000;
+  const QuantizeBuffers buffers{good, good, 0, good, 0};
+  const AdamWBuffers state{good, good + 0x1000, good + 0x2000};
+  EXPECT_FALSE(
+      bool(checkWeightScalerStep(1e-3, spec, buffers, nullptr, &state)));
+  expectError(checkWeightScalerStep(1e-3, spec, buffers),
+              "needs the weight's AdamW state");
+  QuantizeSpec plain = spec;
+  plain.adamw = false;
+  expectError(checkWeightScalerStep(1e-3, plain, buffers, nullptr, &state),
+              "without the fused AdamW update");
+  AdamWBuffers bad = state;
+  bad.expAvgSq = 0;
+  expectError(checkWeightScalerStep(1e-3, spec, buffers, nullptr, &bad),
+              "the AdamW step's second moment pointer is null");
+  bad = state;
+  bad.grad += 8;
+  expectError(checkWeightScalerStep(1e-3, spec, buffers, nullptr, &bad),
+              "gradient must be 16-byte aligned");
+  QuantizeSpec bf16 = spec;
+  bf16.input = moss::compiler::InputType::BF16;
+  expectError(checkWeightScalerStep(1e-3, bf16, buffers, nullptr, &state),
+              "updates FP32 weights");
+  EXPECT_FALSE(getRescaleSpec(spec).adamw);
+}
+
 // The quantizer's amax output is per-tensor quantize only.
 TEST(WeightScalerArgumentsTest, AmaxOutputIsPerTensorOnly) {
   KernelCacheOptions cacheOptions;
