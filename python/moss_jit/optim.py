@@ -84,12 +84,13 @@ class AdamW(torch.optim.AdamW):
         amp_scaled = getattr(self, "grad_scale", None) is not None or \
             getattr(self, "found_inf", None) is not None
         try:
+            # (group, parameter, its layer and state) of each fused step.
+            fused = []
             for group in self.param_groups if not amp_scaled else ():
                 if group["amsgrad"] or group["maximize"] or \
                         group.get("differentiable") or \
                         group.get("capturable"):
                     continue
-                beta1, beta2 = group["betas"]
                 for p in group["params"]:
                     state = self.state[p]
                     layer = _fusable_layer(p, state)
@@ -102,16 +103,21 @@ class AdamW(torch.optim.AdamW):
                             p, memory_format=torch.preserve_format)
                         state["exp_avg_sq"] = torch.zeros_like(
                             p, memory_format=torch.preserve_format)
-                    state["step"] += 1
-                    update = nn.AdamWUpdate(
-                        p.grad, state["exp_avg"], state["exp_avg_sq"],
-                        (beta1, beta2), group["eps"], group["weight_decay"],
-                        int(state["step"]))
-                    layer._adamw_step(update, float(group["lr"]))
-                    self.fused_weights.add(id(p))
-                    # torch's step below skips parameters without a gradient.
-                    held.append((p, p.grad))
-                    p.grad = None
+                    fused.append((group, p, layer, state))
+            if fused:
+                # Every step count at once (the counts are CPU tensors, as
+                # torch keeps them; one op instead of one per weight).
+                torch._foreach_add_([s["step"] for *_, s in fused], 1)
+            for group, p, layer, state in fused:
+                update = nn.AdamWUpdate(
+                    p.grad, state["exp_avg"], state["exp_avg_sq"],
+                    group["betas"], group["eps"], group["weight_decay"],
+                    int(state["step"]))
+                layer._adamw_step(update, float(group["lr"]))
+                self.fused_weights.add(id(p))
+                # torch's step below skips parameters without a gradient.
+                held.append((p, p.grad))
+                p.grad = None
             _torch_step(self)
         finally:
             for p, grad in held:
