@@ -377,8 +377,7 @@ def _activation_codes(x, x2d, config, need_wgrad):
             (x.is_cuda and torch.cuda.is_current_stream_capturing()):
         return _quantize_activations(x2d, config, need_wgrad)
     # Codes made on another stream may not be written yet.
-    stream = torch.cuda.current_stream(x.device).cuda_stream \
-        if x.is_cuda else None
+    stream = _torch._raw_stream(x.device.index) if x.is_cuda else None
     key = (x._version, x.shape, x.stride(), stream, config.activation_key)
     codes = _shared_activations.get(x, key, need_wgrad)
     if codes is None:
