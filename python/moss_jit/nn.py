@@ -184,14 +184,14 @@ class AdamWUpdate:
         self.weight_decay, self.step = weight_decay, step
 
     def struct(self, lr):
-        s = _capi.AdamWStep()
-        _capi.lib.moss_adamw_step_init(ctypes.byref(s))
-        s.grad, s.exp_avg, s.exp_avg_sq = (t.data_ptr() for t in self.tensors)
-        s.lr = float(lr)
-        s.beta1, s.beta2 = (float(b) for b in self.betas)
-        s.eps, s.weight_decay = float(self.eps), float(self.weight_decay)
-        s.step = int(self.step)
-        return s
+        """The moss_adamw_step_t of this step with learning rate `lr`."""
+        grad, exp_avg, exp_avg_sq = self.tensors
+        beta1, beta2 = self.betas
+        return _capi.AdamWStep(
+            ctypes.sizeof(_capi.AdamWStep), grad.data_ptr(),
+            exp_avg.data_ptr(), exp_avg_sq.data_ptr(), float(lr),
+            float(beta1), float(beta2), float(self.eps),
+            float(self.weight_decay), int(self.step))
 
 
 def _weight_cast_spec(n, k, dtype):

@@ -562,6 +562,19 @@ class FusedOptimizerCpuTest(unittest.TestCase):
         ours.step()
         self.assertEqual(float(ours.state[layer.weight]["step"]), 2.0)
 
+    def test_the_c_apis_defaults_are_torchs(self):
+        import ctypes
+        from moss_jit import _capi
+        step = _capi.AdamWStep()
+        _capi.lib.moss_adamw_step_init(ctypes.byref(step))
+        defaults = torch.optim.AdamW([torch.zeros(1)]).defaults
+        self.assertEqual(step.struct_size, ctypes.sizeof(step))
+        self.assertEqual(step.lr, defaults["lr"])
+        self.assertEqual((step.beta1, step.beta2), defaults["betas"])
+        self.assertEqual(step.eps, defaults["eps"])
+        self.assertEqual(step.weight_decay, defaults["weight_decay"])
+        self.assertEqual(step.step, 1)
+
     def test_amsgrad_and_closures_are_torchs(self):
         layer = moss_jit.nn.Linear(64, 32)
         optimizer = moss_jit.optim.AdamW(layer.parameters(), amsgrad=True)
