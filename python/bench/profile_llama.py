@@ -59,8 +59,7 @@ def profile_run(run, args, initial, data, device):
     else:
         train_llama.convert_for_run(model, run)
     step_model = torch.compile(model) if args.compile else model
-    optimizer, _ = train_llama.make_optimizer(model, 1e-4, 100, 1,
-                                              eager=not args.compile)
+    optimizer, _ = train_llama.make_optimizer(model, 1e-4, 100, 1)
     moss_jit.attach_optimizer(optimizer)
     starts = data["train_starts"]
 

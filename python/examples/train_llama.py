@@ -271,12 +271,11 @@ def convert_for_run(model, run):
                 module_filter_fn=lambda m, fqn: not keep_in_bf16(fqn))
 
 
-def make_optimizer(model, lr, steps, warmup, eager=True):
+def make_optimizer(model, lr, steps, warmup):
     """AdamW with weight decay on the matrices, and its schedule: linear
     warmup over `warmup` steps, then cosine decay to a tenth of `lr`.
     moss_jit.optim.AdamW (torch's AdamW that updates and casts each MOSS
-    Linear's weight in one kernel) where the model has MOSS Linears and
-    runs `eager` (a compiled Linear casts its weight in its graph)."""
+    Linear's weight in one kernel) where the model has MOSS Linears."""
     matrices = [p for p in model.parameters() if p.dim() >= 2]
     vectors = [p for p in model.parameters() if p.dim() < 2]
     # The fused kernel on CUDA, as torchtitan runs AdamW by default: one
@@ -288,8 +287,7 @@ def make_optimizer(model, lr, steps, warmup, eager=True):
     has_moss = any(isinstance(m, (moss_jit.nn.Linear,
                                   moss_jit.nn.GroupedLinear))
                    for m in model.modules())
-    adamw = moss_jit.optim.AdamW if has_moss and eager else \
-        torch.optim.AdamW
+    adamw = moss_jit.optim.AdamW if has_moss else torch.optim.AdamW
     optimizer = adamw(
         [{"params": matrices, "weight_decay": 0.1},
          {"params": vectors, "weight_decay": 0.0}],
@@ -336,8 +334,7 @@ def train(label, model, data, args, device):
     step_model = torch.compile(model) if label.endswith("+compile") \
         else model
     optimizer, schedule = make_optimizer(model, args.lr, args.steps,
-                                         args.lr_warmup,
-                                         eager=step_model is model)
+                                         args.lr_warmup)
     moss_jit.attach_optimizer(optimizer)
     seq = args.seq
     tokens_per_step = args.batch * seq

@@ -532,6 +532,71 @@ class LinearConfig:
 
 # Weights of MOSS Linears, for attach_optimizer().
 _layers_by_weight = weakref.WeakValueDictionary()
+# MOSS Linears by id(), for the weight-codes op of their compiled forwards.
+_layers_by_id = weakref.WeakValueDictionary()
+
+
+@torch.library.custom_op("moss_jit::linear_weight_codes", mutates_args=())
+def _linear_weight_codes(weight: torch.Tensor, layer: int,
+                         transposed: bool) -> tuple[torch.Tensor,
+                                                    torch.Tensor,
+                                                    torch.Tensor]:
+    """A compiled Linear's weight codes (uint8 [N, K], [K, N] or empty, and
+    the scale [1]), read from the layer's cache when the graph runs: the
+    cache follows the weight's version counter and the optimizer's reports
+    (the auto-scaler's casts, moss_jit.optim.AdamW's fused ones), which a
+    traced graph could not. Under CUDA graph capture, or for a weight that
+    is not the layer's, the weight's exact cast instead: a replay runs no
+    Python, so cached codes would go stale in it."""
+    module = _layers_by_id.get(layer)
+    capturing = weight.is_cuda and torch.cuda.is_current_stream_capturing()
+    if module is None or capturing or \
+            module.weight.data_ptr() != weight.data_ptr():
+        codes, codes_t, scale, _ = _cast_per_tensor(weight.contiguous(),
+                                                    transposed)
+    else:
+        codes, codes_t, scale = module._weight_codes(transposed)
+    empty = torch.empty(0, dtype=torch.uint8, device=weight.device)
+    return (codes.view(torch.uint8),
+            codes_t.view(torch.uint8) if transposed else empty, scale)
+
+
+@_linear_weight_codes.register_fake
+def _linear_weight_codes_fake(weight, layer, transposed):
+    n, k = weight.shape
+    return (weight.new_empty(n, k, dtype=torch.uint8),
+            weight.new_empty((k, n) if transposed else (0,),
+                             dtype=torch.uint8),
+            weight.new_empty(1, dtype=torch.float32))
+
+
+@torch.library.custom_op("moss_jit::grouped_weight_codes", mutates_args=())
+def _grouped_weight_codes(weight: torch.Tensor, layer: int,
+                          transposed: bool) -> tuple[torch.Tensor,
+                                                     torch.Tensor,
+                                                     torch.Tensor]:
+    """_linear_weight_codes for a compiled GroupedLinear's experts: their
+    stacked codes (uint8 [G N, K], [G K, N] or empty) and scales [G]."""
+    module = _layers_by_id.get(layer)
+    capturing = weight.is_cuda and torch.cuda.is_current_stream_capturing()
+    if module is None or capturing or \
+            module.weight.data_ptr() != weight.data_ptr():
+        w_q, w_t = _expert_weights(weight.contiguous(), transposed)[0]
+    else:
+        w_q, w_t = module._expert_codes(transposed)
+    empty = torch.empty(0, dtype=torch.uint8, device=weight.device)
+    return (w_q.codes.view(torch.uint8),
+            w_t.codes.view(torch.uint8) if transposed else empty,
+            w_q.global_scales)
+
+
+@_grouped_weight_codes.register_fake
+def _grouped_weight_codes_fake(weight, layer, transposed):
+    groups, n, k = weight.shape
+    return (weight.new_empty(groups * n, k, dtype=torch.uint8),
+            weight.new_empty((groups * k, n) if transposed else (0,),
+                             dtype=torch.uint8),
+            weight.new_empty(groups, dtype=torch.float32))
 
 
 class _PlainAttributes:
@@ -601,6 +666,7 @@ class Linear(_PlainAttributes, torch.nn.Module):
         self._pending_lr = None
         self.weight_casts = {reason: 0 for reason in _REASONS}
         _layers_by_weight[id(self.weight)] = self
+        _layers_by_id[id(self)] = self
 
     @classmethod
     def from_linear(cls, linear, **options):
@@ -703,19 +769,15 @@ class Linear(_PlainAttributes, torch.nn.Module):
             return torch.nn.functional.linear(x, self.weight.to(x.dtype), bias)
         need_transpose = torch.is_grad_enabled() and x.requires_grad
         if _torch.compiling():
-            # Traced, the weight is cast on every call by the quantize op at
-            # its exact per-tensor scale: the version-keyed cache and the
-            # auto-scaler are Python state torch.compile cannot trace, and
-            # leaving them out of the graph broke it at every Linear.
-            # Both layouts from one quantize_both_layouts call: the reduce
-            # pass and one read of the weight, instead of two of each.
-            w = self.weight.detach()
-            if need_transpose:
-                w_q, w_t = quantize_both_layouts(w, "per-tensor", "e4m3")
-                w_t_codes = w_t.codes
-            else:
-                w_q, w_t_codes = quantize(w, "per-tensor", "e4m3"), None
-            w_codes, w_scale = w_q.codes, w_q.global_scales
+            # Traced, the cache is read by an op of its own when the graph
+            # runs (_linear_weight_codes): the version-keyed cache and the
+            # auto-scaler are Python state a graph cannot hold, and leaving
+            # them out of the graph broke it at every Linear.
+            codes, codes_t, w_scale = torch.ops.moss_jit.linear_weight_codes(
+                self.weight.detach(), id(self), need_transpose)
+            fp8 = torch.float8_e4m3fn
+            w_codes = codes.view(fp8)
+            w_t_codes = codes_t.view(fp8) if need_transpose else None
         else:
             w_codes, w_t_codes, w_scale = self._weight_codes(need_transpose)
         x2d = x.reshape(-1, self.in_features).contiguous()
@@ -753,13 +815,16 @@ def _expert_weights(w, transposes=False, scalers=None, lr=None, adamw=None):
         scales = torch.cat([c[2] for c in casts])
         reasons = ["exact"] * groups
 
-    def stacked(t, rows, cols):
-        return ExpertWeights(t.reshape(groups * rows, cols), None, scales,
-                             "per-tensor", "e4m3", (1, 0), "tensor", groups,
-                             rows)
+    return ((_stacked_experts(codes, scales, groups, n, k),
+             _stacked_experts(codes_t, scales, groups, k, n)
+             if transposes else None), reasons)
 
-    return ((stacked(codes, n, k),
-             stacked(codes_t, k, n) if transposes else None), reasons)
+
+def _stacked_experts(codes, scales, groups, rows, cols):
+    """ExpertWeights of G experts' per-tensor E4M3 codes [G, rows, cols]
+    (or [G rows, cols]) and their scales [G]."""
+    return ExpertWeights(codes.reshape(groups * rows, cols), None, scales,
+                         "per-tensor", "e4m3", (1, 0), "tensor", groups, rows)
 
 
 def _expert_padding(offsets, rows):
@@ -905,6 +970,7 @@ class GroupedLinear(_PlainAttributes, torch.nn.Module):
         self._pending_lr = None
         self.weight_casts = {reason: 0 for reason in _REASONS}
         _layers_by_weight[id(self.weight)] = self
+        _layers_by_id[id(self)] = self
 
     def set_learning_rate(self, lr):
         """Reports an optimizer step that updated the weight with learning
@@ -938,11 +1004,16 @@ class GroupedLinear(_PlainAttributes, torch.nn.Module):
     def _expert_codes(self, need_transposes):
         """_expert_weights(weight, need_transposes), cast again only when
         the weight changed: inference and accumulated micro-batches reuse
-        the codes (eager only: torch.compile traces the cast)."""
+        the codes (traced, through _grouped_weight_codes)."""
         w = self.weight
         if _torch.compiling():
-            return _expert_weights(w.detach().contiguous(),
-                                   need_transposes)[0]
+            codes, codes_t, scales = torch.ops.moss_jit.grouped_weight_codes(
+                w.detach(), id(self), need_transposes)
+            groups, n, k = w.shape
+            fp8 = torch.float8_e4m3fn
+            return (_stacked_experts(codes.view(fp8), scales, groups, n, k),
+                    _stacked_experts(codes_t.view(fp8), scales, groups, k, n)
+                    if need_transposes else None)
         source = _weight_source(w)
         if self._w_cached is None or self._w_source != source or \
                 (need_transposes and self._w_cached[1] is None):

@@ -59,8 +59,8 @@ class AdamW(torch.optim.AdamW):
     capturable steps, and steps a GradScaler hands scaled gradients
     (fused=True), are torch's alone. With this optimizer,
     attach_optimizer is not needed for the layers it fuses (it reports the
-    learning rate to the others). A compiled layer casts its weight in its
-    own graph and does not read the codes this step writes.
+    learning rate to the others). A compiled layer reads the codes this
+    step writes as an eager one does (moss_jit::linear_weight_codes).
     """
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8,

@@ -455,11 +455,42 @@ class CompileCpuTest(unittest.TestCase):
         torch.testing.assert_close(out, eager, rtol=1e-3, atol=1e-4)
         for p, g in zip(model.parameters(), grads):
             torch.testing.assert_close(p.grad, g, rtol=1e-3, atol=1e-4)
-        # One graph: the weight casts trace as quantize ops too.
+        # One graph: the weight codes come from an op of their own.
         torch._dynamo.reset()
         explained = torch._dynamo.explain(model)(x)
         self.assertEqual(explained.graph_break_count, 0,
                          [b.reason for b in explained.break_reasons])
+
+    def test_a_compiled_linear_casts_its_weight_when_it_changes(self):
+        # The compiled forward reads the layer's version-keyed cache when it
+        # runs: one cast per weight change, not one per call, and the codes
+        # follow an optimizer's in-place update.
+        torch.manual_seed(0)
+        layer = moss_jit.nn.Linear(64, 32)
+        twin = moss_jit.nn.Linear(64, 32)
+        twin.load_state_dict(layer.state_dict())
+        compiled = torch.compile(layer)
+        optimizer = torch.optim.SGD(layer.parameters(), lr=0.1)
+        twin_optimizer = torch.optim.SGD(twin.parameters(), lr=0.1)
+        x = torch.randn(16, 64)
+        for _ in range(3):
+            for model, opt in ((compiled, optimizer), (twin, twin_optimizer)):
+                opt.zero_grad()
+                for _ in range(2):  # two micro-batches a step
+                    model(x).square().mean().backward()
+                opt.step()
+            self.assertEqual(layer.weight_casts["exact"],
+                             twin.weight_casts["exact"])
+        self.assertEqual(layer.weight_casts["exact"], 3)
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(x), twin(x), rtol=1e-5,
+                                       atol=1e-6)
+        # In-place changes outside any optimizer are seen too.
+        with torch.no_grad():
+            layer.weight.mul_(2.0)
+            twin.weight.mul_(2.0)
+            torch.testing.assert_close(compiled(x), twin(x), rtol=1e-5,
+                                       atol=1e-6)
 
 
 class ConvertTest(unittest.TestCase):
