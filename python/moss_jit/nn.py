@@ -547,7 +547,8 @@ def _linear_weight_codes(weight: torch.Tensor, layer: int,
     (the auto-scaler's casts, moss_jit.optim.AdamW's fused ones), which a
     traced graph could not. Under CUDA graph capture, or for a weight that
     is not the layer's, the weight's exact cast instead: a replay runs no
-    Python, so cached codes would go stale in it."""
+    Python, so cached codes would go stale in it. The cache's codes go out
+    as copies: a graph owns what its ops return, and may reuse the memory."""
     module = _layers_by_id.get(layer)
     capturing = weight.is_cuda and torch.cuda.is_current_stream_capturing()
     if module is None or capturing or \
@@ -555,7 +556,9 @@ def _linear_weight_codes(weight: torch.Tensor, layer: int,
         codes, codes_t, scale, _ = _cast_per_tensor(weight.contiguous(),
                                                     transposed)
     else:
-        codes, codes_t, scale = module._weight_codes(transposed)
+        codes, codes_t, scale = (
+            t.clone() if t is not None else None
+            for t in module._weight_codes(transposed))
     empty = torch.empty(0, dtype=torch.uint8, device=weight.device)
     return (codes.view(torch.uint8),
             codes_t.view(torch.uint8) if transposed else empty, scale)
@@ -582,12 +585,14 @@ def _grouped_weight_codes(weight: torch.Tensor, layer: int,
     if module is None or capturing or \
             module.weight.data_ptr() != weight.data_ptr():
         w_q, w_t = _expert_weights(weight.contiguous(), transposed)[0]
+        copy = lambda t: t  # noqa: E731
     else:
         w_q, w_t = module._expert_codes(transposed)
+        copy = torch.Tensor.clone
     empty = torch.empty(0, dtype=torch.uint8, device=weight.device)
-    return (w_q.codes.view(torch.uint8),
-            w_t.codes.view(torch.uint8) if transposed else empty,
-            w_q.global_scales)
+    return (copy(w_q.codes).view(torch.uint8),
+            copy(w_t.codes).view(torch.uint8) if transposed else empty,
+            copy(w_q.global_scales))
 
 
 @_grouped_weight_codes.register_fake
