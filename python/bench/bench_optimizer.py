@@ -14,31 +14,13 @@ Prints one Markdown table: median ms per step and the unfused / fused ratio.
 """
 
 import argparse
-import statistics
 
 import torch
 
 import moss_jit
+from bench_linear import time_steps
 
 SHAPES = [(1, 11008, 4096), (64, 1536, 4096), (8, 14336, 4096)]
-
-
-def time_steps(step, iters, rounds):
-    """Median over `rounds` of the mean time of `iters` steps (ms)."""
-    for _ in range(3):
-        step()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(rounds):
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(iters):
-            step()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / iters)
-    return statistics.median(times)
 
 
 def make_layer(experts, rows, cols):

@@ -744,6 +744,59 @@ TEST(QuantizeGpuTest, CastWithAGivenScaleInBothLayouts) {
   }
 }
 
+/// One layout's outputs of G casts, one array per output (codes poisoned,
+/// counters at their start values); the cast in slot s writes at s.
+struct CastOutputs {
+  CastOutputs(size_t casts, size_t values)
+      : values(values), q(casts * values), global(casts * 4),
+        counters(casts * 16) {
+    q.poison();
+    global.poison();
+    std::vector<uint64_t> start;
+    for (size_t g = 0; g < casts; ++g)
+      start.insert(start.end(), {DeviceOutputs::kCounterStart[0],
+                                 DeviceOutputs::kCounterStart[1]});
+    counters.upload(start.data());
+  }
+  QuantizeBuffers at(size_t slot) const {
+    return {0, q.get() + slot * values, 0, global.get() + slot * 4,
+            counters.get() + slot * 16};
+  }
+  size_t values;
+  DeviceBuffer q, global, counters;
+};
+
+/// Checks slot `slot` of `out` (codes, scale, saturated count and, with
+/// `nonFinite`, the non-finite count) against the host's cast of x [rows,
+/// cols], or of its transpose, with `scale`. Returns the host's saturated
+/// count.
+int64_t expectCastMatchesTheHost(const CastOutputs &out, size_t slot,
+                                 const std::vector<float> &x, int64_t rows,
+                                 int64_t cols, bool transposed, float scale,
+                                 bool nonFinite = true) {
+  SCOPED_TRACE(transposed ? "transposed" : "row-major");
+  std::vector<float> xt(x.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      xt[size_t(c * rows + r)] = x[size_t(r * cols + c)];
+  QuantizedTensor ref = llvm::cantFail(
+      transposed ? quantizeWithScale(xt, cols, rows, scale, Fp8Format::E4M3)
+                 : quantizeWithScale(x, rows, cols, scale, Fp8Format::E4M3));
+  std::vector<uint8_t> q = out.q.download<uint8_t>();
+  expectBitsEqual(std::vector<uint8_t>(q.begin() + slot * out.values,
+                                       q.begin() + (slot + 1) * out.values),
+                  ref.codes, ref.cols, "codes");
+  EXPECT_EQ(out.global.download<float>()[slot], scale);
+  std::vector<uint64_t> counts = out.counters.download<uint64_t>();
+  EXPECT_EQ(counts[2 * slot] - DeviceOutputs::kCounterStart[0],
+            uint64_t(ref.stats.saturated));
+  if (nonFinite) {
+    EXPECT_EQ(counts[2 * slot + 1] - DeviceOutputs::kCounterStart[1],
+              uint64_t(ref.stats.nonFiniteBlocks));
+  }
+  return ref.stats.saturated;
+}
+
 // G experts' weights cast with their own scales (castWithScales): each
 // cast's codes, scale and counters in each layout equal the host
 // reference's of that cast alone, whether the casts' buffers are arrays in
@@ -790,34 +843,16 @@ TEST(QuantizeGpuTest, BatchedCastsMatchTheHostReferenceOfEachCast) {
       for (int order = 0; order < 3; ++order) {
         SCOPED_TRACE("order " + std::to_string(order));
         const std::vector<size_t> &slot = orders[order];
-        // Each layout's outputs, one array per output; cast g's at slot[g].
-        struct Layout {
-          Layout(size_t casts, size_t values)
-              : q(casts * values), global(casts * 4), counters(casts * 16) {
-            q.poison();
-            global.poison();
-            std::vector<uint64_t> start;
-            for (size_t g = 0; g < casts; ++g)
-              start.insert(start.end(), {DeviceOutputs::kCounterStart[0],
-                                         DeviceOutputs::kCounterStart[1]});
-            counters.upload(start.data());
-          }
-          QuantizeBuffers at(size_t slot, size_t values) const {
-            return {0, q.get() + slot * values, 0, global.get() + slot * 4,
-                    counters.get() + slot * 16};
-          }
-          DeviceBuffer q, global, counters;
-        };
-        Layout rowOut(casts, values);
-        std::optional<Layout> tOut;
+        CastOutputs rowOut(casts, values);
+        std::optional<CastOutputs> tOut;
         if (both)
           tOut.emplace(casts, values);
         std::vector<QuantizeBuffers> rowBuffers, tBuffers;
         for (size_t g = 0; g < casts; ++g) {
-          rowBuffers.push_back(rowOut.at(slot[g], values));
+          rowBuffers.push_back(rowOut.at(slot[g]));
           rowBuffers.back().x = dx.get() + g * values * elementBytes;
           if (both)
-            tBuffers.push_back(tOut->at(slot[g], values));
+            tBuffers.push_back(tOut->at(slot[g]));
         }
         EXPECT_EQ(castsShareOneLaunch(spec, rowBuffers, tBuffers), order != 2);
         llvm::Error error = gpu().quantizer->castWithScales(
@@ -829,31 +864,13 @@ TEST(QuantizeGpuTest, BatchedCastsMatchTheHostReferenceOfEachCast) {
           SCOPED_TRACE("cast " + std::to_string(g));
           std::vector<float> slice(x.begin() + g * values,
                                    x.begin() + (g + 1) * values);
-          std::vector<float> sliceT(values);
-          for (int64_t r = 0; r < rows; ++r)
-            for (int64_t c = 0; c < cols; ++c)
-              sliceT[size_t(c * rows + r)] = slice[size_t(r * cols + c)];
           for (int layout = 0; layout < (both ? 2 : 1); ++layout) {
-            SCOPED_TRACE(layout ? "transposed" : "row-major");
-            const Layout &out = layout ? *tOut : rowOut;
-            QuantizedTensor ref = llvm::cantFail(
-                layout ? quantizeWithScale(sliceT, cols, rows, scales[g],
-                                           Fp8Format::E4M3)
-                       : quantizeWithScale(slice, rows, cols, scales[g],
-                                           Fp8Format::E4M3));
-            std::vector<uint8_t> q = out.q.download<uint8_t>();
-            expectBitsEqual(
-                std::vector<uint8_t>(q.begin() + slot[g] * values,
-                                     q.begin() + (slot[g] + 1) * values),
-                ref.codes, ref.cols, "codes");
-            EXPECT_EQ(out.global.download<float>()[slot[g]], scales[g]);
-            std::vector<uint64_t> counts = out.counters.download<uint64_t>();
-            EXPECT_EQ(counts[2 * slot[g]] - DeviceOutputs::kCounterStart[0],
-                      uint64_t(ref.stats.saturated));
-            EXPECT_EQ(counts[2 * slot[g] + 1] - DeviceOutputs::kCounterStart[1],
-                      uint64_t(ref.stats.nonFiniteBlocks));
-            if (factors[g] < 1)
-              EXPECT_GT(ref.stats.saturated, 0);
+            const int64_t saturated = expectCastMatchesTheHost(
+                layout ? *tOut : rowOut, slot[g], slice, rows, cols,
+                layout == 1, scales[g]);
+            if (factors[g] < 1) {
+              EXPECT_GT(saturated, 0);
+            }
           }
         }
       }
@@ -942,34 +959,18 @@ TEST(QuantizeGpuTest, FusedAdamWStepsMatchTheHostReference) {
         dg.upload(g.data());
         dm.upload(m.data());
         dv.upload(v.data());
-        struct Layout {
-          Layout(size_t casts, size_t values)
-              : q(casts * values), global(casts * 4), counters(casts * 16) {
-            q.poison();
-            global.poison();
-            std::vector<uint64_t> start;
-            for (size_t c = 0; c < casts; ++c)
-              start.insert(start.end(), {DeviceOutputs::kCounterStart[0],
-                                         DeviceOutputs::kCounterStart[1]});
-            counters.upload(start.data());
-          }
-          DeviceBuffer q, global, counters;
-        };
-        Layout rowOut(casts, values);
-        std::optional<Layout> tOut;
+        CastOutputs rowOut(casts, values);
+        std::optional<CastOutputs> tOut;
         if (both)
           tOut.emplace(casts, values);
         std::vector<QuantizeBuffers> rowBuffers, tBuffers;
         std::vector<AdamWBuffers> state;
         for (size_t c = 0; c < casts; ++c) {
           const size_t at = slot[c];
-          rowBuffers.push_back(
-              {dw.get() + at * values * 4, rowOut.q.get() + at * values, 0,
-               rowOut.global.get() + at * 4, rowOut.counters.get() + at * 16});
+          rowBuffers.push_back(rowOut.at(at));
+          rowBuffers.back().x = dw.get() + at * values * 4;
           if (both)
-            tBuffers.push_back({0, tOut->q.get() + at * values, 0,
-                                tOut->global.get() + at * 4,
-                                tOut->counters.get() + at * 16});
+            tBuffers.push_back(tOut->at(at));
           state.push_back({dg.get() + at * values * 4,
                            dm.get() + at * values * 4,
                            dv.get() + at * values * 4});
@@ -995,28 +996,13 @@ TEST(QuantizeGpuTest, FusedAdamWStepsMatchTheHostReference) {
           SCOPED_TRACE("weight " + std::to_string(c));
           std::vector<float> slice(wNew.begin() + c * values,
                                    wNew.begin() + (c + 1) * values);
-          std::vector<float> sliceT(values);
-          for (int64_t r = 0; r < rows; ++r)
-            for (int64_t k = 0; k < cols; ++k)
-              sliceT[size_t(k * rows + r)] = slice[size_t(r * cols + k)];
           for (int layout = 0; layout < (both ? 2 : 1); ++layout) {
-            SCOPED_TRACE(layout ? "transposed" : "row-major");
-            const Layout &out = layout ? *tOut : rowOut;
-            QuantizedTensor ref = llvm::cantFail(
-                layout ? quantizeWithScale(sliceT, cols, rows, scales[c],
-                                           Fp8Format::E4M3)
-                       : quantizeWithScale(slice, rows, cols, scales[c],
-                                           Fp8Format::E4M3));
-            std::vector<uint8_t> q = out.q.download<uint8_t>();
-            expectBitsEqual(std::vector<uint8_t>(q.begin() + c * values,
-                                                 q.begin() + (c + 1) * values),
-                            ref.codes, ref.cols, "codes");
-            EXPECT_EQ(out.global.download<float>()[c], scales[c]);
-            std::vector<uint64_t> counts = out.counters.download<uint64_t>();
-            EXPECT_EQ(counts[2 * c] - DeviceOutputs::kCounterStart[0],
-                      uint64_t(ref.stats.saturated));
-            if (factors[c] < 1)
-              EXPECT_GT(ref.stats.saturated, 0);
+            const int64_t saturated = expectCastMatchesTheHost(
+                layout ? *tOut : rowOut, c, slice, rows, cols, layout == 1,
+                scales[c], /*nonFinite=*/false);
+            if (factors[c] < 1) {
+              EXPECT_GT(saturated, 0);
+            }
           }
         }
       }

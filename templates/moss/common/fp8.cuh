@@ -94,6 +94,19 @@ __device__ __forceinline__ float mulRn(float a, float b) {
   return d;
 }
 
+/// FP32 addition and subtraction, correctly rounded, never contracted.
+__device__ __forceinline__ float addRn(float a, float b) {
+  float d;
+  asm("add.rn.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));
+  return d;
+}
+
+__device__ __forceinline__ float subRn(float a, float b) {
+  float d;
+  asm("sub.rn.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));
+  return d;
+}
+
 /// Two FP32 values to FP8 codes with one round-to-nearest-even each,
 /// saturating finite values and infinities to +-max, NaN to 0x7F. `hi` lands
 /// in bits 15..8, `lo` in bits 7..0.

@@ -37,18 +37,6 @@ template <int Fmt_, bool Dual_> struct AdamWConfig {
                 "a lane's four columns, whole row groups");
 };
 
-__device__ __forceinline__ float addRn(float a, float b) {
-  float d;
-  asm("add.rn.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));
-  return d;
-}
-
-__device__ __forceinline__ float subRn(float a, float b) {
-  float d;
-  asm("sub.rn.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));
-  return d;
-}
-
 /// moss::numerics::adamwUpdate: the updated weight; `m` and `v` in place.
 __device__ __forceinline__ float adamwUpdate(float p, float g, float &m,
                                              float &v, const AdamWArgs &c) {
