@@ -706,8 +706,16 @@ class Linear(_PlainAttributes, torch.nn.Module):
     def _weight_codes(self, need_transpose):
         """The weight's FP8 codes [out, in], those of its transpose
         [in, out] when `need_transpose` (None otherwise), and their scale:
-        cast again when the weight changed (_weight_source)."""
+        cast again when the weight changed (_weight_source). Under CUDA
+        graph capture, cast in the graph: a replay runs no Python, so it
+        could not follow the cache, and would read codes the cache may have
+        dropped since."""
         w = self.weight
+        if w.is_cuda and torch.cuda.is_current_stream_capturing():
+            with torch.no_grad():
+                codes, codes_t, scale, _ = _cast_per_tensor(
+                    w.detach().contiguous(), need_transpose)
+            return codes, codes_t, scale
         # A step reported by the optimizer hook counts as a change too: a
         # fused optimizer updates the weight without moving its version.
         source = _weight_source(w)
@@ -1011,6 +1019,11 @@ class GroupedLinear(_PlainAttributes, torch.nn.Module):
         the weight changed: inference and accumulated micro-batches reuse
         the codes (traced, through _grouped_weight_codes)."""
         w = self.weight
+        if w.is_cuda and torch.cuda.is_current_stream_capturing():
+            # As Linear._weight_codes: the cast goes into the graph.
+            with torch.no_grad():
+                return _expert_weights(w.detach().contiguous(),
+                                       need_transposes)[0]
         if _torch.compiling():
             codes, codes_t, scales = torch.ops.moss_jit.grouped_weight_codes(
                 w.detach(), id(self), need_transposes)

@@ -762,6 +762,12 @@ class LinearCudaTest(unittest.TestCase):
             torch.cuda.synchronize()
             self.assertTrue(torch.equal(y, layer(x)))
             self.assertFalse(torch.equal(y, want))
+            # The graph casts the weight as each replay finds it: an update
+            # between replays is seen.
+            layer.weight.mul_(1.5)
+            graph.replay()
+            torch.cuda.synchronize()
+            self.assertTrue(torch.equal(y, layer(x)))
 
 
 if __name__ == "__main__":
