@@ -194,10 +194,10 @@ ExpertWeightScalers::castStepsChecked(double lr, const QuantizeSpec &spec,
       return failed(std::move(error), std::nullopt);
   } else {
     if (adamw) {
-      // Every expert's update first, counted nowhere (the quantizer's own
-      // words); then each expert's cast or rescale of its updated weight.
-      SmallVector<QuantizeBuffers> uncounted(buffers);
-      if (Error error = quantizer.castWithScales(spec, scales, uncounted,
+      // Every expert's update first, counted nowhere (the caller's buffers
+      // have no counters: the quantizer's own words); then each expert's
+      // cast or rescale of its updated weight.
+      if (Error error = quantizer.castWithScales(spec, scales, buffers,
                                                  transposed, stream, adamw))
         return failed(std::move(error), std::nullopt);
     }

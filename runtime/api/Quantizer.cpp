@@ -647,6 +647,21 @@ Error GpuQuantizer::castWithScale(const QuantizeSpec &spec, CUdeviceptr scale,
   return run(spec, buffers, /*rowMajor=*/nullptr, scale, stream);
 }
 
+/// A dual-layout quantize's transposed buffers with the row-major layout's
+/// input: both layouts come from one read of one x (transposed.x is 0 or
+/// the same).
+static Expected<QuantizeBuffers>
+withRowMajorInput(const QuantizeBuffers &rowMajor,
+                  const QuantizeBuffers &transposed) {
+  if (transposed.x && transposed.x != rowMajor.x)
+    return invalidArgument("the transposed layout's input differs from the "
+                           "row-major layout's: both come from one read of "
+                           "one x");
+  QuantizeBuffers t = transposed;
+  t.x = rowMajor.x;
+  return t;
+}
+
 Error GpuQuantizer::quantizeBothLayouts(const QuantizeSpec &spec,
                                         const QuantizeBuffers &rowMajor,
                                         const QuantizeBuffers &transposed,
@@ -654,15 +669,12 @@ Error GpuQuantizer::quantizeBothLayouts(const QuantizeSpec &spec,
   if (!spec.bothLayouts)
     return invalidArgument("quantizeBothLayouts takes a dual-layout spec "
                            "(QuantizeSpec::bothLayouts)");
-  if (transposed.x && transposed.x != rowMajor.x)
-    return invalidArgument("the transposed layout's input differs from the "
-                           "row-major layout's: both come from one read of "
-                           "one x");
+  Expected<QuantizeBuffers> t = withRowMajorInput(rowMajor, transposed);
+  if (!t)
+    return t.takeError();
   if (scale % 4 != 0)
     return invalidArgument("the scale pointer must be 4-byte aligned");
-  QuantizeBuffers t = transposed;
-  t.x = rowMajor.x;
-  return run(spec, t, &rowMajor, scale, stream);
+  return run(spec, *t, &rowMajor, scale, stream);
 }
 
 namespace {
@@ -716,25 +728,24 @@ getBatchStrides(const QuantizeSpec &spec, ArrayRef<QuantizeBuffers> rowMajor,
   }
   if (!x || !q || !global || !counters || !rowQ || !rowGlobal || !rowCounters)
     return std::nullopt;
-  // A fused AdamW step writes the weights and the moments too.
-  std::optional<long long> grad = 0, expAvg = 0, expAvgSq = 0;
-  if (spec.adamw) {
-    grad = uniformStride(adamw, [](auto &b) { return b.grad; });
-    expAvg = uniformStride(adamw, [](auto &b) { return b.expAvg; });
-    expAvgSq = uniformStride(adamw, [](auto &b) { return b.expAvgSq; });
-    const long long bytes = spec.rows * spec.cols * 4;
-    if (!grad || !expAvg || !expAvgSq || *grad % 16 != 0 || *expAvg % 16 != 0 ||
-        *expAvgSq % 16 != 0 || !(*x >= bytes || *x <= -bytes) ||
-        !(*expAvg >= bytes || *expAvg <= -bytes) ||
-        !(*expAvgSq >= bytes || *expAvgSq <= -bytes))
-      return std::nullopt;
-  }
   // Casts whose codes or globals overlap would write them at once (the
   // counters add atomically, and may be shared).
   const long long codes = spec.rows * spec.cols;
   auto apart = [](long long stride, long long bytes) {
     return stride >= bytes || stride <= -bytes;
   };
+  // A fused AdamW step writes the weights and the moments too.
+  std::optional<long long> grad = 0, expAvg = 0, expAvgSq = 0;
+  if (spec.adamw) {
+    grad = uniformStride(adamw, [](auto &b) { return b.grad; });
+    expAvg = uniformStride(adamw, [](auto &b) { return b.expAvg; });
+    expAvgSq = uniformStride(adamw, [](auto &b) { return b.expAvgSq; });
+    const long long bytes = codes * 4;
+    if (!grad || !expAvg || !expAvgSq || *grad % 16 != 0 ||
+        *expAvg % 16 != 0 || *expAvgSq % 16 != 0 || !apart(*x, bytes) ||
+        !apart(*expAvg, bytes) || !apart(*expAvgSq, bytes))
+      return std::nullopt;
+  }
   const bool written =
       apart(*q, codes) && (!out[0].global || apart(*global, 4)) &&
       (!spec.bothLayouts ||
@@ -792,13 +803,10 @@ Error GpuQuantizer::castWithScales(const QuantizeSpec &spec, CUdeviceptr scales,
     const AdamWUpdate one{adamw->coefficients, adamw->state.slice(g, 1)};
     if (!spec.bothLayouts)
       return run(spec, rowMajor[g], nullptr, scale, stream, nullptr, &one);
-    if (transposed[g].x && transposed[g].x != rowMajor[g].x)
-      return invalidArgument("the transposed layout's input differs from the "
-                             "row-major layout's: both come from one read of "
-                             "one x");
-    QuantizeBuffers t = transposed[g];
-    t.x = rowMajor[g].x;
-    return run(spec, t, &rowMajor[g], scale, stream, nullptr, &one);
+    Expected<QuantizeBuffers> t = withRowMajorInput(rowMajor[g], transposed[g]);
+    if (!t)
+      return t.takeError();
+    return run(spec, *t, &rowMajor[g], scale, stream, nullptr, &one);
   };
   std::optional<quantize::BatchStrides> strides =
       getBatchStrides(spec, rowMajor, transposed,
